@@ -1,0 +1,103 @@
+/*
+ * http.h - HTTP/1.1 request-head parser, query-string reader and response-head writer.
+ *
+ * Stateless and I/O-free, in the manner of picohttpparser: the parser reads the caller's
+ * buffer and fills a struct whose strings are views (pointer + length) into that buffer, valid
+ * as long as the buffer is. The event loop in ttq.c owns every read and write and the bodies.
+ *
+ * Failures are HTTP statuses (enum http_status) so a malformed request maps straight to its
+ * answer. Strict by design (SPEC section 5; RFC 9110, RFC 9112): CRLF line ends only (a bare
+ * LF is 400), no obs-fold, no whitespace before a header's colon, origin-form targets of
+ * visible ASCII, HTTP/1.0 and HTTP/1.1 only (other HTTP versions 505), Host required on 1.1,
+ * one Content-Length (repeats must agree), any Transfer-Encoding is 411 (bodies need a length),
+ * heads over HTTP_MAX_HEAD bytes or with more than HTTP_MAX_HEADERS fields are 431.
+ */
+#ifndef TTQ_HTTP_H
+#define TTQ_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define HTTP_MAX_HEAD (16 * 1024) /* request line + headers, SPEC 5: over it is 431 */
+#define HTTP_MAX_HEADERS 64       /* more header fields is 431 */
+
+enum http_status {
+	HTTP_CONTINUE = 100,
+	HTTP_OK = 200,
+	HTTP_BAD_REQUEST = 400,
+	HTTP_NOT_FOUND = 404,
+	HTTP_METHOD_NOT_ALLOWED = 405,
+	HTTP_REQUEST_TIMEOUT = 408,
+	HTTP_CONFLICT = 409,
+	HTTP_LENGTH_REQUIRED = 411,
+	HTTP_PAYLOAD_TOO_LARGE = 413,
+	HTTP_EXPECTATION_FAILED = 417,
+	HTTP_HEADER_FIELDS_TOO_LARGE = 431,
+	HTTP_INTERNAL_SERVER_ERROR = 500,
+	HTTP_NOT_IMPLEMENTED = 501,
+	HTTP_SERVICE_UNAVAILABLE = 503,
+	HTTP_VERSION_NOT_SUPPORTED = 505,
+};
+
+/* Reason phrase for a status ("Not Found"); "Unknown" for codes not in the enum. */
+const char *http_reason(int status);
+
+struct http_header {
+	const char *name; /* view, not NUL-terminated */
+	size_t name_len;
+	const char *value; /* view without surrounding whitespace */
+	size_t value_len;
+};
+
+struct http_request {
+	const char *method; /* view: the method token, e.g. "GET" */
+	size_t method_len;
+	const char *path; /* view: request-target up to (not including) '?' */
+	size_t path_len;
+	const char *query; /* view: after '?' (empty when none) */
+	size_t query_len;
+	int minor_version; /* 0 for HTTP/1.0, 1 for HTTP/1.1 */
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t num_headers;
+	long long content_length; /* -1 when the request has no Content-Length */
+	bool keep_alive;          /* connection persists after this exchange (version + Connection) */
+	bool expect_continue;     /* "Expect: 100-continue" was sent */
+	const char *error;        /* static message when parsing failed, else NULL */
+};
+
+/*
+ * Parse one request head at buf[0..len).
+ * Returns the head's length in bytes (> 0, including the blank line) when it is complete,
+ * 0 when more bytes are needed, or -status (-400, -411, -413, -417, -431, -505) when the request
+ * is malformed; then req->error holds a static human message (-413: a Content-Length of more
+ * than 18 digits). A head still incomplete at HTTP_MAX_HEAD bytes is -431. Reads nothing
+ * outside buf[0..len). RFC 9112 sections 2-3, 5-6.
+ */
+int http_parse_request(const char *buf, size_t len, struct http_request *req);
+
+/*
+ * Find the header `name` (case-insensitive, NUL-terminated) in a parsed request.
+ * Returns the first match, or NULL.
+ */
+const struct http_header *http_header_get(const struct http_request *req, const char *name);
+
+/*
+ * Read query parameter `name` from a query view as a decimal non-negative integer <= max.
+ * Returns 1 and sets *out when present and valid, 0 when absent, -1 when present but not a
+ * plain decimal integer in 0..max (empty, sign, letters, percent-escapes, overflow) or when
+ * the name appears more than once. Unknown parameters are ignored. SPEC 5 "Query parameters".
+ */
+int http_query_uint(const char *query, size_t query_len, const char *name, unsigned long long max,
+		    unsigned long long *out);
+
+/*
+ * Write a response head into out[0..cap): status line, Content-Type (when not NULL),
+ * Content-Length, "Cache-Control: no-store", "Connection: close" when !keep_alive (or
+ * "Connection: keep-alive" for a kept HTTP/1.0 connection when minor_version is 0), then
+ * `extra` verbatim (NULL or complete "Name: value\r\n" lines), then the blank line.
+ * Returns the head's length, or 0 when it does not fit in cap.
+ */
+size_t http_format_head(char *out, size_t cap, int status, const char *content_type,
+			size_t content_length, bool keep_alive, int minor_version, const char *extra);
+
+#endif

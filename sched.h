@@ -1,0 +1,158 @@
+/*
+ * sched.h - jobs, cards and the per-card FIFO queues (SPEC sections 6-8).
+ *
+ * The scheduler decides; it does no I/O and allocates no jobs. ttq.c owns every job's memory
+ * (it embeds struct job in its own runtime record) and turns the decisions into store commits
+ * and process spawns. Invariants kept by the functions below:
+ *   - a job is on at most one card's queue, and only while its status is JOB_QUEUED;
+ *   - each card runs at most one thing at a time: card->current (a run job or its reset job);
+ *   - queues are strict FIFO by submission; every queue operation is O(1);
+ *   - sched->queued_total equals the sum of the cards' queued counts, and each card's
+ *     queued_estimate equals the sum of its queued jobs' run estimates.
+ * Times are wall-clock seconds since the epoch (double); NAN means "not set" (JSON null).
+ */
+#ifndef TTQ_SCHED_H
+#define TTQ_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SCHED_DEFAULT_ESTIMATE 10.0 /* seconds per iteration before one was measured, SPEC 7 */
+#define SCHED_RECENT 10             /* completed jobs kept per card for /status, SPEC 5 */
+
+enum job_status { JOB_QUEUED = 0, JOB_RUNNING, JOB_DONE };
+enum job_mode { JOB_MODE_RUN = 0, JOB_MODE_RESET };
+enum card_state { CARD_HEALTHY = 0, CARD_RESETTING, CARD_DEAD };
+
+/* A job as the API and the store see it. Strings marked heap are owned by the job. */
+struct job {
+	char id[33];    /* 32 lowercase hex characters + NUL */
+	int device;     /* the card (queue) number */
+	int status;     /* enum job_status */
+	int mode;       /* enum job_mode */
+	int timeout;    /* seconds, the effective value */
+	int repeat;     /* iterations asked for, >= 1 */
+	char *cmd;      /* heap; the shell program */
+	char *cwd;      /* heap; "" means the daemon's cwd */
+	char *client_id; /* heap; diagnostic only */
+	char *env_json; /* heap or NULL; the submitted env object, serialized; kept only until
+			   stored and again while spawning */
+	char *error;    /* heap or NULL */
+	int repeat_current;   /* iteration running or last run, 1-based; 0 before start */
+	int repeat_completed; /* iterations that exited 0 */
+	double first_iteration_elapsed; /* seconds, NAN until measured */
+	double per_iter_estimate;       /* seconds per iteration */
+	double submitted_at, started_at, finished_at;
+	double stop_requested_at, stop_escalated_at;
+	double elapsed;       /* seconds from start to finish, NAN until done */
+	int exit_code;        /* valid when has_exit_code */
+	bool has_exit_code;
+	bool timed_out;
+	bool log_truncated;
+	long long log_size;          /* bytes in the output file */
+	long long dropped_log_bytes; /* output bytes not stored because of the cap */
+	long long reset_epoch; /* the card's epoch at submission, then at start */
+	bool dirty;            /* changed since the last successful store commit */
+	struct job *prev, *next; /* queue links, owned by the scheduler */
+};
+
+/* A card: its durable reset state and its queue. */
+struct card {
+	int device;
+	int state;           /* enum card_state */
+	bool reset_pending;  /* a reset goes before the next job */
+	long long reset_epoch;
+	double last_reset_at, dead_since; /* NAN when not set */
+	char *dead_reason;   /* heap or NULL */
+	bool dirty;          /* durable fields changed since the last commit */
+	struct job *current; /* the running job or reset, or NULL */
+	struct job *head, *tail; /* queued jobs, FIFO */
+	int queued;
+	double queued_estimate; /* seconds: sum of sched_job_estimate() over the queue */
+};
+
+struct sched {
+	struct card *cards; /* heap, ncards entries, sorted by device */
+	int ncards;
+	int queued_total; /* queued jobs over all cards */
+};
+
+/* What a card should do next (sched_next). */
+enum sched_action { SCHED_IDLE = 0, SCHED_START_JOB, SCHED_START_RESET };
+
+/* Result of a reset request on one card (SPEC 8). */
+enum reset_action { RESET_SCHEDULED = 0, RESET_JOINED, RESET_ALREADY_RESET, RESET_DEAD };
+
+/*
+ * Set up one healthy, empty card per device number (devices need not be sorted; duplicates
+ * are collapsed). Returns 0, or -1 with errno ENOMEM. Free with sched_free().
+ */
+int sched_init(struct sched *s, const int *devices, int n);
+
+/* Release the card array and the cards' strings (not the jobs, which the caller owns). */
+void sched_free(struct sched *s);
+
+/* The card with this device number, or NULL when it is not configured. O(log n). */
+struct card *sched_card(struct sched *s, int device);
+
+/* A fresh job record: everything zero/empty, NAN times, estimate 10 s, repeat 1. */
+void sched_job_init(struct job *j);
+
+/* Free a job's heap strings (not the job itself) and clear the pointers. */
+void sched_job_clear(struct job *j);
+
+/* Append a queued job at the tail of its card's queue. O(1). */
+void sched_enqueue(struct sched *s, struct card *c, struct job *j);
+
+/* Remove a queued job from its card's queue (cancel, dead card, restart). O(1). */
+void sched_unlink(struct sched *s, struct card *c, struct job *j);
+
+/* Put a job back at the head of its card's queue (a start the store could not record). O(1). */
+void sched_requeue_front(struct sched *s, struct card *c, struct job *j);
+
+/*
+ * Decide what card c starts now. A card starts only when nothing is current, it is not dead,
+ * and the store is writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
+ * caller creates the reset job); else the head job is unlinked and returned in *out
+ * (SCHED_START_JOB). The caller makes the job current with sched_set_current(). SPEC 7.
+ */
+enum sched_action sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out);
+
+/* Record that j (a run job or a reset job) now runs on c; NULL when it finished. */
+void sched_set_current(struct card *c, struct job *j);
+
+/*
+ * The job's remaining run estimate in seconds at wall time now: repeat x per-iteration
+ * estimate for a queued job, that minus the time already run for a running one (>= 0), 0 when
+ * done.
+ */
+double sched_job_estimate(const struct job *j, double now);
+
+/* Seconds until a job submitted now to c would start: current + pending reset + queue. */
+double sched_card_wait(const struct card *c, double now);
+
+/*
+ * The POST /queue position of a job about to be appended to c: how many jobs or resets run on
+ * that card before it, the running one included (0 on an idle card). SPEC 5.
+ */
+int sched_submit_position(const struct card *c);
+
+/* The GET /job position of a queued job: its 1-based index among c's queued jobs. O(n). */
+int sched_queued_position(const struct card *c, const struct job *j);
+
+/*
+ * Apply a reset request to card c (SPEC 8). job_epoch is the reset_epoch recorded on the named
+ * job for a job-based request, or -1 for a card request. Dead: RESET_DEAD. Pending or
+ * resetting already: RESET_JOINED. job_epoch below the card's epoch: RESET_ALREADY_RESET.
+ * Otherwise sets reset_pending (card becomes dirty) and returns RESET_SCHEDULED; the caller
+ * stops the running job when preemption applies.
+ */
+enum reset_action sched_reset_request(struct card *c, long long job_epoch);
+
+/* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
+const char *sched_status_name(int status);
+const char *sched_mode_name(int mode);
+const char *sched_state_name(int state);
+const char *sched_reset_action_name(enum reset_action a);
+
+#endif

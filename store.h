@@ -1,0 +1,107 @@
+/*
+ * store.h - the durable record of jobs and cards in SQLite (SPEC section 9).
+ *
+ * One database file <log_dir>/jobs.sqlite3 in WAL mode with synchronous=FULL, so a committed
+ * transaction survives kill -9 and power loss. The daemon's memory is the truth for active
+ * jobs; the store mirrors it: ttq.c writes every dirty job and card inside one transaction per
+ * loop iteration (group commit) and only then answers, starts processes or forgets jobs.
+ * Completed jobs live only here. No output text is ever stored (output files are the log).
+ *
+ * Schema version 3 (PRAGMA user_version): the earlier single-card service's jobs table plus a
+ * `device` column, and a `cards` table with one row per card. Version 1/2 databases of the
+ * earlier service are migrated in place (their jobs and state become card 0's); a pre-v2 file
+ * or a newer version is refused with a message telling to use a fresh logs-v2/.
+ *
+ * Every function returning int gives 0 (or a count / 1 found) on success and -1 on failure,
+ * with store_errmsg() describing the last failure. Statements are prepared once at open and
+ * kept for the daemon's life.
+ */
+#ifndef TTQ_STORE_H
+#define TTQ_STORE_H
+
+#include <stdbool.h>
+
+#include "sched.h"
+
+#define STORE_SCHEMA_VERSION 3
+
+struct store;
+
+/* A card's durable row as loaded at start-up. Strings are heap, owned by the caller. */
+struct store_card {
+	int device;
+	int state; /* enum card_state */
+	bool reset_pending;
+	long long reset_epoch;
+	double last_reset_at, dead_since; /* NAN when NULL */
+	char *dead_reason;                /* NULL when NULL */
+	char *boot_id;                    /* the boot the row was written in, or NULL */
+};
+
+/*
+ * Open (creating if needed, mode 0600) the database at path, set WAL, synchronous=FULL and a
+ * busy timeout, create or migrate the schema. Returns the handle, or NULL with a message in
+ * err[0..errlen) (refusals of old/new schemas say to use a fresh logs-v2/). Close with
+ * store_close().
+ */
+struct store *store_open(const char *path, char *err, size_t errlen);
+
+/* Finalize statements and close the database. NULL is allowed. */
+void store_close(struct store *st);
+
+/* The message of the last failure (static or owned by the handle; valid until the next call). */
+const char *store_errmsg(struct store *st);
+
+/* Start a write transaction (BEGIN IMMEDIATE). */
+int store_begin(struct store *st);
+
+/*
+ * Insert or update the full row of job j (keyed by j->id) with its output file path.
+ * env_json is written when j->env_json is not NULL and kept as it was otherwise.
+ */
+int store_put_job(struct store *st, const struct job *j, const char *output_file);
+
+/* Insert or update card c's row, recording boot_id (the current boot) beside it. */
+int store_put_card(struct store *st, const struct card *c, const char *boot_id);
+
+/* Commit the transaction (fsync'd). On failure the transaction is rolled back. */
+int store_commit(struct store *st);
+
+/* Roll back the open transaction, if any. */
+void store_rollback(struct store *st);
+
+/*
+ * Called once per loaded job. The callback owns j's heap strings afterwards (it must keep or
+ * free them); output_file is valid only during the call. Return 0 to continue, -1 to stop.
+ */
+typedef int (*store_job_cb)(void *ctx, struct job *j, const char *output_file);
+
+/* Load queued and running jobs in submission order (env_json left NULL). Returns the count. */
+int store_load_active(struct store *st, store_job_cb cb, void *ctx);
+
+/* Load the newest n completed jobs of one card, oldest first. Returns the count. */
+int store_load_recent(struct store *st, int device, int n, store_job_cb cb, void *ctx);
+
+/*
+ * Read one job by id into *out (sched_job_init()ed first; heap strings owned by the caller,
+ * free with sched_job_clear()) and its output file path into *output_file (heap, caller frees;
+ * may be NULL to skip). Returns 1 when found, 0 when not, -1 on error.
+ */
+int store_get_job(struct store *st, const char *id, struct job *out, char **output_file);
+
+/* Read a job's stored env object text into *env_json (heap or NULL when none). 1/0/-1. */
+int store_get_env(struct store *st, const char *id, char **env_json);
+
+/* Load every card row; cb owns the strings of each row. Returns the count. */
+int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), void *ctx);
+
+/*
+ * Delete completed jobs finished before older_than (epoch seconds; 0 = no age limit) and all
+ * completed jobs beyond the newest `keep` (keep < 0 = no count limit), in one transaction.
+ * Calls cb with each deleted id after the commit, so the caller removes the job folders.
+ * Returns the number deleted.
+ */
+int store_retention(struct store *st, double older_than, long long keep,
+		    void (*cb)(void *ctx, const char *id), void *ctx);
+
+#endif
