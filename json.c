@@ -1,0 +1,1024 @@
+/*
+ * json.c - strict RFC 8259 tokenizer, token accessors, UTF-8 boundary helper and writer.
+ *
+ * Invariants of the reader:
+ * - It never reads outside src[0..len): every index is compared with len before the byte is
+ *   read. It allocates nothing and keeps no state outside the caller's stack and token array.
+ * - Recursion depth is bounded by JSON_MAX_DEPTH (64), so the stack use is bounded too.
+ * - Token i is written only when i < cap. Past cap the parser keeps validating and counting,
+ *   so -1 (malformed) wins over -2 (too many tokens) and the -2 message says how many tokens
+ *   the document needs. The one exception: duplicate keys are only detected in objects whose
+ *   tokens all fit, because detection reads the key tokens back.
+ * - Duplicate keys are found by sorting an object's keys by their decoded bytes (bottom-up
+ *   merge sort on a linked list). The list links live in the key tokens' `size` field, which is
+ *   0 for every string and is restored to 0 before the object is finished, so detection needs
+ *   no memory and costs O(m log m) comparisons for m members, whatever the keys are (a hash
+ *   table with a public hash function can be driven to O(m^2) by chosen keys).
+ *
+ * Invariants of the writer:
+ * - Output is valid UTF-8 whatever the input. A byte sequence that is not well-formed UTF-8
+ *   (Unicode table 3-7) is replaced by one U+FFFD per "maximal subpart" (The Unicode Standard,
+ *   section 3.9; the W3C/WHATWG decoders do the same): a lead byte plus the continuation
+ *   bytes that were still valid for it becomes one U+FFFD; every other stray byte becomes one
+ *   U+FFFD each. So "\xE2\x82" is one U+FFFD, "\xED\xA0\x80" (an encoded surrogate) is
+ *   three, "\xC0\xAF" is two, "\xF0\x9F\x98" (a truncated emoji) is one.
+ * - struct json_buf grows by doubling, so appends are amortized O(1) and a value costs no
+ *   allocation of its own; once an allocation fails, oom is set and every append is ignored.
+ * - Numbers are formatted without printf's locale-dependent decimal point.
+ */
+#include "json.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL 0 /* end of a key list; token 0 is the root and never a key */
+
+/* --------------------------------------------------------------------- UTF-8 */
+
+/*
+ * Length of the longest prefix of s[0..n) (n >= 1) that is a well-formed UTF-8 sequence or the
+ * start of one (Unicode table 3-7), and in *need the length the sequence must have. The
+ * sequence is complete and valid exactly when the result equals *need. The result is 0 when
+ * s[0] cannot start a sequence (80..C1, F5..FF).
+ */
+static unsigned
+utf8_prefix(const unsigned char *s, size_t n, unsigned *need)
+{
+	unsigned c = s[0], lo = 0x80, hi = 0xBF, k;
+
+	*need = 1;
+	if (c < 0x80)
+		return 1;
+	if (c < 0xC2 || c > 0xF4)
+		return 0;
+	*need = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+	/* the second byte's range excludes overlongs (E0, F0), surrogates (ED), > U+10FFFF (F4) */
+	if (c == 0xE0)
+		lo = 0xA0;
+	else if (c == 0xED)
+		hi = 0x9F;
+	else if (c == 0xF0)
+		lo = 0x90;
+	else if (c == 0xF4)
+		hi = 0x8F;
+	for (k = 1; k < *need && k < n; k++) {
+		if (s[k] < lo || s[k] > hi)
+			break;
+		lo = 0x80;
+		hi = 0xBF;
+	}
+	return k;
+}
+
+/* Encode code point cp (a scalar value, not a surrogate) into out; returns the byte count. */
+static int
+utf8_put(uint32_t cp, unsigned char *out)
+{
+	if (cp < 0x80) {
+		out[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (unsigned char)(0xC0 | cp >> 6);
+		out[1] = (unsigned char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (unsigned char)(0xE0 | cp >> 12);
+		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+		out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	out[0] = (unsigned char)(0xF0 | cp >> 18);
+	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+	out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+/*
+ * The last lead byte is the only one that can start an incomplete sequence, and such a
+ * sequence has at most 3 bytes, so only the last 3 bytes are examined: O(1).
+ */
+size_t
+json_utf8_boundary(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned need;
+	size_t back;
+
+	for (back = 1; back <= 3 && back <= n; back++) {
+		if ((u[n - back] & 0xC0) == 0x80)
+			continue; /* continuation byte: its lead is further back */
+		if (utf8_prefix(u + n - back, back, &need) == back && back < need)
+			return back == n ? n : n - back;
+		break;
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------ escapes */
+
+static int
+hexval(unsigned c)
+{
+	if (c - '0' < 10)
+		return (int)(c - '0');
+	c |= 0x20; /* ASCII lower case */
+	if (c - 'a' < 6)
+		return (int)(c - 'a' + 10);
+	return -1;
+}
+
+/* Read 4 hex digits at s[i..n) into *u; -1 when there are fewer. */
+static int
+hex4(const unsigned char *s, size_t i, size_t n, uint32_t *u)
+{
+	size_t k;
+	int d;
+
+	if (n - i < 4)
+		return -1;
+	for (*u = 0, k = 0; k < 4; k++) {
+		if ((d = hexval(s[i + k])) < 0)
+			return -1;
+		*u = *u << 4 | (uint32_t)d;
+	}
+	return 0;
+}
+
+/*
+ * Decode the escape whose backslash is s[*i] (i < n): write its UTF-8 bytes to out, advance *i
+ * past it and return the byte count (1..4). Malformed escapes (RFC 8259 section 7: only the
+ * listed ones; \u surrogates only as a high-low pair) return -1 with *why set and *i unchanged.
+ * Shared by the parser (which validates) and the decoders (which see validated text).
+ */
+static int
+unescape(const unsigned char *s, size_t *i, size_t n, unsigned char *out, const char **why)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	const char *e;
+	uint32_t hi, lo;
+
+	*why = "unterminated escape";
+	if (n - *i < 2)
+		return -1;
+	if (s[*i + 1] != 'u') {
+		*why = "invalid escape";
+		if (s[*i + 1] == 0 || (e = strchr(from, s[*i + 1])) == NULL)
+			return -1;
+		out[0] = (unsigned char)to[e - from];
+		*i += 2;
+		return 1;
+	}
+	*why = "invalid \\u escape";
+	if (hex4(s, *i + 2, n, &hi) < 0)
+		return -1;
+	if (hi < 0xD800 || hi > 0xDFFF) {
+		*i += 6;
+		return utf8_put(hi, out);
+	}
+	*why = "unpaired surrogate escape";
+	if (hi > 0xDBFF || n - *i < 12 || s[*i + 6] != '\\' || s[*i + 7] != 'u' ||
+	    hex4(s, *i + 8, n, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+		return -1;
+	*i += 12;
+	return utf8_put(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00), out);
+}
+
+/* A reader of a string token's decoded bytes, one at a time, for comparisons. */
+struct dec {
+	const unsigned char *s;
+	size_t pos, end;
+	unsigned char buf[4];
+	int nbuf, ibuf;
+};
+
+static void
+dec_init(struct dec *d, const char *src, const struct json_tok *t)
+{
+	d->s = (const unsigned char *)src;
+	d->pos = t->start;
+	d->end = t->end;
+	d->nbuf = d->ibuf = 0;
+}
+
+/* The next decoded byte, or -1 at the end. */
+static int
+dec_next(struct dec *d)
+{
+	const char *why;
+
+	if (d->ibuf < d->nbuf)
+		return d->buf[d->ibuf++];
+	if (d->pos >= d->end)
+		return -1;
+	if (d->s[d->pos] != '\\')
+		return d->s[d->pos++];
+	if ((d->nbuf = unescape(d->s, &d->pos, d->end, d->buf, &why)) < 0) {
+		d->nbuf = 0; /* not from json_parse: take the backslash literally */
+		return d->s[d->pos++];
+	}
+	d->ibuf = 1;
+	return d->buf[0];
+}
+
+/* ------------------------------------------------------------------- reader */
+
+struct parser {
+	const unsigned char *s;
+	size_t len;
+	size_t pos;
+	struct json_tok *toks;
+	unsigned cap;          /* usable tokens, at most INT_MAX */
+	unsigned n;            /* tokens the document needs so far; may exceed cap */
+	struct json_tok spill; /* written instead of toks[i] when i >= cap */
+	char *err;
+	size_t errlen;
+};
+
+static int parse_value(struct parser *p, unsigned depth);
+
+static int
+fail(struct parser *p, size_t at, const char *msg)
+{
+	if (p->errlen > 0)
+		snprintf(p->err, p->errlen, "%s at byte %zu", msg, at);
+	return -1;
+}
+
+/* Token i, or a scratch token when it is past cap so callers need not check. */
+static struct json_tok *
+tok(struct parser *p, unsigned i)
+{
+	return i < p->cap ? &p->toks[i] : &p->spill;
+}
+
+static unsigned
+new_tok(struct parser *p, int type, size_t start)
+{
+	unsigned i = p->n++;
+	struct json_tok *t = tok(p, i);
+
+	t->type = (uint8_t)type;
+	t->flags = 0;
+	t->start = t->end = (uint32_t)start;
+	t->size = 0;
+	t->next = i + 1;
+	return i;
+}
+
+static void
+skip_ws(struct parser *p)
+{
+	while (p->pos < p->len) {
+		unsigned char c = p->s[p->pos];
+
+		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+			return;
+		p->pos++;
+	}
+}
+
+/* The byte at pos, or -1 at the end of input. */
+static int
+peek(const struct parser *p)
+{
+	return p->pos < p->len ? p->s[p->pos] : -1;
+}
+
+/* Unescaped string bytes that need no further look: printable ASCII but '"' and '\\'. */
+static int
+plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+/* Scan string content from pos (just past the quote) to the closing quote, left at pos. */
+static int
+scan_string(struct parser *p, uint8_t *flags)
+{
+	const unsigned char *s = p->s;
+	unsigned char scratch[4];
+	size_t i = p->pos, n = p->len;
+	const char *why;
+	unsigned k, need;
+
+	for (;;) {
+		while (i < n && plain(s[i]))
+			i++;
+		if (i >= n)
+			return fail(p, i, "unterminated string");
+		if (s[i] == '"')
+			break;
+		if (s[i] == '\\') {
+			*flags |= JSON_F_ESCAPED;
+			if (unescape(s, &i, n, scratch, &why) < 0)
+				return fail(p, i, why);
+			continue;
+		}
+		if (s[i] < 0x20)
+			return fail(p, i, "control character in string");
+		if ((k = utf8_prefix(s + i, n - i, &need)) != need)
+			return fail(p, i, "invalid UTF-8 in string");
+		i += k;
+	}
+	p->pos = i;
+	return 0;
+}
+
+static int
+parse_string(struct parser *p)
+{
+	unsigned i = new_tok(p, JSON_STRING, p->pos + 1);
+	uint8_t flags = 0;
+
+	p->pos++;
+	if (scan_string(p, &flags) < 0)
+		return -1;
+	tok(p, i)->flags = flags;
+	tok(p, i)->end = (uint32_t)p->pos;
+	p->pos++; /* the closing quote */
+	return 0;
+}
+
+/* Skip one or more digits; -1 when there is none. */
+static int
+digits(struct parser *p)
+{
+	size_t start = p->pos;
+
+	while (p->pos < p->len && (unsigned)(p->s[p->pos] - '0') < 10)
+		p->pos++;
+	return p->pos > start ? 0 : -1;
+}
+
+/* RFC 8259 section 6: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
+static int
+parse_number(struct parser *p)
+{
+	size_t start = p->pos;
+	uint8_t flags = JSON_F_INT;
+	unsigned i;
+
+	if (peek(p) == '-')
+		p->pos++;
+	if (peek(p) == '0') {
+		p->pos++;
+		if (peek(p) >= '0' && peek(p) <= '9')
+			return fail(p, start, "leading zero in number");
+	} else if (digits(p) < 0) {
+		return fail(p, p->pos, p->pos > start ? "digit expected" : "unexpected character");
+	}
+	if (peek(p) == '.') {
+		p->pos++;
+		flags = 0;
+		if (digits(p) < 0)
+			return fail(p, p->pos, "digit expected after '.'");
+	}
+	if (peek(p) == 'e' || peek(p) == 'E') {
+		p->pos++;
+		flags = 0;
+		if (peek(p) == '+' || peek(p) == '-')
+			p->pos++;
+		if (digits(p) < 0)
+			return fail(p, p->pos, "digit expected in exponent");
+	}
+	i = new_tok(p, JSON_NUMBER, start);
+	tok(p, i)->flags = flags;
+	tok(p, i)->end = (uint32_t)p->pos;
+	return 0;
+}
+
+static int
+parse_literal(struct parser *p, const char *word, int type)
+{
+	size_t n = strlen(word);
+	unsigned i;
+
+	if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
+		return fail(p, p->pos, "invalid literal");
+	i = new_tok(p, type, p->pos);
+	p->pos += n;
+	tok(p, i)->end = (uint32_t)p->pos;
+	return 0;
+}
+
+/* Compare the decoded bytes of key tokens a and b like memcmp, shorter first. */
+static int
+key_cmp(struct parser *p, unsigned a, unsigned b)
+{
+	const struct json_tok *x = &p->toks[a], *y = &p->toks[b];
+	size_t lx = x->end - x->start, ly = y->end - y->start;
+	struct dec dx, dy;
+	int c, cx, cy;
+
+	if (!((x->flags | y->flags) & JSON_F_ESCAPED)) {
+		/* no escapes: the raw bytes are the decoded bytes */
+		c = memcmp(p->s + x->start, p->s + y->start, lx < ly ? lx : ly);
+		return c ? c : (lx > ly) - (lx < ly);
+	}
+	dec_init(&dx, (const char *)p->s, x);
+	dec_init(&dy, (const char *)p->s, y);
+	do {
+		cx = dec_next(&dx);
+		cy = dec_next(&dy);
+	} while (cx == cy && cx >= 0);
+	return cx - cy;
+}
+
+/*
+ * One bottom-up merge pass over the key list `a` (linked through `size`): merge neighbouring
+ * runs of `run` keys. Returns the new head and counts merges in *merges. Two keys that compare
+ * equal are a duplicate: *dup gets one of them and the (now broken) list is abandoned. No
+ * duplicate escapes: a comparison sort must compare every two neighbours of its output
+ * directly, and some two equal keys end up neighbours.
+ */
+static uint32_t
+merge_pass(struct parser *p, uint32_t a, uint32_t run, unsigned *merges, uint32_t *dup)
+{
+	struct json_tok *t = p->toks;
+	uint32_t b, na, nb, e, head = NIL, tail = NIL;
+	int c;
+
+	for (*merges = 0; a != NIL; a = b, (*merges)++) {
+		for (b = a, na = 0; na < run && b != NIL; na++)
+			b = t[b].size; /* b: head of the second run */
+		for (nb = run; na > 0 || (nb > 0 && b != NIL);) {
+			if (na == 0)
+				c = 1;
+			else if (nb == 0 || b == NIL)
+				c = -1;
+			else if ((c = key_cmp(p, a, b)) == 0) {
+				*dup = b;
+				return NIL;
+			}
+			if (c < 0) {
+				e = a;
+				a = t[a].size;
+				na--;
+			} else {
+				e = b;
+				b = t[b].size;
+				nb--;
+			}
+			if (tail == NIL)
+				head = e;
+			else
+				t[tail].size = e;
+			tail = e;
+		}
+	}
+	t[tail].size = NIL;
+	return head;
+}
+
+/* Object obj (all of its tokens stored) with count > 1 members: -1 on a duplicate key. */
+static int
+check_dup_keys(struct parser *p, unsigned obj, unsigned count)
+{
+	struct json_tok *t = p->toks;
+	uint32_t k, j, list = obj + 1, run = 1, dup = NIL;
+	unsigned merges;
+
+	/* link the keys in document order; a member's value token knows where the next key is */
+	for (k = obj + 1, j = 1; j < count; j++, k = t[k].size)
+		t[k].size = t[k + 1].next;
+	t[k].size = NIL;
+	do {
+		list = merge_pass(p, list, run, &merges, &dup);
+		run *= 2;
+	} while (dup == NIL && merges > 1);
+	for (k = obj + 1, j = 0; j < count; j++, k = t[k + 1].next)
+		t[k].size = 0; /* a string's size, as promised */
+	if (dup != NIL)
+		return fail(p, t[dup].start - 1, "duplicate key");
+	return 0;
+}
+
+/* "key": value, starting at (or before whitespace before) the key. */
+static int
+parse_member(struct parser *p, unsigned depth)
+{
+	skip_ws(p);
+	if (peek(p) != '"')
+		return fail(p, p->pos, "expected a string key");
+	if (parse_string(p) < 0)
+		return -1;
+	skip_ws(p);
+	if (peek(p) != ':')
+		return fail(p, p->pos, "expected ':'");
+	p->pos++;
+	return parse_value(p, depth);
+}
+
+/* An object or array at pos; depth counts this container. */
+static int
+parse_container(struct parser *p, unsigned depth, int type)
+{
+	int close = type == JSON_OBJECT ? '}' : ']', c, rc;
+	unsigned i = new_tok(p, type, p->pos), count = 0;
+
+	if (depth > JSON_MAX_DEPTH)
+		return fail(p, p->pos, "nesting too deep");
+	p->pos++;
+	skip_ws(p);
+	if (peek(p) == close) {
+		p->pos++;
+	} else {
+		do {
+			rc = type == JSON_OBJECT ? parse_member(p, depth) : parse_value(p, depth);
+			if (rc < 0)
+				return -1;
+			count++;
+			skip_ws(p);
+			if ((c = peek(p)) != ',' && c != close)
+				return fail(p, p->pos,
+				            c < 0 ? "unterminated container"
+				                  : "expected ',' or closing bracket");
+			p->pos++;
+		} while (c == ',');
+	}
+	tok(p, i)->end = (uint32_t)p->pos;
+	tok(p, i)->size = count;
+	tok(p, i)->next = p->n;
+	if (type == JSON_OBJECT && count > 1 && p->n <= p->cap)
+		return check_dup_keys(p, i, count);
+	return 0;
+}
+
+static int
+parse_value(struct parser *p, unsigned depth)
+{
+	skip_ws(p);
+	switch (peek(p)) {
+	case -1:
+		return fail(p, p->pos, "unexpected end of input");
+	case '{':
+		return parse_container(p, depth + 1, JSON_OBJECT);
+	case '[':
+		return parse_container(p, depth + 1, JSON_ARRAY);
+	case '"':
+		return parse_string(p);
+	case 't':
+		return parse_literal(p, "true", JSON_TRUE);
+	case 'f':
+		return parse_literal(p, "false", JSON_FALSE);
+	case 'n':
+		return parse_literal(p, "null", JSON_NULL);
+	default:
+		return parse_number(p);
+	}
+}
+
+int
+json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
+           size_t errlen)
+{
+	struct parser p = {0};
+
+	p.s = (const unsigned char *)src;
+	p.len = len;
+	p.toks = toks;
+	p.cap = cap > INT_MAX ? INT_MAX : cap; /* the count is returned as an int */
+	p.err = err;
+	p.errlen = errlen;
+	if (errlen > 0)
+		err[0] = '\0';
+	if (len > UINT32_MAX - 1) /* offsets are uint32_t */
+		return fail(&p, 0, "document too large");
+	if (parse_value(&p, 0) < 0)
+		return -1;
+	skip_ws(&p);
+	if (p.pos != len)
+		return fail(&p, p.pos, "trailing garbage");
+	if (p.n > p.cap) {
+		if (errlen > 0)
+			snprintf(err, errlen, "document needs %u tokens, only %u available", p.n,
+			         p.cap);
+		return -2;
+	}
+	return (int)p.n;
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+/* Decoded key token k equals key[0..klen)? */
+static int
+key_eq(const char *src, const struct json_tok *k, const char *key, size_t klen)
+{
+	struct dec d;
+	size_t i;
+	int c;
+
+	if (!(k->flags & JSON_F_ESCAPED))
+		return k->end - k->start == klen && memcmp(src + k->start, key, klen) == 0;
+	dec_init(&d, src, k);
+	for (i = 0; (c = dec_next(&d)) >= 0; i++)
+		if (i >= klen || c != (unsigned char)key[i])
+			return 0;
+	return i == klen;
+}
+
+int
+json_obj_get(const char *src, const struct json_tok *toks, int obj, const char *key)
+{
+	size_t klen = strlen(key);
+	uint32_t j, k;
+
+	if (obj < 0 || toks[obj].type != JSON_OBJECT)
+		return -1;
+	for (j = 0, k = (uint32_t)obj + 1; j < toks[obj].size; j++, k = toks[k + 1].next)
+		if (key_eq(src, &toks[k], key, klen))
+			return (int)k + 1;
+	return -1;
+}
+
+/* Copy what fits of s[0..n) to out[*len..cap); *len counts every byte, fitting or not. */
+static void
+emit(char *out, size_t cap, size_t *len, const void *s, size_t n)
+{
+	if (*len < cap)
+		memcpy(out + *len, s, cap - *len < n ? cap - *len : n);
+	*len += n;
+}
+
+size_t
+json_str_decode(const char *src, const struct json_tok *t, char *out, size_t cap)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t pos = t->start, end = t->end, len = 0;
+	const unsigned char *bs;
+	unsigned char u[4];
+	const char *why;
+	int k;
+
+	if (t->type != JSON_STRING)
+		return 0;
+	while (pos < end) {
+		/* copy the run up to the next backslash in one go */
+		bs = memchr(s + pos, '\\', end - pos);
+		emit(out, cap, &len, s + pos, bs ? (size_t)(bs - s) - pos : end - pos);
+		if (!bs)
+			break;
+		pos = (size_t)(bs - s);
+		if ((k = unescape(s, &pos, end, u, &why)) < 0) {
+			emit(out, cap, &len, "\\", 1); /* not from json_parse: keep it literal */
+			pos++;
+		} else {
+			emit(out, cap, &len, u, (size_t)k);
+		}
+	}
+	return len;
+}
+
+int
+json_tok_int(const char *src, const struct json_tok *t, long long *out)
+{
+	size_t pos = t->start, end = t->end;
+	unsigned long long v = 0, lim = LLONG_MAX;
+	unsigned d;
+	int neg;
+
+	if (t->type != JSON_NUMBER || !(t->flags & JSON_F_INT))
+		return -1;
+	if ((neg = pos < end && src[pos] == '-')) {
+		pos++;
+		lim = (unsigned long long)LLONG_MAX + 1; /* |LLONG_MIN| */
+	}
+	if (pos >= end)
+		return -1;
+	for (; pos < end; pos++) {
+		if ((d = (unsigned)(src[pos] - '0')) > 9)
+			return -1;
+		if (v > (lim - d) / 10)
+			return -1; /* v * 10 + d > lim */
+		v = v * 10 + d;
+	}
+	if (!neg)
+		*out = (long long)v;
+	else
+		*out = v > (unsigned long long)LLONG_MAX ? LLONG_MIN : -(long long)v;
+	return 0;
+}
+
+/* ------------------------------------------------------------------- writer */
+
+void
+json_buf_init(struct json_buf *b)
+{
+	b->p = NULL;
+	b->len = b->cap = 0;
+	b->oom = 0;
+}
+
+void
+json_buf_free(struct json_buf *b)
+{
+	free(b->p);
+	json_buf_init(b);
+}
+
+int
+json_buf_reserve(struct json_buf *b, size_t n)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	char *p;
+
+	if (b->oom)
+		return -1;
+	if (b->cap - b->len >= n)
+		return 0;
+	if (n > SIZE_MAX - b->len)
+		goto oom;
+	while (cap - b->len < n)
+		cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2; /* doubling: amortized O(1) */
+	if ((p = realloc(b->p, cap)) == NULL)
+		goto oom;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+oom:
+	b->oom = 1;
+	return -1;
+}
+
+void
+json_buf_add(struct json_buf *b, const void *s, size_t n)
+{
+	if (n == 0 || json_buf_reserve(b, n) < 0)
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+void
+json_buf_printf(struct json_buf *b, const char *fmt, ...)
+{
+	va_list ap, ap2;
+	size_t avail = b->cap - b->len;
+	int n;
+
+	if (b->oom)
+		return;
+	va_start(ap, fmt);
+	va_copy(ap2, ap);
+	/* try in the free space first; vsnprintf needs room for its NUL, which is not kept */
+	n = vsnprintf(b->p ? b->p + b->len : NULL, avail, fmt, ap);
+	if (n >= 0 && (size_t)n >= avail && json_buf_reserve(b, (size_t)n + 1) == 0)
+		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
+	if (n >= 0 && !b->oom)
+		b->len += (size_t)n;
+	va_end(ap2);
+	va_end(ap);
+}
+
+/* The escape of an ASCII byte that plain() refuses: \n and friends, else \u00XX. */
+static void
+put_escape(struct json_buf *b, unsigned char c)
+{
+	static const char hex[] = "0123456789abcdef", from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
+	char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+	const char *e = memchr(from, c, sizeof from - 1); /* memchr: c may be NUL */
+
+	if (e != NULL) {
+		esc[1] = to[e - from];
+		json_buf_add(b, esc, 2);
+	} else {
+		json_buf_add(b, esc, 6);
+	}
+}
+
+/*
+ * Append the quoted, escaped string s[0..n). Runs of bytes that need no escape (printable
+ * ASCII and well-formed UTF-8) are copied with one memcpy each.
+ */
+static void
+put_str(struct json_buf *b, const unsigned char *s, size_t n)
+{
+	size_t i = 0, run = 0;
+	unsigned k, need;
+
+	json_buf_reserve(b, n + 2); /* the common case: nothing to escape */
+	json_buf_add(b, "\"", 1);
+	while (i < n) {
+		if (plain(s[i])) {
+			i++;
+			continue;
+		}
+		k = s[i] < 0x80 ? 0 : utf8_prefix(s + i, n - i, &need);
+		if (k > 0 && k == need) {
+			i += k; /* well-formed: part of the run */
+			continue;
+		}
+		if (i > run) /* also keeps s + run from being computed for s == NULL */
+			json_buf_add(b, s + run, i - run);
+		if (s[i] < 0x80) {
+			put_escape(b, s[i]);
+			i++;
+		} else {
+			json_buf_add(b, "\xEF\xBF\xBD", 3); /* one U+FFFD per maximal subpart */
+			i += k > 0 ? k : 1;
+		}
+		run = i;
+	}
+	if (i > run)
+		json_buf_add(b, s + run, i - run);
+	json_buf_add(b, "\"", 1);
+}
+
+void
+json_w_init(struct json_w *w, struct json_buf *b)
+{
+	w->b = b;
+	w->depth = 0;
+	w->need_comma = 0;
+	w->after_key = 0;
+}
+
+/* Before every key and value: a comma unless first in its container or right after a key. */
+static void
+sep(struct json_w *w)
+{
+	uint64_t bit = (uint64_t)1 << (w->depth & 63);
+
+	if (w->after_key) {
+		w->after_key = 0;
+		return;
+	}
+	if (w->need_comma & bit)
+		json_buf_add(w->b, ",", 1);
+	w->need_comma |= bit;
+}
+
+static void
+open_container(struct json_w *w, const char *bracket)
+{
+	sep(w);
+	json_buf_add(w->b, bracket, 1);
+	assert(w->depth < 63);
+	w->depth++;
+	w->need_comma &= ~((uint64_t)1 << (w->depth & 63));
+}
+
+static void
+close_container(struct json_w *w, const char *bracket)
+{
+	assert(w->depth > 0 && !w->after_key);
+	json_buf_add(w->b, bracket, 1);
+	w->depth--;
+}
+
+void
+json_w_obj(struct json_w *w)
+{
+	open_container(w, "{");
+}
+
+void
+json_w_obj_end(struct json_w *w)
+{
+	close_container(w, "}");
+}
+
+void
+json_w_arr(struct json_w *w)
+{
+	open_container(w, "[");
+}
+
+void
+json_w_arr_end(struct json_w *w)
+{
+	close_container(w, "]");
+}
+
+void
+json_w_key(struct json_w *w, const char *key)
+{
+	sep(w);
+	put_str(w->b, (const unsigned char *)key, strlen(key));
+	json_buf_add(w->b, ":", 1);
+	w->after_key = 1;
+}
+
+void
+json_w_str(struct json_w *w, const char *s, size_t n)
+{
+	sep(w);
+	put_str(w->b, (const unsigned char *)s, n);
+}
+
+void
+json_w_cstr(struct json_w *w, const char *s)
+{
+	if (s)
+		json_w_str(w, s, strlen(s));
+	else
+		json_w_null(w);
+}
+
+/* Write v's decimal digits so that they end just before `end`; returns their start. */
+static char *
+fmt_u(char *end, unsigned long long v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
+void
+json_w_int(struct json_w *w, long long v)
+{
+	char buf[24], *p;
+	/* the magnitude in unsigned arithmetic, so LLONG_MIN does not overflow */
+	unsigned long long m = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+
+	p = fmt_u(buf + sizeof buf, m);
+	if (v < 0)
+		*--p = '-';
+	sep(w);
+	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
+}
+
+/* Round x to the nearest integer, halves away from zero; |x| < 2^63. No libm needed. */
+static long long
+round_ll(double x)
+{
+	long long m = (long long)x; /* truncates toward zero */
+	double f = x - (double)m;   /* exact for the magnitudes that have fractions */
+
+	return m + (f >= 0.5) - (f <= -0.5);
+}
+
+/*
+ * Write a / 1000 (a count of thousandths) so that it ends just before `end`: at most three
+ * decimals, trailing zeros dropped, no point when there is no fraction. Returns the start.
+ */
+static char *
+fmt_milli(char *end, unsigned long long a)
+{
+	unsigned frac = (unsigned)(a % 1000);
+	/* three digits keep the leading zeros of 1.05; the trailing ones are dropped */
+	char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+	             (char)('0' + frac % 10)};
+	size_t nd = 4;
+
+	if (frac != 0) {
+		while (d[nd - 1] == '0')
+			nd--; /* stops at a digit: frac != 0 */
+		end -= nd;
+		memcpy(end, d, nd);
+	}
+	return fmt_u(end, a / 1000);
+}
+
+void
+json_w_num(struct json_w *w, double v)
+{
+	char buf[32], *p;
+	long long m;
+
+	if (!isfinite(v)) {
+		json_w_null(w);
+		return;
+	}
+	sep(w);
+	if (v >= 9e15 || v <= -9e15) {
+		/* every double this large is an integer; %.0f has no decimal point to localize */
+		json_buf_printf(w->b, "%.0f", v);
+		return;
+	}
+	m = round_ll(v * 1000); /* thousandths; |m| < 9e18 fits */
+	p = fmt_milli(buf + sizeof buf, m < 0 ? 0 - (unsigned long long)m : (unsigned long long)m);
+	if (m < 0)
+		*--p = '-'; /* m == 0 prints "0", never "-0" */
+	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
+}
+
+void
+json_w_bool(struct json_w *w, int v)
+{
+	sep(w);
+	json_buf_add(w->b, v ? "true" : "false", v ? 4 : 5);
+}
+
+void
+json_w_null(struct json_w *w)
+{
+	sep(w);
+	json_buf_add(w->b, "null", 4);
+}
+
+void
+json_w_raw(struct json_w *w, const char *json, size_t n)
+{
+	sep(w);
+	json_buf_add(w->b, json, n);
+}
