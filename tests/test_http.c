@@ -1,0 +1,585 @@
+/*
+ * test_http.c - unit tests for http.c: request-head parsing, query parameters, response heads.
+ *
+ * Every input is parsed from a copy that ends exactly where a PROT_NONE guard page begins (as
+ * picohttpparser's tests do), so reading one byte past the input crashes the test. Each table
+ * case is also fed as every one of its prefixes: a prefix must give 0 (need more) or, for a
+ * malformed request, the same error as the whole; never a different error or a length.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "tap.h"
+
+#define REGION (64 * 1024) /* readable bytes before the guard page; > HTTP_MAX_HEAD */
+#define ALL INT_MAX        /* expected result: the whole input is the head */
+
+static char *region;
+
+static void
+guard_init(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	region =
+	    mmap(NULL, REGION + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (region == MAP_FAILED || mprotect(region + REGION, page, PROT_NONE) != 0) {
+		perror("mmap");
+		exit(2);
+	}
+}
+
+/* A copy of s[0..n) ending at the guard page. Overwrites the previous copy. */
+static char *
+guarded(const char *s, size_t n)
+{
+	char *p = region + REGION - n;
+
+	memmove(p, s, n);
+	return p;
+}
+
+static int
+parse(const char *s, size_t n, struct http_request *req)
+{
+	return http_parse_request(guarded(s, n), n, req);
+}
+
+/* Parse a whole NUL-terminated head; its length when complete, else the parser's result. */
+static int
+parse_str(const char *s, struct http_request *req)
+{
+	int r = parse(s, strlen(s), req);
+
+	return r == (int)strlen(s) ? r : r > 0 ? -1 : r;
+}
+
+static bool
+view_is(const char *v, size_t n, const char *want)
+{
+	return n == strlen(want) && memcmp(v, want, n) == 0;
+}
+
+struct pcase {
+	const char *name;
+	const char *in;
+	size_t len;
+	int want; /* head length, ALL, 0, or -status */
+};
+
+#define C(name, lit, want)                                                                         \
+	{                                                                                          \
+		name, lit, sizeof(lit) - 1, want                                                   \
+	}
+#define RL "GET / HTTP/1.1\r\n"
+#define HOST "Host: x\r\n"
+
+static const struct pcase cases[] = {
+    /* valid */
+    C("GET 1.1", RL HOST "\r\n", ALL),
+    C("GET 1.0 without Host", "GET / HTTP/1.0\r\n\r\n", ALL),
+    C("POST with Content-Length",
+      "POST /queue HTTP/1.1\r\nHost: localhost:8000\r\nContent-Type: application/json\r\n"
+      "Content-Length: 12\r\n\r\n",
+      ALL),
+    C("POST head followed by its body",
+      "POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n{\"cmd\":\"ls\"}", 53),
+    C("pipelined: first head only", "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n", 28),
+    C("leading empty lines skipped and counted", "\r\n\r\n" RL HOST "\r\n", ALL),
+    C("query string", "GET /logs/abc?offset=5&limit=10 HTTP/1.1\r\n" HOST "\r\n", ALL),
+    C("method is any token", "M-SEARCH /x HTTP/1.1\r\n" HOST "\r\n", ALL),
+    C("lowercase method token", "get / HTTP/1.1\r\n" HOST "\r\n", ALL),
+    C("OWS around value", RL HOST "X:   v w \t\r\n\r\n", ALL),
+    C("empty value", RL HOST "X:\r\n\r\n", ALL),
+    C("empty value with OWS", RL HOST "X: \t \r\n\r\n", ALL),
+    C("obs-text value (not UTF-8)", RL HOST "X: \xff\xfe\x80 caf\xc3\xa9\r\n\r\n", ALL),
+    C("HTAB inside value", RL HOST "X: a\tb\r\n\r\n", ALL),
+    C("Host name case-insensitive", RL "hOsT: x\r\n\r\n", ALL),
+    C("empty Host value", RL "Host:\r\n\r\n", ALL),
+    C("Connection close", RL HOST "Connection: close\r\n\r\n", ALL),
+    C("1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", ALL),
+    C("Connection list", RL HOST "Connection: , upgrade ,  CLOSE,\r\n\r\n", ALL),
+    C("Expect 100-continue", RL HOST "Expect: 100-Continue\r\nContent-Length: 3\r\n\r\n", ALL),
+    C("Content-Length 0", RL HOST "Content-Length: 0\r\n\r\n", ALL),
+    C("Content-Length repeated, same", RL HOST "Content-Length: 5\r\ncontent-length: 05\r\n\r\n",
+      ALL),
+    C("Content-Length 18 digits", RL HOST "Content-Length: 999999999999999999\r\n\r\n", ALL),
+    C("visible ASCII target", "GET /a/b;c=d?x=%20&y=~!$'()*+,:@[]{}| HTTP/1.1\r\n" HOST "\r\n",
+      ALL),
+    C("target split at first '?'", "GET /a?b?c HTTP/1.1\r\n" HOST "\r\n", ALL),
+    C("unknown header kept", RL HOST "X-Request-Id: 7\r\n\r\n", ALL),
+
+    /* incomplete */
+    C("empty", "", 0),
+    C("one byte", "G", 0),
+    C("lone CR", "\r", 0),
+    C("empty line only", "\r\n", 0),
+    C("method only", "GET", 0),
+    C("method and target", "GET /", 0),
+    C("no CRLF after version", "GET / HTTP/1.1", 0),
+    C("CR after version", "GET / HTTP/1.1\r", 0),
+    C("version 2 still incomplete", "GET / HTTP/2.0", 0),
+    C("no blank line", RL HOST, 0),
+    C("blank line half there", RL HOST "\r", 0),
+    C("inside a value", RL "Host: xyz", 0),
+
+    /* line ends: bare LF / bare CR (RFC 9112 2.2) */
+    C("bare LF after request line", "GET / HTTP/1.1\nHost: x\n\n", -400),
+    C("bare LF after field", RL "Host: x\n\r\n", -400),
+    C("bare LF as blank line", RL HOST "\n", -400),
+    C("bare LF before request line", "\nGET / HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("bare LF in target", "GET /\n", -400),
+    C("bare CR in value", RL "Host: x\ry\r\n\r\n", -400),
+    C("bare CR after version", "GET / HTTP/1.1\rX", -400),
+    C("bare CR as blank line", RL HOST "\rX", -400),
+    C("bare CR in leading empty line", "\r\r\n", -400),
+
+    /* NUL and control bytes, detected before the head ends */
+    C("NUL in value", RL HOST "X: a\0b\r\n\r\n", -400),
+    C("NUL in value, head unfinished", RL HOST "X: a\0", -400),
+    C("NUL in method", "GE\0T / HTTP/1.1\r\n", -400),
+    C("NUL in target", "GET /\0 HTTP/1.1\r\n", -400),
+    C("NUL in field name", RL "Ho\0st: x\r\n\r\n", -400),
+    C("NUL first", "\0", -400),
+    C("DEL in value", RL HOST "X: a\x7f\r\n\r\n", -400),
+    C("control byte in value", RL HOST "X: \x01\r\n\r\n", -400),
+    C("ESC in value", RL HOST "X: \x1b[0m\r\n\r\n", -400),
+
+    /* request line */
+    C("empty method", " / HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("non-token method, early", "G(", -400),
+    C("two spaces after method", "GET  / HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("HTAB after method", "GET\t/ HTTP/1.1\r\n", -400),
+    C("absolute-form target", "GET http://x/ HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("asterisk-form target", "OPTIONS * HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("non-ASCII in target", "GET /caf\xc3\xa9 HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("HTAB in target", "GET /a\tb HTTP/1.1\r\n", -400),
+    C("HTTP/0.9 request line", "GET /\r\n", -400),
+    C("lowercase version", "GET / http/1.1\r\n" HOST "\r\n", -400),
+    C("version without minor", "GET / HTTP/1\r\n" HOST "\r\n", -400),
+    C("two-digit minor", "GET / HTTP/1.10\r\n" HOST "\r\n", -400),
+    C("two-digit major", "GET / HTTP/11.1\r\n" HOST "\r\n", -400),
+    C("space after version", "GET / HTTP/1.1 \r\n" HOST "\r\n", -400),
+    C("garbage request line", "hello world\r\n\r\n", -400),
+    C("no version", "GET / \r\n", -400),
+
+    /* versions (RFC 9110 6.2) */
+    C("HTTP/2.0", "GET / HTTP/2.0\r\n" HOST "\r\n", -505),
+    C("HTTP/1.2", "GET / HTTP/1.2\r\n" HOST "\r\n", -505),
+    C("HTTP/0.9", "GET / HTTP/0.9\r\n\r\n", -505),
+    C("HTTP/3.0, before the headers", "GET / HTTP/3.0\r\n", -505),
+
+    /* field syntax (RFC 9112 5) */
+    C("space before colon", RL "Host : x\r\n\r\n", -400),
+    C("HTAB before colon", RL "Host\t: x\r\n\r\n", -400),
+    C("field without colon", RL "Host x\r\n\r\n", -400),
+    C("field without colon or space", RL "Hostx\r\n\r\n", -400),
+    C("empty field name", RL HOST ": x\r\n\r\n", -400),
+    C("non-token field name", RL HOST "X(y): 1\r\n\r\n", -400),
+    C("non-ASCII field name", RL HOST "X\xc3\xa9: 1\r\n\r\n", -400),
+    C("obs-fold", RL HOST "X: a\r\n b\r\n\r\n", -400),
+    C("obs-fold with HTAB", RL HOST "X: a\r\n\tb\r\n\r\n", -400),
+    C("whitespace before first field", RL " Host: x\r\n\r\n", -400),
+
+    /* Host (RFC 9112 3.2) */
+    C("1.1 without Host", RL "\r\n", -400),
+    C("1.1 without Host, other fields", RL "X: 1\r\n\r\n", -400),
+    C("two Host fields", RL HOST "Host: y\r\n\r\n", -400),
+    C("two Host fields in 1.0", "GET / HTTP/1.0\r\nHost: x\r\nHost: x\r\n\r\n", -400),
+
+    /* Content-Length (RFC 9110 8.6, RFC 9112 6.3) */
+    C("Content-Length negative", RL HOST "Content-Length: -1\r\n\r\n", -400),
+    C("Content-Length plus sign", RL HOST "Content-Length: +1\r\n\r\n", -400),
+    C("Content-Length inner space", RL HOST "Content-Length: 1 2\r\n\r\n", -400),
+    C("Content-Length hex", RL HOST "Content-Length: 0x10\r\n\r\n", -400),
+    C("Content-Length empty", RL HOST "Content-Length:\r\n\r\n", -400),
+    C("Content-Length non-numeric", RL HOST "Content-Length: abc\r\n\r\n", -400),
+    C("Content-Length decimal point", RL HOST "Content-Length: 1.5\r\n\r\n", -400),
+    C("Content-Length list", RL HOST "Content-Length: 5, 5\r\n\r\n", -400),
+    C("Content-Length list no space", RL HOST "Content-Length: 5,5\r\n\r\n", -400),
+    C("Content-Length conflicting", RL HOST "Content-Length: 5\r\nContent-Length: 6\r\n\r\n", -400),
+    C("Content-Length 19 digits", RL HOST "Content-Length: 1000000000000000000\r\n\r\n", -413),
+    C("Content-Length huge", RL HOST "Content-Length: 99999999999999999999999999999\r\n\r\n", -413),
+    C("Content-Length huge and not digits", RL HOST "Content-Length: 9999999999999999999x\r\n\r\n",
+      -400),
+
+    /* Transfer-Encoding: bodies need a length (SPEC 5) */
+    C("Transfer-Encoding chunked", RL HOST "Transfer-Encoding: chunked\r\n\r\n", -411),
+    C("Transfer-Encoding identity", RL HOST "transfer-encoding: identity\r\n\r\n", -411),
+    C("Transfer-Encoding and Content-Length",
+      RL HOST "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", -411),
+    C("Transfer-Encoding in 1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -411),
+
+    /* Expect (RFC 9110 10.1.1) */
+    C("Expect unknown", RL HOST "Expect: 200-ok\r\n\r\n", -417),
+    C("Expect 100-continue with suffix", RL HOST "Expect: 100-continue-x\r\n\r\n", -417),
+    C("Expect list with unknown", RL HOST "Expect: 100-continue, foo\r\n\r\n", -417),
+    C("Expect with parameter", RL HOST "Expect: 100-continue;a=b\r\n\r\n", -417),
+
+    /* Connection = #token */
+    C("Connection quoted", RL HOST "Connection: \"close\"\r\n\r\n", -400),
+    C("Connection with space inside", RL HOST "Connection: keep alive\r\n\r\n", -400),
+};
+
+/* Every prefix gives 0, or the whole input's result: its length once k reaches it, or its error. */
+static int
+prefix_result_ok(const struct pcase *t, int whole)
+{
+	struct http_request req;
+	size_t k;
+	int r;
+
+	for (k = 0; k < t->len; k++) {
+		r = parse(t->in, k, &req);
+		if (whole > 0 && (size_t)whole <= k ? r != whole
+		                                    : r != 0 && (whole >= 0 || r != whole))
+			break;
+		if ((r < 0) != (req.error != NULL))
+			break;
+	}
+	if (k < t->len)
+		printf("# %s: prefix of %zu bytes gave %d\n", t->name, k, r);
+	return k == t->len;
+}
+
+static void
+test_table(void)
+{
+	struct http_request req;
+	size_t i, n = sizeof(cases) / sizeof(cases[0]), bad_msg = 0, bad_prefix = 0;
+	int r, want;
+
+	for (i = 0; i < n; i++) {
+		const struct pcase *t = &cases[i];
+
+		want = t->want == ALL ? (int)t->len : t->want;
+		r = parse(t->in, t->len, &req);
+		is_int(r, want, "%s", t->name);
+		if ((r < 0) != (req.error != NULL)) {
+			printf("# %s: error message %s\n", t->name,
+			       req.error ? req.error : "(null)");
+			bad_msg++;
+		}
+		bad_prefix += !prefix_result_ok(t, want);
+	}
+	ok(bad_msg == 0, "req->error set exactly on failure, all %zu cases", n);
+	ok(bad_prefix == 0, "every prefix of all %zu cases gives 0 or the whole result", n);
+}
+
+static void
+test_fields(void)
+{
+	static const char post[] = "POST /queue?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n"
+	                           "X-Y:  a b \r\nExpect: 100-continue\r\n\r\n{\"cmd\":\"ls\"}";
+	struct http_request req;
+	const struct http_header *h;
+	int r;
+
+	r = parse(post, sizeof(post) - 1, &req);
+	is_int(r, (int)sizeof(post) - 1 - 12, "POST head length excludes the body");
+	ok(view_is(req.method, req.method_len, "POST"), "method view");
+	ok(view_is(req.path, req.path_len, "/queue"), "path view");
+	ok(view_is(req.query, req.query_len, "x=1"), "query view");
+	is_int(req.minor_version, 1, "minor version");
+	is_int(req.num_headers, 4, "header count");
+	is_int(req.content_length, 12, "content length");
+	ok(req.keep_alive, "1.1 defaults to keep-alive");
+	ok(req.expect_continue, "Expect: 100-continue seen");
+	h = http_header_get(&req, "x-y");
+	ok(h && view_is(h->value, h->value_len, "a b"),
+	   "header_get is case-insensitive, OWS trimmed");
+	ok(http_header_get(&req, "X-Y-Z") == NULL, "header_get: longer name absent");
+	ok(http_header_get(&req, "X-") == NULL, "header_get: prefix of a name absent");
+	h = http_header_get(&req, "HOST");
+	ok(h && view_is(h->value, h->value_len, "h"), "header_get Host");
+
+	r = parse_str(RL HOST "\r\n", &req);
+	ok(r > 0 && req.content_length == -1, "no Content-Length is -1");
+	ok(r > 0 && req.query_len == 0 && req.query == req.path + 1,
+	   "no query: empty view after path");
+	ok(r > 0 && !req.expect_continue, "no Expect");
+
+	r = parse_str("GET /? HTTP/1.1\r\nHost: x\r\n\r\n", &req);
+	ok(r > 0 && view_is(req.path, req.path_len, "/") && req.query_len == 0, "'?' alone");
+	r = parse_str("GET /a?b?c HTTP/1.1\r\nHost: x\r\n\r\n", &req);
+	ok(r > 0 && view_is(req.query, req.query_len, "b?c"), "query keeps later '?'");
+	r = parse_str("GET / HTTP/1.1\r\nHost: x\r\nX:\r\n\r\n", &req);
+	ok(r > 0 && req.headers[1].value_len == 0, "empty value view");
+}
+
+static void
+conn(const char *in, bool want_keep, bool want_expect, const char *name)
+{
+	struct http_request req;
+	int r = parse_str(in, &req);
+
+	ok(r > 0 && req.keep_alive == want_keep && req.expect_continue == want_expect, "%s", name);
+}
+
+static void
+test_connection(void)
+{
+	conn("GET / HTTP/1.1\r\nHost: x\r\n\r\n", true, false, "1.1 default keep-alive");
+	conn("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false, false, "1.1 close");
+	conn("GET / HTTP/1.1\r\nHost: x\r\nConnection: CLOSE\r\n\r\n", false, false, "1.1 CLOSE");
+	conn("GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade, close\r\n\r\n", false, false,
+	     "1.1 close in a list");
+	conn("GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+	     false, false, "1.1 close in a second field");
+	conn("GET / HTTP/1.1\r\nHost: x\r\nConnection: closed\r\n\r\n", true, false,
+	     "1.1 'closed' is not close");
+	conn("GET / HTTP/1.0\r\n\r\n", false, false, "1.0 default close");
+	conn("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true, false, "1.0 keep-alive");
+	conn("GET / HTTP/1.0\r\nConnection: Keep-Alive, TE\r\n\r\n", true, false,
+	     "1.0 Keep-Alive in a list");
+	conn("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", false, false,
+	     "1.0 keep-alive and close: close wins");
+	conn("GET / HTTP/1.0\r\nConnection: keep-alive-x\r\n\r\n", false, false,
+	     "1.0 keep-alive-x is not keep-alive");
+	conn("GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n", true, true,
+	     "1.1 Expect 100-continue");
+	conn("GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-CONTINUE\r\nConnection: close\r\n\r\n",
+	     false, true, "Expect case-insensitive with close");
+	conn("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", false, false,
+	     "1.0 Expect 100-continue ignored (RFC 9110 10.1.1)");
+}
+
+static void
+test_pipelined(void)
+{
+	static const char two[] = "POST /q HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"
+	                          "GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	struct http_request req;
+	size_t off;
+	int r;
+
+	r = parse(two, sizeof(two) - 1, &req);
+	ok(r > 0 && req.content_length == 2, "pipelined: first head");
+	off = (size_t)r + 2;
+	r = parse(two + off, sizeof(two) - 1 - off, &req);
+	is_int(r, (int)(sizeof(two) - 1 - off), "pipelined: second head at its offset");
+	ok(view_is(req.path, req.path_len, "/status") && !req.keep_alive,
+	   "pipelined: second fields");
+}
+
+/* A head of exactly n bytes: request line, Host, one X field padded to size, blank line. */
+static size_t
+big_head(char *buf, size_t n)
+{
+	static const char pre[] = RL HOST "X: ";
+	size_t pad = n - (sizeof(pre) - 1) - 4;
+
+	memcpy(buf, pre, sizeof(pre) - 1);
+	memset(buf + sizeof(pre) - 1, 'a', pad);
+	memcpy(buf + n - 4, "\r\n\r\n", 4);
+	return n;
+}
+
+static void
+test_limits(void)
+{
+	static char buf[HTTP_MAX_HEAD + 64];
+	struct http_request req;
+	size_t n, i;
+	int r;
+
+	n = big_head(buf, HTTP_MAX_HEAD);
+	is_int(parse(buf, n, &req), HTTP_MAX_HEAD, "head of exactly HTTP_MAX_HEAD bytes");
+	memcpy(buf + n, "GET", 3);
+	is_int(parse(buf, n + 3, &req), HTTP_MAX_HEAD, "limit-sized head with more bytes after it");
+	is_int(parse(buf, n - 1, &req), 0, "limit-sized head missing its last byte");
+	n = big_head(buf, HTTP_MAX_HEAD + 1);
+	is_int(parse(buf, n, &req), -431, "head one byte over HTTP_MAX_HEAD");
+	ok(req.error != NULL, "431 has a message");
+	is_int(parse(buf, HTTP_MAX_HEAD, &req), -431, "unfinished head at HTTP_MAX_HEAD bytes");
+	is_int(parse(buf, HTTP_MAX_HEAD - 1, &req), 0, "unfinished head one byte under the limit");
+	for (i = 0; i + 1 < HTTP_MAX_HEAD; i += 2)
+		memcpy(buf + i, "\r\n", 2);
+	is_int(parse(buf, HTTP_MAX_HEAD, &req), -431, "16 KiB of empty lines is 431");
+	memset(buf, 'a', sizeof(buf));
+	is_int(parse(buf, sizeof(buf), &req), -431, "16 KiB method is 431");
+	memcpy(buf, "GET /", 5);
+	is_int(parse(buf, sizeof(buf), &req), -431, "16 KiB target is 431");
+	r = parse(buf, HTTP_MAX_HEAD + 1, &req);
+	ok(r == -431, "limit applies before the bytes past it are looked at");
+}
+
+/* A request with n header fields (Host first), optionally a partial next field. */
+static size_t
+many_fields(char *buf, int n, const char *tail)
+{
+	size_t len = 0;
+	int i;
+
+	len += (size_t)sprintf(buf, RL HOST);
+	for (i = 1; i < n; i++)
+		len += (size_t)sprintf(buf + len, "X-%d: %d\r\n", i, i);
+	len += (size_t)sprintf(buf + len, "%s", tail);
+	return len;
+}
+
+static void
+test_field_count(void)
+{
+	static char buf[4096];
+	struct http_request req;
+	size_t n;
+
+	n = many_fields(buf, HTTP_MAX_HEADERS, "\r\n");
+	is_int(parse(buf, n, &req), (int)n, "64 header fields");
+	is_int(req.num_headers, HTTP_MAX_HEADERS, "64 fields recorded");
+	ok(view_is(req.headers[63].name, req.headers[63].name_len, "X-63"), "last field view");
+	n = many_fields(buf, HTTP_MAX_HEADERS + 1, "\r\n");
+	is_int(parse(buf, n, &req), -431, "65 header fields");
+	n = many_fields(buf, HTTP_MAX_HEADERS, "X");
+	is_int(parse(buf, n, &req), -431, "65th field detected as it starts");
+	n = many_fields(buf, HTTP_MAX_HEADERS, "");
+	is_int(parse(buf, n, &req), 0, "64 fields, blank line not yet there");
+}
+
+static void
+test_misc(void)
+{
+	struct http_request req;
+
+	is_int(http_parse_request(NULL, 0, &req), 0, "NULL, 0 needs more");
+	ok(req.error == NULL && req.num_headers == 0 && req.content_length == -1, "reset on entry");
+	is_str(http_reason(200), "OK", "reason 200");
+	is_str(http_reason(404), "Not Found", "reason 404");
+	is_str(http_reason(431), "Request Header Fields Too Large", "reason 431");
+	is_str(http_reason(505), "HTTP Version Not Supported", "reason 505");
+	is_str(http_reason(402), "Unknown", "reason 402");
+	is_str(http_reason(-400), "Unknown", "reason negative");
+	is_str(http_reason(100000), "Unknown", "reason huge");
+}
+
+static int
+query(const char *q, const char *name, unsigned long long max, unsigned long long *out)
+{
+	size_t n = strlen(q);
+
+	return http_query_uint(guarded(q, n), n, name, max, out);
+}
+
+static void
+test_query(void)
+{
+	unsigned long long v = 77;
+
+	is_int(query("", "limit", 100, &v), 0, "query: empty query");
+	is_int(http_query_uint(NULL, 0, "limit", 100, &v), 0, "query: NULL, 0");
+	is_int(query("offset=5", "limit", 100, &v), 0, "query: absent");
+	is_int(v, 77, "query: absent leaves *out");
+	ok(query("limit=42", "limit", 100, &v) == 1 && v == 42, "query: present");
+	ok(query("offset=1&limit=7&wait=3", "limit", 100, &v) == 1 && v == 7, "query: middle");
+	ok(query("a&b=x&limit=0&c=%zz", "limit", 100, &v) == 1 && v == 0,
+	   "query: other params ignored");
+	ok(query("limit=007", "limit", 100, &v) == 1 && v == 7, "query: leading zeros");
+	ok(query("&&limit=3&", "limit", 100, &v) == 1 && v == 3, "query: empty params ignored");
+	is_int(query("limit=", "limit", 100, &v), -1, "query: empty value");
+	is_int(query("limit", "limit", 100, &v), -1, "query: no '='");
+	is_int(query("limit&x=1", "limit", 100, &v), -1, "query: no '=' then more");
+	is_int(query("limit=-1", "limit", 100, &v), -1, "query: -1");
+	is_int(query("limit=1.5", "limit", 100, &v), -1, "query: 1.5");
+	is_int(query("limit=+1", "limit", 100, &v), -1, "query: +1");
+	is_int(query("limit= 1", "limit", 100, &v), -1, "query: leading space");
+	is_int(query("limit=1 ", "limit", 100, &v), -1, "query: trailing space");
+	is_int(query("limit=%31", "limit", 100, &v), -1, "query: percent escape not decoded");
+	is_int(query("limit=1a", "limit", 100, &v), -1, "query: trailing letter");
+	is_int(query("limit=0x1", "limit", 100, &v), -1, "query: hex");
+	is_int(query("limit=1=2", "limit", 100, &v), -1, "query: second '='");
+	ok(query("limit=100", "limit", 100, &v) == 1 && v == 100, "query: max boundary");
+	is_int(query("limit=101", "limit", 100, &v), -1, "query: max + 1");
+	ok(query("wait=18446744073709551615", "wait", ULLONG_MAX, &v) == -1,
+	   "query: 20 digits rejected");
+	ok(query("wait=9999999999999999999", "wait", ULLONG_MAX, &v) == 1 &&
+	       v == 9999999999999999999ULL,
+	   "query: 19 digits accepted");
+	is_int(query("wait=99999999999999999999999", "wait", ULLONG_MAX, &v), -1,
+	       "query: overflow");
+	is_int(query("limit=1&limit=1", "limit", 100, &v), -1, "query: duplicate");
+	is_int(query("limit=1&limit", "limit", 100, &v), -1, "query: duplicate without '='");
+	is_int(query("Limit=1", "limit", 100, &v), 0, "query: names are case-sensitive");
+	is_int(query("limits=1&xlimit=2", "limit", 100, &v), 0, "query: similar names ignored");
+	is_int(query("=5", "limit", 100, &v), 0, "query: empty name ignored");
+}
+
+static void
+head_is(size_t got, const char *out, const char *want, const char *name)
+{
+	ok(got == strlen(want) && memcmp(out, want, got) == 0, "%s", name);
+	if (got != strlen(want) || memcmp(out, want, got) != 0)
+		printf("#   got \"%.*s\"\n", (int)got, out);
+}
+
+static void
+test_format(void)
+{
+	static const char ct[] = "application/json; charset=utf-8";
+	static const char want_ka[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json; "
+	                              "charset=utf-8\r\nContent-Length: 12\r\n"
+	                              "Cache-Control: no-store\r\n\r\n";
+	char buf[512], *g;
+	size_t n, len = sizeof(want_ka) - 1;
+
+	n = http_format_head(buf, sizeof(buf), 200, ct, 12, true, 1, NULL);
+	head_is(n, buf, want_ka, "format: 1.1 keep-alive");
+	n = http_format_head(buf, sizeof(buf), 404, ct, 0, false, 1, NULL);
+	head_is(n, buf,
+	        "HTTP/1.1 404 Not Found\r\nContent-Type: application/json; charset=utf-8\r\n"
+	        "Content-Length: 0\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+	        "format: close");
+	n = http_format_head(buf, sizeof(buf), 200, ct, 2, true, 0, NULL);
+	head_is(n, buf,
+	        "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
+	        "Content-Length: 2\r\nCache-Control: no-store\r\nConnection: keep-alive\r\n\r\n",
+	        "format: 1.0 keep-alive");
+	n = http_format_head(buf, sizeof(buf), 200, ct, 2, false, 0, NULL);
+	head_is(n, buf,
+	        "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
+	        "Content-Length: 2\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+	        "format: 1.0 close");
+	n = http_format_head(buf, sizeof(buf), 405, NULL, 18446744073709551615ULL, true, 1,
+	                     "Allow: GET, POST\r\n");
+	head_is(n, buf,
+	        "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 18446744073709551615\r\n"
+	        "Cache-Control: no-store\r\nAllow: GET, POST\r\n\r\n",
+	        "format: no Content-Type, extra lines, largest length");
+	n = http_format_head(buf, sizeof(buf), 299, NULL, 0, true, 1, NULL);
+	head_is(n, buf,
+	        "HTTP/1.1 299 Unknown\r\nContent-Length: 0\r\nCache-Control: no-store\r\n\r\n",
+	        "format: unknown status");
+	is_int(http_format_head(buf, sizeof(buf), 42, NULL, 0, true, 1, NULL), 0,
+	       "format: status below 100");
+	is_int(http_format_head(buf, sizeof(buf), -400, NULL, 0, true, 1, NULL), 0,
+	       "format: negative status");
+
+	/* exact fit and one short, writing right up to the guard page */
+	g = region + REGION - len;
+	n = http_format_head(g, len, 200, ct, 12, true, 1, NULL);
+	head_is(n, g, want_ka, "format: fits exactly, no NUL written");
+	g = region + REGION - (len - 1);
+	is_int(http_format_head(g, len - 1, 200, ct, 12, true, 1, NULL), 0,
+	       "format: one byte short");
+	is_int(http_format_head(region + REGION, 0, 200, ct, 12, true, 1, NULL), 0,
+	       "format: cap 0");
+}
+
+int
+main(void)
+{
+	guard_init();
+	test_table();
+	test_fields();
+	test_connection();
+	test_pipelined();
+	test_limits();
+	test_field_count();
+	test_misc();
+	test_query();
+	test_format();
+	return tap_done();
+}
