@@ -1,0 +1,278 @@
+/*
+ * sched.c - per-card FIFO queues, estimates and the reset-request rules (SPEC 5, 7, 8).
+ *
+ * Pure bookkeeping: no I/O, no clocks (callers pass `now`), no allocation except the card
+ * array. Queues are intrusive doubly-linked lists through job->prev/next, so enqueue, dequeue
+ * and cancel are O(1); each card keeps its queued count and the sum of its queued jobs'
+ * estimates so a submission's position and wait are O(1) too.
+ */
+#include "sched.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int
+cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+int
+sched_init(struct sched *s, const int *devices, int n)
+{
+	int *sorted, i, k = 0;
+
+	memset(s, 0, sizeof(*s));
+	if (n <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	sorted = malloc(sizeof(int) * (size_t)n);
+	s->cards = calloc((size_t)n, sizeof(*s->cards));
+	if (!sorted || !s->cards) {
+		free(sorted);
+		free(s->cards);
+		s->cards = NULL;
+		errno = ENOMEM;
+		return -1;
+	}
+	memcpy(sorted, devices, sizeof(int) * (size_t)n);
+	qsort(sorted, (size_t)n, sizeof(int), cmp_int);
+	for (i = 0; i < n; i++) {
+		if (k > 0 && s->cards[k - 1].device == sorted[i])
+			continue;
+		s->cards[k].device = sorted[i];
+		s->cards[k].state = CARD_HEALTHY;
+		s->cards[k].last_reset_at = NAN;
+		s->cards[k].dead_since = NAN;
+		k++;
+	}
+	s->ncards = k;
+	free(sorted);
+	return 0;
+}
+
+void
+sched_free(struct sched *s)
+{
+	int i;
+
+	for (i = 0; i < s->ncards; i++)
+		free(s->cards[i].dead_reason);
+	free(s->cards);
+	memset(s, 0, sizeof(*s));
+}
+
+struct card *
+sched_card(struct sched *s, int device)
+{
+	int lo = 0, hi = s->ncards - 1;
+
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (s->cards[mid].device == device)
+			return &s->cards[mid];
+		if (s->cards[mid].device < device)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return NULL;
+}
+
+void
+sched_job_init(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	j->repeat = 1;
+	j->per_iter_estimate = SCHED_DEFAULT_ESTIMATE;
+	j->first_iteration_elapsed = NAN;
+	j->submitted_at = j->started_at = j->finished_at = NAN;
+	j->stop_requested_at = j->stop_escalated_at = NAN;
+	j->elapsed = NAN;
+}
+
+void
+sched_job_clear(struct job *j)
+{
+	free(j->cmd);
+	free(j->cwd);
+	free(j->client_id);
+	free(j->env_json);
+	free(j->error);
+	j->cmd = j->cwd = j->client_id = j->env_json = j->error = NULL;
+}
+
+void
+sched_enqueue(struct sched *s, struct card *c, struct job *j)
+{
+	j->status = JOB_QUEUED;
+	j->next = NULL;
+	j->prev = c->tail;
+	if (c->tail)
+		c->tail->next = j;
+	else
+		c->head = j;
+	c->tail = j;
+	c->queued++;
+	c->queued_estimate += sched_job_estimate(j, 0);
+	s->queued_total++;
+}
+
+void
+sched_unlink(struct sched *s, struct card *c, struct job *j)
+{
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		c->head = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	else
+		c->tail = j->prev;
+	j->prev = j->next = NULL;
+	c->queued--;
+	s->queued_total--;
+	c->queued_estimate -= sched_job_estimate(j, 0);
+	/* Floating-point sums drift; an empty queue is exactly zero. */
+	if (c->queued == 0 || c->queued_estimate < 0)
+		c->queued_estimate = 0;
+}
+
+void
+sched_requeue_front(struct sched *s, struct card *c, struct job *j)
+{
+	j->status = JOB_QUEUED;
+	j->prev = NULL;
+	j->next = c->head;
+	if (c->head)
+		c->head->prev = j;
+	else
+		c->tail = j;
+	c->head = j;
+	c->queued++;
+	c->queued_estimate += sched_job_estimate(j, 0);
+	s->queued_total++;
+}
+
+enum sched_action
+sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
+{
+	*out = NULL;
+	if (c->current || c->state == CARD_DEAD || !store_ok)
+		return SCHED_IDLE;
+	if (c->reset_pending || c->state == CARD_RESETTING)
+		return SCHED_START_RESET;
+	if (!c->head)
+		return SCHED_IDLE;
+	*out = c->head;
+	sched_unlink(s, c, c->head);
+	return SCHED_START_JOB;
+}
+
+void
+sched_set_current(struct card *c, struct job *j)
+{
+	c->current = j;
+}
+
+double
+sched_job_estimate(const struct job *j, double now)
+{
+	double total = j->per_iter_estimate * j->repeat, ran;
+
+	if (j->status == JOB_DONE)
+		return 0;
+	if (j->status == JOB_QUEUED || isnan(j->started_at))
+		return total;
+	ran = now - j->started_at;
+	if (!(ran > 0))
+		ran = 0;
+	return total > ran ? total - ran : 0;
+}
+
+double
+sched_card_wait(const struct card *c, double now)
+{
+	double wait = c->queued_estimate;
+
+	if (c->current)
+		wait += sched_job_estimate(c->current, now);
+	/* A pending reset not yet running: its cost is unknown; count it as one default step. */
+	if (c->reset_pending && !(c->current && c->current->mode == JOB_MODE_RESET))
+		wait += SCHED_DEFAULT_ESTIMATE;
+	return wait;
+}
+
+int
+sched_submit_position(const struct card *c)
+{
+	int pos = c->queued;
+
+	if (c->current)
+		pos++;
+	if (c->reset_pending && !(c->current && c->current->mode == JOB_MODE_RESET))
+		pos++;
+	return pos;
+}
+
+int
+sched_queued_position(const struct card *c, const struct job *j)
+{
+	const struct job *it;
+	int pos = 1;
+
+	for (it = c->head; it; it = it->next, pos++)
+		if (it == j)
+			return pos;
+	return 0;
+}
+
+enum reset_action
+sched_reset_request(struct card *c, long long job_epoch)
+{
+	if (c->state == CARD_DEAD)
+		return RESET_DEAD;
+	if (c->reset_pending || c->state == CARD_RESETTING)
+		return RESET_JOINED;
+	if (job_epoch >= 0 && job_epoch < c->reset_epoch)
+		return RESET_ALREADY_RESET;
+	c->reset_pending = true;
+	c->dirty = true;
+	return RESET_SCHEDULED;
+}
+
+const char *
+sched_status_name(int status)
+{
+	static const char *const names[] = {"queued", "running", "done"};
+
+	return status >= 0 && status <= JOB_DONE ? names[status] : "unknown";
+}
+
+const char *
+sched_mode_name(int mode)
+{
+	return mode == JOB_MODE_RESET ? "reset" : "run";
+}
+
+const char *
+sched_state_name(int state)
+{
+	static const char *const names[] = {"healthy", "resetting", "dead"};
+
+	return state >= 0 && state <= CARD_DEAD ? names[state] : "unknown";
+}
+
+const char *
+sched_reset_action_name(enum reset_action a)
+{
+	static const char *const names[] = {"scheduled", "joined", "already_reset", "dead"};
+
+	return (unsigned)a <= RESET_DEAD ? names[a] : "unknown";
+}

@@ -1,0 +1,144 @@
+/* Unit tests for sched.c: FIFO queues, positions, estimates and reset-request rules. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sched.h"
+#include "tap.h"
+
+static struct job jobs[8];
+
+static void
+mkjobs(void)
+{
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		sched_job_init(&jobs[i]);
+		snprintf(jobs[i].id, sizeof(jobs[i].id), "%032d", i);
+	}
+}
+
+static void
+test_cards(void)
+{
+	struct sched s;
+	int ids[] = {3, 0, 1, 3};
+
+	ok(sched_init(&s, ids, 4) == 0, "init with duplicates");
+	is_int(s.ncards, 3, "duplicate card ids collapse");
+	is_int(s.cards[0].device, 0, "cards sorted by number");
+	ok(sched_card(&s, 3) == &s.cards[2], "lookup by number");
+	ok(sched_card(&s, 2) == NULL, "unconfigured card is NULL");
+	ok(isnan(s.cards[1].last_reset_at) && s.cards[1].state == CARD_HEALTHY, "cards start healthy");
+	sched_free(&s);
+}
+
+static void
+test_fifo(void)
+{
+	struct sched s;
+	int ids[] = {0, 1};
+	struct card *c0, *c1;
+	struct job *out;
+
+	mkjobs();
+	sched_init(&s, ids, 2);
+	c0 = sched_card(&s, 0);
+	c1 = sched_card(&s, 1);
+	is_int(sched_submit_position(c0), 0, "idle card: position 0");
+	sched_enqueue(&s, c0, &jobs[0]);
+	sched_enqueue(&s, c0, &jobs[1]);
+	sched_enqueue(&s, c1, &jobs[2]);
+	sched_enqueue(&s, c0, &jobs[3]);
+	is_int(s.queued_total, 4, "queued_total counts all cards");
+	is_int(sched_queued_position(c0, &jobs[3]), 3, "1-based position among the card's queue");
+	is_int(sched_submit_position(c0), 3, "three queued ahead of a new job");
+	ok(sched_next(&s, c0, false, &out) == SCHED_IDLE && !out, "no dispatch while the store is down");
+	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[0], "head runs first");
+	sched_set_current(c0, out);
+	out->status = JOB_RUNNING;
+	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "one job at a time per card");
+	ok(sched_next(&s, c1, true, &out) == SCHED_START_JOB && out == &jobs[2],
+	   "other card runs independently");
+	is_int(sched_submit_position(c0), 3, "running job counts in the submit position");
+	sched_unlink(&s, c0, &jobs[1]);
+	is_int(sched_queued_position(c0, &jobs[3]), 1, "cancel of a middle job keeps order");
+	is_int(s.queued_total, 1, "total after cancel and two starts");
+	sched_set_current(c0, NULL);
+	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[3], "FIFO after cancel");
+	ok(c0->head == NULL && c0->tail == NULL && c0->queued == 0, "queue empty");
+	ok(c0->queued_estimate == 0, "empty queue has zero estimate");
+	sched_requeue_front(&s, c0, &jobs[3]);
+	ok(c0->head == &jobs[3] && jobs[3].status == JOB_QUEUED, "requeue at the front");
+	sched_free(&s);
+}
+
+static void
+test_estimates(void)
+{
+	struct sched s;
+	int ids[] = {0};
+	struct card *c;
+	struct job *out;
+
+	mkjobs();
+	sched_init(&s, ids, 1);
+	c = &s.cards[0];
+	jobs[0].repeat = 2;
+	sched_enqueue(&s, c, &jobs[0]);
+	sched_enqueue(&s, c, &jobs[1]);
+	ok(fabs(c->queued_estimate - 30.0) < 1e-9, "estimate sums repeat x 10 s");
+	ok(fabs(sched_card_wait(c, 0) - 30.0) < 1e-9, "wait of a new job is the queue's sum");
+	sched_next(&s, c, true, &out);
+	sched_set_current(c, out);
+	out->status = JOB_RUNNING;
+	out->started_at = 1000.0;
+	ok(fabs(sched_job_estimate(out, 1005.0) - 15.0) < 1e-9, "running: estimate minus time run");
+	ok(sched_job_estimate(out, 2000.0) == 0, "never negative");
+	ok(fabs(sched_card_wait(c, 1005.0) - 25.0) < 1e-9, "wait = running remainder + queue");
+	out->status = JOB_DONE;
+	ok(sched_job_estimate(out, 1005.0) == 0, "done jobs estimate 0");
+	sched_free(&s);
+}
+
+static void
+test_resets(void)
+{
+	struct sched s;
+	int ids[] = {0};
+	struct card *c;
+	struct job *out;
+
+	mkjobs();
+	sched_init(&s, ids, 1);
+	c = &s.cards[0];
+	sched_enqueue(&s, c, &jobs[0]);
+	ok(sched_reset_request(c, -1) == RESET_SCHEDULED && c->reset_pending && c->dirty,
+	   "card request schedules and is durable (dirty)");
+	ok(sched_reset_request(c, -1) == RESET_JOINED, "second request joins");
+	is_int(sched_submit_position(c), 2, "a pending reset counts before a new job");
+	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET, "pending reset goes before the queue");
+	c->reset_pending = false;
+	c->reset_epoch = 1;
+	ok(sched_reset_request(c, 0) == RESET_ALREADY_RESET, "job from epoch 0 after a reset");
+	ok(!c->reset_pending, "already_reset runs nothing");
+	ok(sched_reset_request(c, 1) == RESET_SCHEDULED, "job from the current epoch schedules");
+	c->reset_pending = false;
+	c->state = CARD_DEAD;
+	ok(sched_reset_request(c, -1) == RESET_DEAD, "dead card refuses");
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "dead card never dispatches");
+	is_str(sched_reset_action_name(RESET_ALREADY_RESET), "already_reset", "action names");
+	is_str(sched_state_name(CARD_RESETTING), "resetting", "state names");
+	sched_free(&s);
+}
+
+int
+main(void)
+{
+	test_cards();
+	test_fifo();
+	test_estimates();
+	test_resets();
+	return tap_done();
+}
