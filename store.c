@@ -1,0 +1,1189 @@
+/*
+ * store.c - the durable record of jobs and cards in SQLite (SPEC section 9); contract in store.h.
+ *
+ * Invariants:
+ * - One connection in WAL mode with synchronous=FULL: a COMMIT that returned SQLITE_DONE has
+ *   been fsync'd. The file and its -wal/-shm are created 0600 (SQLite gives -wal/-shm the
+ *   main file's mode; the umask is 077 while store_open runs as a second guard).
+ * - Every statement is prepared once in store_open() (table stmt_defs) and is reset and
+ *   unbound right after each use, so between calls no statement holds a read snapshot or a
+ *   pointer into the caller's memory.
+ * - enum jcol is the column order of JOB_COLS and JOB_READ: bind parameter c + 1 of the upsert
+ *   and result column c of a job query are the same field.
+ * - A transaction opened by store_begin() that saw a failed write never commits: later writes
+ *   in it fail at once and store_commit() rolls it back and reports the first failure. SQLite
+ *   itself rolls back on SQLITE_FULL/SQLITE_IOERR; without this rule the writes after that
+ *   would silently autocommit one by one and a group commit would no longer be all or nothing.
+ * - NaN doubles are stored as NULL and NULL reads back as NaN (per_iter_estimate_sec NULL
+ *   reads as SCHED_DEFAULT_ESTIMATE); exit_code NULL is has_exit_code false. Loads never read
+ *   env_json (only store_get_env does). No output text is ever stored.
+ * - Schema changes (create, migrate from the earlier service's v1/v2) happen inside one
+ *   BEGIN IMMEDIATE transaction, so a failed migration leaves the old file untouched.
+ * - Load callbacks run while their query is live: they may read (get_job, get_env) but should
+ *   collect and write after the load returns.
+ * Failure messages go to st->err (store_errmsg); store_open() copies them to the caller.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define BUSY_TIMEOUT_MS 2000
+#define ERRLEN 512
+
+/* The tables and SQL below are laid out by hand. */
+/* clang-format off */
+/* Job columns in the order of JOB_COLS / JOB_READ (bind index c + 1, result column c). */
+enum jcol {
+	JC_ID, JC_DEVICE, JC_CMD, JC_CWD, JC_TIMEOUT, JC_REPEAT, JC_ENV, JC_MODE, JC_CLIENT,
+	JC_RESET_EPOCH, JC_SUBMITTED, JC_STATUS, JC_EXIT, JC_ELAPSED, JC_OUTPUT, JC_STARTED,
+	JC_FINISHED, JC_REP_CUR, JC_REP_DONE, JC_FIRST_ITER, JC_ESTIMATE, JC_STOP_REQ,
+	JC_STOP_ESC, JC_LOG_SIZE, JC_LOG_TRUNC, JC_DROPPED, JC_TIMED_OUT, JC_ERROR, JC_UPDATED,
+	JC_COUNT
+};
+
+#define JOB_COLS_HEAD "id, device, cmd, cwd, timeout, repeat, "
+#define JOB_COLS_TAIL                                                                              \
+	", mode, client_id, reset_epoch, submitted, status, exit_code, elapsed, output_file, "     \
+	"started_at, finished_at, repeat_current, repeat_completed, first_iteration_elapsed, "     \
+	"per_iter_estimate_sec, stop_requested_at, stop_escalated_at, log_size, log_truncated, "   \
+	"dropped_log_bytes, timed_out, error, updated_at"
+#define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
+#define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
+
+/* The v3 schema. jobs is the earlier service's table plus `device` (last, as ALTER puts it). */
+static const char schema_jobs[] =
+	"CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+	"cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, mode TEXT, "
+	"client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, exit_code INTEGER, "
+	"elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, "
+	"repeat_current INTEGER, repeat_completed INTEGER, first_iteration_elapsed REAL, "
+	"per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "
+	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
+	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)";
+
+static const char schema_cards[] =
+	"CREATE TABLE IF NOT EXISTS cards (device INTEGER PRIMARY KEY, state TEXT, "
+	"reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
+	"dead_since REAL, dead_reason TEXT, updated_at REAL)";
+
+/* Partial indexes: active jobs by seq; done jobs by age (retention) and per card (recent). */
+static const char schema_indexes[] =
+	"CREATE INDEX IF NOT EXISTS jobs_active ON jobs(seq) "
+	"WHERE status IN ('queued', 'running');"
+	"CREATE INDEX IF NOT EXISTS jobs_done ON jobs(finished_at, seq) WHERE status = 'done';"
+	"CREATE INDEX IF NOT EXISTS jobs_recent ON jobs(device, finished_at, seq) "
+	"WHERE status = 'done';";
+
+/* Every column of the v3 jobs table with the type a migration adds it with (NULL: cannot). */
+static const struct column {
+	const char *name, *type;
+} job_columns[] = {
+	{"seq", NULL}, {"id", NULL}, {"cmd", "TEXT"}, {"cwd", "TEXT"}, {"timeout", "INTEGER"},
+	{"repeat", "INTEGER"}, {"env_json", "TEXT"}, {"mode", "TEXT"}, {"client_id", "TEXT"},
+	{"reset_epoch", "INTEGER"}, {"submitted", "REAL"}, {"status", NULL},
+	{"exit_code", "INTEGER"}, {"elapsed", "REAL"}, {"output_file", "TEXT"},
+	{"started_at", "REAL"}, {"finished_at", "REAL"}, {"repeat_current", "INTEGER"},
+	{"repeat_completed", "INTEGER"}, {"first_iteration_elapsed", "REAL"},
+	{"per_iter_estimate_sec", "REAL"}, {"stop_requested_at", "REAL"},
+	{"stop_escalated_at", "REAL"}, {"log_size", "INTEGER"}, {"log_truncated", NULL},
+	{"dropped_log_bytes", NULL}, {"timed_out", "INTEGER"}, {"error", "TEXT"},
+	{"updated_at", "REAL"}, {"device", "INTEGER NOT NULL DEFAULT 0"},
+};
+
+/* The columns without which a database is pre-v2 (SPEC 9). */
+static const char *const v2_columns[] = {"seq", "status", "log_truncated", "dropped_log_bytes"};
+
+/* The earlier service's device_state columns copied into cards row 0, in cards order. */
+static const char *const card_columns[] = {"state", "reset_epoch", "reset_pending", "boot_id",
+	"last_reset_at", "dead_since", "dead_reason", "updated_at"};
+
+enum stmt_id {
+	S_BEGIN, S_COMMIT, S_ROLLBACK, S_PUT_JOB, S_PUT_CARD, S_GET_JOB, S_GET_ENV, S_ACTIVE,
+	S_RECENT, S_CARDS, S_RET_SELECT, S_RET_DELETE, NSTMT
+};
+
+static const struct stmt_def {
+	const char *name, *sql;
+} stmt_defs[NSTMT] = {
+	[S_BEGIN] = {"begin", "BEGIN IMMEDIATE"},
+	[S_COMMIT] = {"commit", "COMMIT"},
+	[S_ROLLBACK] = {"rollback", "ROLLBACK"},
+	[S_PUT_JOB] = {"saving job",
+		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
+		"?27, ?28, ?29) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
+		"cmd = excluded.cmd, cwd = excluded.cwd, timeout = excluded.timeout, "
+		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
+		"mode = excluded.mode, client_id = excluded.client_id, "
+		"reset_epoch = excluded.reset_epoch, submitted = excluded.submitted, "
+		"status = excluded.status, exit_code = excluded.exit_code, "
+		"elapsed = excluded.elapsed, output_file = excluded.output_file, "
+		"started_at = excluded.started_at, finished_at = excluded.finished_at, "
+		"repeat_current = excluded.repeat_current, "
+		"repeat_completed = excluded.repeat_completed, "
+		"first_iteration_elapsed = excluded.first_iteration_elapsed, "
+		"per_iter_estimate_sec = excluded.per_iter_estimate_sec, "
+		"stop_requested_at = excluded.stop_requested_at, "
+		"stop_escalated_at = excluded.stop_escalated_at, log_size = excluded.log_size, "
+		"log_truncated = excluded.log_truncated, "
+		"dropped_log_bytes = excluded.dropped_log_bytes, timed_out = excluded.timed_out, "
+		"error = excluded.error, updated_at = excluded.updated_at"},
+	[S_PUT_CARD] = {"saving card",
+		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
+		"last_reset_at, dead_since, dead_reason, updated_at) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(device) DO UPDATE SET "
+		"state = excluded.state, reset_epoch = excluded.reset_epoch, "
+		"reset_pending = excluded.reset_pending, boot_id = excluded.boot_id, "
+		"last_reset_at = excluded.last_reset_at, dead_since = excluded.dead_since, "
+		"dead_reason = excluded.dead_reason, updated_at = excluded.updated_at"},
+	[S_GET_JOB] = {"reading job", "SELECT " JOB_READ " FROM jobs WHERE id = ?1"},
+	[S_GET_ENV] = {"reading env", "SELECT env_json FROM jobs WHERE id = ?1"},
+	[S_ACTIVE] = {"loading active jobs",
+		"SELECT " JOB_READ " FROM jobs WHERE status IN ('queued', 'running') ORDER BY seq"},
+	[S_RECENT] = {"loading recent jobs",
+		"SELECT * FROM (SELECT " JOB_READ ", finished_at AS f_, seq AS s_ FROM jobs "
+		"WHERE device = ?1 AND status = 'done' ORDER BY finished_at DESC, seq DESC "
+		"LIMIT ?2) ORDER BY f_, s_"},
+	[S_CARDS] = {"loading cards",
+		"SELECT device, state, reset_epoch, reset_pending, boot_id, last_reset_at, "
+		"dead_since, dead_reason FROM cards ORDER BY device"},
+	/* ?1 NULL: no age limit; ?2 INT64_MAX: no count limit. */
+	[S_RET_SELECT] = {"retention",
+		"SELECT id FROM jobs WHERE status = 'done' AND finished_at < ?1 UNION "
+		"SELECT id FROM (SELECT id FROM jobs WHERE status = 'done' "
+		"ORDER BY finished_at DESC, seq DESC LIMIT -1 OFFSET ?2)"},
+	[S_RET_DELETE] = {"retention", "DELETE FROM jobs WHERE id = ?1 AND status = 'done'"},
+};
+
+static const char *const status_names[] = {[JOB_QUEUED] = "queued", [JOB_RUNNING] = "running",
+	[JOB_DONE] = "done"};
+static const char *const mode_names[] = {[JOB_MODE_RUN] = "run", [JOB_MODE_RESET] = "reset"};
+static const char *const state_names[] = {[CARD_HEALTHY] = "healthy",
+	[CARD_RESETTING] = "resetting", [CARD_DEAD] = "dead"};
+
+/* clang-format on */
+
+struct store {
+	sqlite3 *db;
+	sqlite3_stmt *stmt[NSTMT];
+	bool in_txn;     /* store_begin() succeeded and no commit/rollback yet */
+	bool txn_failed; /* a write in the open transaction failed; txn_err says why */
+	char err[ERRLEN];
+	char txn_err[ERRLEN];
+};
+
+__attribute__((format(printf, 2, 3))) static int
+set_err(struct store *st, const char *fmt, ...)
+{
+	char buf[ERRLEN];
+	va_list ap;
+
+	va_start(ap, fmt); /* via buf: arguments may point into st->err */
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	memcpy(st->err, buf, sizeof(buf));
+	return -1;
+}
+
+/* Record SQLite's message for a failed step of `what`. */
+static int
+db_err(struct store *st, const char *what)
+{
+	return set_err(st, "%s: %s", what, sqlite3_errmsg(st->db));
+}
+
+static int
+oom(struct store *st, const char *what)
+{
+	errno = ENOMEM;
+	return set_err(st, "%s: out of memory", what);
+}
+
+static double
+now_epoch(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const char *
+name_of(const char *const *names, int n, int v)
+{
+	return v >= 0 && v < n ? names[v] : NULL;
+}
+
+/* The index of text in names, or dflt when it is NULL or unknown. */
+static int
+parse_name(const char *const *names, int n, const unsigned char *text, int dflt)
+{
+	for (int i = 0; text && i < n; i++)
+		if (strcmp((const char *)text, names[i]) == 0)
+			return i;
+	return dflt;
+}
+
+/* Reset a statement after use so it holds no snapshot and no pointer into caller memory. */
+static void
+done_with(sqlite3_stmt *s)
+{
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+}
+
+/* Step statement id once to completion (no rows expected to matter). */
+static int
+step_done(struct store *st, enum stmt_id id)
+{
+	sqlite3_stmt *s = st->stmt[id];
+	int rc = sqlite3_step(s);
+
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		db_err(st, stmt_defs[id].name);
+	done_with(s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+}
+
+/* Run one-off SQL at open time (schema and pragmas); not used after store_open(). */
+static int
+exec_sql(struct store *st, const char *what, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK)
+		set_err(st, "%s: %s", what, msg ? msg : sqlite3_errstr(rc));
+	sqlite3_free(msg);
+	return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* One integer from a single-row query (e.g. a pragma); -1 with a message on failure. */
+static int
+query_int(struct store *st, const char *sql, const char *arg, long long *out)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+	if (rc == SQLITE_OK && arg)
+		rc = sqlite3_bind_text(s, 1, arg, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(s);
+		*out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		db_err(st, "reading the schema");
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+table_exists(struct store *st, const char *table, bool *yes)
+{
+	long long n = 0;
+
+	if (query_int(st, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+	              table, &n) != 0)
+		return -1;
+	*yes = n > 0;
+	return 0;
+}
+
+/* Set bit i of *mask for each names[i] that is a column of table (names case-insensitive). */
+static int
+column_mask(struct store *st, const char *table, const char *const *names, size_t n,
+            unsigned long *mask)
+{
+	static const char sql[] = "SELECT name FROM pragma_table_info(?1)";
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	*mask = 0;
+	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *col = (const char *)sqlite3_column_text(s, 0);
+
+		for (size_t i = 0; col && i < n; i++)
+			if (sqlite3_stricmp(col, names[i]) == 0)
+				*mask |= 1UL << i;
+		rc = SQLITE_OK;
+	}
+	if (rc != SQLITE_DONE)
+		db_err(st, "reading the schema");
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Make a newly created name durable: fsync the directory holding path. */
+static void
+sync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = NULL;
+	int fd;
+
+	if (slash && slash != path)
+		dir = strndup(path, (size_t)(slash - path));
+	fd = open(dir ? dir : slash ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd); /* best effort: SQLite syncs the -wal's directory itself */
+		close(fd);
+	}
+	free(dir);
+}
+
+/* An older file's -wal and -shm may be wider than 0600: tighten them (absent is fine). */
+static void
+tighten_companions(const char *path)
+{
+	static const char *const suffix[] = {"-wal", "-shm"};
+	char name[PATH_MAX];
+
+	for (size_t i = 0; i < NELEM(suffix); i++)
+		if (snprintf(name, sizeof(name), "%s%s", path, suffix[i]) < (int)sizeof(name))
+			(void)chmod(name, 0600);
+}
+
+/* Create the database file 0600 (or tighten an older, wider one to 0600). */
+static int
+create_file(struct store *st, const char *path)
+{
+	bool created = true;
+	int fd;
+
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		created = false;
+		fd = open(path, O_RDWR | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return set_err(st, "%s", strerror(errno));
+	(void)fchmod(fd, 0600); /* fails only when not the owner: then the mode is not ours */
+	close(fd);
+	if (created)
+		sync_parent(path);
+	else
+		tighten_companions(path);
+	return 0;
+}
+
+/* Switch to WAL and check that it took (it cannot on some file systems). */
+static int
+set_wal(struct store *st)
+{
+	sqlite3_stmt *s = NULL;
+	const char *mode = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		mode = (const char *)sqlite3_column_text(s, 0);
+	if (rc != SQLITE_ROW)
+		db_err(st, "setting WAL mode");
+	else if (!mode || sqlite3_stricmp(mode, "wal") != 0)
+		set_err(st, "setting WAL mode: the journal mode stays %s", mode ? mode : "unknown");
+	rc = mode && sqlite3_stricmp(mode, "wal") == 0 ? 0 : -1;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* Open the connection: busy timeout, WAL, synchronous=FULL (WAL fsync'd at every commit). */
+static int
+connect_db(struct store *st, const char *path)
+{
+	int rc;
+
+	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK)
+		return set_err(st, "%s", st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+	sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+	if (set_wal(st) != 0)
+		return -1;
+	return exec_sql(st, "setting synchronous=FULL", "PRAGMA synchronous = FULL");
+}
+
+/* A fresh file (or one without a jobs table): the v3 schema. */
+static int
+create_schema(struct store *st)
+{
+	if (exec_sql(st, "creating jobs", schema_jobs) != 0 ||
+	    exec_sql(st, "creating cards", schema_cards) != 0 ||
+	    exec_sql(st, "creating indexes", schema_indexes) != 0)
+		return -1;
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
+}
+
+/* Refuse a pre-v2 jobs table, naming the columns it lacks. */
+static int
+check_v2(struct store *st)
+{
+	char missing[128] = "";
+	unsigned long mask;
+	size_t i;
+
+	if (column_mask(st, "jobs", v2_columns, NELEM(v2_columns), &mask) != 0)
+		return -1;
+	for (i = 0; i < NELEM(v2_columns); i++)
+		if (!(mask & (1UL << i)))
+			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
+			         "%s%s", *missing ? ", " : "", v2_columns[i]);
+	if (!*missing)
+		return 0;
+	return set_err(st,
+	               "a pre-v2 tt-device-queue database (its jobs table has no %s); "
+	               "it cannot be migrated: use a fresh logs-v2/ directory",
+	               missing);
+}
+
+/* Add every v3 job column the old table lacks (device among them) as a nullable column. */
+static int
+add_job_columns(struct store *st)
+{
+	char sql[160];
+	unsigned long mask;
+	const char *names[NELEM(job_columns)];
+	size_t i;
+
+	for (i = 0; i < NELEM(job_columns); i++)
+		names[i] = job_columns[i].name;
+	if (column_mask(st, "jobs", names, NELEM(names), &mask) != 0)
+		return -1;
+	for (i = 0; i < NELEM(job_columns); i++) {
+		if (mask & (1UL << i))
+			continue;
+		if (!job_columns[i].type)
+			return set_err(st,
+			               "the jobs table has no %s column; "
+			               "use a fresh logs-v2/ directory",
+			               job_columns[i].name);
+		snprintf(sql, sizeof(sql), "ALTER TABLE jobs ADD COLUMN %s %s", job_columns[i].name,
+		         job_columns[i].type);
+		if (exec_sql(st, "migrating jobs", sql) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Copy the singleton device_state row into cards as card 0 and drop device_state. */
+static int
+move_device_state(struct store *st)
+{
+	char sql[512];
+	unsigned long mask;
+	size_t i, len;
+
+	if (column_mask(st, "device_state", card_columns, NELEM(card_columns), &mask) != 0)
+		return -1;
+	len = (size_t)snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO cards (device");
+	for (i = 0; i < NELEM(card_columns); i++)
+		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s", card_columns[i]);
+	len += (size_t)snprintf(sql + len, sizeof(sql) - len, ") SELECT 0");
+	for (i = 0; i < NELEM(card_columns); i++) /* a column the old table lacks is NULL */
+		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s",
+		                        (mask & (1UL << i)) ? card_columns[i] : "NULL");
+	snprintf(sql + len, sizeof(sql) - len, " FROM device_state LIMIT 1");
+	if (exec_sql(st, "migrating device_state", sql) != 0)
+		return -1;
+	return exec_sql(st, "migrating device_state", "DROP TABLE device_state");
+}
+
+/* The earlier single-card service's database (user_version 0-2) becomes v3 with card 0. */
+static int
+migrate(struct store *st)
+{
+	bool has_state;
+
+	if (check_v2(st) != 0 || add_job_columns(st) != 0)
+		return -1;
+	if (exec_sql(st, "creating cards", schema_cards) != 0 ||
+	    table_exists(st, "device_state", &has_state) != 0)
+		return -1;
+	if (has_state && move_device_state(st) != 0)
+		return -1;
+	if (exec_sql(st, "creating indexes", schema_indexes) != 0)
+		return -1;
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
+}
+
+/* Inside the open-time transaction: refuse, create, migrate or just check the schema. */
+static int
+build_schema(struct store *st)
+{
+	long long version;
+	bool has_jobs;
+
+	if (query_int(st, "PRAGMA user_version", NULL, &version) != 0)
+		return -1;
+	if (version > STORE_SCHEMA_VERSION)
+		return set_err(st,
+		               "schema version %lld is newer than version %d of this "
+		               "tt-device-queue: use a fresh logs-v2/ directory "
+		               "(or a newer tt-device-queue)",
+		               version, STORE_SCHEMA_VERSION);
+	if (table_exists(st, "jobs", &has_jobs) != 0)
+		return -1;
+	if (!has_jobs)
+		return create_schema(st);
+	if (version < STORE_SCHEMA_VERSION)
+		return migrate(st);
+	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound v3 file */
+		return -1;
+	return exec_sql(st, "creating indexes", schema_indexes);
+}
+
+static int
+setup_schema(struct store *st)
+{
+	if (exec_sql(st, "starting the schema transaction", "BEGIN IMMEDIATE") != 0)
+		return -1;
+	if (build_schema(st) == 0 && exec_sql(st, "committing the schema", "COMMIT") == 0)
+		return 0;
+	if (!sqlite3_get_autocommit(st->db))
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+static int
+prepare_all(struct store *st)
+{
+	for (int i = 0; i < NSTMT; i++) {
+		if (sqlite3_prepare_v3(st->db, stmt_defs[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
+		                       &st->stmt[i], NULL) != SQLITE_OK)
+			return set_err(st, "preparing %s: %s", stmt_defs[i].name,
+			               sqlite3_errmsg(st->db));
+	}
+	return 0;
+}
+
+struct store *
+store_open(const char *path, char *err, size_t errlen)
+{
+	struct store *st;
+	mode_t mask;
+	int rc = -1;
+
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		errno = ENOMEM;
+		return NULL;
+	}
+	mask = umask(077);
+	if (create_file(st, path) == 0 && connect_db(st, path) == 0 && setup_schema(st) == 0 &&
+	    prepare_all(st) == 0)
+		rc = 0;
+	umask(mask);
+	if (rc == 0)
+		return st;
+	snprintf(err, errlen, "%s: %s", path, st->err);
+	store_close(st);
+	return NULL;
+}
+
+void
+store_close(struct store *st)
+{
+	int saved = errno;
+
+	if (!st)
+		return;
+	for (int i = 0; i < NSTMT; i++)
+		sqlite3_finalize(st->stmt[i]);
+	sqlite3_close(st->db); /* rolls back an open transaction */
+	free(st);
+	errno = saved;
+}
+
+const char *
+store_errmsg(struct store *st)
+{
+	if (!st)
+		return "no store (out of memory?)";
+	return st->err[0] ? st->err : "no error";
+}
+
+int
+store_begin(struct store *st)
+{
+	if (st->in_txn)
+		return set_err(st, "begin: a transaction is already open");
+	if (step_done(st, S_BEGIN) != 0)
+		return -1;
+	st->in_txn = true;
+	st->txn_failed = false;
+	return 0;
+}
+
+/* End the transaction whatever state SQLite is in, keeping st->err. */
+static void
+rollback_quiet(struct store *st)
+{
+	if (!sqlite3_get_autocommit(st->db)) {
+		sqlite3_step(st->stmt[S_ROLLBACK]);
+		sqlite3_reset(st->stmt[S_ROLLBACK]);
+	}
+	st->in_txn = false;
+	st->txn_failed = false;
+}
+
+/* Before a write: refuse inside a transaction that already failed or that SQLite ended. */
+static int
+write_allowed(struct store *st)
+{
+	if (st->in_txn && !st->txn_failed && sqlite3_get_autocommit(st->db)) {
+		st->txn_failed = true;
+		snprintf(st->txn_err, sizeof(st->txn_err), "the transaction was rolled back");
+	}
+	if (st->in_txn && st->txn_failed)
+		return set_err(st, "%s", st->txn_err);
+	return 0;
+}
+
+/* After a failed write: the open transaction may not commit any more. */
+static int
+write_failed(struct store *st)
+{
+	if (st->in_txn && !st->txn_failed) {
+		st->txn_failed = true;
+		memcpy(st->txn_err, st->err, sizeof(st->txn_err));
+	}
+	return -1;
+}
+
+int
+store_commit(struct store *st)
+{
+	if (!st->in_txn)
+		return set_err(st, "commit: no transaction is open");
+	if (write_allowed(st) != 0) {
+		set_err(st, "commit: %s", st->txn_err);
+		rollback_quiet(st);
+		return -1;
+	}
+	if (step_done(st, S_COMMIT) != 0) {
+		rollback_quiet(st);
+		return -1;
+	}
+	st->in_txn = false;
+	return 0;
+}
+
+void
+store_rollback(struct store *st)
+{
+	if (st)
+		rollback_quiet(st);
+}
+
+static int
+bind_text(sqlite3_stmt *s, int col, const char *v)
+{
+	return v ? sqlite3_bind_text(s, col + 1, v, -1, SQLITE_STATIC)
+	         : sqlite3_bind_null(s, col + 1);
+}
+
+static int
+bind_real(sqlite3_stmt *s, int col, double v)
+{
+	return isnan(v) ? sqlite3_bind_null(s, col + 1) : sqlite3_bind_double(s, col + 1, v);
+}
+
+static int
+bind_int(sqlite3_stmt *s, int col, long long v)
+{
+	return sqlite3_bind_int64(s, col + 1, v);
+}
+
+static int
+bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
+{
+	int rc = 0;
+
+	rc |= bind_text(s, JC_ID, j->id);
+	rc |= bind_text(s, JC_CMD, j->cmd);
+	rc |= bind_text(s, JC_CWD, j->cwd);
+	rc |= bind_text(s, JC_ENV, j->env_json); /* NULL keeps the stored one (COALESCE) */
+	rc |= bind_text(s, JC_MODE, mode_names[j->mode]);
+	rc |= bind_text(s, JC_CLIENT, j->client_id);
+	rc |= bind_text(s, JC_STATUS, status_names[j->status]);
+	rc |= bind_text(s, JC_OUTPUT, output_file);
+	rc |= bind_text(s, JC_ERROR, j->error);
+	return rc;
+}
+
+static int
+bind_job_numbers(sqlite3_stmt *s, const struct job *j)
+{
+	int rc = 0;
+
+	rc |= bind_int(s, JC_DEVICE, j->device);
+	rc |= bind_int(s, JC_TIMEOUT, j->timeout);
+	rc |= bind_int(s, JC_REPEAT, j->repeat);
+	rc |= bind_int(s, JC_RESET_EPOCH, j->reset_epoch);
+	rc |= j->has_exit_code ? bind_int(s, JC_EXIT, j->exit_code)
+	                       : sqlite3_bind_null(s, JC_EXIT + 1);
+	rc |= bind_int(s, JC_REP_CUR, j->repeat_current);
+	rc |= bind_int(s, JC_REP_DONE, j->repeat_completed);
+	rc |= bind_int(s, JC_LOG_SIZE, j->log_size);
+	rc |= bind_int(s, JC_LOG_TRUNC, j->log_truncated);
+	rc |= bind_int(s, JC_DROPPED, j->dropped_log_bytes);
+	rc |= bind_int(s, JC_TIMED_OUT, j->timed_out);
+	return rc;
+}
+
+static int
+bind_job_times(sqlite3_stmt *s, const struct job *j)
+{
+	int rc = 0;
+
+	rc |= bind_real(s, JC_SUBMITTED, j->submitted_at);
+	rc |= bind_real(s, JC_ELAPSED, j->elapsed);
+	rc |= bind_real(s, JC_STARTED, j->started_at);
+	rc |= bind_real(s, JC_FINISHED, j->finished_at);
+	rc |= bind_real(s, JC_FIRST_ITER, j->first_iteration_elapsed);
+	rc |= bind_real(s, JC_ESTIMATE, j->per_iter_estimate);
+	rc |= bind_real(s, JC_STOP_REQ, j->stop_requested_at);
+	rc |= bind_real(s, JC_STOP_ESC, j->stop_escalated_at);
+	rc |= bind_real(s, JC_UPDATED, now_epoch());
+	return rc;
+}
+
+int
+store_put_job(struct store *st, const struct job *j, const char *output_file)
+{
+	sqlite3_stmt *s = st->stmt[S_PUT_JOB];
+
+	if (write_allowed(st) != 0)
+		return -1;
+	if (!j->id[0] || !name_of(status_names, NELEM(status_names), j->status) ||
+	    !name_of(mode_names, NELEM(mode_names), j->mode)) {
+		set_err(st, "saving job '%s': no id, or status %d / mode %d unknown", j->id,
+		        j->status, j->mode);
+		return write_failed(st);
+	}
+	if (bind_job_text(s, j, output_file) | bind_job_numbers(s, j) | bind_job_times(s, j)) {
+		db_err(st, "saving job");
+		done_with(s);
+		return write_failed(st);
+	}
+	if (step_done(st, S_PUT_JOB) != 0)
+		return write_failed(st);
+	return 0;
+}
+
+int
+store_put_card(struct store *st, const struct card *c, const char *boot_id)
+{
+	sqlite3_stmt *s = st->stmt[S_PUT_CARD];
+	const char *state = name_of(state_names, NELEM(state_names), c->state);
+	int rc = 0;
+
+	if (write_allowed(st) != 0)
+		return -1;
+	if (!state) {
+		set_err(st, "saving card %d: state %d unknown", c->device, c->state);
+		return write_failed(st);
+	}
+	rc |= bind_int(s, 0, c->device);
+	rc |= bind_text(s, 1, state);
+	rc |= bind_int(s, 2, c->reset_epoch);
+	rc |= bind_int(s, 3, c->reset_pending);
+	rc |= bind_text(s, 4, boot_id);
+	rc |= bind_real(s, 5, c->last_reset_at);
+	rc |= bind_real(s, 6, c->dead_since);
+	rc |= bind_text(s, 7, c->dead_reason);
+	rc |= bind_real(s, 8, now_epoch());
+	if (rc != SQLITE_OK) {
+		db_err(st, "saving card");
+		done_with(s);
+		return write_failed(st);
+	}
+	return step_done(st, S_PUT_CARD) == 0 ? 0 : write_failed(st);
+}
+
+/* The state of a fresh job record, as sched_job_init() leaves it (store.o needs no sched.o). */
+static void
+job_blank(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	j->repeat = 1;
+	j->per_iter_estimate = SCHED_DEFAULT_ESTIMATE;
+	j->first_iteration_elapsed = j->submitted_at = j->started_at = j->finished_at = NAN;
+	j->stop_requested_at = j->stop_escalated_at = j->elapsed = NAN;
+}
+
+/* Free a job's heap strings and blank it. */
+static void
+job_free_strings(struct job *j)
+{
+	free(j->cmd);
+	free(j->cwd);
+	free(j->client_id);
+	free(j->error);
+	free(j->env_json);
+	job_blank(j);
+}
+
+static double
+col_real(sqlite3_stmt *s, int col, double null_value)
+{
+	return sqlite3_column_type(s, col) == SQLITE_NULL ? null_value
+	                                                  : sqlite3_column_double(s, col);
+}
+
+/* A heap copy of a text column, or of dflt when it is NULL (dflt NULL gives NULL). */
+static char *
+col_dup(sqlite3_stmt *s, int col, const char *dflt, bool *failed)
+{
+	const char *v = dflt;
+	char *copy;
+
+	if (sqlite3_column_type(s, col) != SQLITE_NULL) {
+		v = (const char *)sqlite3_column_text(s, col);
+		if (!v) { /* out of memory converting the value */
+			*failed = true;
+			return NULL;
+		}
+	}
+	if (!v)
+		return NULL;
+	copy = strdup(v);
+	if (!copy)
+		*failed = true;
+	return copy;
+}
+
+static int
+row_strings(struct store *st, sqlite3_stmt *s, struct job *j)
+{
+	const char *id = (const char *)sqlite3_column_text(s, JC_ID);
+	size_t len = id ? strnlen(id, sizeof(j->id) - 1) : 0;
+	bool failed = false;
+
+	memcpy(j->id, id ? id : "", len);
+	j->id[len] = '\0';
+	j->cmd = col_dup(s, JC_CMD, "", &failed);
+	j->cwd = col_dup(s, JC_CWD, "", &failed);
+	j->client_id = col_dup(s, JC_CLIENT, "anon", &failed);
+	j->error = col_dup(s, JC_ERROR, NULL, &failed);
+	if (!failed)
+		return 0;
+	job_free_strings(j);
+	return oom(st, "reading job");
+}
+
+static void
+row_numbers(sqlite3_stmt *s, struct job *j)
+{
+	j->device = sqlite3_column_int(s, JC_DEVICE);
+	j->status = parse_name(status_names, NELEM(status_names), sqlite3_column_text(s, JC_STATUS),
+	                       JOB_DONE);
+	j->mode = parse_name(mode_names, NELEM(mode_names), sqlite3_column_text(s, JC_MODE),
+	                     JOB_MODE_RUN);
+	j->timeout = sqlite3_column_int(s, JC_TIMEOUT);
+	if (sqlite3_column_type(s, JC_REPEAT) != SQLITE_NULL)
+		j->repeat = sqlite3_column_int(s, JC_REPEAT);
+	j->reset_epoch = sqlite3_column_int64(s, JC_RESET_EPOCH);
+	j->has_exit_code = sqlite3_column_type(s, JC_EXIT) != SQLITE_NULL;
+	j->exit_code = sqlite3_column_int(s, JC_EXIT);
+	j->repeat_current = sqlite3_column_int(s, JC_REP_CUR);
+	j->repeat_completed = sqlite3_column_int(s, JC_REP_DONE);
+	j->log_size = sqlite3_column_int64(s, JC_LOG_SIZE);
+	j->log_truncated = sqlite3_column_int(s, JC_LOG_TRUNC) != 0;
+	j->dropped_log_bytes = sqlite3_column_int64(s, JC_DROPPED);
+	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
+}
+
+static void
+row_times(sqlite3_stmt *s, struct job *j)
+{
+	j->submitted_at = col_real(s, JC_SUBMITTED, NAN);
+	j->started_at = col_real(s, JC_STARTED, NAN);
+	j->finished_at = col_real(s, JC_FINISHED, NAN);
+	j->elapsed = col_real(s, JC_ELAPSED, NAN);
+	j->first_iteration_elapsed = col_real(s, JC_FIRST_ITER, NAN);
+	j->per_iter_estimate = col_real(s, JC_ESTIMATE, SCHED_DEFAULT_ESTIMATE);
+	j->stop_requested_at = col_real(s, JC_STOP_REQ, NAN);
+	j->stop_escalated_at = col_real(s, JC_STOP_ESC, NAN);
+}
+
+/* Fill *j from the current row of a job query; heap strings become j's. */
+static int
+row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
+{
+	job_blank(j);
+	if (row_strings(st, s, j) != 0)
+		return -1;
+	row_numbers(s, j);
+	row_times(s, j);
+	return 0;
+}
+
+/* Step a bound job query, handing each row to cb. Returns the count or -1. */
+static int
+load_jobs(struct store *st, enum stmt_id id, store_job_cb cb, void *ctx)
+{
+	sqlite3_stmt *s = st->stmt[id];
+	struct job j;
+	int rc, n = 0;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (row_to_job(st, s, &j) != 0) {
+			n = -1;
+			break;
+		}
+		if (cb(ctx, &j, (const char *)sqlite3_column_text(s, JC_OUTPUT)) != 0) {
+			n = set_err(st, "%s: stopped by the callback", stmt_defs[id].name);
+			break;
+		}
+		n++;
+	}
+	if (n >= 0 && rc != SQLITE_DONE)
+		n = db_err(st, stmt_defs[id].name);
+	done_with(s);
+	return n;
+}
+
+int
+store_load_active(struct store *st, store_job_cb cb, void *ctx)
+{
+	return load_jobs(st, S_ACTIVE, cb, ctx);
+}
+
+int
+store_load_recent(struct store *st, int device, int n, store_job_cb cb, void *ctx)
+{
+	sqlite3_stmt *s = st->stmt[S_RECENT];
+
+	if (n <= 0) /* LIMIT -1 would mean all */
+		return 0;
+	if (sqlite3_bind_int(s, 1, device) != SQLITE_OK || sqlite3_bind_int(s, 2, n) != SQLITE_OK) {
+		db_err(st, stmt_defs[S_RECENT].name);
+		done_with(s);
+		return -1;
+	}
+	return load_jobs(st, S_RECENT, cb, ctx);
+}
+
+/* Step a statement bound to one id: 1 with a row in hand, 0 not found (reset), -1 error. */
+static int
+find_by_id(struct store *st, enum stmt_id id, const char *job_id)
+{
+	sqlite3_stmt *s = st->stmt[id];
+	int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc != SQLITE_DONE)
+		db_err(st, stmt_defs[id].name);
+	done_with(s);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int
+store_get_job(struct store *st, const char *id, struct job *out, char **output_file)
+{
+	sqlite3_stmt *s = st->stmt[S_GET_JOB];
+	bool failed = false;
+	int rc;
+
+	job_blank(out);
+	if (output_file)
+		*output_file = NULL;
+	rc = find_by_id(st, S_GET_JOB, id);
+	if (rc != 1)
+		return rc;
+	if (row_to_job(st, s, out) != 0) {
+		rc = -1;
+	} else if (output_file) {
+		*output_file = col_dup(s, JC_OUTPUT, NULL, &failed);
+		if (failed) {
+			job_free_strings(out);
+			rc = oom(st, "reading job");
+		}
+	}
+	done_with(s);
+	return rc;
+}
+
+int
+store_get_env(struct store *st, const char *id, char **env_json)
+{
+	sqlite3_stmt *s = st->stmt[S_GET_ENV];
+	bool failed = false;
+	int rc;
+
+	*env_json = NULL;
+	rc = find_by_id(st, S_GET_ENV, id);
+	if (rc != 1)
+		return rc;
+	*env_json = col_dup(s, 0, NULL, &failed);
+	done_with(s);
+	return failed ? oom(st, "reading env") : 1;
+}
+
+static int
+row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
+{
+	bool failed = false;
+
+	c->device = sqlite3_column_int(s, 0);
+	c->state =
+	    parse_name(state_names, NELEM(state_names), sqlite3_column_text(s, 1), CARD_HEALTHY);
+	c->reset_epoch = sqlite3_column_int64(s, 2);
+	c->reset_pending = sqlite3_column_int(s, 3) != 0;
+	c->boot_id = col_dup(s, 4, NULL, &failed);
+	c->last_reset_at = col_real(s, 5, NAN);
+	c->dead_since = col_real(s, 6, NAN);
+	c->dead_reason = col_dup(s, 7, NULL, &failed);
+	if (!failed)
+		return 0;
+	free(c->boot_id);
+	free(c->dead_reason);
+	return oom(st, "loading cards");
+}
+
+int
+store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), void *ctx)
+{
+	sqlite3_stmt *s = st->stmt[S_CARDS];
+	struct store_card c;
+	int rc, n = 0;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (row_to_card(st, s, &c) != 0) {
+			n = -1;
+			break;
+		}
+		if (cb(ctx, &c) != 0) {
+			n = set_err(st, "loading cards: stopped by the callback");
+			break;
+		}
+		n++;
+	}
+	if (n >= 0 && rc != SQLITE_DONE)
+		n = db_err(st, stmt_defs[S_CARDS].name);
+	done_with(s);
+	return n;
+}
+
+/* A growable list of heap id strings. */
+struct idlist {
+	char **v;
+	size_t n, cap;
+};
+
+static void
+idlist_free(struct idlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+}
+
+static int
+idlist_add(struct idlist *l, const char *id)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char **v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n] = strdup(id)))
+		return -1;
+	l->n++;
+	return 0;
+}
+
+/* Inside the retention transaction: the ids of the completed jobs to delete. */
+static int
+retention_select(struct store *st, double older_than, long long keep, struct idlist *ids)
+{
+	sqlite3_stmt *s = st->stmt[S_RET_SELECT];
+	int rc;
+
+	rc = older_than > 0 ? sqlite3_bind_double(s, 1, older_than) : sqlite3_bind_null(s, 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(s, 2, keep >= 0 ? keep : INT64_MAX);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(s, 0);
+
+		rc = SQLITE_OK;
+		if (id && idlist_add(ids, id) != 0) {
+			oom(st, "retention");
+			rc = SQLITE_NOMEM;
+			break;
+		}
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_NOMEM)
+		db_err(st, "retention");
+	done_with(s);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+retention_delete(struct store *st, const struct idlist *ids)
+{
+	sqlite3_stmt *s = st->stmt[S_RET_DELETE];
+
+	for (size_t i = 0; i < ids->n; i++) {
+		if (sqlite3_bind_text(s, 1, ids->v[i], -1, SQLITE_STATIC) != SQLITE_OK) {
+			db_err(st, "retention");
+			done_with(s);
+			return -1;
+		}
+		if (step_done(st, S_RET_DELETE) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+store_retention(struct store *st, double older_than, long long keep,
+                void (*cb)(void *ctx, const char *id), void *ctx)
+{
+	struct idlist ids = {NULL, 0, 0};
+	int rc, n;
+
+	if (st->in_txn)
+		return set_err(st, "retention: a transaction is already open");
+	if (store_begin(st) != 0)
+		return -1;
+	rc = retention_select(st, older_than, keep, &ids);
+	if (rc == 0)
+		rc = retention_delete(st, &ids);
+	if (rc == 0)
+		rc = store_commit(st);
+	else
+		rollback_quiet(st);
+	for (size_t i = 0; rc == 0 && cb && i < ids.n; i++)
+		cb(ctx, ids.v[i]);
+	n = rc == 0 ? (int)ids.n : -1;
+	idlist_free(&ids);
+	return n;
+}

@@ -1,0 +1,1117 @@
+/*
+ * test_store.c - unit tests of store.c (SPEC section 9) in a private mkdtemp directory.
+ *
+ * Every database is opened through a pass-through VFS ("shim") registered as the default, so
+ * a test can make every write fail (disk full, I/O error) at a chosen moment and then let the
+ * condition clear. A second plain sqlite3 connection inspects files and builds the fixtures
+ * of the earlier single-card service. The binary links store.o only: the job helpers below
+ * are local copies of sched_job_init/sched_job_clear. TTQ_STORE_BENCH=1 runs more commits
+ * for the commits-per-second figure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "tap.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define MAXGOT 64
+
+static char tmpdir[] = "/tmp/test_store.XXXXXX";
+static char errbuf[512];
+
+/* ---- local copies of the two sched helpers ---- */
+
+static void
+t_job_init(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	j->repeat = 1;
+	j->per_iter_estimate = SCHED_DEFAULT_ESTIMATE;
+	j->first_iteration_elapsed = j->submitted_at = j->started_at = j->finished_at = NAN;
+	j->stop_requested_at = j->stop_escalated_at = j->elapsed = NAN;
+}
+
+static void
+t_job_clear(struct job *j)
+{
+	free(j->cmd);
+	free(j->cwd);
+	free(j->client_id);
+	free(j->env_json);
+	free(j->error);
+	j->cmd = j->cwd = j->client_id = j->env_json = j->error = NULL;
+}
+
+/* ---- the fault-injecting VFS ---- */
+
+struct shim_file {
+	sqlite3_file base;
+	sqlite3_file *real; /* lives right after this struct */
+};
+
+static sqlite3_vfs shim_vfs, *real_vfs;
+static int shim_fail_rc; /* non-zero: every xWrite returns it */
+
+#define REAL(f) (((struct shim_file *)(f))->real)
+
+static int
+shim_close(sqlite3_file *f)
+{
+	return REAL(f)->pMethods->xClose(REAL(f));
+}
+
+static int
+shim_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
+{
+	return REAL(f)->pMethods->xRead(REAL(f), buf, n, off);
+}
+
+static int
+shim_write(sqlite3_file *f, const void *buf, int n, sqlite3_int64 off)
+{
+	if (shim_fail_rc)
+		return shim_fail_rc;
+	return REAL(f)->pMethods->xWrite(REAL(f), buf, n, off);
+}
+
+static int
+shim_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+	return REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+
+static int
+shim_sync(sqlite3_file *f, int flags)
+{
+	return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+
+static int
+shim_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+	return REAL(f)->pMethods->xFileSize(REAL(f), size);
+}
+
+static int
+shim_lock(sqlite3_file *f, int l)
+{
+	return REAL(f)->pMethods->xLock(REAL(f), l);
+}
+
+static int
+shim_unlock(sqlite3_file *f, int l)
+{
+	return REAL(f)->pMethods->xUnlock(REAL(f), l);
+}
+
+static int
+shim_reserved(sqlite3_file *f, int *out)
+{
+	return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+
+static int
+shim_fcntl(sqlite3_file *f, int op, void *arg)
+{
+	return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+
+static int
+shim_sector(sqlite3_file *f)
+{
+	return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+
+static int
+shim_devchar(sqlite3_file *f)
+{
+	return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+
+static int
+shim_shm_map(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp)
+{
+	return REAL(f)->pMethods->xShmMap(REAL(f), pg, pgsz, extend, pp);
+}
+
+static int
+shim_shm_lock(sqlite3_file *f, int off, int n, int flags)
+{
+	return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+
+static void
+shim_shm_barrier(sqlite3_file *f)
+{
+	REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+
+static int
+shim_shm_unmap(sqlite3_file *f, int del)
+{
+	return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+
+static int
+shim_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **pp)
+{
+	return REAL(f)->pMethods->xFetch(REAL(f), off, n, pp);
+}
+
+static int
+shim_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
+{
+	return REAL(f)->pMethods->xUnfetch(REAL(f), off, p);
+}
+
+/* clang-format off */
+static const sqlite3_io_methods shim_io = {
+	3, shim_close, shim_read, shim_write, shim_truncate, shim_sync, shim_size, shim_lock,
+	shim_unlock, shim_reserved, shim_fcntl, shim_sector, shim_devchar, shim_shm_map,
+	shim_shm_lock, shim_shm_barrier, shim_shm_unmap, shim_fetch, shim_unfetch,
+};
+/* clang-format on */
+
+static int
+shim_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+	struct shim_file *p = (struct shim_file *)f;
+	int rc;
+
+	(void)vfs;
+	p->real = (sqlite3_file *)(p + 1);
+	rc = real_vfs->xOpen(real_vfs, name, p->real, flags, out);
+	p->base.pMethods = p->real->pMethods ? &shim_io : NULL;
+	return rc;
+}
+
+static void
+shim_register(void)
+{
+	real_vfs = sqlite3_vfs_find(NULL);
+	shim_vfs = *real_vfs;
+	shim_vfs.zName = "shim";
+	shim_vfs.szOsFile = (int)sizeof(struct shim_file) + real_vfs->szOsFile;
+	shim_vfs.xOpen = shim_open;
+	shim_vfs.pNext = NULL;
+	sqlite3_vfs_register(&shim_vfs, 1);
+}
+
+/* ---- helpers ---- */
+
+static const char *
+path_in(const char *name)
+{
+	static char buf[4][256];
+	static int k;
+
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%s", tmpdir, name);
+	return buf[k];
+}
+
+static double
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int
+file_mode(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (int)(sb.st_mode & 07777) : -1;
+}
+
+/* A side connection (the plain unix VFS) to inspect or build a database. */
+static sqlite3 *
+side_open(const char *path)
+{
+	sqlite3 *db = NULL;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "unix") !=
+	    SQLITE_OK) {
+		printf("# side_open %s: %s\n", path, sqlite3_errmsg(db));
+		sqlite3_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+static int
+side_exec(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK)
+		printf("# side_exec: %s\n", msg ? msg : "?");
+	sqlite3_free(msg);
+	return rc;
+}
+
+/* The first column of the first row of sql as text into buf ("" when none). */
+static const char *
+side_text(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+	sqlite3_stmt *s = NULL;
+
+	buf[0] = '\0';
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+		snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	return buf;
+}
+
+static long long
+side_int(sqlite3 *db, const char *sql)
+{
+	char buf[64];
+
+	return atoll(side_text(db, sql, buf, sizeof(buf)));
+}
+
+/* The jobs table's column names, comma separated, in table order. */
+static const char *
+side_columns(sqlite3 *db, char *buf, size_t len)
+{
+	return side_text(db, "SELECT group_concat(name, ',') FROM pragma_table_info('jobs')", buf,
+	                 len);
+}
+
+static struct store *
+open_ok(const char *name)
+{
+	struct store *st = store_open(path_in(name), errbuf, sizeof(errbuf));
+
+	if (!st)
+		printf("# store_open: %s\n", errbuf);
+	return st;
+}
+
+/* A job with a fixed id from n, the given card, status and finish time; other fields default. */
+static void
+make_job(struct job *j, int n, int device, int status, double finished_at)
+{
+	char cmd[64];
+
+	t_job_init(j);
+	snprintf(j->id, sizeof(j->id), "%032x", (unsigned)n);
+	snprintf(cmd, sizeof(cmd), "echo job %d", n);
+	j->cmd = strdup(cmd);
+	j->cwd = strdup("");
+	j->client_id = strdup("tester");
+	j->device = device;
+	j->status = status;
+	j->submitted_at = 1000.0 + n;
+	j->finished_at = finished_at;
+	if (status == JOB_DONE) {
+		j->has_exit_code = true;
+		j->exit_code = 0;
+	}
+}
+
+/* Put and commit one job of make_job(); frees its strings. */
+static int
+put_one(struct store *st, int n, int device, int status, double finished_at)
+{
+	struct job j;
+	int rc;
+
+	make_job(&j, n, device, status, finished_at);
+	rc = store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0;
+	if (!rc)
+		printf("# put_one %d: %s\n", n, store_errmsg(st));
+	t_job_clear(&j);
+	return rc ? 0 : -1;
+}
+
+struct got {
+	struct job jobs[MAXGOT];
+	char *out[MAXGOT];
+	int n;
+};
+
+static int
+collect(void *ctx, struct job *j, const char *output_file)
+{
+	struct got *g = ctx;
+
+	if (g->n == MAXGOT) {
+		t_job_clear(j);
+		return -1;
+	}
+	g->jobs[g->n] = *j;
+	g->out[g->n] = output_file ? strdup(output_file) : NULL;
+	g->n++;
+	return 0;
+}
+
+static int
+count_only(void *ctx, struct job *j, const char *output_file)
+{
+	(void)output_file;
+	t_job_clear(j);
+	++*(int *)ctx;
+	return 0;
+}
+
+static void
+got_free(struct got *g)
+{
+	for (int i = 0; i < g->n; i++) {
+		t_job_clear(&g->jobs[i]);
+		free(g->out[i]);
+	}
+	g->n = 0;
+}
+
+/* The collected jobs' id numbers as "a,b,c" (ids are %032x of small numbers). */
+static const char *
+got_ids(const struct got *g)
+{
+	static char buf[512];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < g->n; i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%lu", i ? "," : "",
+		                        strtoul(g->jobs[i].id, NULL, 16));
+	return buf;
+}
+
+struct cards {
+	struct store_card c[8];
+	int n;
+};
+
+static int
+collect_card(void *ctx, struct store_card *c)
+{
+	struct cards *cs = ctx;
+
+	if (cs->n == 8) {
+		free(c->boot_id);
+		free(c->dead_reason);
+		return -1;
+	}
+	cs->c[cs->n++] = *c;
+	return 0;
+}
+
+static void
+cards_free(struct cards *cs)
+{
+	for (int i = 0; i < cs->n; i++) {
+		free(cs->c[i].boot_id);
+		free(cs->c[i].dead_reason);
+	}
+	cs->n = 0;
+}
+
+/* ---- tests ---- */
+
+static void
+test_fresh(void)
+{
+	char buf[512];
+	struct store *st;
+	sqlite3 *db;
+
+	umask(022); /* what the store gets from a careless parent */
+	st = open_ok("fresh.sqlite3");
+	ok(st != NULL, "fresh open succeeds");
+	if (!st)
+		return;
+	is_int(file_mode(path_in("fresh.sqlite3")), 0600, "fresh database is 0600");
+	ok(put_one(st, 1, 0, JOB_QUEUED, NAN) == 0, "a first commit on a fresh store");
+	is_int(file_mode(path_in("fresh.sqlite3-wal")), 0600, "-wal is 0600");
+	is_int(file_mode(path_in("fresh.sqlite3-shm")), 0600, "-shm is 0600");
+	is_int(umask(022), 022, "store_open restores the umask");
+	db = side_open(path_in("fresh.sqlite3"));
+	is_str(side_text(db, "PRAGMA journal_mode", buf, sizeof(buf)), "wal", "journal is WAL");
+	is_int(side_int(db, "PRAGMA user_version"), 3, "user_version 3");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+	                    "name IN ('jobs_active', 'jobs_done', 'jobs_recent')"),
+	       3, "the three job indexes exist");
+	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 9,
+	       "cards has 9 columns");
+	ok(strstr(side_columns(db, buf, sizeof(buf)), ",updated_at,device") != NULL,
+	   "jobs ends with updated_at, device");
+	sqlite3_close(db);
+	store_close(st);
+
+	close(open(path_in("empty.sqlite3"), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+	st = open_ok("empty.sqlite3");
+	ok(st != NULL, "an existing empty file opens");
+	is_int(file_mode(path_in("empty.sqlite3")), 0600, "an existing 0644 file becomes 0600");
+	db = side_open(path_in("empty.sqlite3"));
+	is_int(side_int(db, "PRAGMA user_version"), 3, "empty file gets schema v3");
+	sqlite3_close(db);
+	store_close(st);
+}
+
+/* A job with every field set to a value unlike the defaults. */
+static void
+full_job(struct job *j)
+{
+	t_job_init(j);
+	strcpy(j->id, "0123456789abcdef0123456789abcdef");
+	j->device = 3;
+	j->status = JOB_RUNNING;
+	j->mode = JOB_MODE_RESET;
+	j->timeout = 77;
+	j->repeat = 5;
+	j->cmd = strdup("printf '%s\\n' \"h\xc3\xa9llo\" | tee x");
+	j->cwd = strdup("/tmp/some dir");
+	j->client_id = strdup("client-7");
+	j->env_json = strdup("{\"A\":\"1\",\"B\":\"two\"}");
+	j->error = strdup("an error");
+	j->repeat_current = 3;
+	j->repeat_completed = 2;
+	j->first_iteration_elapsed = 1.25;
+	j->per_iter_estimate = 1.5;
+	j->submitted_at = 1700000000.125;
+	j->started_at = 1700000001.5;
+	j->finished_at = 1700000009.75;
+	j->stop_requested_at = 1700000005.0;
+	j->stop_escalated_at = 1700000008.0;
+	j->elapsed = 8.25;
+	j->exit_code = -9;
+	j->has_exit_code = true;
+	j->timed_out = true;
+	j->log_truncated = true;
+	j->log_size = 5000000000LL;
+	j->dropped_log_bytes = 123456789012LL;
+	j->reset_epoch = 42;
+}
+
+static void
+check_full(const struct job *g, const struct job *w)
+{
+	is_str(g->id, w->id, "id");
+	is_int(g->device, w->device, "device");
+	is_int(g->status, w->status, "status");
+	is_int(g->mode, w->mode, "mode");
+	is_int(g->timeout, w->timeout, "timeout");
+	is_int(g->repeat, w->repeat, "repeat");
+	is_str(g->cmd, w->cmd, "cmd");
+	is_str(g->cwd, w->cwd, "cwd");
+	is_str(g->client_id, w->client_id, "client_id");
+	ok(g->env_json == NULL, "get_job leaves env_json NULL");
+	is_str(g->error, w->error, "error");
+	is_int(g->repeat_current, w->repeat_current, "repeat_current");
+	is_int(g->repeat_completed, w->repeat_completed, "repeat_completed");
+	ok(g->first_iteration_elapsed == w->first_iteration_elapsed, "first_iteration_elapsed");
+	ok(g->per_iter_estimate == w->per_iter_estimate, "per_iter_estimate");
+	ok(g->submitted_at == w->submitted_at, "submitted_at");
+	ok(g->started_at == w->started_at, "started_at");
+	ok(g->finished_at == w->finished_at, "finished_at");
+	ok(g->stop_requested_at == w->stop_requested_at, "stop_requested_at");
+	ok(g->stop_escalated_at == w->stop_escalated_at, "stop_escalated_at");
+	ok(g->elapsed == w->elapsed, "elapsed");
+	ok(g->has_exit_code && g->exit_code == w->exit_code, "exit_code");
+	ok(g->timed_out && g->log_truncated, "timed_out, log_truncated");
+	is_int(g->log_size, w->log_size, "log_size (64-bit)");
+	is_int(g->dropped_log_bytes, w->dropped_log_bytes, "dropped_log_bytes (64-bit)");
+	is_int(g->reset_epoch, w->reset_epoch, "reset_epoch");
+	ok(!g->dirty && !g->prev && !g->next, "dirty and links clear");
+}
+
+static void
+test_roundtrip(struct store *st)
+{
+	struct job w, g;
+	char *out = NULL, *env = NULL;
+
+	full_job(&w);
+	ok(store_begin(st) == 0 && store_put_job(st, &w, "/logs/x/output") == 0 &&
+	       store_commit(st) == 0,
+	   "put + commit a full job");
+	is_int(store_get_job(st, w.id, &g, &out), 1, "get_job finds it");
+	check_full(&g, &w);
+	is_str(out, "/logs/x/output", "output_file");
+	is_int(store_get_env(st, w.id, &env), 1, "get_env finds it");
+	is_str(env, w.env_json, "env_json stored");
+	free(out);
+	free(env);
+	t_job_clear(&g);
+	t_job_clear(&w);
+
+	t_job_init(&w); /* all unset: NULL strings, NaN times, no exit code */
+	strcpy(w.id, "ffffffffffffffffffffffffffffffff");
+	w.per_iter_estimate = NAN;
+	ok(store_begin(st) == 0 && store_put_job(st, &w, NULL) == 0 && store_commit(st) == 0,
+	   "put + commit an empty job");
+	is_int(store_get_job(st, w.id, &g, &out), 1, "get_job finds the empty job");
+	ok(isnan(g.submitted_at) && isnan(g.started_at) && isnan(g.finished_at) &&
+	       isnan(g.elapsed) && isnan(g.first_iteration_elapsed) && isnan(g.stop_requested_at) &&
+	       isnan(g.stop_escalated_at),
+	   "NaN times come back NaN");
+	ok(g.per_iter_estimate == SCHED_DEFAULT_ESTIMATE, "NULL estimate reads as the default");
+	ok(!g.has_exit_code && !g.timed_out && !g.log_truncated, "no exit code, false flags");
+	is_str(g.cmd, "", "NULL cmd reads as \"\"");
+	is_str(g.cwd, "", "NULL cwd reads as \"\"");
+	is_str(g.client_id, "anon", "NULL client_id reads as anon");
+	ok(g.error == NULL && out == NULL, "NULL error and output_file stay NULL");
+	is_int(store_get_env(st, w.id, &env), 1, "get_env finds the empty job");
+	ok(env == NULL, "no env gives NULL");
+	t_job_clear(&g);
+	is_int(store_get_job(st, "00000000000000000000000000000bad", &g, &out), 0,
+	       "get_job of an unknown id is 0");
+	ok(g.cmd == NULL && isnan(g.submitted_at) && out == NULL, "and leaves a blank job");
+	is_int(store_get_env(st, "nope", &env), 0, "get_env of an unknown id is 0");
+}
+
+static void
+test_upsert(struct store *st)
+{
+	struct job j, g;
+	char *env = NULL;
+
+	make_job(&j, 500, 1, JOB_QUEUED, NAN);
+	j.env_json = strdup("{\"K\":\"V\"}");
+	ok(store_begin(st) == 0 && store_put_job(st, &j, "/o1") == 0 && store_commit(st) == 0,
+	   "insert with env");
+	free(j.env_json);
+	j.env_json = NULL;
+	j.status = JOB_DONE;
+	j.has_exit_code = true;
+	j.exit_code = 3;
+	j.finished_at = 2000.5;
+	free(j.cmd);
+	j.cmd = strdup("changed");
+	ok(store_begin(st) == 0 && store_put_job(st, &j, "/o2") == 0 && store_commit(st) == 0,
+	   "update without env");
+	ok(store_get_job(st, j.id, &g, NULL) == 1 && g.status == JOB_DONE && g.exit_code == 3 &&
+	       g.finished_at == 2000.5 && strcmp(g.cmd, "changed") == 0,
+	   "upsert updated the row");
+	t_job_clear(&g);
+	is_int(store_get_env(st, j.id, &env), 1, "env still there");
+	is_str(env, "{\"K\":\"V\"}", "env kept when put with NULL");
+	free(env);
+	j.env_json = strdup("{}");
+	ok(store_begin(st) == 0 && store_put_job(st, &j, "/o2") == 0 && store_commit(st) == 0,
+	   "update with a new env");
+	store_get_env(st, j.id, &env);
+	is_str(env, "{}", "a new env replaces the old");
+	free(env);
+	t_job_clear(&j);
+}
+
+static void
+test_rollback(struct store *st)
+{
+	struct job j, g;
+
+	make_job(&j, 600, 0, JOB_QUEUED, NAN);
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0, "put inside a transaction");
+	is_int(store_get_job(st, j.id, &g, NULL), 1, "visible inside the transaction");
+	t_job_clear(&g);
+	store_rollback(st);
+	is_int(store_get_job(st, j.id, &g, NULL), 0, "rolled-back job is gone");
+	is_int(store_commit(st), -1, "commit without begin fails");
+	ok(strstr(store_errmsg(st), "no transaction") != NULL, "and says so: %s", store_errmsg(st));
+	ok(store_begin(st) == 0 && store_begin(st) == -1, "begin twice fails");
+	store_rollback(st);
+	store_rollback(st); /* harmless when nothing is open */
+	j.status = 9;
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == -1, "a bad status is refused");
+	is_int(store_commit(st), -1, "and that transaction does not commit");
+	t_job_clear(&j);
+}
+
+static void
+test_recent(struct store *st)
+{
+	struct got g = {.n = 0};
+
+	/* card 5 by finish time: 803, 801, 804 = 805 (tie: by seq), 800, 802 */
+	static const double fin[] = {9000, 8800, 9500, 8700, 8900, 8900};
+	for (int i = 0; i < 6; i++)
+		put_one(st, 800 + i, 5, JOB_DONE, fin[i]);
+	put_one(st, 806, 5, JOB_QUEUED, NAN);
+	put_one(st, 810, 6, JOB_DONE, 1.0);
+	is_int(store_load_recent(st, 5, 3, collect, &g), 3, "load_recent n=3");
+	is_str(got_ids(&g), "805,800,802", "newest 3 by finish time, oldest first");
+	got_free(&g);
+	is_int(store_load_recent(st, 5, 5, collect, &g), 5, "load_recent n=5");
+	is_str(got_ids(&g), "801,804,805,800,802", "ties broken by seq");
+	got_free(&g);
+	is_int(store_load_recent(st, 5, 0, collect, &g), 0, "n=0 loads nothing");
+	is_int(store_load_recent(st, 6, 10, collect, &g), 1, "other card: its own job only");
+	is_str(got_ids(&g), "810", "card 6's job");
+	got_free(&g);
+	is_int(store_load_recent(st, 9, 10, collect, &g), 0, "unknown card: none");
+}
+
+static void
+test_active(void)
+{
+	struct store *st = open_ok("lists.sqlite3");
+	static const int status[] = {JOB_QUEUED, JOB_DONE, JOB_RUNNING,
+	                             JOB_QUEUED, JOB_DONE, JOB_QUEUED};
+	struct got g = {.n = 0};
+	struct job j;
+
+	ok(store_begin(st) == 0, "begin for active jobs");
+	for (int i = 0; i < (int)NELEM(status); i++) {
+		make_job(&j, 700 + i, i % 2, status[i], status[i] == JOB_DONE ? 5000.0 + i : NAN);
+		store_put_job(st, &j, NULL);
+		t_job_clear(&j);
+	}
+	make_job(&j, 700, 0, JOB_RUNNING, NAN); /* update an early one: seq must not change */
+	store_put_job(st, &j, "/out/700");
+	t_job_clear(&j);
+	ok(store_commit(st) == 0, "commit active jobs");
+	is_int(store_load_active(st, collect, &g), 4, "load_active returns 4");
+	is_str(got_ids(&g), "700,702,703,705", "queued + running only, in seq order");
+	ok(g.jobs[0].status == JOB_RUNNING && g.jobs[1].status == JOB_RUNNING &&
+	       g.jobs[2].status == JOB_QUEUED && g.jobs[3].device == 1,
+	   "statuses and devices");
+	is_str(g.out[0], "/out/700", "output_file passed to the callback");
+	ok(g.jobs[0].env_json == NULL, "env_json not loaded");
+	got_free(&g);
+	test_recent(st);
+	store_close(st);
+}
+
+static void
+test_cards(struct store *st)
+{
+	struct card c0 = {.device = 0,
+	                  .state = CARD_HEALTHY,
+	                  .reset_epoch = 2,
+	                  .last_reset_at = 123.5,
+	                  .dead_since = NAN};
+	struct card c1 = {.device = 1,
+	                  .state = CARD_DEAD,
+	                  .reset_pending = true,
+	                  .reset_epoch = 7,
+	                  .last_reset_at = NAN,
+	                  .dead_since = 456.25,
+	                  .dead_reason = "reset and health verification failed"};
+	struct cards cs = {.n = 0};
+
+	ok(store_begin(st) == 0 && store_put_card(st, &c1, "boot-b") == 0 &&
+	       store_put_card(st, &c0, NULL) == 0 && store_commit(st) == 0,
+	   "put two cards");
+	is_int(store_load_cards(st, collect_card, &cs), 2, "load_cards returns 2");
+	ok(cs.c[0].device == 0 && cs.c[0].state == CARD_HEALTHY && cs.c[0].reset_epoch == 2 &&
+	       !cs.c[0].reset_pending && cs.c[0].last_reset_at == 123.5 &&
+	       isnan(cs.c[0].dead_since) && !cs.c[0].dead_reason && !cs.c[0].boot_id,
+	   "card 0 round trip (sorted first)");
+	ok(cs.c[1].device == 1 && cs.c[1].state == CARD_DEAD && cs.c[1].reset_epoch == 7 &&
+	       cs.c[1].reset_pending && isnan(cs.c[1].last_reset_at) &&
+	       cs.c[1].dead_since == 456.25,
+	   "card 1 round trip");
+	is_str(cs.c[1].dead_reason, c1.dead_reason, "dead_reason");
+	is_str(cs.c[1].boot_id, "boot-b", "boot_id");
+	cards_free(&cs);
+	c1.state = CARD_RESETTING;
+	c1.dead_reason = NULL;
+	c1.dead_since = NAN;
+	ok(store_begin(st) == 0 && store_put_card(st, &c1, "boot-c") == 0 && store_commit(st) == 0,
+	   "update card 1");
+	is_int(store_load_cards(st, collect_card, &cs), 2, "still 2 cards");
+	ok(cs.c[1].state == CARD_RESETTING && !cs.c[1].dead_reason && isnan(cs.c[1].dead_since),
+	   "card 1 updated");
+	is_str(cs.c[1].boot_id, "boot-c", "boot_id updated");
+	cards_free(&cs);
+}
+
+struct deleted {
+	struct store *st;
+	char ids[512];
+	int gone_at_cb; /* ids not found by get_job inside the callback */
+};
+
+static void
+on_deleted(void *ctx, const char *id)
+{
+	struct deleted *d = ctx;
+	size_t len = strlen(d->ids);
+	struct job j;
+
+	snprintf(d->ids + len, sizeof(d->ids) - len, "%s%lu", len ? "," : "",
+	         strtoul(id, NULL, 16));
+	if (store_get_job(d->st, id, &j, NULL) == 0)
+		d->gone_at_cb++;
+	t_job_clear(&j);
+}
+
+static void
+test_retention(void)
+{
+	struct store *st = open_ok("retention.sqlite3");
+	struct deleted d = {.st = st, .ids = ""};
+	int n = 0;
+
+	if (!ok(st != NULL, "open for retention"))
+		return;
+	/* done: 1 @100, 2 @200, 3 @300, 4 @300, 5 @400, 6 @500; active 7, 8 "finished" at 1 */
+	static const double fin[] = {100, 200, 300, 300, 400, 500};
+	for (int i = 0; i < 6; i++)
+		put_one(st, 1 + i, i % 2, JOB_DONE, fin[i]);
+	put_one(st, 7, 0, JOB_QUEUED, 1.0);
+	put_one(st, 8, 1, JOB_RUNNING, 1.0);
+	is_int(store_retention(st, 0, -1, on_deleted, &d), 0, "no limits: nothing deleted");
+	is_int(store_retention(st, 250, -1, on_deleted, &d), 2, "by age: 2 deleted");
+	is_str(d.ids, "1,2", "by age: finished before 250");
+	is_int(d.gone_at_cb, 2, "callback runs after the commit");
+	d.ids[0] = '\0';
+	is_int(store_retention(st, 0, 2, on_deleted, &d), 2, "keep 2: 2 deleted");
+	ok(strcmp(d.ids, "3,4") == 0 || strcmp(d.ids, "4,3") == 0,
+	   "keep 2: the tie at 300 "
+	   "goes, newest 5, 6 stay (%s)",
+	   d.ids);
+	d.ids[0] = '\0';
+	is_int(store_retention(st, 450, 5, on_deleted, &d), 1, "age and count together");
+	is_str(d.ids, "5", "the one older than 450");
+	d.ids[0] = '\0';
+	is_int(store_retention(st, 0, 0, on_deleted, &d), 1, "keep 0 deletes every done job");
+	is_str(d.ids, "6", "the last done job");
+	is_int(store_load_active(st, count_only, &n), 2, "active jobs untouched");
+	is_int(store_retention(st, 1e12, 0, NULL, NULL), 0, "nothing left; NULL callback ok");
+	ok(store_begin(st) == 0 && store_retention(st, 1, 0, NULL, NULL) == -1,
+	   "retention inside an open transaction is refused");
+	store_rollback(st);
+	store_close(st);
+}
+
+static void
+test_reopen(struct store *st)
+{
+	struct cards cs = {.n = 0};
+	struct job g;
+	char *env = NULL;
+
+	store_close(st);
+	st = open_ok("main.sqlite3");
+	if (!ok(st != NULL, "reopen"))
+		return;
+	is_int(store_get_job(st, "0123456789abcdef0123456789abcdef", &g, NULL), 1,
+	       "the full job persisted");
+	ok(g.log_size == 5000000000LL && g.exit_code == -9 && strcmp(g.cwd, "/tmp/some dir") == 0,
+	   "with its fields");
+	t_job_clear(&g);
+	store_get_env(st, "0123456789abcdef0123456789abcdef", &env);
+	is_str(env, "{\"A\":\"1\",\"B\":\"two\"}", "and its env");
+	free(env);
+	is_int(store_load_cards(st, collect_card, &cs), 2, "cards persisted");
+	cards_free(&cs);
+	store_close(st);
+}
+
+static const char old_jobs_sql[] =
+    "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+    "cmd TEXT NOT NULL, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
+    "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
+    "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, "
+    "repeat_current INTEGER, repeat_completed INTEGER, first_iteration_elapsed REAL, "
+    "per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "
+    "log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
+    "error TEXT, updated_at REAL);";
+
+static int
+build_old(const char *name, int version, bool with_state)
+{
+	char sql[256];
+	sqlite3 *db = side_open(path_in(name));
+	int rc;
+
+	if (!db)
+		return -1;
+	rc = side_exec(db, old_jobs_sql);
+	rc |= side_exec(
+	    db,
+	    "INSERT INTO jobs (id, cmd, cwd, timeout, repeat, env_json, mode, client_id, "
+	    "reset_epoch, submitted, status, exit_code, elapsed, output_file, started_at, "
+	    "finished_at, repeat_current, repeat_completed, per_iter_estimate_sec, log_size, "
+	    "log_truncated, dropped_log_bytes, timed_out, updated_at) VALUES "
+	    "('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'make test', '/src', 3600, 1, '{\"X\":\"y\"}', "
+	    " 'run', 'alice', 0, 1600000000.5, 'done', 0, 12.5, '/logs/a/output', 1600000001, "
+	    " 1600000013.5, 1, 1, 12.5, 4096, 0, 0, 0, 1600000013.5), "
+	    "('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', 'sleep 100', '', 60, 2, NULL, 'run', 'bob', "
+	    " 1, 1600000100, 'running', NULL, NULL, '/logs/b/output', 1600000101, NULL, 1, 0, "
+	    " 10, 10, 0, 0, 0, 1600000101), "
+	    "('cccccccccccccccccccccccccccccccc', 'true', '/', 60, 1, '{}', 'run', NULL, 1, "
+	    " 1600000200, 'queued', NULL, NULL, NULL, NULL, NULL, 0, 0, 10, 0, 0, 0, 0, NULL)");
+	if (with_state) {
+		rc |= side_exec(db, "CREATE TABLE device_state (singleton INTEGER PRIMARY KEY "
+		                    "CHECK (singleton = 1), state TEXT, reset_epoch INTEGER, "
+		                    "reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
+		                    "dead_since REAL, dead_reason TEXT, updated_at REAL)");
+		rc |= side_exec(db, "INSERT INTO device_state VALUES (1, 'dead', 4, 0, 'boot-old', "
+		                    "1599999000.5, 1600000050.25, 'reset failed', 1600000050.25)");
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
+	rc |= side_exec(db, sql);
+	sqlite3_close(db);
+	return rc == SQLITE_OK ? 0 : -1;
+}
+
+static void
+check_migrated_db(const char *name)
+{
+	char fresh[512], migrated[512];
+	sqlite3 *db = side_open(path_in(name)), *fdb = side_open(path_in("fresh.sqlite3"));
+
+	is_int(side_int(db, "PRAGMA user_version"), 3, "migrated to user_version 3");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"), 0,
+	       "device_state dropped");
+	is_int(side_int(db, "SELECT count(*) FROM jobs WHERE device = 0"), 3, "all jobs on card 0");
+	is_str(side_columns(db, migrated, sizeof(migrated)),
+	       side_columns(fdb, fresh, sizeof(fresh)),
+	       "migrated jobs columns equal a fresh v3 table's");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+	                    "name LIKE 'jobs_%'"),
+	       3, "indexes created");
+	sqlite3_close(db);
+	sqlite3_close(fdb);
+}
+
+static void
+test_migration(void)
+{
+	struct got g = {.n = 0};
+	struct cards cs = {.n = 0};
+	struct store *st;
+	struct job j;
+	char *out = NULL;
+
+	ok(build_old("old.sqlite3", 2, true) == 0, "build a v2 fixture");
+	st = open_ok("old.sqlite3");
+	if (!ok(st != NULL, "a v2 database opens (migrated)"))
+		return;
+	is_int(store_load_active(st, collect, &g), 2, "running + queued loaded");
+	ok(g.n == 2 && g.jobs[0].id[0] == 'b' && g.jobs[0].status == JOB_RUNNING &&
+	       g.jobs[0].device == 0 && g.jobs[0].reset_epoch == 1 && g.jobs[0].repeat == 2,
+	   "the running job, on card 0");
+	ok(g.n == 2 && g.jobs[1].id[0] == 'c' && g.jobs[1].status == JOB_QUEUED &&
+	       g.jobs[1].device == 0 && strcmp(g.jobs[1].client_id, "anon") == 0 &&
+	       isnan(g.jobs[1].started_at),
+	   "the queued job, on card 0");
+	got_free(&g);
+	is_int(store_get_job(st, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", &j, &out), 1, "the done job");
+	ok(j.status == JOB_DONE && j.has_exit_code && j.exit_code == 0 && j.elapsed == 12.5 &&
+	       j.finished_at == 1600000013.5 && j.log_size == 4096 &&
+	       strcmp(j.cmd, "make test") == 0,
+	   "done job fields");
+	is_str(out, "/logs/a/output", "done job output_file");
+	free(out);
+	t_job_clear(&j);
+	is_int(store_load_recent(st, 0, 10, collect, &g), 1, "recent on card 0");
+	got_free(&g);
+	is_int(store_load_cards(st, collect_card, &cs), 1, "one card row");
+	ok(cs.n == 1 && cs.c[0].device == 0 && cs.c[0].state == CARD_DEAD &&
+	       cs.c[0].reset_epoch == 4 && cs.c[0].dead_since == 1600000050.25 &&
+	       cs.c[0].last_reset_at == 1599999000.5,
+	   "card 0 is the old dead state");
+	is_str(cs.n ? cs.c[0].boot_id : NULL, "boot-old", "with the old boot id");
+	is_str(cs.n ? cs.c[0].dead_reason : NULL, "reset failed", "and dead_reason");
+	cards_free(&cs);
+	ok(put_one(st, 900, 1, JOB_QUEUED, NAN) == 0, "the migrated store takes writes");
+	store_close(st);
+	check_migrated_db("old.sqlite3");
+	st = open_ok("old.sqlite3");
+	ok(st != NULL, "a migrated database reopens");
+	store_close(st);
+
+	ok(build_old("old1.sqlite3", 1, false) == 0, "build a v1 fixture without device_state");
+	st = open_ok("old1.sqlite3");
+	ok(st != NULL && store_load_cards(st, collect_card, &cs) == 0, "v1 migrates, no cards");
+	store_close(st);
+}
+
+static void
+test_refusals(void)
+{
+	sqlite3 *db = side_open(path_in("prev2.sqlite3"));
+
+	side_exec(db, "CREATE TABLE jobs (id TEXT PRIMARY KEY, cmd TEXT, status TEXT, "
+	              "exit_code INTEGER); PRAGMA user_version = 1");
+	sqlite3_close(db);
+	ok(store_open(path_in("prev2.sqlite3"), errbuf, sizeof(errbuf)) == NULL, "pre-v2 refused");
+	ok(strstr(errbuf, "pre-v2") && strstr(errbuf, "use a fresh logs-v2/"), "message: %s",
+	   errbuf);
+	ok(strstr(errbuf, "seq") && strstr(errbuf, "log_truncated") && !strstr(errbuf, "status"),
+	   "it names the missing columns");
+	db = side_open(path_in("prev2.sqlite3"));
+	is_int(side_int(db, "PRAGMA user_version"), 1, "the refused file is untouched");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cards'"), 0,
+	       "no cards table added");
+	sqlite3_close(db);
+
+	db = side_open(path_in("newer.sqlite3"));
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 4");
+	sqlite3_close(db);
+	ok(store_open(path_in("newer.sqlite3"), errbuf, sizeof(errbuf)) == NULL, "v4 refused");
+	ok(strstr(errbuf, "4") && strstr(errbuf, "3") && strstr(errbuf, "fresh logs-v2/"),
+	   "message: %s", errbuf);
+
+	ok(store_open(path_in("nodir/x.sqlite3"), errbuf, sizeof(errbuf)) == NULL,
+	   "missing directory refused: %s", errbuf);
+}
+
+/* Writes fail while shim_fail_rc is set; commit fails, later commits succeed. */
+static void
+test_write_failure(void)
+{
+	struct store *st = open_ok("full.sqlite3");
+	struct job j, g;
+	static const int rcs[] = {SQLITE_FULL, SQLITE_IOERR_WRITE};
+	static const char *const msgs[] = {"database or disk is full", "disk I/O error"};
+
+	if (!ok(st != NULL, "open for write failures"))
+		return;
+	for (int k = 0; k < 2; k++) {
+		make_job(&j, 1000 + k, 0, JOB_QUEUED, NAN);
+		ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0,
+		   "put before the fault");
+		shim_fail_rc = rcs[k];
+		is_int(store_commit(st), -1, "commit fails (%s)", msgs[k]);
+		ok(strstr(store_errmsg(st), msgs[k]) != NULL, "message: %s", store_errmsg(st));
+		shim_fail_rc = 0;
+		is_int(store_get_job(st, j.id, &g, NULL), 0, "the failed commit left nothing");
+		t_job_clear(&g);
+		ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 &&
+		       store_commit(st) == 0,
+		   "the same commit succeeds once the condition clears");
+		is_int(store_get_job(st, j.id, &g, NULL), 1, "and the job is there");
+		t_job_clear(&g);
+		t_job_clear(&j);
+	}
+
+	/* a row bigger than the page cache spills during the put itself */
+	make_job(&j, 1100, 0, JOB_QUEUED, NAN);
+	free(j.cmd);
+	j.cmd = malloc(8 << 20);
+	memset(j.cmd, 'x', (8 << 20) - 1);
+	j.cmd[(8 << 20) - 1] = '\0';
+	ok(store_begin(st) == 0, "begin before a spilling put");
+	shim_fail_rc = SQLITE_FULL;
+	is_int(store_put_job(st, &j, NULL), -1, "an 8 MiB put fails when the disk is full");
+	shim_fail_rc = 0;
+	t_job_clear(&j);
+	make_job(&j, 1101, 0, JOB_QUEUED, NAN);
+	is_int(store_put_job(st, &j, NULL), -1, "a later put in the failed transaction fails");
+	is_int(store_commit(st), -1, "and its commit fails");
+	ok(strstr(store_errmsg(st), "full") != NULL, "naming the first failure: %s",
+	   store_errmsg(st));
+	is_int(store_get_job(st, j.id, &g, NULL), 0, "nothing of it autocommitted");
+	t_job_clear(&g);
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0,
+	   "writes work again afterwards");
+	t_job_clear(&j);
+	store_close(st);
+}
+
+/* Start-up cost with 10,000 done jobs on two cards, and fsync'd commits per second. */
+static void
+test_scale(void)
+{
+	struct store *st = open_ok("big.sqlite3");
+	struct got g = {.n = 0};
+	struct job j;
+	double t0, t1;
+	int n = 0, commits = getenv("TTQ_STORE_BENCH") ? 500 : 30;
+
+	if (!ok(st != NULL, "open for scale"))
+		return;
+	store_begin(st);
+	for (int i = 0; i < 10000; i++) {
+		make_job(&j, 100000 + i, i % 2, JOB_DONE, 1e9 + i);
+		store_put_job(st, &j, "/logs/some-job/output");
+		t_job_clear(&j);
+	}
+	for (int i = 0; i < 20; i++) {
+		make_job(&j, 200000 + i, i % 2, JOB_QUEUED, NAN);
+		store_put_job(st, &j, NULL);
+		t_job_clear(&j);
+	}
+	ok(store_commit(st) == 0, "10,020 jobs committed");
+	store_close(st);
+
+	t0 = mono_ms();
+	st = open_ok("big.sqlite3");
+	ok(st && store_load_recent(st, 0, SCHED_RECENT, collect, &g) == SCHED_RECENT &&
+	       store_load_recent(st, 1, SCHED_RECENT, collect, &g) == SCHED_RECENT &&
+	       store_load_active(st, count_only, &n) == 20,
+	   "start-up loads 10 + 10 recent, 20 active");
+	t1 = mono_ms();
+	printf("# start-up (open + 2 x load_recent + load_active), 10000 done jobs: %.1f ms\n",
+	       t1 - t0);
+	is_str(got_ids(&g) + strlen(got_ids(&g)) - 6, "109999", "the newest done job last");
+	got_free(&g);
+	t0 = mono_ms();
+	is_int(store_retention(st, 1.0, 10000, NULL, NULL), 0, "retention keeps 10000");
+	printf("# retention pass over 10000 done jobs (none due): %.1f ms\n", mono_ms() - t0);
+
+	t0 = mono_ms();
+	for (int i = 0; i < commits; i++) {
+		make_job(&j, 300000 + i, 0, JOB_QUEUED, NAN);
+		if (store_begin(st) || store_put_job(st, &j, NULL) || store_commit(st))
+			n = -1;
+		t_job_clear(&j);
+	}
+	t1 = mono_ms();
+	ok(n != -1, "%d single-job commits", commits);
+	printf("# %d fsync'd commits of one put_job: %.0f commits/s (%.2f ms each)\n", commits,
+	       commits * 1000.0 / (t1 - t0), (t1 - t0) / commits);
+	store_close(st);
+}
+
+static void
+cleanup(void)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", tmpdir);
+}
+
+int
+main(void)
+{
+	struct store *st;
+
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	shim_register();
+	test_fresh();
+	st = open_ok("main.sqlite3");
+	if (ok(st != NULL, "open main")) {
+		test_roundtrip(st);
+		test_upsert(st);
+		test_rollback(st);
+		test_cards(st);
+		test_reopen(st);
+	}
+	test_active();
+	test_retention();
+	test_migration();
+	test_refusals();
+	test_write_failure();
+	test_scale();
+	ok(store_errmsg(NULL) != NULL, "store_errmsg(NULL) is a string");
+	store_close(NULL);
+	cleanup();
+	return tap_done();
+}
