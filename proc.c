@@ -1,0 +1,794 @@
+/*
+ * proc.c - job processes, capped output files and the guardian (SPEC section 6).
+ *
+ * Invariants:
+ * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
+ *   stdout/stderr (one pipe), because its child also closes every descriptor >= 3 before exec.
+ * - Between fork and execve the child calls only async-signal-safe functions: no malloc, no
+ *   stdio. Messages are assembled by hand in stack buffers; numbers are formatted before fork.
+ * - All signals are blocked across fork, so no handler of the daemon can run in the child and
+ *   the child resets dispositions before anything can be delivered. The parent restores its
+ *   mask; the child ends with default dispositions and an empty mask.
+ * - A job's pid is its process group and session id (setsid), so kill(-pid) reaches everything
+ *   it started that did not leave the group itself.
+ * - A capfile's `size` is the file's byte count and never exceeds `cap` after capfile_finish;
+ *   capfile_output never writes past cap. Daemon marker lines always start at a line start.
+ * - The guardian holds the only read end of the daemon's registration pipe. It learns each job
+ *   group from the job itself (see child_register) and kills every group still registered when
+ *   the pipe reaches EOF, that is when the daemon and all its pre-exec children are gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proc.h"
+
+#define PIPE_SIZE (1 << 20)   /* asked for; a flooding job then needs fewer wake-ups */
+#define CHILD_MSG_MAX 1024    /* a child's failure line, cut to fit */
+#define MARKER_MAX 1024       /* a capfile_marker line, cut to fit */
+#define DROP_LINE_MAX 128     /* the "output truncated" line: fixed text and two numbers */
+#define DRAIN_BUF (64 * 1024) /* one read from a job pipe */
+#define GUARD_SLOTS 4096      /* groups the guardian can hold; far above cards + controls */
+#define FD_LOOP_MAX 65536     /* bound of the close() loop when close_range is missing */
+
+/* One registration message; written whole (< PIPE_BUF, so atomic and never interleaved). */
+struct guard_msg {
+	char op; /* '+' register, '-' forget */
+	pid_t pgid;
+};
+
+/* The daemon's write end of the guardian pipe (-1 when no guardian runs). Blocking. */
+static int guardian_fd = -1;
+
+/* ------------------------------------------------------------- async-signal-safe helpers */
+
+/* Write all of buf, retrying on EINTR and partial writes. Returns the bytes written. */
+static size_t
+write_full(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	size_t done = 0;
+	ssize_t w;
+
+	while (done < n) {
+		w = write(fd, p + done, n - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	return done;
+}
+
+/* Append s to buf[0..*n) without passing max; the text is cut when it does not fit. */
+static void
+put_str(char *buf, size_t *n, size_t max, const char *s)
+{
+	while (*s && *n < max)
+		buf[(*n)++] = *s++;
+}
+
+/*
+ * The text of errno e. strerror may translate and allocate, which is not safe after fork;
+ * glibc's strerrordesc_np only indexes a constant table.
+ */
+static const char *
+errtext(int e)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+	const char *s = strerrordesc_np(e);
+
+	return s ? s : "Unknown error";
+#else
+	return strerror(e); /* musl: a table lookup as well */
+#endif
+}
+
+/* Close descriptors lo..hi (inclusive), with close_range when the kernel has it. */
+static void
+close_fds(unsigned lo, unsigned hi)
+{
+	struct rlimit rl;
+	unsigned fd, limit = FD_LOOP_MAX;
+
+	if (lo > hi)
+		return;
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, lo, hi, 0) == 0)
+		return;
+#endif
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < limit)
+		limit = (unsigned)rl.rlim_cur;
+	for (fd = lo; fd <= hi && fd < limit; fd++)
+		close((int)fd);
+}
+
+/* Close every descriptor >= lo except keep (keep < lo: none is kept). */
+static void
+close_from_except(int lo, int keep)
+{
+	if (keep < lo) {
+		close_fds((unsigned)lo, ~0U);
+		return;
+	}
+	if (keep > lo)
+		close_fds((unsigned)lo, (unsigned)keep - 1);
+	close_fds((unsigned)keep + 1, ~0U);
+}
+
+/* Every catchable signal back to SIG_DFL (glibc refuses its two internal ones: harmless). */
+static void
+default_dispositions(void)
+{
+	struct sigaction sa;
+	int s;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	for (s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &sa, NULL);
+}
+
+static void
+ignore_signal(int s)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_IGN;
+	sigemptyset(&sa.sa_mask);
+	sigaction(s, &sa, NULL);
+}
+
+static void
+unblock_all(void)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* Send one message to the guardian, if one runs. Blocking write; EPIPE is ignored. */
+static void
+guardian_send(char op, pid_t pgid)
+{
+	struct guard_msg m;
+
+	if (guardian_fd < 0)
+		return;
+	memset(&m, 0, sizeof m); /* no uninitialised padding goes through the pipe */
+	m.op = op;
+	m.pgid = pgid;
+	write_full(guardian_fd, &m, sizeof m);
+}
+
+/* ------------------------------------------------------------------------ the job child */
+
+/* Write "[tt-device-queue] <what><arg>: <error>\n" to fd and exit 127 (exec's convention). */
+static _Noreturn void
+child_fail(int fd, const char *what, const char *arg, int e)
+{
+	char buf[CHILD_MSG_MAX];
+	size_t n = 0;
+
+	put_str(buf, &n, sizeof buf - 1, PROC_MARKER " ");
+	put_str(buf, &n, sizeof buf - 1, what);
+	put_str(buf, &n, sizeof buf - 1, arg);
+	put_str(buf, &n, sizeof buf - 1, ": ");
+	put_str(buf, &n, sizeof buf - 1, errtext(e));
+	buf[n++] = '\n';
+	write_full(fd, buf, n);
+	_exit(127);
+}
+
+/* Make descriptor `to` a copy of `from` that survives exec (dup2 onto itself would not). */
+static int
+move_fd(int from, int to)
+{
+	if (from == to)
+		return fcntl(to, F_SETFD, 0);
+	return dup2(from, to) == -1 ? -1 : 0;
+}
+
+/* stdout and stderr into the pipe first (so later failures can be reported), stdin /dev/null. */
+static void
+child_stdio(int wfd)
+{
+	int nfd;
+
+	if (move_fd(wfd, STDOUT_FILENO) == -1 || move_fd(wfd, STDERR_FILENO) == -1)
+		child_fail(wfd, "cannot attach the output pipe", "", errno);
+	nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (nfd == -1 || move_fd(nfd, STDIN_FILENO) == -1)
+		child_fail(STDERR_FILENO, "cannot open ", "/dev/null", errno);
+	close_from_except(3, -1); /* the pipe's ends, the guardian's, anything inherited */
+}
+
+/*
+ * Register the new group with the guardian before exec. The child does it itself, not the
+ * daemon after fork returns: the daemon could die between fork and its write, leaving a group
+ * nobody knows. Written by the child, the '+' is in the pipe before the child can exec, and
+ * the pipe cannot reach EOF before that since the child holds a write end until exec.
+ * PR_SET_PDEATHSIG alone would not do: it reaches only this process (the shell), never the
+ * background children it starts, which would then keep the card. SIGPIPE is ignored for the
+ * write so a dead guardian cannot kill the job (signals are still blocked here; a pending
+ * SIGPIPE would be delivered as soon as the mask is cleared).
+ */
+static void
+child_register(void)
+{
+	ignore_signal(SIGPIPE);
+	guardian_send('+', getpid());
+}
+
+static void
+child_set_oom(const char *oom)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd == -1)
+		return;
+	write_full(fd, oom, strlen(oom)); /* lowering needs privilege: failure is fine */
+	close(fd);
+}
+
+/* The child side of proc_spawn: async-signal-safe calls only, never returns. */
+static _Noreturn void
+child_exec(const struct proc_opts *o, int wfd, pid_t daemon, const char *oom)
+{
+	char *const *envp = o->envp ? o->envp : environ;
+
+	setsid();
+	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != daemon)
+		_exit(127);
+	child_register();
+	child_stdio(wfd);
+	default_dispositions(); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
+	unblock_all();          /* the mask survives exec too */
+	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
+		child_fail(STDERR_FILENO, "cannot change to directory ", o->cwd, errno);
+	child_set_oom(oom);
+	execve(o->argv[0], o->argv, envp);
+	child_fail(STDERR_FILENO, "cannot run ", o->argv[0], errno);
+}
+
+/* ---------------------------------------------------------------------------- spawning */
+
+static void
+set_err(char *err, size_t errlen, const char *what, int e)
+{
+	if (err && errlen)
+		snprintf(err, errlen, "%s: %s", what, strerror(e));
+}
+
+/* The output pipe: both ends close-on-exec, the read end non-blocking, 1 MiB if allowed. */
+static int
+open_pipe(int p[2])
+{
+	int flags, e;
+
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return -1;
+	flags = fcntl(p[0], F_GETFL);
+	if (flags == -1 || fcntl(p[0], F_SETFL, flags | O_NONBLOCK) == -1) {
+		e = errno;
+		close(p[0]);
+		close(p[1]);
+		errno = e;
+		return -1;
+	}
+	fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* above pipe-max-size or the user's quota: ignored */
+	return 0;
+}
+
+pid_t
+proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen)
+{
+	char oom[24];
+	sigset_t all, old;
+	pid_t daemon = getpid(), pid;
+	int p[2], e;
+
+	if (!o || !o->argv || !o->argv[0] || !out_fd) {
+		set_err(err, errlen, "spawn", EINVAL);
+		errno = EINVAL;
+		return -1;
+	}
+	if (open_pipe(p) == -1) {
+		set_err(err, errlen, "cannot create the output pipe", errno);
+		return -1;
+	}
+	snprintf(oom, sizeof oom, "%d\n", o->oom_score_adj); /* no snprintf after fork */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0)
+		child_exec(o, p[1], daemon, oom);
+	e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(p[1]); /* else the daemon's own copy would keep EOF from ever coming */
+	if (pid == -1) {
+		close(p[0]);
+		set_err(err, errlen, "fork", e);
+		errno = e;
+		return -1;
+	}
+	*out_fd = p[0];
+	return pid;
+}
+
+/*
+ * Right after proc_spawn returns, the child may not have reached setsid() yet, so its group
+ * does not exist and kill(-pgid) finds nobody. Then the child itself is signalled, but only
+ * while it is our unreaped child (waitid WNOWAIT), never a stranger that reused a reaped pid.
+ * Its signals are blocked until it has reset them, so the signal stays pending and acts then.
+ */
+void
+proc_kill_group(pid_t pgid, int sig)
+{
+	siginfo_t si;
+	int e = errno;
+
+	/* kill(-1) would hit every process we may signal, kill(0) our own group: never. */
+	if (pgid <= 1)
+		return;
+	if (kill(-pgid, sig) == -1 && errno == ESRCH &&
+	    waitid(P_PID, (id_t)pgid, &si, WEXITED | WNOHANG | WNOWAIT) == 0)
+		kill(pgid, sig);
+	errno = e;
+}
+
+int
+proc_exit_code(int wstatus)
+{
+	if (WIFEXITED(wstatus))
+		return WEXITSTATUS(wstatus);
+	if (WIFSIGNALED(wstatus))
+		return -WTERMSIG(wstatus);
+	return -1; /* stopped or continued: not a final status, callers never pass one */
+}
+
+/* ------------------------------------------------------------------------- environment */
+
+/* Length of an entry's name: up to '=', or the whole string. */
+static size_t
+name_len(const char *s)
+{
+	const char *eq = strchr(s, '=');
+
+	return eq ? (size_t)(eq - s) : strlen(s);
+}
+
+static int
+same_name(const char *a, const char *b)
+{
+	size_t n = name_len(a);
+
+	return n == name_len(b) && memcmp(a, b, n) == 0;
+}
+
+/* Control configuration never reaches a job (SPEC 6). */
+static int
+scrubbed(const char *s)
+{
+	static const char *const prefixes[] = {"TT_DEVICE_RESET", "TT_DEVICE_DEEP_RESET",
+	                                       "TT_DEVICE_HEALTH"};
+	size_t i;
+
+	for (i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+		if (strncmp(s, prefixes[i], strlen(prefixes[i])) == 0)
+			return 1;
+	return 0;
+}
+
+/* Index of the entry named like s in env[0..n), or n. */
+static size_t
+find_name(char **env, size_t n, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (same_name(env[i], s))
+			break;
+	return i;
+}
+
+/* Is "." one of the ':'-separated entries of v? */
+static int
+has_dot(const char *v)
+{
+	const char *p = v, *colon;
+
+	for (;;) {
+		colon = strchr(p, ':');
+		if ((colon ? (size_t)(colon - p) : strlen(p)) == 1 && p[0] == '.')
+			return 1;
+		if (!colon)
+			return 0;
+		p = colon + 1;
+	}
+}
+
+/*
+ * Put "." first in PYTHONPATH unless present. env has room for `slots` pointers and holds n
+ * entries; a new string goes right after the pointer slots, in the same block (realloc'd).
+ */
+static char **
+add_pythonpath(char **env, size_t n, size_t slots)
+{
+	static const char name[] = "PYTHONPATH=";
+	size_t i = find_name(env, n, name), vlen;
+	const char *v = i < n ? env[i] + sizeof name - 1 : "";
+	char **grown, *s;
+
+	if (i < n && has_dot(v))
+		return env;
+	vlen = strlen(v);
+	grown = realloc(env, slots * sizeof *env + sizeof name + 2 + vlen);
+	if (!grown) {
+		free(env);
+		return NULL;
+	}
+	s = (char *)(grown + slots);
+	memcpy(s, name, sizeof name - 1);
+	strcpy(s + sizeof name - 1, vlen ? ".:" : ".");
+	strcat(s, v); /* v points outside the block: base or extra */
+	grown[i] = s;
+	if (i == n)
+		grown[++n] = NULL;
+	return grown;
+}
+
+char **
+proc_build_env(char *const *base, char *const *extra, size_t nextra)
+{
+	size_t nbase = 0, n = 0, slots, i, j;
+	char **env;
+
+	while (base && base[nbase])
+		nbase++;
+	slots = nbase + nextra + 2; /* every entry, PYTHONPATH, NULL */
+	env = malloc(slots * sizeof *env);
+	if (!env)
+		return NULL;
+	/* Each name appears once: the first of a duplicated base name wins, as for getenv. */
+	for (i = 0; i < nbase; i++)
+		if (strchr(base[i], '=') && !scrubbed(base[i]) && find_name(env, n, base[i]) == n)
+			env[n++] = base[i];
+	for (i = 0; i < nextra; i++) {
+		if (!extra[i] || !strchr(extra[i], '='))
+			continue;
+		j = find_name(env, n, extra[i]);
+		env[j] = extra[i];
+		if (j == n)
+			n++;
+	}
+	env[n] = NULL;
+	return add_pythonpath(env, n, slots);
+}
+
+/* --------------------------------------------------------------------- capped output file */
+
+int
+capfile_open(struct capfile *cf, const char *path, long long cap)
+{
+	struct stat st;
+	int e;
+
+	cf->fd = -1;
+	cf->size = 0;
+	cf->cap = cap;
+	cf->dropped = 0;
+	if (cap < 1024) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open. */
+	cf->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (cf->fd == -1)
+		return -1;
+	if (fstat(cf->fd, &st) == -1) {
+		e = errno;
+		close(cf->fd);
+		cf->fd = -1;
+		errno = e;
+		return -1;
+	}
+	cf->size = st.st_size;
+	return 0;
+}
+
+int
+capfile_output(struct capfile *cf, const void *buf, size_t n)
+{
+	long long room = cf->cap - cf->size;
+	size_t take = n, done = 0;
+
+	if (room <= 0)
+		take = 0;
+	else if ((unsigned long long)room < n)
+		take = (size_t)room;
+	if (take > 0)
+		done = write_full(cf->fd, buf, take); /* fd -1: EBADF, all counted as dropped */
+	cf->size += (long long)done;
+	cf->dropped += (long long)(n - done);
+	return done == take ? 0 : -1;
+}
+
+/* Write n daemon bytes (room already checked). 0, or -1 with errno. */
+static int
+append(struct capfile *cf, const void *p, size_t n)
+{
+	size_t done = write_full(cf->fd, p, n);
+
+	cf->size += (long long)done;
+	return done == n ? 0 : -1;
+}
+
+/* 1 when the file's last byte is not '\n': a marker must then start with one. */
+static int
+line_open(const struct capfile *cf)
+{
+	char c;
+
+	if (cf->size <= 0)
+		return 0;
+	return pread(cf->fd, &c, 1, cf->size - 1) == 1 && c != '\n';
+}
+
+void
+capfile_marker(struct capfile *cf, const char *fmt, ...)
+{
+	char line[MARKER_MAX];
+	size_t n = 1, max = sizeof line - 1, start;
+	va_list ap;
+	int len;
+
+	/* line[0] is kept for the '\n' that closes an open line of job output. */
+	put_str(line, &n, max, PROC_MARKER " ");
+	va_start(ap, fmt);
+	len = vsnprintf(line + n, max - n + 1, fmt, ap);
+	va_end(ap);
+	if (len > 0)
+		n += (size_t)len < max - n ? (size_t)len : max - n;
+	line[n++] = '\n';
+	line[0] = '\n';
+	start = line_open(cf) ? 0 : 1;
+	if (cf->fd < 0 || cf->size + (long long)(n - start) > cf->cap)
+		return; /* full: a marker is never counted as dropped */
+	append(cf, line + start, n - start);
+}
+
+/* The last line of a truncated file; its number is cf->dropped. Returns its length. */
+static size_t
+drop_line(char *line, size_t len, const struct capfile *cf)
+{
+	int n = snprintf(line, len,
+	                 PROC_MARKER " output truncated: %lld bytes dropped (log cap %lld bytes)\n",
+	                 cf->dropped, cf->cap);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+/*
+ * Cut the file's tail until a line break, the trailer (tlen bytes) and the drop line fit in
+ * the cap. Cutting adds to dropped, which may lengthen the drop line by a digit, so this
+ * repeats until stable (dropped only grows, so it stops after a few rounds). Returns the drop
+ * line's length (0 when nothing was dropped), or -1 with errno when ftruncate failed.
+ */
+static long long
+make_room(struct capfile *cf, size_t tlen, char *line, size_t linesz)
+{
+	long long need, keep, llen, size0 = cf->size, dropped0 = cf->dropped;
+	int cut = 0;
+
+	for (;;) {
+		llen = cf->dropped > 0 ? (long long)drop_line(line, linesz, cf) : 0;
+		need = (long long)tlen + llen;
+		if (need > 0) /* the '\n' that closes an open line, only before added text */
+			need += cut ? 1 : line_open(cf);
+		if (cf->size + need <= cf->cap)
+			break;
+		keep = cf->cap - need; /* >= 0: capfile_finish bounds tlen */
+		cf->dropped += cf->size - keep;
+		cf->size = keep;
+		cut = 1; /* the new last byte is unknown until truncation: reserve the '\n' */
+	}
+	if (cut && ftruncate(cf->fd, cf->size) == -1) {
+		cf->size = size0; /* the file is as it was */
+		cf->dropped = dropped0;
+		return -1;
+	}
+	return llen;
+}
+
+/* Write the closing '\n' when a line is open, the trailer, the drop line. 0 / -1 with errno. */
+static int
+append_tail(struct capfile *cf, const char *trailer, size_t tlen, const char *line, size_t llen)
+{
+	int rc = 0;
+
+	if (tlen + llen == 0)
+		return 0;
+	if (line_open(cf))
+		rc = append(cf, "\n", 1);
+	if (rc == 0 && tlen)
+		rc = append(cf, trailer, tlen);
+	if (rc == 0 && llen)
+		rc = append(cf, line, llen);
+	return rc;
+}
+
+int
+capfile_finish(struct capfile *cf, const char *trailer)
+{
+	char line[DROP_LINE_MAX];
+	size_t tlen = trailer ? strlen(trailer) : 0;
+	long long llen;
+	int rc, e;
+
+	if (cf->fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	if ((long long)tlen > cf->cap - 1 - DROP_LINE_MAX)
+		tlen = 0; /* a trailer that cannot fit beside the drop line is left out */
+	llen = make_room(cf, tlen, line, sizeof line);
+	/* After a failed ftruncate the file may be over the cap: then nothing more is added. */
+	rc = llen < 0 ? -1 : append_tail(cf, trailer, tlen, line, (size_t)llen);
+	e = errno;
+	close(cf->fd);
+	cf->fd = -1;
+	errno = e;
+	return rc;
+}
+
+ssize_t
+capfile_drain(struct capfile *cf, int fd, size_t budget)
+{
+	static char buf[DRAIN_BUF]; /* the daemon is single-threaded; one drain at a time */
+	size_t total = 0, want;
+	ssize_t r = 0;
+
+	if (budget == 0)
+		budget = sizeof buf; /* 0 would read nothing and look like EOF */
+	while (total < budget) {
+		want = budget - total < sizeof buf ? budget - total : sizeof buf;
+		r = read(fd, buf, want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		capfile_output(cf, buf, (size_t)r); /* a failed write counts the bytes as dropped */
+		total += (size_t)r;
+	}
+	if (total > 0)
+		return (ssize_t)total; /* EOF or an error shows again on the next call */
+	return r;                      /* 0 at EOF, -1 with errno (EAGAIN: nothing now) */
+}
+
+/* --------------------------------------------------------------------------- guardian */
+
+/* Read one whole message. 1, or 0 at EOF; a read error counts as EOF (kill, do not linger). */
+static int
+read_msg(int fd, struct guard_msg *m)
+{
+	char *p = (char *)m;
+	size_t got = 0;
+	ssize_t r;
+
+	while (got < sizeof *m) {
+		r = read(fd, p + got, sizeof *m - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return 0;
+		got += (size_t)r;
+	}
+	return 1;
+}
+
+/* Apply a message to groups[0..n); returns the new n. A full table drops new groups. */
+static size_t
+apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
+{
+	size_t i;
+
+	for (i = 0; i < n && groups[i] != m->pgid; i++)
+		;
+	if (m->op == '+' && i == n && n < GUARD_SLOTS && m->pgid > 1)
+		groups[n++] = m->pgid;
+	else if (m->op == '-' && i < n)
+		groups[i] = groups[--n];
+	return n;
+}
+
+/*
+ * The guardian process. Its own session keeps terminal signals (^C, ^\) and kills of the
+ * daemon's group away from it; it ignores the termination signals anyway. It keeps only the
+ * pipe's read end and stderr, so it holds no listening socket, database or job pipe open,
+ * and above all no write end of its own pipe, which would keep EOF from ever coming.
+ */
+static _Noreturn void
+guardian_main(int rfd, int wfd)
+{
+	pid_t groups[GUARD_SLOTS];
+	struct guard_msg m;
+	size_t n = 0, i;
+
+	prctl(PR_SET_NAME, "ttq-guardian");
+	setsid();
+	default_dispositions();
+	ignore_signal(SIGINT);
+	ignore_signal(SIGTERM);
+	ignore_signal(SIGHUP);
+	ignore_signal(SIGPIPE);
+	ignore_signal(SIGQUIT);
+	unblock_all();
+	close(wfd); /* first: a daemon started without stderr may have got it as fd 2 */
+	if (rfd != STDIN_FILENO)
+		close(STDIN_FILENO);
+	if (rfd != STDOUT_FILENO)
+		close(STDOUT_FILENO);
+	close_from_except(3, rfd);
+	while (read_msg(rfd, &m))
+		n = apply_msg(groups, n, &m);
+	for (i = 0; i < n; i++)
+		kill(-groups[i], SIGKILL);
+	_exit(0);
+}
+
+pid_t
+proc_guardian_start(void)
+{
+	sigset_t all, old;
+	pid_t pid;
+	int p[2], e;
+
+	if (guardian_fd != -1) {
+		errno = EBUSY; /* a second guardian would orphan the first one's groups */
+		return -1;
+	}
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return -1;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0)
+		guardian_main(p[0], p[1]);
+	e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(p[0]);
+	if (pid == -1) {
+		close(p[1]);
+		errno = e;
+		return -1;
+	}
+	guardian_fd = p[1];
+	return pid;
+}
+
+void
+proc_guardian_forget(pid_t pgid)
+{
+	int e = errno;
+
+	guardian_send('-', pgid);
+	errno = e;
+}

@@ -1,0 +1,960 @@
+/*
+ * test_proc.c - proc.c against real processes: spawning, groups, signals, environment, capped
+ * files and the guardian. Every wait has a deadline; nothing sleeps a fixed time where a
+ * condition can be awaited (short naps only between checks of a condition). The test is a
+ * child subreaper, so orphaned job descendants come to it and are reaped, never left zombies.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "tap.h"
+
+#define NO_EXIT INT_MIN /* wait_code: the process did not end before the deadline */
+
+static char tmpdir[] = "/tmp/test_proc.XXXXXX";
+
+/* ------------------------------------------------------------------------------ helpers */
+
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+nap_ms(int ms)
+{
+	struct timespec ts = {0, (long)ms * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Read fd (non-blocking) until EOF, until `stop` appears, or until the deadline. */
+static char *
+read_until(int fd, const char *stop, int timeout_ms)
+{
+	long long end = now_ms() + timeout_ms, left;
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	struct pollfd pfd;
+	ssize_t r;
+
+	buf[0] = '\0';
+	while ((left = end - now_ms()) > 0 && !(stop && strstr(buf, stop))) {
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, (int)left) <= 0)
+			continue;
+		if (len + 1 >= cap)
+			buf = realloc(buf, cap *= 2);
+		r = read(fd, buf + len, cap - len - 1);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (r > 0)
+			len += (size_t)r;
+		buf[len] = '\0';
+	}
+	return buf;
+}
+
+/* The job exit code of pid once it ends, or NO_EXIT after timeout_ms. */
+static int
+wait_code(pid_t pid, int timeout_ms)
+{
+	long long end = now_ms() + timeout_ms;
+	int st;
+	pid_t r;
+
+	for (;;) {
+		r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return proc_exit_code(st);
+		if ((r == -1 && errno != EINTR) || now_ms() >= end)
+			return NO_EXIT;
+		nap_ms(2);
+	}
+}
+
+/* Gone: no /proc entry, or a zombie (then reaped, if it is ours). */
+static int
+gone(pid_t pid)
+{
+	char path[64], buf[512], *rp;
+	ssize_t n;
+	int fd, st;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return 1;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')');
+	if (!rp || rp[1] == '\0' || rp[2] == 'Z' || rp[2] == 'X') {
+		waitpid(pid, &st, WNOHANG);
+		return 1;
+	}
+	return 0;
+}
+
+/* Wait until pid is gone; 1 if it went before the deadline (absolute, ms). */
+static int
+wait_gone(pid_t pid, long long deadline)
+{
+	while (!gone(pid)) {
+		if (now_ms() >= deadline)
+			return 0;
+		nap_ms(5);
+	}
+	return 1;
+}
+
+static pid_t
+spawn(char *const *argv, char *const *envp, const char *cwd, int oom, int *fd)
+{
+	struct proc_opts o = {argv, envp, cwd, oom};
+	char err[256];
+	pid_t pid = proc_spawn(&o, fd, err, sizeof err);
+
+	if (pid < 0)
+		printf("# spawn %s: %s\n", argv[0], err);
+	return pid;
+}
+
+/* Run a job to its end: *out gets its output (free it), the return is its exit code. */
+static int
+run(char *const *argv, char *const *envp, const char *cwd, char **out)
+{
+	static char *const empty[] = {NULL};
+	int fd, code;
+	pid_t pid = spawn(argv, envp ? envp : empty, cwd, 0, &fd);
+
+	if (pid < 0) {
+		*out = strdup("");
+		return NO_EXIT;
+	}
+	*out = read_until(fd, NULL, 20000);
+	close(fd);
+	code = wait_code(pid, 20000);
+	if (code == NO_EXIT) {
+		proc_kill_group(pid, SIGKILL);
+		wait_code(pid, 5000);
+	}
+	return code;
+}
+
+/* ------------------------------------------------------------------------------ spawning */
+
+static void
+test_basic(void)
+{
+	char *const argv[] = {"/bin/bash", "-lc", "echo out; echo err >&2; exit 3", NULL};
+	char home[128];
+	char *const envp[] = {"PATH=/usr/bin:/bin", home, NULL};
+	char *out;
+	int fd, code;
+	pid_t pid;
+
+	snprintf(home, sizeof home, "HOME=%s", tmpdir); /* no ~/.profile to talk */
+	pid = spawn(argv, envp, NULL, 0, &fd);
+	ok(pid > 0, "spawn bash -lc");
+	ok(fcntl(fd, F_GETFL) & O_NONBLOCK, "the read end is non-blocking");
+	ok(fcntl(fd, F_GETFD) & FD_CLOEXEC, "the read end is close-on-exec");
+	out = read_until(fd, NULL, 10000);
+	close(fd);
+	is_str(out, "out\nerr\n", "stdout and stderr into one pipe");
+	is_int(wait_code(pid, 10000), 3, "exit status 3");
+	free(out);
+	code = run((char *const[]){"/bin/sh", "-c", "exit 0", NULL}, NULL, NULL, &out);
+	is_int(code, 0, "exit status 0");
+	free(out);
+}
+
+static void
+test_signals_death(void)
+{
+	char *const argv[] = {"/bin/sleep", "30", NULL};
+	char *out;
+	int fd, code;
+	pid_t pid = spawn(argv, NULL, NULL, 0, &fd);
+
+	/* At once: the child may not have reached setsid() yet. */
+	proc_kill_group(pid, SIGTERM);
+	is_int(wait_code(pid, 5000), -15, "SIGTERM right after spawn: exit code -15");
+	close(fd);
+	code = run((char *const[]){"/bin/sh", "-c", "kill -KILL $$", NULL}, NULL, NULL, &out);
+	is_int(code, -9, "a shell killing itself with SIGKILL: -9");
+	free(out);
+	is_int(proc_exit_code(0), 0, "proc_exit_code(0)");
+	is_int(proc_exit_code(W_EXITCODE(255, 0)), 255, "proc_exit_code(exit 255)");
+	is_int(proc_exit_code(W_EXITCODE(0, SIGSEGV)), -SIGSEGV, "proc_exit_code(SIGSEGV)");
+}
+
+/* A child not yet in its own group (as before its setsid) is still reached. */
+static void
+test_kill_before_setsid(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		signal(SIGTERM, SIG_DFL);
+		for (;;)
+			pause();
+	}
+	ok(getpgid(pid) != pid, "plain child: no group of its own");
+	proc_kill_group(pid, SIGTERM);
+	is_int(wait_code(pid, 5000), -15, "proc_kill_group falls back to the unreaped child");
+}
+
+static void
+test_session(void)
+{
+	char *const argv[] = {"/bin/sh", "-c", "echo ready; exec /bin/sleep 30", NULL};
+	char *out;
+	int fd;
+	pid_t pid = spawn(argv, NULL, NULL, 0, &fd);
+
+	out = read_until(fd, "ready\n", 10000);
+	is_str(out, "ready\n", "job started");
+	is_int(getpgid(pid), pid, "the job is its own process group");
+	is_int(getsid(pid), pid, "the job is its own session");
+	ok(getsid(pid) != getsid(0), "not the test's session");
+	proc_kill_group(pid, SIGKILL);
+	is_int(wait_code(pid, 5000), -9, "killed group: -9");
+	close(fd);
+	free(out);
+}
+
+static void
+test_cwd(void)
+{
+	char *const pwd[] = {"/bin/pwd", NULL};
+	char *out, want[128];
+	int code;
+
+	code = run(pwd, NULL, tmpdir, &out);
+	snprintf(want, sizeof want, "%s\n", tmpdir);
+	is_str(out, want, "cwd applied");
+	is_int(code, 0, "pwd exits 0");
+	free(out);
+	code = run(pwd, NULL, "", &out);
+	if (getcwd(want, sizeof want - 1))
+		strcat(want, "\n");
+	is_str(out, want, "empty cwd keeps the daemon's");
+	free(out);
+	code = run(pwd, NULL, "/nonexistent-ttq/dir", &out);
+	is_int(code, 127, "missing cwd: 127");
+	is_str(out,
+	       "[tt-device-queue] cannot change to directory /nonexistent-ttq/dir: "
+	       "No such file or directory\n",
+	       "missing cwd: marker line");
+	free(out);
+}
+
+static void
+test_exec_failure(void)
+{
+	char *const missing[] = {"/nonexistent-ttq/prog", "arg", NULL};
+	char path[256], *out;
+	char *const noexec[] = {path, NULL};
+	int code, fd;
+
+	code = run(missing, NULL, NULL, &out);
+	is_int(code, 127, "missing program: 127");
+	is_str(out,
+	       "[tt-device-queue] cannot run /nonexistent-ttq/prog: No such file or directory\n",
+	       "missing program: marker line");
+	free(out);
+	snprintf(path, sizeof path, "%s/not-executable", tmpdir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	close(fd);
+	code = run(noexec, NULL, NULL, &out);
+	is_int(code, 127, "non-executable file: 127");
+	ok(strstr(out, PROC_MARKER " cannot run ") == out && strstr(out, "Permission denied\n"),
+	   "non-executable file: marker names the error");
+	free(out);
+}
+
+static void
+test_env_passed(void)
+{
+	char *const argv[] = {"/usr/bin/env", NULL};
+	char *const envp[] = {"A=1", "B=two words", "C=", NULL};
+	char *out;
+	int code = run(argv, envp, NULL, &out);
+
+	is_int(code, 0, "env runs");
+	is_str(out, "A=1\nB=two words\nC=\n", "the environment is exactly envp");
+	free(out);
+}
+
+static void
+test_oom_and_fds(void)
+{
+	char *const oom[] = {"/bin/cat", "/proc/self/oom_score_adj", NULL};
+	char *const fds[] = {"/bin/ls", "/proc/self/fd", NULL};
+	char *const in[] = {"/bin/readlink", "/proc/self/fd/0", NULL};
+	char *out;
+	int fd = -1, leak = open("/dev/null", O_RDONLY); /* deliberately not close-on-exec */
+	pid_t pid = spawn(oom, (char *const[]){NULL}, NULL, 500, &fd);
+
+	out = read_until(fd, NULL, 10000);
+	close(fd);
+	is_str(out, "500\n", "oom_score_adj written");
+	is_int(wait_code(pid, 10000), 0, "cat exits 0");
+	free(out);
+	run(fds, NULL, NULL, &out);
+	is_str(out, "0\n1\n2\n3\n", "the job holds only 0-2 (3 is ls's own), no inherited fd");
+	free(out);
+	run(in, NULL, NULL, &out);
+	is_str(out, "/dev/null\n", "stdin is /dev/null");
+	free(out);
+	close(leak);
+}
+
+/* The child starts with default dispositions and an empty mask whatever the daemon had. */
+static void
+test_signal_reset(void)
+{
+	char *const argv[] = {"/bin/grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status", NULL};
+	sigset_t set, old, now;
+	char *out;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	run(argv, NULL, NULL, &out);
+	is_str(
+	    out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+	    "child: nothing ignored, nothing blocked (parent ignores PIPE/TERM/HUP, blocks INT)");
+	free(out);
+	sigprocmask(SIG_SETMASK, NULL, &now);
+	ok(sigismember(&now, SIGINT) && sigismember(&now, SIGUSR1) && !sigismember(&now, SIGTERM),
+	   "the parent's mask is restored after spawn");
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+}
+
+static void
+test_kill_group_grandchild(void)
+{
+	char *const argv[] = {"/bin/bash", "-c", "sleep 30 & echo $!; wait", NULL};
+	char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
+	char *out;
+	int fd;
+	pid_t pid = spawn(argv, envp, NULL, 0, &fd), bg;
+
+	out = read_until(fd, "\n", 10000);
+	bg = (pid_t)atoi(out);
+	ok(bg > 1 && !gone(bg), "background sleep runs (pid %d)", (int)bg);
+	proc_kill_group(pid, SIGKILL);
+	is_int(wait_code(pid, 5000), -9, "the shell dies with the group");
+	ok(wait_gone(bg, now_ms() + 2000), "the background grandchild is gone too");
+	close(fd);
+	free(out);
+	proc_kill_group(0, SIGKILL); /* must be a no-op: kill(0) would hit the test itself */
+	proc_kill_group(-1, SIGKILL);
+	ok(1, "proc_kill_group(0 or -1) is refused");
+}
+
+static void
+test_spawn_errors(void)
+{
+	struct proc_opts o = {(char *const[]){NULL}, NULL, NULL, 0};
+	char err[128] = "";
+	int fd;
+
+	errno = 0;
+	is_int(proc_spawn(&o, &fd, err, sizeof err), -1, "no program: -1");
+	is_int(errno, EINVAL, "no program: EINVAL");
+	ok(err[0] != '\0', "no program: message \"%s\"", err);
+}
+
+/* ---------------------------------------------------------------------------- environment */
+
+/* The entries of env joined with '|' (in a static buffer). */
+static const char *
+joined(char **env)
+{
+	static char buf[1024];
+	size_t n = 0, i;
+
+	buf[0] = '\0';
+	for (i = 0; env && env[i]; i++)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i ? "|" : "", env[i]);
+	return buf;
+}
+
+static void
+check_pythonpath(const char *value, const char *want)
+{
+	char entry[128];
+	char *const base[] = {"A=1", entry, NULL};
+	char **env;
+
+	snprintf(entry, sizeof entry, "PYTHONPATH=%s", value);
+	env = proc_build_env(value ? base : (char *const[]){"A=1", NULL}, NULL, 0);
+	is_str(joined(env), want, "PYTHONPATH %s%s%s", value ? "\"" : "", value ? value : "unset",
+	       value ? "\"" : "");
+	free(env);
+}
+
+static void
+test_build_env(void)
+{
+	char *const base[] = {"PATH=/usr/bin",
+	                      "TT_DEVICE_RESET_CMD=r",
+	                      "TT_DEVICE_DEEP_RESET_CMD=d",
+	                      "TT_DEVICE_HEALTH_CHECK_CMD=h",
+	                      "TT_DEVICE_HEALTH_CMD_TIMEOUT=60",
+	                      "TT_DEVICE_RESET_RETRIES=1",
+	                      "TT_DEVICE_IDS=0,1",
+	                      "HOME=/root",
+	                      "NOEQ",
+	                      "HOME=/dup",
+	                      NULL};
+	char *const extra[] = {"HOME=/tmp", "NEW=1", "NOEQUALS", "NEW=2", "TT_DEVICE_PORT=9"};
+	char **env;
+
+	env = proc_build_env(base, extra, 5);
+	is_str(joined(env),
+	       "PATH=/usr/bin|TT_DEVICE_IDS=0,1|HOME=/tmp|NEW=2|TT_DEVICE_PORT=9|"
+	       "PYTHONPATH=.",
+	       "scrub, replace by name, skip entries without '=', add PYTHONPATH");
+	free(env);
+	env = proc_build_env(NULL, NULL, 0);
+	is_str(joined(env), "PYTHONPATH=.", "empty base");
+	free(env);
+	check_pythonpath(NULL, "A=1|PYTHONPATH=.");
+	check_pythonpath("", "A=1|PYTHONPATH=.");
+	check_pythonpath("/opt/x", "A=1|PYTHONPATH=.:/opt/x");
+	check_pythonpath(".:/opt/x", "A=1|PYTHONPATH=.:/opt/x");
+	check_pythonpath("/a:.:/b", "A=1|PYTHONPATH=/a:.:/b");
+	check_pythonpath("/a:.", "A=1|PYTHONPATH=/a:.");
+	check_pythonpath("./a:/b", "A=1|PYTHONPATH=.:./a:/b");
+	check_pythonpath("..", "A=1|PYTHONPATH=.:..");
+	env = proc_build_env((char *const[]){"PYTHONPATH=.", NULL},
+	                     (char *const[]){"PYTHONPATH=/x"}, 1);
+	is_str(joined(env), "PYTHONPATH=.:/x", "PYTHONPATH from extra replaces, then gets '.'");
+	free(env);
+}
+
+/* ----------------------------------------------------------------------- capped files */
+
+static char *
+slurp_file(const char *path, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	fstat(fd, &st);
+	buf = malloc((size_t)st.st_size + 1);
+	*len = (size_t)read(fd, buf, (size_t)st.st_size);
+	buf[*len] = '\0';
+	close(fd);
+	return buf;
+}
+
+/* A /proc file (its st_size is 0, so read to EOF). */
+static char *
+slurp_proc(const char *path, size_t *len)
+{
+	char *buf = calloc(1, 8192);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	*len = 0;
+	while (fd >= 0 && *len < 8191 && (r = read(fd, buf + *len, 8191 - *len)) > 0)
+		*len += (size_t)r;
+	if (fd >= 0)
+		close(fd);
+	return buf;
+}
+
+static const char *
+cap_path(const char *name)
+{
+	static char path[256];
+
+	snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+	unlink(path);
+	return path;
+}
+
+/* N of a file's final "output truncated: N bytes dropped" line, or -1. */
+static long long
+dropped_in(const char *text)
+{
+	const char *p = strstr(text, PROC_MARKER " output truncated: ");
+
+	if (!p || !strchr(p, '\n') || strchr(p, '\n')[1] != '\0')
+		return -1;
+	return atoll(p + strlen(PROC_MARKER " output truncated: "));
+}
+
+static void
+test_capfile_small(void)
+{
+	struct capfile cf;
+	const char *path = cap_path("small");
+	char *text, big[1024];
+	size_t len;
+
+	is_int(capfile_open(&cf, path, 1024), 0, "capfile_open");
+	ok(fcntl(cf.fd, F_GETFD) & FD_CLOEXEC, "capfile is close-on-exec");
+	capfile_output(&cf, "hello\n", 6);
+	is_int(capfile_finish(&cf, NULL), 0, "finish");
+	text = slurp_file(path, &len);
+	is_str(text, "hello\n", "under cap: untouched");
+	is_int(cf.size, 6, "size 6");
+	is_int(cf.dropped, 0, "dropped 0");
+	ok(cf.fd == -1, "finish closes");
+	free(text);
+
+	path = cap_path("exact");
+	memset(big, 'a', sizeof big);
+	capfile_open(&cf, path, 1024);
+	capfile_output(&cf, big, 1000);
+	capfile_output(&cf, big, 24);
+	capfile_finish(&cf, NULL);
+	text = slurp_file(path, &len);
+	ok(len == 1024 && memcmp(text, big, 1024) == 0 && cf.dropped == 0,
+	   "exactly at cap: untouched, nothing dropped");
+	free(text);
+
+	errno = 0;
+	is_int(capfile_open(&cf, cap_path("tiny"), 1023), -1, "cap below 1024 refused");
+	is_int(errno, EINVAL, "... with EINVAL");
+}
+
+static void
+test_capfile_over(void)
+{
+	struct capfile cf;
+	const char *path = cap_path("over");
+	char chunk[100], *text;
+	size_t len, stored;
+	int i;
+
+	memset(chunk, 'a', sizeof chunk);
+	capfile_open(&cf, path, 1024);
+	for (i = 0; i < 30; i++)
+		capfile_output(&cf, chunk, sizeof chunk);
+	is_int(cf.size, 1024, "output stops at the cap");
+	is_int(cf.dropped, 3000 - 1024, "the rest is counted");
+	capfile_finish(&cf, NULL);
+	text = slurp_file(path, &len);
+	ok(len <= 1024, "over cap: file %zu <= cap", len);
+	is_int(dropped_in(text), cf.dropped, "the last line gives the final dropped count");
+	stored = strspn(text, "a");
+	ok(text[stored] == '\n' && text[stored + 1] == '[', "the marker starts on its own line");
+	is_int(cf.dropped, 3000 - (long long)stored, "dropped = written - stored");
+	is_int(cf.size, (long long)len, "size matches the file");
+	free(text);
+}
+
+static void
+test_capfile_trailer(void)
+{
+	static const char trailer[] = PROC_MARKER " timed out after 5 s\n";
+	struct capfile cf;
+	const char *path = cap_path("trailer");
+	char big[1024], *text, *t;
+	size_t len, stored;
+
+	capfile_open(&cf, path, 1024);
+	capfile_output(&cf, "x\n", 2);
+	capfile_finish(&cf, trailer);
+	text = slurp_file(path, &len);
+	is_str(text, "x\n" PROC_MARKER " timed out after 5 s\n", "trailer appended when it fits");
+	free(text);
+
+	path = cap_path("trailer-full");
+	memset(big, 'a', sizeof big);
+	capfile_open(&cf, path, 1024);
+	capfile_output(&cf, big, sizeof big);
+	is_int(cf.dropped, 0, "full, nothing dropped yet");
+	capfile_finish(&cf, trailer);
+	text = slurp_file(path, &len);
+	stored = strspn(text, "a");
+	t = strstr(text, trailer);
+	ok(len <= 1024, "trailer when full: file %zu <= cap", len);
+	ok(t && t == text + stored + 1 && strstr(t + sizeof trailer - 1, "output truncated"),
+	   "job bytes, trailer, then the truncation line");
+	is_int(cf.dropped, 1024 - (long long)stored, "the cut tail is counted as dropped");
+	is_int(dropped_in(text), cf.dropped, "and the last line says so");
+	free(text);
+}
+
+static void
+test_capfile_marker(void)
+{
+	struct capfile cf;
+	const char *path = cap_path("marker");
+	char big[3000], *text;
+	long long size, dropped;
+	size_t len;
+
+	capfile_open(&cf, path, 2048);
+	capfile_marker(&cf, "Repeat %d/%d", 1, 5);
+	capfile_output(&cf, "partial", 7);
+	capfile_marker(&cf, "Repeat %d/%d", 2, 5);
+	text = slurp_file(path, &len);
+	is_str(text, PROC_MARKER " Repeat 1/5\npartial\n" PROC_MARKER " Repeat 2/5\n",
+	       "markers start on their own line");
+	free(text);
+	size = cf.size;
+	memset(big, 'm', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	capfile_marker(&cf, "%s", big);
+	text = slurp_file(path, &len);
+	ok(cf.size > size && cf.size - size <= 1024 && text[len - 1] == '\n',
+	   "a long marker is cut and still ends in a newline (%lld bytes)", cf.size - size);
+	free(text);
+	size = cf.size;
+	capfile_output(&cf, big, sizeof big);
+	is_int(cf.dropped, (long long)sizeof big - (2048 - size), "output beyond the cap dropped");
+	size = cf.size;
+	dropped = cf.dropped;
+	capfile_marker(&cf, "Repeat %d/%d", 3, 5);
+	is_int(cf.size, size, "marker skipped when full");
+	is_int(cf.dropped, dropped, "a skipped marker is not counted as dropped");
+	capfile_finish(&cf, NULL);
+	ok(cf.size <= 2048, "finished under cap");
+
+	path = cap_path("append");
+	capfile_open(&cf, path, 1024);
+	capfile_output(&cf, "old\n", 4);
+	capfile_finish(&cf, NULL);
+	capfile_open(&cf, path, 1024);
+	is_int(cf.size, 4, "reopen: size from the existing file");
+	capfile_output(&cf, "new\n", 4);
+	capfile_finish(&cf, NULL);
+	text = slurp_file(path, &len);
+	is_str(text, "old\nnew\n", "reopen appends");
+	free(text);
+}
+
+/* Check one finished file; returns an empty string or what was wrong. */
+static const char *
+sweep_check(const char *text, size_t len, const char *content, size_t total, const char *trailer,
+            const struct capfile *cf)
+{
+	const char *m = strstr(text, PROC_MARKER);
+	size_t at = m ? (size_t)(m - text) : len, stored = at;
+
+	if (len > 1024 || (long long)len != cf->size)
+		return "size";
+	if (cf->dropped == 0 && !trailer)
+		return len == total && memcmp(text, content, total) == 0 ? "" : "untouched";
+	if (cf->dropped == 0 && (at < total || at - total > 1 || memcmp(text, content, total) != 0))
+		return "job bytes before the trailer";
+	if (cf->dropped == 0)
+		return strcmp(m, trailer) == 0 ? "" : "trailer appended";
+	if (dropped_in(text) != cf->dropped)
+		return "number";
+	if (at > 0 && text[at - 1] == '\n' && content[at - 1] != '\n')
+		stored = at - 1; /* the '\n' the daemon added before its marker */
+	if (memcmp(text, content, stored) != 0)
+		return "content";
+	if (trailer && strncmp(m, trailer, strlen(trailer)) != 0)
+		return "trailer";
+	return stored + (size_t)cf->dropped == total ? "" : "accounting";
+}
+
+/* Every total around the cap, with and without a trailer, lines of varied length. */
+static void
+test_capfile_sweep(void)
+{
+	static const char trailer[] = PROC_MARKER " job stopped\n";
+	char content[1200], *text;
+	const char *path = cap_path("sweep"), *bad = "";
+	struct capfile cf;
+	size_t total, len, i;
+	int t, cases = 0;
+
+	for (i = 0; i < sizeof content; i++)
+		content[i] = (i * 7919) % 53 == 0 ? '\n' : 'c';
+	for (total = 900; total <= 1200 && !bad[0]; total++) {
+		for (t = 0; t < 2 && !bad[0]; t++) {
+			unlink(path);
+			capfile_open(&cf, path, 1024);
+			for (i = 0; i < total; i += 13)
+				capfile_output(&cf, content + i, total - i < 13 ? total - i : 13);
+			capfile_finish(&cf, t ? trailer : NULL);
+			text = slurp_file(path, &len);
+			bad = sweep_check(text, len, content, total, t ? trailer : NULL, &cf);
+			if (bad[0])
+				printf("# total %zu trailer %d: %s\n", total, t, bad);
+			free(text);
+			cases++;
+		}
+	}
+	is_str(bad, "", "sweep of %d cases: size <= cap, N == dropped, stored + dropped == total",
+	       cases);
+}
+
+static void
+test_capfile_drain(void)
+{
+	struct capfile cf;
+	char path[256], *text;
+	size_t len;
+	ssize_t r;
+	int p[2];
+
+	ok(pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0, "pipe");
+	capfile_open(&cf, cap_path("drain"), 1024);
+	errno = 0;
+	r = capfile_drain(&cf, p[0], 4);
+	ok(r == -1 && errno == EAGAIN, "empty pipe: -1 EAGAIN");
+	is_int(write(p[1], "0123456789", 10), 10, "write 10 bytes");
+	is_int(capfile_drain(&cf, p[0], 4), 4, "budget 4: 4 bytes");
+	is_int(capfile_drain(&cf, p[0], 4), 4, "again 4");
+	is_int(capfile_drain(&cf, p[0], 100), 2, "the rest, then EAGAIN: 2");
+	close(p[1]);
+	is_int(capfile_drain(&cf, p[0], 100), 0, "EOF: 0");
+	close(p[0]);
+	capfile_finish(&cf, NULL);
+	snprintf(path, sizeof path, "%s/drain", tmpdir);
+	text = slurp_file(path, &len);
+	is_str(text, "0123456789", "drained bytes stored in order");
+	free(text);
+}
+
+/* A real child writing 50 MB never blocks; the file stays under the cap, the rest is counted. */
+static void
+test_capfile_flood(void)
+{
+	char *const argv[] = {"/usr/bin/head", "-c", "50000000", "/dev/zero", NULL};
+	const char *path = cap_path("flood");
+	long long t0 = now_ms(), end = t0 + 20000;
+	struct capfile cf;
+	struct pollfd pfd;
+	char *text;
+	size_t len, stored;
+	ssize_t r = 1;
+	int fd;
+	pid_t pid = spawn(argv, (char *const[]){NULL}, NULL, 0, &fd);
+
+	capfile_open(&cf, path, 4096);
+	while (r != 0 && now_ms() < end) {
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, (int)(end - now_ms())) > 0)
+			r = capfile_drain(&cf, fd, 1 << 20);
+	}
+	close(fd);
+	is_int(r, 0, "flood drained to EOF in %lld ms", now_ms() - t0);
+	is_int(wait_code(pid, 10000), 0, "the writer exits 0");
+	capfile_finish(&cf, NULL);
+	text = slurp_file(path, &len);
+	stored = 0;
+	while (stored < len && text[stored] == '\0')
+		stored++;
+	ok(len <= 4096, "flood: file %zu <= cap", len);
+	is_int(cf.dropped, 50000000 - (long long)stored, "dropped = 50000000 - stored");
+	is_int(dropped_in(text + stored), cf.dropped, "the last line gives the count");
+	free(text);
+}
+
+/* ---------------------------------------------------------------------------- guardian */
+
+enum { R_GUARD, R_SHELL1, R_BG1, R_SHELL2, R_BG2, R_BUSY, R_N };
+
+/* In a fake daemon: start a `sleep 30 & echo $!; wait` job, return the background pid. */
+static pid_t
+fake_job(pid_t *shell)
+{
+	char *const argv[] = {"/bin/bash", "-c", "sleep 30 & echo $!; wait", NULL};
+	char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
+	struct proc_opts o = {argv, envp, NULL, 0};
+	char err[128], *out;
+	pid_t bg;
+	int fd;
+
+	*shell = proc_spawn(&o, &fd, err, sizeof err);
+	if (*shell < 0)
+		return -1;
+	out = read_until(fd, "\n", 10000);
+	bg = (pid_t)atoi(out);
+	free(out);
+	return bg; /* fd stays open: the daemon is about to be killed */
+}
+
+/* The fake daemon: guardian, two jobs, the second forgotten; reports pids, then waits. */
+static _Noreturn void
+fake_daemon(int report)
+{
+	pid_t r[R_N] = {0};
+
+	r[R_GUARD] = proc_guardian_start();
+	r[R_BUSY] = proc_guardian_start() == -1 && errno == EBUSY;
+	r[R_BG1] = fake_job(&r[R_SHELL1]);
+	r[R_BG2] = fake_job(&r[R_SHELL2]);
+	proc_guardian_forget(r[R_SHELL2]);
+	if (write(report, r, sizeof r) != (ssize_t)sizeof r)
+		_exit(1);
+	for (;;)
+		pause();
+}
+
+/* Open descriptors of pid below our RLIMIT_NOFILE (valgrind keeps its own above it). */
+static int
+count_fds(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	struct rlimit rl;
+	DIR *d;
+	int n = 0;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.' && (rlim_t)atol(e->d_name) < rl.rlim_cur;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Does pid ignore SIGINT, SIGTERM and SIGHUP (its SigIgn mask in /proc)? */
+static int
+guardian_ignores(pid_t pid)
+{
+	unsigned long long ign = 0, want;
+	char path[64], *text, *line;
+	size_t len;
+
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	text = slurp_proc(path, &len);
+	line = strstr(text, "\nSigIgn:\t");
+	if (line)
+		ign = strtoull(line + 9, NULL, 16);
+	free(text);
+	want = 1ULL << (SIGINT - 1) | 1ULL << (SIGTERM - 1) | 1ULL << (SIGHUP - 1);
+	return (ign & want) == want;
+}
+
+static void
+test_guardian(void)
+{
+	pid_t r[R_N] = {0}, daemon;
+	char path[64], *comm;
+	long long deadline;
+	size_t len;
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return;
+	daemon = fork();
+	if (daemon == 0) {
+		close(p[0]);
+		fake_daemon(p[1]);
+	}
+	close(p[1]);
+	is_int(read(p[0], r, sizeof r), (long long)sizeof r, "the fake daemon reports its jobs");
+	close(p[0]);
+	ok(r[R_GUARD] > 0 && r[R_BG1] > 0 && r[R_BG2] > 0, "guardian and both jobs started");
+	ok(r[R_BUSY], "a second proc_guardian_start fails with EBUSY");
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)r[R_GUARD]);
+	comm = slurp_proc(path, &len);
+	is_str(comm, "ttq-guardian\n", "the guardian is named");
+	free(comm);
+	is_int(count_fds(r[R_GUARD]), 2, "the guardian holds only its pipe and stderr");
+	ok(guardian_ignores(r[R_GUARD]), "the guardian ignores SIGINT, SIGTERM, SIGHUP");
+	is_int(getsid(r[R_GUARD]), r[R_GUARD], "the guardian has its own session");
+	kill(daemon, SIGKILL);
+	is_int(wait_code(daemon, 5000), -9, "fake daemon SIGKILLed");
+	deadline = now_ms() + 2000;
+	ok(wait_gone(r[R_SHELL1], deadline), "registered job: the shell is gone within 2 s");
+	ok(wait_gone(r[R_BG1], deadline),
+	   "registered job: its background sleep is gone within 2 s");
+	ok(wait_gone(r[R_SHELL2], deadline), "forgotten job: the shell still dies (PDEATHSIG)");
+	ok(wait_gone(r[R_GUARD], deadline), "the guardian exits");
+	ok(!gone(r[R_BG2]), "forgotten job: its background sleep was not killed by the guardian");
+	kill(r[R_BG2], SIGKILL);
+	ok(wait_gone(r[R_BG2], now_ms() + 2000), "cleanup");
+}
+
+static void
+remove_tmpdir(void)
+{
+	char path[512];
+	struct dirent *e;
+	DIR *d = opendir(tmpdir);
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(tmpdir);
+}
+
+int
+main(void)
+{
+	int st;
+
+	alarm(300);               /* a hang fails the run instead of blocking it */
+	signal(SIGPIPE, SIG_IGN); /* as the daemon does */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_basic();
+	test_signals_death();
+	test_kill_before_setsid();
+	test_session();
+	test_cwd();
+	test_exec_failure();
+	test_env_passed();
+	test_oom_and_fds();
+	test_signal_reset();
+	test_kill_group_grandchild();
+	test_spawn_errors();
+	test_build_env();
+	test_capfile_small();
+	test_capfile_over();
+	test_capfile_trailer();
+	test_capfile_marker();
+	test_capfile_sweep();
+	test_capfile_drain();
+	test_capfile_flood();
+	test_guardian();
+	while (waitpid(-1, &st, WNOHANG) > 0)
+		;
+	remove_tmpdir();
+	return tap_done();
+}
