@@ -1,0 +1,4052 @@
+/*
+ * ttq.c - tt-device-queue: main, configuration, the event loop and the HTTP handlers.
+ *
+ * Design invariants (SPEC sections 2-10):
+ *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
+ *     job output pipes, the signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP). Timers (job
+ *     deadlines, kill escalation, idle connections, long-polls, store retries, retention) live
+ *     in one min-heap and the earliest becomes the poll timeout. No busy waiting.
+ *   - Memory holds only active jobs (queued, running, and finished but not yet committed);
+ *     completed jobs are read from SQLite. Each card's last SCHED_RECENT completions are kept
+ *     as pre-rendered JSON so /status needs no query.
+ *   - Group commit: handlers and process events only change memory and mark records dirty.
+ *     Once per loop iteration store_sync() writes every dirty record in one transaction; only
+ *     after it committed are responses written, processes started (a job's `running` is
+ *     durable before its shell exists) and finished jobs forgotten. A failed commit makes the
+ *     store degraded: that iteration's submissions are answered 503 instead, dispatch stops,
+ *     and the dirty records are retried every second until a commit succeeds.
+ *   - A job is finished only when its shell was reaped and its pipe reached EOF (or the
+ *     straggler bound passed); then whatever is left of its process group is killed.
+ *   - The guardian process (proc.c) kills every job's process group if this process dies.
+ *
+ * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
+ * back into it or into each other (store.h uses sched.h's plain records).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "cli.h"
+#include "http.h"
+#include "json.h"
+#include "proc.h"
+#include "sched.h"
+#include "store.h"
+
+#ifndef TTQ_VERSION
+#define TTQ_VERSION "dev"
+#endif
+
+#define IDLE_TIMEOUT 10.0     /* SPEC 5: idle or dribbling connection */
+#define WRITE_TIMEOUT 10.0    /* a client that reads nothing of its answer for this long */
+#define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
+#define STORE_RETRY 1.0       /* s between commit attempts while degraded */
+#define RETENTION_EVERY 300.0 /* s, SPEC 9 */
+#define MAX_WAIT 60           /* longest ?wait=, SPEC 5 */
+#define MAX_TOKENS 65536      /* JSON tokens per request body */
+#define MAX_CARDS 256
+#define MAX_CWD_CHARS 4096
+#define MAX_ENV_ENTRIES 256
+#define MAX_ENV_BYTES (256 * 1024)
+#define MAX_CLIENT_ID 128
+#define DRAIN_BUDGET (1024 * 1024)
+#define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
+
+static const unsigned char embedded_health_check[] = {
+#include "health_check.inc"
+};
+
+/* ------------------------------------------------------------------------ configuration */
+
+struct config {
+	char host[256];
+	int port;
+	char *log_dir;
+	int ids[MAX_CARDS];
+	int nids;
+	int default_timeout, max_timeout;
+	long long max_queued;
+	long long max_log_bytes, max_log_read, max_request_bytes;
+	long long http_workers, max_connections;
+	long long retention_days, max_completed;
+	long long max_repeat, max_cmd_chars;
+	double stop_grace;
+	bool reset_preempts;
+	char *reset_cmd, *health_cmd, *deep_reset_cmd;
+	long long reset_retries;
+	double health_cmd_timeout;
+	long long oom_score_adj;
+	char *boot_id_file;
+	char repo[PATH_MAX]; /* folder of the resolved executable */
+};
+
+static struct config cfg;
+
+static void __attribute__((noreturn, format(printf, 2, 3)))
+config_fail(const char *var, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "tt-device-queue serve: %s: ", var);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+/* A decimal integer in [min, max] from the environment, else def; anything else exits 2. */
+static long long
+env_int(const char *var, long long def, long long min, long long max)
+{
+	const char *v = getenv(var);
+	char *end;
+	long long x;
+
+	if (!v)
+		return def;
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (!*v || *end || errno || v[0] == '+' || v[0] == ' ' || x < min || x > max)
+		config_fail(var, "'%s' is not an integer from %lld to %lld", v, min, max);
+	return x;
+}
+
+/* Seconds with an optional fraction ("0.25"), in [min, max]. */
+static double
+env_seconds(const char *var, double def, double min, double max)
+{
+	const char *v = getenv(var), *p;
+	char *end;
+	double x;
+
+	if (!v)
+		return def;
+	for (p = v; *p; p++)
+		if (!(*p >= '0' && *p <= '9') && *p != '.')
+			config_fail(var, "'%s' is not a number of seconds from %g to %g", v, min, max);
+	errno = 0;
+	x = strtod(v, &end);
+	if (!*v || *end || errno || !(x >= min && x <= max))
+		config_fail(var, "'%s' is not a number of seconds from %g to %g", v, min, max);
+	return x;
+}
+
+static bool
+env_bool(const char *var, bool def)
+{
+	static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
+	const char *v = getenv(var);
+	size_t i;
+
+	if (!v)
+		return def;
+	for (i = 0; i < 4; i++) {
+		if (strcasecmp(v, yes[i]) == 0)
+			return true;
+		if (strcasecmp(v, no[i]) == 0)
+			return false;
+	}
+	config_fail(var, "'%s' is not a boolean (true/false, yes/no, on/off, 1/0)", v);
+}
+
+static int
+add_card_id(int *ids, int n, long long id)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (ids[i] == id)
+			return n;
+	if (n >= MAX_CARDS)
+		config_fail("TT_DEVICE_IDS", "more than %d queues", MAX_CARDS);
+	ids[n] = (int)id;
+	return n + 1;
+}
+
+static int
+parse_device_ids(const char *v, int *ids)
+{
+	const char *p = v;
+	int n = 0;
+
+	while (*p) {
+		char *end;
+		long long id;
+
+		while (*p == ' ')
+			p++;
+		if (!(*p >= '0' && *p <= '9'))
+			config_fail("TT_DEVICE_IDS", "'%s' is not a comma-separated list of card numbers", v);
+		errno = 0;
+		id = strtoll(p, &end, 10);
+		if (errno || id > 1000000 || end - p > 7)
+			config_fail("TT_DEVICE_IDS", "card number out of range in '%s'", v);
+		n = add_card_id(ids, n, id);
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p == ',' && p[1])
+			p++;
+		else if (*p)
+			config_fail("TT_DEVICE_IDS", "'%s' is not a comma-separated list of card numbers", v);
+	}
+	return n;
+}
+
+/* The numeric entries of /dev/tenstorrent/ (SPEC 3). */
+static int
+discover_device_ids(int *ids)
+{
+	DIR *d = opendir("/dev/tenstorrent");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		const char *s = e->d_name;
+		size_t len = strspn(s, "0123456789");
+
+		if (len > 0 && len < 8 && s[len] == '\0')
+			n = add_card_id(ids, n, atoll(s));
+	}
+	closedir(d);
+	return n;
+}
+
+static char *
+xstrdup(const char *s)
+{
+	char *p = strdup(s ? s : "");
+
+	if (!p) {
+		perror("tt-device-queue");
+		exit(1);
+	}
+	return p;
+}
+
+static char *
+xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *
+xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&p, fmt, ap);
+	va_end(ap);
+	if (r < 0) {
+		perror("tt-device-queue");
+		exit(1);
+	}
+	return p;
+}
+
+static void
+config_repo_dir(void)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n <= 0) {
+		snprintf(cfg.repo, sizeof(cfg.repo), ".");
+		return;
+	}
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(cfg.repo, sizeof(cfg.repo), "%s", exe[0] ? exe : "/");
+}
+
+static char *
+env_str(const char *var, const char *def)
+{
+	const char *v = getenv(var);
+
+	return xstrdup(v ? v : def);
+}
+
+static void
+config_load(void)
+{
+	const char *v;
+
+	config_repo_dir();
+	v = getenv("TT_DEVICE_HOST");
+	snprintf(cfg.host, sizeof(cfg.host), "%s", v && *v ? v : "127.0.0.1");
+	cfg.port = (int)env_int("TT_DEVICE_PORT", 5741, 1, 65535);
+	v = getenv("TT_DEVICE_LOG_DIR");
+	cfg.log_dir = v && *v ? xstrdup(v) : xasprintf("%s/logs-v2", cfg.repo);
+	v = getenv("TT_DEVICE_IDS");
+	cfg.nids = v && *v ? parse_device_ids(v, cfg.ids) : discover_device_ids(cfg.ids);
+	if (cfg.nids == 0)
+		config_fail("TT_DEVICE_IDS", "no queues: set TT_DEVICE_IDS (e.g. 0,1) or provide "
+					     "/dev/tenstorrent/N device nodes");
+	cfg.default_timeout = (int)env_int("TT_DEVICE_DEFAULT_TIMEOUT", 3600, 1, 100000000);
+	cfg.max_timeout = (int)env_int("TT_DEVICE_MAX_TIMEOUT", 86400, 1, 100000000);
+	if (cfg.default_timeout > cfg.max_timeout)
+		config_fail("TT_DEVICE_DEFAULT_TIMEOUT", "%d is above TT_DEVICE_MAX_TIMEOUT (%d)",
+			    cfg.default_timeout, cfg.max_timeout);
+	cfg.max_queued = env_int("TT_DEVICE_MAX_QUEUED_JOBS", 1000, 1, 10000000);
+	cfg.max_log_bytes = env_int("TT_DEVICE_MAX_LOG_BYTES", 16LL << 20, 1024, 1LL << 50);
+	cfg.max_log_read = env_int("TT_DEVICE_MAX_LOG_READ", 64 << 10, 1, 64 << 20);
+	cfg.max_request_bytes = env_int("TT_DEVICE_MAX_REQUEST_BYTES", 1 << 20, 1, 1 << 30);
+	cfg.http_workers = env_int("TT_DEVICE_HTTP_WORKERS", 16, 1, 100000);
+	cfg.max_connections = env_int("TT_DEVICE_MAX_CONNECTIONS", 1024, 1, 1000000);
+	cfg.retention_days = env_int("TT_DEVICE_RETENTION_DAYS", 30, 0, 1000000);
+	cfg.max_completed = env_int("TT_DEVICE_MAX_COMPLETED_JOBS", 10000, 0, 1LL << 40);
+	cfg.max_repeat = env_int("TT_DEVICE_MAX_REPEAT", 10000, 1, 100000000);
+	cfg.max_cmd_chars = env_int("TT_DEVICE_MAX_CMD_CHARS", 65536, 1, 1 << 30);
+	cfg.stop_grace = env_seconds("TT_DEVICE_STOP_GRACE_SEC", 8, 0, 86400);
+	cfg.reset_preempts = env_bool("TT_DEVICE_RESET_PREEMPTS_CURRENT", true);
+	cfg.reset_cmd = env_str("TT_DEVICE_RESET_CMD",
+				"~/tenstorrent/.venv/bin/tt-smi -r /dev/tenstorrent/{device} --no_reinit");
+	cfg.health_cmd = getenv("TT_DEVICE_HEALTH_CHECK_CMD") ? env_str("TT_DEVICE_HEALTH_CHECK_CMD", "")
+							      : NULL; /* default set at start-up */
+	cfg.deep_reset_cmd = env_str("TT_DEVICE_DEEP_RESET_CMD", "");
+	cfg.reset_retries = env_int("TT_DEVICE_RESET_RETRIES", 1, 0, 1000);
+	cfg.health_cmd_timeout = env_seconds("TT_DEVICE_HEALTH_CMD_TIMEOUT", 60, 0.001, 86400);
+	cfg.oom_score_adj = env_int("TT_DEVICE_CHILD_OOM_SCORE_ADJ", 500, -1000, 1000);
+	cfg.boot_id_file = env_str("TT_DEVICE_BOOT_ID_FILE", "/proc/sys/kernel/random/boot_id");
+}
+
+/* ------------------------------------------------------------------------ clocks */
+
+static double mono_now; /* monotonic seconds, refreshed once per loop iteration */
+
+static double
+clock_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double
+clock_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ISO 8601 local time with offset, millisecond precision: 2026-11-30T14:07:40.123+01:00. */
+static void
+iso8601(double t, char *out, size_t cap)
+{
+	time_t sec = (time_t)floor(t);
+	int ms = (int)((t - (double)sec) * 1000.0);
+	struct tm tm;
+	long off;
+	size_t n;
+
+	localtime_r(&sec, &tm);
+	n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	off = tm.tm_gmtoff;
+	snprintf(out + n, cap - n, ".%03d%c%02ld:%02ld", ms > 999 ? 999 : ms, off < 0 ? '-' : '+',
+		 labs(off) / 3600, labs(off) % 3600 / 60);
+}
+
+/* ------------------------------------------------------------------------ event loop */
+
+/*
+ * Watches: a pollfd array with a parallel array of callbacks. A removed watch is only marked
+ * (fd -1) and swept after the dispatch pass, so no callback frees what the loop is walking
+ * (the redis ae pattern). Owners keep their slot index through `slot`, updated on sweep.
+ */
+typedef void (*watch_fn)(void *arg, short revents);
+
+struct watch {
+	watch_fn fn;
+	void *arg;
+	int *slot; /* the owner's copy of this watch's index */
+};
+
+static struct pollfd *pfds;
+static struct watch *watches;
+static int nwatch, capwatch, nwatch_dead;
+
+static int
+watch_add(int fd, short events, watch_fn fn, void *arg, int *slot)
+{
+	if (nwatch == capwatch) {
+		int cap = capwatch ? capwatch * 2 : 64;
+		struct pollfd *p = realloc(pfds, sizeof(*p) * (size_t)cap);
+		struct watch *w;
+
+		if (!p)
+			return -1;
+		pfds = p;
+		w = realloc(watches, sizeof(*w) * (size_t)cap);
+		if (!w)
+			return -1;
+		watches = w;
+		capwatch = cap;
+	}
+	pfds[nwatch] = (struct pollfd){.fd = fd, .events = events};
+	watches[nwatch] = (struct watch){.fn = fn, .arg = arg, .slot = slot};
+	*slot = nwatch;
+	return nwatch++;
+}
+
+static void
+watch_events(int slot, short events)
+{
+	if (slot >= 0)
+		pfds[slot].events = events;
+}
+
+static void
+watch_del(int *slot)
+{
+	if (*slot < 0)
+		return;
+	pfds[*slot].fd = -1;
+	pfds[*slot].events = 0;
+	watches[*slot].fn = NULL;
+	watches[*slot].slot = NULL;
+	nwatch_dead++;
+	*slot = -1;
+}
+
+static void
+watch_sweep(void)
+{
+	int i = 0;
+
+	if (!nwatch_dead)
+		return;
+	while (i < nwatch) {
+		if (watches[i].fn) {
+			i++;
+			continue;
+		}
+		nwatch--;
+		if (i != nwatch) {
+			pfds[i] = pfds[nwatch];
+			watches[i] = watches[nwatch];
+			if (watches[i].slot)
+				*watches[i].slot = i;
+		}
+	}
+	nwatch_dead = 0;
+}
+
+/*
+ * Timers: a binary min-heap on the monotonic deadline. Every timer of the daemon lives here
+ * and the earliest one is the poll timeout.
+ */
+typedef void (*timer_fn)(void *arg);
+
+struct timer {
+	double when; /* monotonic seconds */
+	int idx;     /* heap index, -1 when not armed */
+	timer_fn fn;
+	void *arg;
+};
+
+static struct timer **theap;
+static int ntimer, captimer;
+
+static void
+timer_init(struct timer *t, timer_fn fn, void *arg)
+{
+	t->when = 0;
+	t->idx = -1;
+	t->fn = fn;
+	t->arg = arg;
+}
+
+static void
+heap_swap(int a, int b)
+{
+	struct timer *t = theap[a];
+
+	theap[a] = theap[b];
+	theap[b] = t;
+	theap[a]->idx = a;
+	theap[b]->idx = b;
+}
+
+static void
+heap_up(int i)
+{
+	while (i > 0 && theap[(i - 1) / 2]->when > theap[i]->when) {
+		heap_swap(i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void
+heap_down(int i)
+{
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, m = i;
+
+		if (l < ntimer && theap[l]->when < theap[m]->when)
+			m = l;
+		if (r < ntimer && theap[r]->when < theap[m]->when)
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(i, m);
+		i = m;
+	}
+}
+
+static void
+timer_stop(struct timer *t)
+{
+	int i = t->idx;
+
+	if (i < 0)
+		return;
+	ntimer--;
+	t->idx = -1;
+	if (i == ntimer)
+		return;
+	theap[i] = theap[ntimer];
+	theap[i]->idx = i;
+	heap_up(i);
+	heap_down(theap[i]->idx);
+}
+
+/* Arm (or re-arm) t for monotonic time `when`. Aborts on ENOMEM: a lost timer would wedge. */
+static void
+timer_set(struct timer *t, double when)
+{
+	timer_stop(t);
+	if (ntimer == captimer) {
+		int cap = captimer ? captimer * 2 : 64;
+		struct timer **h = realloc(theap, sizeof(*h) * (size_t)cap);
+
+		if (!h) {
+			fprintf(stderr, "tt-device-queue: out of memory for timers\n");
+			abort();
+		}
+		theap = h;
+		captimer = cap;
+	}
+	t->when = when;
+	t->idx = ntimer;
+	theap[ntimer++] = t;
+	heap_up(t->idx);
+}
+
+static bool
+timer_armed(const struct timer *t)
+{
+	return t->idx >= 0;
+}
+
+static void
+timers_run(void)
+{
+	while (ntimer > 0 && theap[0]->when <= mono_now) {
+		struct timer *t = theap[0];
+
+		timer_stop(t);
+		t->fn(t->arg);
+	}
+}
+
+/* Milliseconds until the earliest timer (rounded up so it has passed on wake-up), or -1. */
+static int
+timers_timeout(void)
+{
+	double ms;
+
+	if (ntimer == 0)
+		return -1;
+	ms = ceil((theap[0]->when - clock_mono()) * 1000.0);
+	if (ms <= 0)
+		return 0;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* ------------------------------------------------------------------------ daemon state */
+
+enum stop_reason { STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_PREEMPT };
+
+struct conn;
+
+/* An active job: queued, running, or finished and waiting for its commit. */
+struct active {
+	struct job job;
+	struct card *card;
+	struct active *hnext; /* id index chain */
+	pid_t pid;            /* the running process group, 0 when none */
+	int out_fd;           /* its output pipe, -1 when none */
+	int out_slot;         /* watch slot of out_fd */
+	struct capfile log;   /* log.fd -1 when not open */
+	bool reaped, eof;     /* this process: waited for / pipe at EOF */
+	int wstatus;
+	double started_mono;      /* when the job started */
+	double iter_started_mono; /* when the current process started */
+	struct timer deadline;    /* the whole job's timeout */
+	struct timer escalate;    /* SIGINT sent: SIGKILL when it fires */
+	struct timer straggler;   /* shell reaped: stop waiting for EOF when it fires */
+	int stop;                 /* enum stop_reason */
+	struct conn *waiters;     /* held /result and /logs long-polls */
+	bool finished;            /* done; freed once committed */
+	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
+	int rs_step, rs_attempt;
+	bool rs_deep_done;
+	double rs_step_deadline_len;
+};
+
+/* A vector of pointers, for the per-iteration work lists. */
+struct vec {
+	void **v;
+	int n, cap;
+};
+
+static void
+vec_push(struct vec *x, void *p)
+{
+	if (x->n == x->cap) {
+		int cap = x->cap ? x->cap * 2 : 32;
+		void **v = realloc(x->v, sizeof(*v) * (size_t)cap);
+
+		if (!v) {
+			fprintf(stderr, "tt-device-queue: out of memory\n");
+			abort();
+		}
+		x->v = v;
+		x->cap = cap;
+	}
+	x->v[x->n++] = p;
+}
+
+struct recent {
+	char *json[SCHED_RECENT]; /* pre-rendered summaries, oldest first */
+	int n;
+};
+
+/* A submission answered 200 in this iteration: rewritten to 503 if the commit fails. */
+struct ack {
+	struct conn *conn;
+	struct active *a;
+	size_t out_start; /* where its response starts in the connection's output */
+};
+
+static struct {
+	struct sched sched;
+	struct store *store;
+	struct recent recent[MAX_CARDS];
+	struct active **index; /* id hash chains */
+	size_t index_cap, nactive;
+	struct vec dirty;    /* actives with job.dirty set */
+	struct vec finished; /* done actives to free after commit */
+	struct vec spawn;    /* actives to start after commit */
+	struct ack *acks;
+	int nacks, capacks;
+	bool cards_dirty;
+	bool degraded;
+	char degraded_reason[512];
+	char maintenance_warning[512];
+	struct timer store_retry, retention, shutdown_deadline;
+	bool shutting_down;
+	double heartbeat_mono;
+	double started_wall;
+	char boot_id[64];
+	char *health_check_path; /* the embedded script's file when no copy is beside us */
+	int listen_fd, listen_slot;
+	int sig_fd, sig_slot;
+	long long nconns;
+	long long busy_workers;
+} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1};
+
+static void __attribute__((format(printf, 1, 2)))
+logmsg(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	/* stderr goes to the journal; a failed write of a log line is not worth more. */
+	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
+		return;
+}
+
+static bool
+card_known(const struct card *c)
+{
+	return c >= D.sched.cards && c < D.sched.cards + D.sched.ncards;
+}
+
+static int
+card_index(const struct card *c)
+{
+	return (int)(c - D.sched.cards);
+}
+
+static char *
+job_output_path(const char *id)
+{
+	return xasprintf("%s/%s/output", cfg.log_dir, id);
+}
+
+/* 128 bits from the kernel's random source as 32 lowercase hex characters. */
+static int
+new_job_id(char out[33])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char r[16];
+	size_t got = 0;
+	int i;
+
+	while (got < sizeof(r)) {
+		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
+
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n > 0)
+			got += (size_t)n;
+	}
+	for (i = 0; i < 16; i++) {
+		out[2 * i] = hex[r[i] >> 4];
+		out[2 * i + 1] = hex[r[i] & 15];
+	}
+	out[32] = '\0';
+	return 0;
+}
+
+static bool
+valid_job_id(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n != 32)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* ---- the id index of active jobs: chained hash on the id's first 16 hex digits */
+
+static size_t
+id_hash(const char *id)
+{
+	size_t h = 0;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		h = h * 16 + (size_t)(id[i] <= '9' ? id[i] - '0' : id[i] - 'a' + 10);
+	return h;
+}
+
+static void
+index_grow(void)
+{
+	size_t cap = D.index_cap ? D.index_cap * 2 : 1024, i;
+	struct active **t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return; /* chains just get longer */
+	for (i = 0; i < D.index_cap; i++) {
+		struct active *a = D.index[i], *next;
+
+		for (; a; a = next) {
+			size_t b = id_hash(a->job.id) & (cap - 1);
+
+			next = a->hnext;
+			a->hnext = t[b];
+			t[b] = a;
+		}
+	}
+	free(D.index);
+	D.index = t;
+	D.index_cap = cap;
+}
+
+static void
+index_add(struct active *a)
+{
+	size_t b;
+
+	if (D.nactive >= D.index_cap)
+		index_grow();
+	b = id_hash(a->job.id) & (D.index_cap - 1);
+	a->hnext = D.index[b];
+	D.index[b] = a;
+	D.nactive++;
+}
+
+static struct active *
+index_find(const char *id)
+{
+	struct active *a;
+
+	if (!D.index_cap)
+		return NULL;
+	for (a = D.index[id_hash(id) & (D.index_cap - 1)]; a; a = a->hnext)
+		if (memcmp(a->job.id, id, 32) == 0)
+			return a;
+	return NULL;
+}
+
+static void
+index_del(struct active *a)
+{
+	struct active **p = &D.index[id_hash(a->job.id) & (D.index_cap - 1)];
+
+	for (; *p; p = &(*p)->hnext)
+		if (*p == a) {
+			*p = a->hnext;
+			D.nactive--;
+			return;
+		}
+}
+
+static void job_timeout_fired(void *arg);
+static void job_escalate_fired(void *arg);
+static void job_straggler_fired(void *arg);
+
+static struct active *
+active_new(void)
+{
+	struct active *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	sched_job_init(&a->job);
+	a->out_fd = -1;
+	a->out_slot = -1;
+	a->log.fd = -1;
+	timer_init(&a->deadline, job_timeout_fired, a);
+	timer_init(&a->escalate, job_escalate_fired, a);
+	timer_init(&a->straggler, job_straggler_fired, a);
+	return a;
+}
+
+static void
+active_free(struct active *a)
+{
+	timer_stop(&a->deadline);
+	timer_stop(&a->escalate);
+	timer_stop(&a->straggler);
+	if (a->out_fd >= 0) {
+		watch_del(&a->out_slot);
+		close(a->out_fd);
+	}
+	if (a->log.fd >= 0)
+		close(a->log.fd);
+	sched_job_clear(&a->job);
+	free(a);
+}
+
+static void
+mark_dirty(struct active *a)
+{
+	if (!a->job.dirty) {
+		a->job.dirty = true;
+		vec_push(&D.dirty, a);
+	}
+}
+
+static void
+card_dirty(struct card *c)
+{
+	c->dirty = true;
+	D.cards_dirty = true;
+}
+
+/* ------------------------------------------------------------------------ JSON rendering */
+
+static void
+w_time(struct json_w *w, const char *key, double t)
+{
+	char buf[64];
+
+	json_w_key(w, key);
+	if (isnan(t)) {
+		json_w_null(w);
+		return;
+	}
+	iso8601(t, buf, sizeof(buf));
+	json_w_cstr(w, buf);
+}
+
+static void
+w_device(struct json_w *w, int device)
+{
+	char buf[16];
+
+	json_w_key(w, "device_id");
+	snprintf(buf, sizeof(buf), "%d", device);
+	json_w_cstr(w, buf);
+}
+
+static void
+w_num(struct json_w *w, const char *key, double v)
+{
+	json_w_key(w, key);
+	json_w_num(w, v);
+}
+
+static void
+w_int(struct json_w *w, const char *key, long long v)
+{
+	json_w_key(w, key);
+	json_w_int(w, v);
+}
+
+static void
+w_bool(struct json_w *w, const char *key, bool v)
+{
+	json_w_key(w, key);
+	json_w_bool(w, v);
+}
+
+static void
+w_str(struct json_w *w, const char *key, const char *s)
+{
+	json_w_key(w, key);
+	json_w_cstr(w, s);
+}
+
+static void
+w_exit_code(struct json_w *w, const struct job *j)
+{
+	json_w_key(w, "exit_code");
+	if (j->has_exit_code)
+		json_w_int(w, j->exit_code);
+	else
+		json_w_null(w);
+}
+
+static char *
+timeout_message(const struct job *j)
+{
+	return xasprintf("Job timed out after %d seconds and was killed (SIGKILL)", j->timeout);
+}
+
+static void
+w_timeout_message(struct json_w *w, const struct job *j)
+{
+	char *m;
+
+	json_w_key(w, "timeout_message");
+	if (!j->timed_out) {
+		json_w_null(w);
+		return;
+	}
+	m = timeout_message(j);
+	json_w_cstr(w, m);
+	free(m);
+}
+
+/* Seconds a queued job of card c waits before it starts: everything ahead of it. O(n). */
+static double
+queued_wait(const struct card *c, const struct job *j, double now)
+{
+	double wait = sched_card_wait(c, now) - c->queued_estimate;
+	const struct job *it;
+
+	for (it = c->head; it && it != j; it = it->next)
+		wait += sched_job_estimate(it, now);
+	return wait;
+}
+
+static long long
+current_log_size(const struct active *a)
+{
+	return a->log.fd >= 0 ? a->log.size : a->job.log_size;
+}
+
+/* The record fields shared by GET /job, meta.json and the stored view (SPEC 5). */
+static void
+render_record(struct json_w *w, const struct job *j, const char *output_file)
+{
+	w_str(w, "job_id", j->id);
+	w_device(w, j->device);
+	w_str(w, "status", sched_status_name(j->status));
+	w_str(w, "mode", sched_mode_name(j->mode));
+	w_str(w, "client_id", j->client_id);
+	w_str(w, "cmd", j->cmd);
+	w_str(w, "cwd", j->cwd);
+	w_int(w, "timeout", j->timeout);
+	w_int(w, "repeat", j->repeat);
+	w_int(w, "repeat_current", j->repeat_current);
+	w_int(w, "repeat_completed", j->repeat_completed);
+	w_num(w, "first_iteration_elapsed", j->first_iteration_elapsed);
+	w_num(w, "per_iter_estimate_sec", j->per_iter_estimate);
+	w_time(w, "submitted_at", j->submitted_at);
+	w_time(w, "started_at", j->started_at);
+	w_time(w, "finished_at", j->finished_at);
+	w_str(w, "output_file", output_file);
+	w_exit_code(w, j);
+	w_num(w, "elapsed", j->elapsed);
+	w_bool(w, "timed_out", j->timed_out);
+	w_int(w, "log_size", j->log_size);
+	w_bool(w, "log_truncated", j->log_truncated);
+	w_int(w, "dropped_log_bytes", j->dropped_log_bytes);
+	w_str(w, "error", j->error);
+	w_int(w, "reset_epoch", j->reset_epoch);
+	if (j->timed_out)
+		w_timeout_message(w, j);
+	if (!isnan(j->stop_requested_at))
+		w_time(w, "stop_requested_at", j->stop_requested_at);
+}
+
+/* The live fields of an active job: positions, estimates, running time. */
+static void
+render_live(struct json_w *w, const struct active *a, bool result_view)
+{
+	const struct job *j = &a->job;
+	double now = clock_wall();
+
+	if (j->status == JOB_QUEUED) {
+		w_int(w, "position", sched_queued_position(a->card, j));
+		w_num(w, "estimated_wait_sec", queued_wait(a->card, j, now));
+		w_num(w, "estimated_remaining_sec", queued_wait(a->card, j, now) + sched_job_estimate(j, now));
+	} else if (j->status == JOB_RUNNING) {
+		if (result_view)
+			w_int(w, "position", 0);
+		else
+			w_num(w, "running_sec", mono_now - a->started_mono);
+		if (result_view)
+			w_num(w, "estimated_wait_sec", 0);
+		w_num(w, "estimated_remaining_sec", sched_job_estimate(j, now));
+	}
+}
+
+/* GET /job of an active job. */
+static void
+render_active_job(struct json_w *w, struct active *a)
+{
+	char *out = job_output_path(a->job.id);
+	long long saved = a->job.log_size;
+
+	a->job.log_size = current_log_size(a);
+	json_w_obj(w);
+	render_record(w, &a->job, out);
+	render_live(w, a, false);
+	json_w_obj_end(w);
+	a->job.log_size = saved;
+	free(out);
+}
+
+/* GET /result of a done job (SPEC 5: the outcome fields). */
+static void
+render_result_done(struct json_w *w, const struct job *j, const char *output_file)
+{
+	json_w_obj(w);
+	w_str(w, "job_id", j->id);
+	w_str(w, "status", "done");
+	w_exit_code(w, j);
+	w_str(w, "output_file", output_file);
+	w_num(w, "elapsed", j->elapsed);
+	w_str(w, "mode", sched_mode_name(j->mode));
+	w_int(w, "repeat", j->repeat);
+	w_int(w, "repeat_completed", j->repeat_completed);
+	w_time(w, "started_at", j->started_at);
+	w_time(w, "finished_at", j->finished_at);
+	w_bool(w, "timed_out", j->timed_out);
+	w_timeout_message(w, j);
+	w_int(w, "log_size", j->log_size);
+	w_bool(w, "log_truncated", j->log_truncated);
+	w_int(w, "dropped_log_bytes", j->dropped_log_bytes);
+	w_str(w, "error", j->error);
+	w_device(w, j->device);
+	json_w_obj_end(w);
+}
+
+/* GET /result of a job that is not done yet. */
+static void
+render_result_pending(struct json_w *w, const struct active *a)
+{
+	const struct job *j = &a->job;
+
+	json_w_obj(w);
+	w_str(w, "job_id", j->id);
+	w_str(w, "status", sched_status_name(j->status));
+	w_str(w, "mode", sched_mode_name(j->mode));
+	render_live(w, a, true);
+	w_int(w, "repeat", j->repeat);
+	w_int(w, "repeat_current", j->repeat_current);
+	w_int(w, "repeat_completed", j->repeat_completed);
+	w_time(w, "submitted_at", j->submitted_at);
+	w_time(w, "started_at", j->started_at);
+	w_device(w, j->device);
+	json_w_obj_end(w);
+}
+
+/* A short summary for /status lists and kill answers; wait (when not NAN) for queued ones. */
+static void
+render_summary(struct json_w *w, const struct job *j, double now, double wait)
+{
+	size_t n = strlen(j->cmd);
+
+	json_w_obj(w);
+	w_str(w, "job_id", j->id);
+	w_device(w, j->device);
+	w_str(w, "status", sched_status_name(j->status));
+	w_str(w, "mode", sched_mode_name(j->mode));
+	w_str(w, "client_id", j->client_id);
+	json_w_key(w, "cmd");
+	json_w_str(w, j->cmd, n > SUMMARY_CMD_CHARS ? json_utf8_boundary(j->cmd, SUMMARY_CMD_CHARS) : n);
+	w_int(w, "repeat", j->repeat);
+	w_int(w, "repeat_current", j->repeat_current);
+	w_int(w, "repeat_completed", j->repeat_completed);
+	w_time(w, "submitted_at", j->submitted_at);
+	w_time(w, "started_at", j->started_at);
+	if (j->status == JOB_DONE) {
+		w_time(w, "finished_at", j->finished_at);
+		w_exit_code(w, j);
+		w_num(w, "elapsed", j->elapsed);
+		w_bool(w, "timed_out", j->timed_out);
+		w_str(w, "error", j->error);
+	} else {
+		w_num(w, "estimated_remaining_sec", sched_job_estimate(j, now));
+		if (!isnan(wait))
+			w_num(w, "estimated_wait_sec", wait);
+		if (j->status == JOB_RUNNING)
+			w_num(w, "running_sec", isnan(j->started_at) ? 0 : now - j->started_at);
+	}
+	json_w_obj_end(w);
+}
+
+/* Keep a completed job's summary in its card's recent list (newest last, at most 10). */
+static void
+recent_add(struct card *c, const struct job *j)
+{
+	struct recent *r = &D.recent[card_index(c)];
+	struct json_buf b;
+	struct json_w w;
+
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	render_summary(&w, j, 0, NAN);
+	json_buf_add(&b, "", 1);
+	if (b.oom) {
+		json_buf_free(&b);
+		return;
+	}
+	if (r->n == SCHED_RECENT) {
+		free(r->json[0]);
+		memmove(r->json, r->json + 1, sizeof(char *) * (SCHED_RECENT - 1));
+		r->n--;
+	}
+	r->json[r->n++] = b.p;
+}
+
+/* ------------------------------------------------------------------------ connections */
+
+enum held_kind { HELD_NONE = 0, HELD_RESULT, HELD_LOGS };
+
+struct conn {
+	int fd, slot;
+	char *in; /* request bytes, heap */
+	size_t in_len, in_cap;
+	struct json_buf out; /* response bytes not yet written */
+	size_t out_off;
+	struct timer timer;   /* idle, slow request, slow reader, or long-poll deadline */
+	bool keep_alive;      /* of the request being answered */
+	int minor;            /* its HTTP minor version */
+	bool close_after;     /* close once out is written */
+	bool peer_eof;        /* the client closed its side */
+	bool has_worker;      /* holds one of TT_DEVICE_HTTP_WORKERS */
+	bool queued_worker;   /* waits in the worker queue */
+	bool continue_sent;   /* 100 Continue already sent for this request */
+	bool request_started; /* the slow-request deadline is armed */
+	bool in_flush, in_ready, dead;
+	int held;             /* enum held_kind */
+	unsigned long long held_offset, held_limit;
+	struct active *held_on;
+	struct conn *wnext, *wprev; /* in held_on->waiters */
+	struct conn *qnext;         /* in the worker queue */
+};
+
+static struct vec flushq;    /* connections with output to write after the commit */
+static struct vec readyq;    /* connections with buffered requests to process */
+static struct vec graveyard; /* closed connections, freed after the iteration */
+static struct conn *workq_head, *workq_tail;
+static struct json_buf body_buf; /* scratch for response bodies */
+
+static void conn_close(struct conn *c);
+static void conn_process(struct conn *c);
+static void handle_request(struct conn *c, const struct http_request *req, const char *body,
+			   size_t body_len);
+static void held_release(struct conn *c);
+
+static void
+conn_flush_later(struct conn *c)
+{
+	if (!c->in_flush && !c->dead) {
+		c->in_flush = true;
+		vec_push(&flushq, c);
+	}
+}
+
+static void
+conn_ready(struct conn *c)
+{
+	if (!c->in_ready && !c->dead) {
+		c->in_ready = true;
+		vec_push(&readyq, c);
+	}
+}
+
+/* Append a complete response (head and body) to the connection's output. */
+static void
+respond_raw(struct conn *c, int status, const char *ctype, const void *body, size_t len,
+	    const char *extra)
+{
+	char head[1024];
+	size_t n;
+
+	if (!c->keep_alive)
+		c->close_after = true;
+	n = http_format_head(head, sizeof(head), status, ctype, len, !c->close_after, c->minor,
+			     extra);
+	json_buf_reserve(&c->out, n + len);
+	json_buf_add(&c->out, head, n);
+	json_buf_add(&c->out, body, len);
+	conn_flush_later(c);
+}
+
+static void
+respond_json(struct conn *c, int status, const struct json_buf *b, const char *extra)
+{
+	if (b->oom) {
+		static const char oom[] = "{\"error\": \"out of memory\"}";
+
+		respond_raw(c, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1, NULL);
+		return;
+	}
+	respond_raw(c, status, "application/json; charset=utf-8", b->p, b->len, extra);
+}
+
+static struct json_w
+body_begin(void)
+{
+	struct json_w w;
+
+	body_buf.len = 0;
+	body_buf.oom = 0;
+	json_w_init(&w, &body_buf);
+	return w;
+}
+
+static void __attribute__((format(printf, 3, 4)))
+respond_error(struct conn *c, int status, const char *fmt, ...)
+{
+	char msg[1024];
+	struct json_w w = body_begin();
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_w_obj(&w);
+	w_str(&w, "error", msg);
+	json_w_obj_end(&w);
+	respond_json(c, status, &body_buf, NULL);
+}
+
+static void
+worker_release(struct conn *c)
+{
+	struct conn *next;
+
+	if (!c->has_worker)
+		return;
+	c->has_worker = false;
+	D.busy_workers--;
+	/* The longest-waiting complete request gets the freed worker. */
+	while ((next = workq_head)) {
+		workq_head = next->qnext;
+		if (!workq_head)
+			workq_tail = NULL;
+		next->queued_worker = false;
+		if (!next->dead) {
+			conn_ready(next);
+			break;
+		}
+	}
+}
+
+/* Take a worker for c, or queue it; true when c may be answered now. */
+static bool
+worker_take(struct conn *c)
+{
+	if (c->has_worker)
+		return true;
+	if (D.busy_workers < cfg.http_workers) {
+		D.busy_workers++;
+		c->has_worker = true;
+		return true;
+	}
+	if (!c->queued_worker) {
+		c->queued_worker = true;
+		c->qnext = NULL;
+		if (workq_tail)
+			workq_tail->qnext = c;
+		else
+			workq_head = c;
+		workq_tail = c;
+	}
+	return false;
+}
+
+static void
+workq_remove(struct conn *c)
+{
+	struct conn **p = &workq_head, *prev = NULL;
+
+	for (; *p; prev = *p, p = &(*p)->qnext)
+		if (*p == c) {
+			*p = c->qnext;
+			if (workq_tail == c)
+				workq_tail = prev;
+			c->queued_worker = false;
+			return;
+		}
+}
+
+static void
+waiter_unlink(struct conn *c)
+{
+	struct active *a = c->held_on;
+
+	if (!a)
+		return;
+	if (c->wprev)
+		c->wprev->wnext = c->wnext;
+	else
+		a->waiters = c->wnext;
+	if (c->wnext)
+		c->wnext->wprev = c->wprev;
+	c->wnext = c->wprev = NULL;
+	c->held_on = NULL;
+}
+
+static short
+conn_events(const struct conn *c)
+{
+	short ev = POLLRDHUP;
+
+	if (c->out.len > c->out_off)
+		ev |= POLLOUT;
+	/* Stop reading when a client piles up requests we have not answered yet. */
+	if (!c->peer_eof && c->in_len < (size_t)HTTP_MAX_HEAD + (size_t)cfg.max_request_bytes + 65536)
+		ev |= POLLIN;
+	return ev;
+}
+
+static void
+conn_close(struct conn *c)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	waiter_unlink(c);
+	if (c->queued_worker)
+		workq_remove(c);
+	worker_release(c);
+	timer_stop(&c->timer);
+	watch_del(&c->slot);
+	close(c->fd);
+	c->fd = -1;
+	D.nconns--;
+	vec_push(&graveyard, c);
+	/* Below the limit again: take connections from the listen backlog. */
+	if (D.listen_fd >= 0 && !D.shutting_down)
+		watch_events(D.listen_slot, POLLIN);
+}
+
+static void
+conn_timer_fired(void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->held) {
+		held_release(c);
+		return;
+	}
+	if (c->out.len > c->out_off || c->in_len == 0) {
+		conn_close(c); /* a reader that stalled, or an idle keep-alive connection */
+		return;
+	}
+	c->keep_alive = false;
+	respond_error(c, HTTP_REQUEST_TIMEOUT, "Request not completed within %.0f seconds",
+		      IDLE_TIMEOUT);
+}
+
+/* Read what the socket holds; false when the connection was closed. */
+static bool
+conn_read(struct conn *c)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (c->in_cap - c->in_len < 4096) {
+			size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
+			char *p = realloc(c->in, cap);
+
+			if (!p) {
+				conn_close(c);
+				return false;
+			}
+			c->in = p;
+			c->in_cap = cap;
+		}
+		n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+		if (n > 0) {
+			c->in_len += (size_t)n;
+			if (!(conn_events(c) & POLLIN))
+				return true;
+			continue;
+		}
+		if (n == 0) {
+			c->peer_eof = true;
+			return true;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN)
+			return true;
+		conn_close(c);
+		return false;
+	}
+}
+
+static void
+conn_event(void *arg, short revents)
+{
+	struct conn *c = arg;
+
+	if (c->dead)
+		return;
+	if (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
+		if (!conn_read(c))
+			return;
+		if (c->peer_eof && (c->held || c->in_len == 0)) {
+			conn_close(c); /* gone: a waiting client costs nothing more */
+			return;
+		}
+		if (!c->request_started && c->in_len > 0 && !c->held && c->out.len == 0) {
+			c->request_started = true;
+			timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
+		}
+		conn_process(c);
+	}
+	if (!c->dead && (revents & POLLOUT))
+		conn_flush_later(c);
+	if (!c->dead)
+		watch_events(c->slot, conn_events(c));
+}
+
+static void
+listen_event(void *arg, short revents)
+{
+	(void)arg;
+	(void)revents;
+	while (D.nconns < cfg.max_connections) {
+		int fd = accept4(D.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+		struct conn *c;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE)
+				logmsg("tt-device-queue: accept: %s", strerror(errno));
+			return;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			return;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->fd = fd;
+		c->keep_alive = true;
+		c->minor = 1;
+		json_buf_init(&c->out);
+		timer_init(&c->timer, conn_timer_fired, c);
+		if (watch_add(fd, POLLIN | POLLRDHUP, conn_event, c, &c->slot) < 0) {
+			close(fd);
+			free(c);
+			return;
+		}
+		D.nconns++;
+		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
+	}
+	/* At the limit: leave further connections in the listen backlog (SPEC 4). */
+	watch_events(D.listen_slot, 0);
+}
+
+/* Drop the answered request's bytes; pipelined bytes move to the front. */
+static void
+conn_consume(struct conn *c, size_t n)
+{
+	memmove(c->in, c->in + n, c->in_len - n);
+	c->in_len -= n;
+	c->continue_sent = false;
+	c->request_started = false;
+}
+
+static void
+conn_bad_head(struct conn *c, int status, const char *why)
+{
+	/* The framing is lost: answer and close. */
+	c->keep_alive = false;
+	c->in_len = 0;
+	respond_error(c, status, "%s", why ? why : http_reason(status));
+}
+
+/*
+ * Answer the next complete request buffered on c, if c is free to answer one: no response
+ * still being written, no long-poll held. One request per write cycle keeps answers in order.
+ */
+static void
+conn_process(struct conn *c)
+{
+	struct http_request req;
+	int r;
+	size_t need;
+
+	if (c->dead || c->held || c->close_after || c->out.len > 0 || c->in_len == 0)
+		return;
+	r = http_parse_request(c->in, c->in_len, &req);
+	if (r == 0) {
+		if (c->peer_eof)
+			conn_close(c);
+		return;
+	}
+	if (r < 0) {
+		c->minor = 1;
+		conn_bad_head(c, -r, req.error);
+		return;
+	}
+	c->keep_alive = req.keep_alive;
+	c->minor = req.minor_version;
+	if (req.content_length > cfg.max_request_bytes) {
+		c->keep_alive = false;
+		c->in_len = 0;
+		respond_error(c, HTTP_PAYLOAD_TOO_LARGE, "Request body over %lld bytes",
+			      cfg.max_request_bytes);
+		return;
+	}
+	need = (size_t)r + (size_t)(req.content_length > 0 ? req.content_length : 0);
+	if (c->in_len < need) {
+		if (req.expect_continue && !c->continue_sent) {
+			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+			c->continue_sent = true;
+			if (send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+			    errno != EAGAIN)
+				conn_close(c);
+		}
+		if (c->peer_eof)
+			conn_close(c);
+		return;
+	}
+	if (!worker_take(c))
+		return;
+	timer_stop(&c->timer);
+	handle_request(c, &req, c->in + r, need - (size_t)r);
+	if (!c->dead)
+		conn_consume(c, need);
+}
+
+/* Write what c has to say; after a complete answer, go on with its next request. */
+static void
+conn_flush(struct conn *c)
+{
+	while (c->out.len > c->out_off) {
+		ssize_t n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			timer_set(&c->timer, mono_now + WRITE_TIMEOUT);
+			watch_events(c->slot, conn_events(c));
+			return;
+		}
+		conn_close(c);
+		return;
+	}
+	c->out.len = c->out_off = 0;
+	if (c->out.cap > 65536) {
+		json_buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
+		json_buf_init(&c->out);
+	}
+	if (c->close_after) {
+		conn_close(c);
+		return;
+	}
+	if (!c->held)
+		worker_release(c);
+	if (c->held)
+		return;
+	if (c->in_len > 0) {
+		c->request_started = true;
+		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
+		conn_ready(c);
+	} else {
+		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
+	}
+	watch_events(c->slot, conn_events(c));
+}
+
+static void
+flush_all(void)
+{
+	int i;
+
+	for (i = 0; i < flushq.n; i++) {
+		struct conn *c = flushq.v[i];
+
+		c->in_flush = false;
+		if (!c->dead)
+			conn_flush(c);
+	}
+	flushq.n = 0;
+}
+
+static void
+process_ready(void)
+{
+	int i, n = readyq.n;
+
+	for (i = 0; i < n; i++) {
+		struct conn *c = readyq.v[i];
+
+		c->in_ready = false;
+		if (!c->dead)
+			conn_process(c);
+		if (!c->dead)
+			watch_events(c->slot, conn_events(c));
+	}
+	/* Connections made ready while processing stay for the next round. */
+	if (n < readyq.n)
+		memmove(readyq.v, readyq.v + n, sizeof(void *) * (size_t)(readyq.n - n));
+	readyq.n -= n;
+}
+
+static void
+bury_dead(void)
+{
+	int i;
+
+	for (i = 0; i < graveyard.n; i++) {
+		struct conn *c = graveyard.v[i];
+
+		free(c->in);
+		json_buf_free(&c->out);
+		free(c);
+	}
+	graveyard.n = 0;
+}
+
+/* ------------------------------------------------------------------------ request parsing */
+
+static struct json_tok toks[MAX_TOKENS];
+
+static void job_stop(struct active *a, int reason);
+static void count_outcome(const struct active *a);
+static void job_finish(struct active *a, int exit_code, const char *error, const char *trailer);
+static void reset_request_card(struct card *c, long long job_epoch, const char *job_id,
+			       struct json_w *w, bool preempt_any);
+
+/* Parse a request body that must be a JSON object; on failure answer 400 and return -1. */
+static int
+parse_body(struct conn *c, const char *body, size_t len)
+{
+	char err[160];
+	int n = json_parse(body, len, toks, MAX_TOKENS, err, sizeof(err));
+
+	if (n == -2) {
+		respond_error(c, 400, "Invalid JSON: document too complex (over %d values)", MAX_TOKENS);
+		return -1;
+	}
+	if (n < 0) {
+		respond_error(c, 400, "Invalid JSON: %s", err);
+		return -1;
+	}
+	if (toks[0].type != JSON_OBJECT) {
+		respond_error(c, 400, "Request body must be a JSON object");
+		return -1;
+	}
+	return 0;
+}
+
+/* A field of the root object, or -1 when absent or null (optional fields). */
+static int
+field(const char *body, const char *key)
+{
+	int i = json_obj_get(body, toks, 0, key);
+
+	return i >= 0 && toks[i].type == JSON_NULL ? -1 : i;
+}
+
+/* Decode string token i into a fresh heap C string; NULL on ENOMEM or when it holds NUL. */
+static char *
+tok_strdup(const char *body, int i, bool *has_nul)
+{
+	size_t n = json_str_decode(body, &toks[i], NULL, 0);
+	char *s = malloc(n + 1);
+
+	*has_nul = false;
+	if (!s)
+		return NULL;
+	json_str_decode(body, &toks[i], s, n);
+	s[n] = '\0';
+	*has_nul = memchr(s, '\0', n) != NULL;
+	return s;
+}
+
+static size_t
+utf8_chars(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
+}
+
+/* device_id: a JSON string of digits or a non-negative integer (SPEC 3). -1 when invalid. */
+static long long
+parse_device_field(const char *body, int i)
+{
+	long long v;
+	size_t k, n;
+	char buf[16];
+
+	if (toks[i].type == JSON_NUMBER)
+		return json_tok_int(body, &toks[i], &v) == 0 && v >= 0 && v <= 1000000 ? v : -1;
+	if (toks[i].type != JSON_STRING)
+		return -1;
+	n = json_str_decode(body, &toks[i], buf, sizeof(buf) - 1);
+	if (n == 0 || n > 7)
+		return -1;
+	for (k = 0; k < n; k++)
+		if (buf[k] < '0' || buf[k] > '9')
+			return -1;
+	buf[n] = '\0';
+	return atoll(buf);
+}
+
+static void
+list_cards(char *out, size_t cap)
+{
+	size_t n = 0;
+	int i;
+
+	out[0] = '\0';
+	for (i = 0; i < D.sched.ncards && n < cap; i++)
+		n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? ", " : "", D.sched.cards[i].device);
+}
+
+/* The card named by device_id field i; answers 400 and returns NULL when not configured. */
+static struct card *
+card_from_field(struct conn *c, const char *body, int i)
+{
+	long long dev = parse_device_field(body, i);
+	struct card *card;
+	char list[512];
+
+	if (dev < 0) {
+		respond_error(c, 400, "device_id must be a card number (a string of digits or a "
+				      "non-negative integer)");
+		return NULL;
+	}
+	card = sched_card(&D.sched, (int)dev);
+	if (!card) {
+		list_cards(list, sizeof(list));
+		respond_error(c, 400, "Unknown device_id %lld; configured queues: %s", dev, list);
+	}
+	return card;
+}
+
+/* An integer field in [min, max]; *out keeps its default when absent. -1 answered 400. */
+static int
+int_field(struct conn *c, const char *body, const char *key, long long min, long long max,
+	  long long *out)
+{
+	int i = field(body, key);
+	long long v;
+
+	if (i < 0)
+		return 0;
+	if (toks[i].type != JSON_NUMBER || json_tok_int(body, &toks[i], &v) < 0 || v < min || v > max) {
+		respond_error(c, 400, "%s must be an integer from %lld to %lld", key, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* A string field with a character limit; NULL result with 0 return means absent. */
+static int
+str_field(struct conn *c, const char *body, const char *key, size_t max_chars, char **out)
+{
+	int i = field(body, key);
+	bool nul;
+
+	*out = NULL;
+	if (i < 0)
+		return 0;
+	if (toks[i].type != JSON_STRING) {
+		respond_error(c, 400, "%s must be a string", key);
+		return -1;
+	}
+	*out = tok_strdup(body, i, &nul);
+	if (!*out) {
+		respond_error(c, 500, "out of memory");
+		return -1;
+	}
+	if (nul || utf8_chars(*out) > max_chars) {
+		respond_error(c, 400, nul ? "%s must not contain NUL" : "%s is longer than %zu characters",
+			      key, max_chars);
+		free(*out);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* Validate the env object and serialize it again (compact) into *out. SPEC 5. */
+static int
+env_field(struct conn *c, const char *body, char **out)
+{
+	int i = field(body, "env"), k, m;
+	size_t total = 0;
+	struct json_buf b;
+	struct json_w w;
+	const char *why = NULL;
+
+	*out = NULL;
+	if (i < 0)
+		return 0;
+	if (toks[i].type != JSON_OBJECT) {
+		respond_error(c, 400, "env must be an object of strings");
+		return -1;
+	}
+	if (toks[i].size > MAX_ENV_ENTRIES) {
+		respond_error(c, 400, "env has more than %d entries", MAX_ENV_ENTRIES);
+		return -1;
+	}
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	for (k = i + 1, m = 0; m < (int)toks[i].size && !why; m++, k = (int)toks[k + 1].next) {
+		bool nul1, nul2;
+		char *name = tok_strdup(body, k, &nul1), *val = NULL;
+
+		if (toks[k + 1].type != JSON_STRING)
+			why = "env values must be strings";
+		else if (!name || !(val = tok_strdup(body, k + 1, &nul2)))
+			why = "out of memory";
+		else if (!name[0] || strchr(name, '=') || nul1)
+			why = "env names must be non-empty without '=' or NUL";
+		else if (nul2)
+			why = "env values must not contain NUL";
+		else if ((total += strlen(name) + strlen(val) + 2) > MAX_ENV_BYTES)
+			why = "env is larger than 256 KiB";
+		else {
+			json_w_key(&w, name);
+			json_w_cstr(&w, val);
+		}
+		free(name);
+		free(val);
+	}
+	json_w_obj_end(&w);
+	json_buf_add(&b, "", 1);
+	if (why || b.oom) {
+		respond_error(c, 400, "%s", why ? why : "out of memory");
+		json_buf_free(&b);
+		return -1;
+	}
+	*out = b.p;
+	return 0;
+}
+
+static bool
+blank(const char *s)
+{
+	for (; *s; s++)
+		if (!strchr(" \t\r\n\v\f", *s))
+			return false;
+	return true;
+}
+
+/* Why the card cannot take work now (503), or NULL. */
+static const char *
+refuse_reason(const struct card *card)
+{
+	if (D.shutting_down)
+		return "The service is shutting down";
+	if (card && card->state == CARD_DEAD)
+		return "Card is dead: it needs a host reboot or operator recovery";
+	if (D.degraded)
+		return "The job store is degraded";
+	return NULL;
+}
+
+static void
+respond_refused(struct conn *c, const struct card *card, const char *why)
+{
+	struct json_w w = body_begin();
+	char msg[1024];
+
+	snprintf(msg, sizeof(msg), "%s%s%s", why, D.degraded && !D.shutting_down ? ": " : "",
+		 D.degraded && !D.shutting_down ? D.degraded_reason : "");
+	json_w_obj(&w);
+	w_str(&w, "error", msg);
+	if (card) {
+		w_device(&w, card->device);
+		w_str(&w, "device_state", sched_state_name(card->state));
+	}
+	json_w_obj_end(&w);
+	respond_json(c, 503, &body_buf, NULL);
+}
+
+/* cwd: empty, or an accessible directory. */
+static int
+check_cwd(struct conn *c, const char *cwd)
+{
+	struct stat st;
+
+	if (!cwd[0])
+		return 0;
+	if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode) || access(cwd, X_OK) < 0) {
+		respond_error(c, 400, "cwd '%s' is not an accessible directory", cwd);
+		return -1;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ handlers */
+
+static void
+ack_push(struct conn *c, struct active *a, size_t out_start)
+{
+	if (D.nacks == D.capacks) {
+		int cap = D.capacks ? D.capacks * 2 : 32;
+		struct ack *p = realloc(D.acks, sizeof(*p) * (size_t)cap);
+
+		if (!p)
+			abort();
+		D.acks = p;
+		D.capacks = cap;
+	}
+	D.acks[D.nacks++] = (struct ack){.conn = c, .a = a, .out_start = out_start};
+}
+
+struct submission {
+	char *cmd, *cwd, *client_id, *mode, *env_json;
+	long long timeout, repeat;
+	struct card *card;
+};
+
+static void
+submission_free(struct submission *s)
+{
+	free(s->cmd);
+	free(s->cwd);
+	free(s->client_id);
+	free(s->mode);
+	free(s->env_json);
+}
+
+/* Validate a POST /queue body into s; answers 400 and returns -1 on the first bad field. */
+static int
+submission_parse(struct conn *c, const char *body, struct submission *s)
+{
+	int i;
+
+	if (field(body, "cmd") < 0) {
+		respond_error(c, 400, "cmd is required");
+		return -1;
+	}
+	if (str_field(c, body, "cmd", (size_t)cfg.max_cmd_chars, &s->cmd) < 0)
+		return -1;
+	if (!s->cmd[0] || blank(s->cmd)) {
+		respond_error(c, 400, "cmd must not be empty");
+		return -1;
+	}
+	if (str_field(c, body, "cwd", MAX_CWD_CHARS, &s->cwd) < 0 ||
+	    str_field(c, body, "client_id", MAX_CLIENT_ID, &s->client_id) < 0 ||
+	    str_field(c, body, "mode", 16, &s->mode) < 0)
+		return -1;
+	if (s->mode && strcmp(s->mode, "run") != 0) {
+		respond_error(c, 400, "mode must be \"run\"");
+		return -1;
+	}
+	s->timeout = 0;
+	s->repeat = 1;
+	if (int_field(c, body, "timeout", 0, cfg.max_timeout, &s->timeout) < 0 ||
+	    int_field(c, body, "repeat", 1, cfg.max_repeat, &s->repeat) < 0 ||
+	    env_field(c, body, &s->env_json) < 0)
+		return -1;
+	i = field(body, "device_id");
+	s->card = i < 0 ? sched_card(&D.sched, 0) : card_from_field(c, body, i);
+	if (!s->card) {
+		if (i < 0) {
+			char list[512];
+
+			list_cards(list, sizeof(list));
+			respond_error(c, 400, "No queue 0 here; give device_id (configured queues: %s)", list);
+		}
+		return -1;
+	}
+	return check_cwd(c, s->cwd ? s->cwd : "");
+}
+
+static void
+render_submitted(struct json_w *w, const struct active *a, int position, double wait)
+{
+	char *out = job_output_path(a->job.id);
+
+	json_w_obj(w);
+	w_str(w, "job_id", a->job.id);
+	w_device(w, a->job.device);
+	w_str(w, "status", "queued");
+	w_str(w, "output_file", out);
+	w_int(w, "position", position);
+	w_num(w, "estimated_wait_sec", wait);
+	w_num(w, "estimated_run_sec", sched_job_estimate(&a->job, 0));
+	w_int(w, "repeat", a->job.repeat);
+	w_str(w, "mode", "run");
+	w_int(w, "timeout", a->job.timeout);
+	json_w_obj_end(w);
+	free(out);
+}
+
+/* POST /queue (SPEC 5): validate, enqueue, answer once the job is committed. */
+static void
+handle_queue(struct conn *c, const char *body, size_t len)
+{
+	struct submission s = {0};
+	struct active *a;
+	const char *why;
+	struct json_w w;
+	int position;
+	double wait, now = clock_wall();
+
+	if (parse_body(c, body, len) < 0 || submission_parse(c, body, &s) < 0)
+		goto out;
+	if ((why = refuse_reason(s.card))) {
+		respond_refused(c, s.card, why);
+		goto out;
+	}
+	if (D.sched.queued_total >= cfg.max_queued) {
+		respond_error(c, 503, "Queue full: %lld jobs are queued (TT_DEVICE_MAX_QUEUED_JOBS)",
+			      cfg.max_queued);
+		goto out;
+	}
+	a = active_new();
+	if (!a || new_job_id(a->job.id) < 0) {
+		free(a);
+		respond_error(c, 500, "cannot create a job: %s", strerror(errno));
+		goto out;
+	}
+	a->card = s.card;
+	a->job.device = s.card->device;
+	a->job.mode = JOB_MODE_RUN;
+	a->job.cmd = s.cmd;
+	a->job.cwd = s.cwd ? s.cwd : xstrdup("");
+	a->job.client_id = s.client_id ? s.client_id : xstrdup("anon");
+	a->job.env_json = s.env_json;
+	s.cmd = s.cwd = s.client_id = s.env_json = NULL;
+	a->job.timeout = s.timeout ? (int)s.timeout : cfg.default_timeout;
+	a->job.repeat = (int)s.repeat;
+	a->job.submitted_at = now;
+	a->job.reset_epoch = s.card->reset_epoch;
+	position = sched_submit_position(s.card);
+	wait = sched_card_wait(s.card, now);
+	index_add(a);
+	sched_enqueue(&D.sched, s.card, &a->job);
+	mark_dirty(a);
+	w = body_begin();
+	render_submitted(&w, a, position, wait);
+	ack_push(c, a, c->out.len);
+	respond_json(c, 200, &body_buf, NULL);
+out:
+	submission_free(&s);
+}
+
+/* Look up a job for a read: active first, then the store. 1 active, 2 stored, 0 unknown. */
+static int
+find_job(struct conn *c, const char *id, struct active **a, struct job *stored, char **out)
+{
+	int r;
+
+	*a = index_find(id);
+	if (*a)
+		return 1;
+	r = store_get_job(D.store, id, stored, out);
+	if (r < 0) {
+		respond_error(c, 503, "Cannot read the job store: %s", store_errmsg(D.store));
+		return -1;
+	}
+	if (r == 0)
+		respond_error(c, 404, "Unknown job %s", id);
+	return r == 1 ? 2 : -1;
+}
+
+/* GET /job/ID */
+static void
+handle_job(struct conn *c, const char *id)
+{
+	struct active *a;
+	struct job j;
+	char *out = NULL;
+	struct json_w w;
+	int r = find_job(c, id, &a, &j, &out);
+
+	if (r < 0)
+		return;
+	w = body_begin();
+	if (r == 1) {
+		render_active_job(&w, a);
+	} else {
+		json_w_obj(&w);
+		render_record(&w, &j, out);
+		json_w_obj_end(&w);
+		sched_job_clear(&j);
+		free(out);
+	}
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+/* Read ?wait= (0..60); answers 400 and returns -1 when malformed. */
+static int
+query_wait(struct conn *c, const struct http_request *req, unsigned long long *wait)
+{
+	*wait = 0;
+	if (http_query_uint(req->query, req->query_len, "wait", MAX_WAIT, wait) < 0) {
+		respond_error(c, 400, "wait must be an integer from 0 to %d", MAX_WAIT);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+hold(struct conn *c, struct active *a, int kind, unsigned long long wait)
+{
+	c->held = kind;
+	c->held_on = a;
+	c->wprev = NULL;
+	c->wnext = a->waiters;
+	if (a->waiters)
+		a->waiters->wprev = c;
+	a->waiters = c;
+	timer_set(&c->timer, mono_now + (double)wait);
+	worker_release(c); /* a held long-poll takes no worker (SPEC 4) */
+}
+
+static void
+respond_result_active(struct conn *c, struct active *a)
+{
+	struct json_w w = body_begin();
+	char *out;
+
+	if (a->job.status == JOB_DONE) {
+		out = job_output_path(a->job.id);
+		render_result_done(&w, &a->job, out);
+		free(out);
+	} else {
+		render_result_pending(&w, a);
+	}
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+/* GET /result/ID[?wait=S] */
+static void
+handle_result(struct conn *c, const struct http_request *req, const char *id)
+{
+	unsigned long long wait;
+	struct active *a;
+	struct job j;
+	char *out = NULL;
+	struct json_w w;
+	int r;
+
+	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
+		return;
+	if (r == 1) {
+		if (a->job.status != JOB_DONE && wait > 0)
+			hold(c, a, HELD_RESULT, wait);
+		else
+			respond_result_active(c, a);
+		return;
+	}
+	w = body_begin();
+	render_result_done(&w, &j, out);
+	sched_job_clear(&j);
+	free(out);
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+/* The /logs answer for a job whose output file is `path` (SPEC 5). */
+static void
+respond_logs(struct conn *c, const struct job *j, const char *path, unsigned long long offset,
+	     unsigned long long limit)
+{
+	static char chunk[64 << 10];
+	char *buf = chunk;
+	size_t want = 0, got = 0;
+	long long size = 0;
+	struct stat st;
+	struct json_w w;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		size = st.st_size;
+	if ((long long)offset < size)
+		want = (size_t)((unsigned long long)(size - (long long)offset) < limit
+					? (unsigned long long)(size - (long long)offset)
+					: limit);
+	if (want > sizeof(chunk) && !(buf = malloc(want)))
+		want = sizeof(chunk), buf = chunk;
+	if (want > 0 && fd >= 0) {
+		ssize_t n = pread(fd, buf, want, (off_t)offset);
+
+		got = n > 0 ? json_utf8_boundary(buf, (size_t)n) : 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	w = body_begin();
+	json_w_obj(&w);
+	w_str(&w, "job_id", j->id);
+	w_str(&w, "status", sched_status_name(j->status));
+	w_str(&w, "output_file", path);
+	w_int(&w, "offset", (long long)offset);
+	w_int(&w, "next_offset", (long long)offset + (long long)got);
+	json_w_key(&w, "content");
+	json_w_str(&w, buf, got);
+	w_bool(&w, "truncated", (long long)offset + (long long)got < size);
+	w_bool(&w, "complete", j->status == JOB_DONE && (long long)offset + (long long)got >= size);
+	w_int(&w, "log_size", j->status == JOB_DONE ? j->log_size : size);
+	w_bool(&w, "log_truncated", j->log_truncated);
+	w_int(&w, "dropped_log_bytes", j->dropped_log_bytes);
+	json_w_obj_end(&w);
+	if (buf != chunk)
+		free(buf);
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+static void
+respond_logs_active(struct conn *c, struct active *a, unsigned long long offset,
+		    unsigned long long limit)
+{
+	char *path = job_output_path(a->job.id);
+	long long saved = a->job.dropped_log_bytes;
+
+	if (a->log.fd >= 0)
+		a->job.dropped_log_bytes = a->log.dropped;
+	respond_logs(c, &a->job, path, offset, limit);
+	a->job.dropped_log_bytes = saved;
+	free(path);
+}
+
+/* GET /logs/ID[?offset=N][&limit=N][&wait=S] */
+static void
+handle_logs(struct conn *c, const struct http_request *req, const char *id)
+{
+	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait;
+	struct active *a;
+	struct job j;
+	char *out = NULL;
+	int r;
+
+	if (http_query_uint(req->query, req->query_len, "offset", (unsigned long long)LLONG_MAX / 2,
+			    &offset) < 0 ||
+	    http_query_uint(req->query, req->query_len, "limit", (unsigned long long)LLONG_MAX / 2,
+			    &limit) < 0) {
+		respond_error(c, 400, "offset and limit must be non-negative integers");
+		return;
+	}
+	if (limit > (unsigned long long)cfg.max_log_read)
+		limit = (unsigned long long)cfg.max_log_read;
+	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
+		return;
+	if (r == 2) {
+		respond_logs(c, &j, out, offset, limit);
+		sched_job_clear(&j);
+		free(out);
+		return;
+	}
+	if (wait > 0 && a->job.status != JOB_DONE && current_log_size(a) <= (long long)offset) {
+		c->held_offset = offset;
+		c->held_limit = limit;
+		hold(c, a, HELD_LOGS, wait);
+		return;
+	}
+	respond_logs_active(c, a, offset, limit);
+}
+
+/* Answer a held long-poll now (deadline, job done, or output appeared). */
+static void
+held_release(struct conn *c)
+{
+	struct active *a = c->held_on;
+	int kind = c->held;
+
+	timer_stop(&c->timer);
+	waiter_unlink(c);
+	c->held = HELD_NONE;
+	if (!a)
+		return;
+	if (kind == HELD_RESULT)
+		respond_result_active(c, a);
+	else
+		respond_logs_active(c, a, c->held_offset, c->held_limit);
+	watch_events(c->slot, conn_events(c));
+}
+
+/* Release the waiters of a: all of them (done), or /logs waiters that now have bytes. */
+static void
+waiters_wake(struct active *a, bool done)
+{
+	struct conn *c = a->waiters, *next;
+	long long size = current_log_size(a);
+
+	for (; c; c = next) {
+		next = c->wnext;
+		if (done || (c->held == HELD_LOGS && (long long)c->held_offset < size))
+			held_release(c);
+	}
+}
+
+static void
+render_card(struct json_w *w, struct card *card, double now)
+{
+	struct recent *r = &D.recent[card_index(card)];
+	struct job *j;
+	double wait;
+	int i;
+
+	json_w_obj(w);
+	w_device(w, card->device);
+	w_str(w, "state", sched_state_name(card->state));
+	w_bool(w, "reset_pending", card->reset_pending);
+	w_int(w, "reset_epoch", card->reset_epoch);
+	w_time(w, "last_reset_at", card->last_reset_at);
+	w_time(w, "dead_since", card->dead_since);
+	w_str(w, "dead_reason", card->dead_reason);
+	json_w_key(w, "current");
+	if (card->current)
+		render_summary(w, card->current, now, NAN);
+	else
+		json_w_null(w);
+	json_w_key(w, "pending");
+	json_w_arr(w);
+	wait = sched_card_wait(card, now) - card->queued_estimate;
+	for (j = card->head; j; j = j->next) {
+		render_summary(w, j, now, wait);
+		wait += sched_job_estimate(j, now);
+	}
+	json_w_arr_end(w);
+	json_w_key(w, "recent");
+	json_w_arr(w);
+	for (i = 0; i < r->n; i++)
+		json_w_raw(w, r->json[i], strlen(r->json[i]));
+	json_w_arr_end(w);
+	json_w_obj_end(w);
+}
+
+/* GET /status[?device=N] */
+static void
+handle_status(struct conn *c, const struct http_request *req)
+{
+	unsigned long long dev = 0;
+	int has_dev = http_query_uint(req->query, req->query_len, "device", 1000000, &dev), i;
+	double now = clock_wall();
+	struct json_w w;
+
+	if (has_dev < 0 || (has_dev == 1 && !sched_card(&D.sched, (int)dev))) {
+		char list[512];
+
+		list_cards(list, sizeof(list));
+		respond_error(c, 400, "device must be one of the configured queues: %s", list);
+		return;
+	}
+	w = body_begin();
+	json_w_obj(&w);
+	w_str(&w, "version", TTQ_VERSION);
+	json_w_key(&w, "worker");
+	json_w_obj(&w);
+	w_bool(&w, "alive", true);
+	w_num(&w, "heartbeat_age_sec", mono_now - D.heartbeat_mono);
+	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
+	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
+	json_w_obj_end(&w);
+	w_int(&w, "queued_total", D.sched.queued_total);
+	w_int(&w, "max_queued_jobs", cfg.max_queued);
+	json_w_key(&w, "devices");
+	json_w_arr(&w);
+	for (i = 0; i < D.sched.ncards; i++)
+		if (has_dev != 1 || D.sched.cards[i].device == (int)dev)
+			render_card(&w, &D.sched.cards[i], now);
+	json_w_arr_end(&w);
+	json_w_obj_end(&w);
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+static void
+respond_kill(struct conn *c, const char *key, const struct job *j)
+{
+	struct json_w w = body_begin();
+
+	json_w_obj(&w);
+	json_w_key(&w, key);
+	render_summary(&w, j, clock_wall(), NAN);
+	json_w_obj_end(&w);
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+static void
+kill_active(struct conn *c, struct active *a)
+{
+	if (a->job.status == JOB_QUEUED) {
+		sched_unlink(&D.sched, a->card, &a->job);
+		job_finish(a, -1, "Cancelled by a kill request before it started",
+			   PROC_MARKER " cancelled by a kill request before it started\n");
+		respond_kill(c, "cancelled", &a->job);
+	} else if (a->job.status == JOB_RUNNING && a->job.mode == JOB_MODE_RUN) {
+		job_stop(a, STOP_KILL);
+		respond_kill(c, "killed", &a->job);
+	} else if (a->job.status == JOB_RUNNING) {
+		respond_error(c, 409, "Job %s is a card reset; it cannot be killed", a->job.id);
+	} else {
+		respond_error(c, 409, "Job %s already finished", a->job.id);
+	}
+}
+
+/* POST /kill {"job_id": ID} or {"device_id": N} (SPEC 5). */
+static void
+handle_kill(struct conn *c, const char *body, size_t len)
+{
+	int ji, di;
+	struct card *card;
+
+	if (parse_body(c, body, len) < 0)
+		return;
+	ji = field(body, "job_id");
+	di = field(body, "device_id");
+	if (ji >= 0) {
+		char id[33];
+		struct active *a;
+		struct job j;
+		char *out = NULL;
+		int r;
+
+		if (toks[ji].type != JSON_STRING ||
+		    json_str_decode(body, &toks[ji], id, 32) != 32 || !valid_job_id(id, 32)) {
+			respond_error(c, 404, "Unknown job");
+			return;
+		}
+		id[32] = '\0';
+		if ((r = find_job(c, id, &a, &j, &out)) < 0)
+			return;
+		if (r == 1) {
+			kill_active(c, a);
+			return;
+		}
+		sched_job_clear(&j);
+		free(out);
+		respond_error(c, 409, "Job %s already finished", id);
+		return;
+	}
+	if (di < 0) {
+		respond_error(c, 400, "Give job_id or device_id");
+		return;
+	}
+	if (!(card = card_from_field(c, body, di)))
+		return;
+	if (!card->current || card->current->mode != JOB_MODE_RUN) {
+		respond_error(c, 409, "Nothing running on card %d", card->device);
+		return;
+	}
+	kill_active(c, (struct active *)card->current);
+}
+
+static bool
+method_is(const struct http_request *req, const char *m)
+{
+	return req->method_len == strlen(m) && memcmp(req->method, m, req->method_len) == 0;
+}
+
+static bool
+path_is(const char *p, size_t n, const char *s)
+{
+	return n == strlen(s) && memcmp(p, s, n) == 0;
+}
+
+static void
+respond_405(struct conn *c, const char *allow)
+{
+	char extra[64];
+	struct json_w w = body_begin();
+
+	snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
+	json_w_obj(&w);
+	w_str(&w, "error", "Method not allowed");
+	json_w_obj_end(&w);
+	respond_json(c, 405, &body_buf, extra);
+}
+
+static void handle_reset(struct conn *c, const char *body, size_t len);
+static void handle_metrics(struct conn *c);
+
+/* Route one complete request (SPEC 5: paths, methods, trailing '/'). */
+static void
+handle_request(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+{
+	const char *p = req->path;
+	size_t n = req->path_len;
+	const char *allow = "GET";
+	bool post = false;
+
+	if (n > 1 && p[n - 1] == '/')
+		n--;
+	if (path_is(p, n, "/queue") || path_is(p, n, "/kill") || path_is(p, n, "/reset"))
+		allow = "POST", post = true;
+	else if (!path_is(p, n, "/status") && !path_is(p, n, "/metrics") &&
+		 !((n > 5 && memcmp(p, "/job/", 5) == 0) || (n > 8 && memcmp(p, "/result/", 8) == 0) ||
+		   (n > 6 && memcmp(p, "/logs/", 6) == 0))) {
+		respond_error(c, 404, "Not found");
+		return;
+	}
+	if (!method_is(req, allow)) {
+		respond_405(c, allow);
+		return;
+	}
+	if (post && req->content_length < 0) {
+		respond_error(c, 411, "Content-Length required");
+		return;
+	}
+	if (path_is(p, n, "/queue"))
+		handle_queue(c, body, body_len);
+	else if (path_is(p, n, "/kill"))
+		handle_kill(c, body, body_len);
+	else if (path_is(p, n, "/reset"))
+		handle_reset(c, body, body_len);
+	else if (path_is(p, n, "/status"))
+		handle_status(c, req);
+	else if (path_is(p, n, "/metrics"))
+		handle_metrics(c);
+	else {
+		const char *slash = memchr(p + 1, '/', n - 1);
+		const char *id = slash + 1;
+		size_t idn = n - (size_t)(id - p);
+		char idbuf[33];
+
+		if (!valid_job_id(id, idn)) {
+			respond_error(c, 404, "Unknown job");
+			return;
+		}
+		memcpy(idbuf, id, 32);
+		idbuf[32] = '\0';
+		if (p[1] == 'j')
+			handle_job(c, idbuf);
+		else if (p[1] == 'r')
+			handle_result(c, req, idbuf);
+		else
+			handle_logs(c, req, idbuf);
+	}
+}
+
+/* ------------------------------------------------------------------------ running jobs */
+
+extern char **environ;
+
+/* The active record around a scheduler job (struct job is its first member). */
+static struct active *
+active_of(struct job *j)
+{
+	return (struct active *)(void *)j;
+}
+
+static int
+ensure_log(struct active *a)
+{
+	char path[PATH_MAX];
+
+	if (a->log.fd >= 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, a->job.id);
+	if (capfile_open(&a->log, path, cfg.max_log_bytes) < 0) {
+		a->log.fd = -1;
+		return -1;
+	}
+	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
+	a->log.dropped = a->job.dropped_log_bytes;
+	return 0;
+}
+
+static void
+write_meta(const struct job *j)
+{
+	char path[PATH_MAX], *out = job_output_path(j->id);
+	struct json_buf b;
+	struct json_w w;
+	int fd;
+
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	render_record(&w, j, out);
+	json_w_obj_end(&w);
+	json_buf_add(&b, "\n", 1);
+	free(out);
+	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		if (!b.oom && write(fd, b.p, b.len) != (ssize_t)b.len)
+			logmsg("tt-device-queue: job %s: cannot write meta.json", j->id);
+		close(fd);
+	}
+	json_buf_free(&b);
+}
+
+static void
+job_pipe_event(void *arg, short revents)
+{
+	struct active *a = arg;
+	ssize_t n;
+
+	(void)revents;
+	n = capfile_drain(&a->log, a->out_fd, DRAIN_BUDGET);
+	if (n > 0) {
+		waiters_wake(a, false);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	/* EOF (or a read error): this process's output is complete. */
+	watch_del(&a->out_slot);
+	close(a->out_fd);
+	a->out_fd = -1;
+	a->eof = true;
+	if (a->reaped)
+		timer_set(&a->straggler, mono_now); /* finish from the timer list, not mid-dispatch */
+}
+
+static void process_done(struct active *a);
+
+static void
+job_straggler_fired(void *arg)
+{
+	process_done(arg);
+}
+
+/* Start argv for a (its output into a's log); -1 with err filled when it cannot start. */
+static int
+spawn_process(struct active *a, char *const argv[], char *const envp[], const char *cwd, char *err,
+	      size_t errlen)
+{
+	struct proc_opts o = {.argv = argv, .envp = envp, .cwd = cwd,
+			      .oom_score_adj = (int)cfg.oom_score_adj};
+	int fd;
+	pid_t pid;
+
+	if (ensure_log(a) < 0) {
+		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
+		return -1;
+	}
+	pid = proc_spawn(&o, &fd, err, errlen);
+	if (pid < 0)
+		return -1;
+	a->pid = pid;
+	a->out_fd = fd;
+	a->reaped = a->eof = false;
+	a->iter_started_mono = mono_now;
+	if (watch_add(fd, POLLIN, job_pipe_event, a, &a->out_slot) < 0) {
+		proc_kill_group(pid, SIGKILL);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The job's environment: the daemon's, scrubbed, plus its env object (SPEC 6). */
+static char **
+job_env(struct active *a, char **block)
+{
+	char *env = a->job.env_json, **extra = NULL, *p, **envp;
+	int n, i, k;
+	size_t need = 0;
+
+	*block = NULL;
+	if (!env && store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
+		return NULL;
+	env = a->job.env_json;
+	n = env ? json_parse(env, strlen(env), toks, MAX_TOKENS, NULL, 0) : 0;
+	if (n > 0 && toks[0].type == JSON_OBJECT) {
+		for (i = 1; i < n; i = (int)toks[i + 1].next)
+			need += json_str_decode(env, &toks[i], NULL, 0) +
+				json_str_decode(env, &toks[i + 1], NULL, 0) + 2;
+		extra = malloc(sizeof(char *) * (toks[0].size + 1) + need);
+		if (!extra)
+			return NULL;
+		p = (char *)(extra + toks[0].size + 1);
+		for (i = 1, k = 0; i < n; i = (int)toks[i + 1].next, k++) {
+			extra[k] = p;
+			p += json_str_decode(env, &toks[i], p, need);
+			*p++ = '=';
+			p += json_str_decode(env, &toks[i + 1], p, need);
+			*p++ = '\0';
+		}
+		extra[k] = NULL;
+	}
+	envp = proc_build_env(environ, extra, extra ? toks[0].size : 0);
+	*block = (char *)extra;
+	return envp;
+}
+
+static void
+run_iteration(struct active *a, char *const envp[])
+{
+	char *argv[] = {"/bin/bash", "-lc", a->job.cmd, NULL}, err[512];
+
+	a->job.repeat_current++;
+	if (a->job.repeat > 1 && ensure_log(a) == 0)
+		capfile_marker(&a->log, "Repeat %d/%d", a->job.repeat_current, a->job.repeat);
+	if (spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err)) < 0) {
+		char *e = xasprintf("Cannot start the job: %s", err);
+
+		job_finish(a, -1, e, NULL);
+		free(e);
+	}
+}
+
+/* envp of the running job, kept for its iterations. */
+struct job_envp {
+	char **envp;
+	char *block;
+};
+
+static struct job_envp *job_envs; /* indexed by card index: one running job per card */
+
+static void
+job_spawn_first(struct active *a)
+{
+	struct job_envp *e = &job_envs[card_index(a->card)];
+
+	e->envp = job_env(a, &e->block);
+	free(a->job.env_json);
+	a->job.env_json = NULL;
+	if (!e->envp) {
+		job_finish(a, -1, "Cannot build the job's environment", NULL);
+		return;
+	}
+	timer_set(&a->deadline, mono_now + a->job.timeout);
+	logmsg("tt-device-queue: job %s started on card %d", a->job.id, a->job.device);
+	run_iteration(a, e->envp);
+}
+
+static void
+job_envp_free(struct active *a)
+{
+	struct job_envp *e = &job_envs[card_index(a->card)];
+
+	free(e->envp);
+	free(e->block);
+	e->envp = NULL;
+	e->block = NULL;
+}
+
+static const char *
+stop_error(const struct active *a)
+{
+	switch (a->stop) {
+	case STOP_KILL:
+		return "Stopped by a kill request";
+	case STOP_SHUTDOWN:
+		return "Interrupted: the service stopped while the job was running; it is not run again";
+	case STOP_PREEMPT:
+		return "Interrupted by a reset of its card";
+	default:
+		return NULL;
+	}
+}
+
+static void
+iteration_done(struct active *a, int code)
+{
+	struct job *j = &a->job;
+	double took = mono_now - a->iter_started_mono;
+	char trailer[256];
+
+	if (j->repeat_current == 1) {
+		j->first_iteration_elapsed = took;
+		j->per_iter_estimate = took;
+	}
+	if (code == 0)
+		j->repeat_completed++;
+	if (a->stop == STOP_TIMEOUT) {
+		char *m = timeout_message(j);
+
+		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
+		free(m);
+		job_finish(a, -9, NULL, trailer);
+	} else if (a->stop != STOP_NONE) {
+		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", stop_error(a));
+		job_finish(a, a->stop == STOP_SHUTDOWN ? -1 : code, stop_error(a), trailer);
+	} else if (code != 0 || j->repeat_current >= j->repeat) {
+		job_finish(a, code, NULL, NULL);
+	} else {
+		run_iteration(a, job_envs[card_index(a->card)].envp);
+	}
+}
+
+static void reset_step_done(struct active *a, int code);
+
+/* The process of a was reaped and its output drained (or the straggler bound passed). */
+static void
+process_done(struct active *a)
+{
+	int code = proc_exit_code(a->wstatus);
+
+	timer_stop(&a->straggler);
+	if (a->out_fd >= 0) {
+		while (capfile_drain(&a->log, a->out_fd, DRAIN_BUDGET) > 0)
+			;
+		watch_del(&a->out_slot);
+		close(a->out_fd);
+		a->out_fd = -1;
+	}
+	proc_guardian_forget(a->pid);
+	a->pid = 0;
+	timer_stop(&a->escalate);
+	if (a->job.mode == JOB_MODE_RESET)
+		reset_step_done(a, code);
+	else
+		iteration_done(a, code);
+}
+
+/* A child was reaped: whatever is left of its group is killed (SPEC 6). */
+static void
+child_reaped(pid_t pid, int wstatus)
+{
+	int i;
+
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct job *j = D.sched.cards[i].current;
+		struct active *a = j ? active_of(j) : NULL;
+
+		if (!a || a->pid != pid)
+			continue;
+		a->reaped = true;
+		a->wstatus = wstatus;
+		proc_kill_group(pid, SIGKILL);
+		timer_set(&a->straggler, a->eof ? mono_now : mono_now + STRAGGLER_BOUND);
+		return;
+	}
+}
+
+static void
+job_timeout_fired(void *arg)
+{
+	struct active *a = arg;
+
+	if (a->job.status != JOB_RUNNING)
+		return;
+	if (a->job.mode == JOB_MODE_RESET) {
+		/* One control command ran past TT_DEVICE_HEALTH_CMD_TIMEOUT: its step fails. */
+		capfile_marker(&a->log, "timed out after %g seconds; its process group is killed",
+			       cfg.health_cmd_timeout);
+		if (a->pid > 0)
+			proc_kill_group(a->pid, SIGKILL);
+		return;
+	}
+	a->stop = STOP_TIMEOUT;
+	a->job.timed_out = true;
+	if (isnan(a->job.stop_requested_at))
+		a->job.stop_requested_at = clock_wall();
+	if (a->pid > 0) {
+		proc_kill_group(a->pid, SIGKILL);
+	} else {
+		char *m = timeout_message(&a->job), trailer[256];
+
+		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
+		free(m);
+		job_finish(a, -9, NULL, trailer);
+	}
+}
+
+static void
+job_escalate_fired(void *arg)
+{
+	struct active *a = arg;
+
+	if (a->pid > 0) {
+		proc_kill_group(a->pid, SIGKILL);
+		a->job.stop_escalated_at = clock_wall();
+	}
+}
+
+/* Ask a running job (or control command) to stop: SIGINT now, SIGKILL after the grace. */
+static void
+job_stop(struct active *a, int reason)
+{
+	if (a->job.status != JOB_RUNNING)
+		return;
+	if (a->stop == STOP_NONE || reason == STOP_SHUTDOWN)
+		a->stop = reason;
+	if (isnan(a->job.stop_requested_at)) {
+		a->job.stop_requested_at = clock_wall();
+		mark_dirty(a);
+	}
+	if (a->pid <= 0)
+		return;
+	if (cfg.stop_grace <= 0) {
+		proc_kill_group(a->pid, SIGKILL);
+		return;
+	}
+	proc_kill_group(a->pid, SIGINT);
+	if (!timer_armed(&a->escalate))
+		timer_set(&a->escalate, mono_now + cfg.stop_grace);
+}
+
+/*
+ * Finish a job: record the outcome, close its log (trailer lines and the truncation marker),
+ * write meta.json, free its card, answer its waiters. Memory is released after the commit.
+ */
+static void
+job_finish(struct active *a, int exit_code, const char *error, const char *trailer)
+{
+	struct job *j = &a->job;
+	double now = clock_wall();
+
+	timer_stop(&a->deadline);
+	timer_stop(&a->escalate);
+	j->status = JOB_DONE;
+	j->finished_at = now;
+	j->elapsed = isnan(j->started_at) ? 0 : now - j->started_at;
+	j->exit_code = exit_code;
+	j->has_exit_code = true;
+	free(j->error);
+	j->error = error ? xstrdup(error) : NULL;
+	if (ensure_log(a) == 0) {
+		capfile_finish(&a->log, trailer);
+		a->log.fd = -1;
+		j->log_size = a->log.size;
+		j->dropped_log_bytes = a->log.dropped;
+		j->log_truncated = a->log.dropped > 0;
+	}
+	write_meta(j);
+	mark_dirty(a);
+	a->finished = true;
+	vec_push(&D.finished, a);
+	waiters_wake(a, true);
+	if (!card_known(a->card))
+		return; /* a job of a card no longer configured, failed at start-up */
+	count_outcome(a);
+	if (a->card->current == j) {
+		sched_set_current(a->card, NULL);
+		if (j->mode == JOB_MODE_RUN)
+			job_envp_free(a);
+	}
+	recent_add(a->card, j);
+	logmsg("tt-device-queue: job %s on card %d finished: exit %d in %.2fs%s%s", j->id, j->device,
+	       exit_code, j->elapsed, error ? ": " : "", error ? error : "");
+}
+
+static void
+job_start(struct active *a)
+{
+	struct job *j = &a->job;
+
+	j->status = JOB_RUNNING;
+	j->started_at = clock_wall();
+	j->reset_epoch = a->card->reset_epoch;
+	a->started_mono = mono_now;
+	sched_set_current(a->card, j);
+	mark_dirty(a);
+	vec_push(&D.spawn, a);
+}
+
+/* ------------------------------------------------------------------------ card resets */
+
+enum rs_step { RS_RESET = 0, RS_HEALTH, RS_DEEP };
+
+/* Finished-job and reset counters per card for /metrics (since this start). */
+enum outcome { OUT_OK = 0, OUT_FAILED, OUT_TIMEOUT, OUT_CANCELLED, OUT_N };
+static long long finished_count[MAX_CARDS][OUT_N];
+static long long reset_count[MAX_CARDS][2]; /* ok, failed */
+
+/* A control command with {device} replaced; reset commands without it get the number last. */
+static char *
+control_command(const char *tmpl, int device, bool append_device)
+{
+	struct json_buf b;
+	const char *p = tmpl, *hit;
+	char num[16];
+
+	snprintf(num, sizeof(num), "%d", device);
+	json_buf_init(&b);
+	while ((hit = strstr(p, "{device}"))) {
+		json_buf_add(&b, p, (size_t)(hit - p));
+		json_buf_add(&b, num, strlen(num));
+		p = hit + 8;
+	}
+	json_buf_add(&b, p, strlen(p));
+	if (append_device && !strstr(tmpl, "{device}")) {
+		json_buf_add(&b, " ", 1);
+		json_buf_add(&b, num, strlen(num));
+	}
+	json_buf_add(&b, "", 1);
+	if (b.oom)
+		abort();
+	return b.p;
+}
+
+static const char *
+health_template(void)
+{
+	static char *def;
+
+	if (cfg.health_cmd)
+		return cfg.health_cmd;
+	if (!def)
+		def = xasprintf("~/tenstorrent/.venv/bin/python3 '%s' {device}", D.health_check_path);
+	return def;
+}
+
+static void
+reset_run(struct active *a, int step)
+{
+	const char *tmpl = step == RS_RESET ? cfg.reset_cmd
+			   : step == RS_DEEP ? cfg.deep_reset_cmd
+					     : health_template();
+	char *cmd = control_command(tmpl, a->job.device, step != RS_HEALTH), err[512];
+	char *argv[] = {"/bin/bash", "-c", cmd, NULL};
+
+	a->rs_step = step;
+	if (ensure_log(a) == 0)
+		capfile_marker(&a->log, "$ %s", cmd);
+	if (spawn_process(a, argv, environ, NULL, err, sizeof(err)) < 0) {
+		capfile_marker(&a->log, "cannot start: %s", err);
+		a->pid = 0;
+		a->wstatus = 127 << 8;
+		free(cmd);
+		reset_step_done(a, 127);
+		return;
+	}
+	timer_set(&a->deadline, mono_now + cfg.health_cmd_timeout);
+	free(cmd);
+}
+
+static void
+card_fail_queue(struct card *c)
+{
+	char error[256], trailer[320];
+
+	snprintf(error, sizeof(error), "Card %d is dead: it needs a host reboot or operator recovery; "
+				       "this job never ran", c->device);
+	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
+	while (c->head) {
+		struct active *a = active_of(c->head);
+
+		sched_unlink(&D.sched, c, c->head);
+		job_finish(a, -1, error, trailer);
+	}
+}
+
+static void
+reset_finish(struct active *a, bool ok)
+{
+	struct card *c = a->card;
+	char msg[512];
+
+	c->reset_pending = false;
+	if (ok) {
+		c->state = CARD_HEALTHY;
+		c->reset_epoch++;
+		c->last_reset_at = clock_wall();
+		snprintf(msg, sizeof(msg), PROC_MARKER " card %d is healthy (reset epoch %lld)\n",
+			 c->device, c->reset_epoch);
+		reset_count[card_index(c)][0]++;
+		card_dirty(c);
+		job_finish(a, 0, NULL, msg);
+		return;
+	}
+	c->state = CARD_DEAD;
+	c->dead_since = clock_wall();
+	free(c->dead_reason);
+	c->dead_reason = xasprintf("Reset and health verification failed; card %d needs a host reboot "
+				   "or operator recovery",
+				   c->device);
+	snprintf(msg, sizeof(msg), PROC_MARKER " %s\n", c->dead_reason);
+	reset_count[card_index(c)][1]++;
+	card_dirty(c);
+	job_finish(a, 1, c->dead_reason, msg);
+	logmsg("tt-device-queue: card %d is dead: %s", c->device, c->dead_reason);
+	card_fail_queue(c);
+}
+
+/* One control command of the reset procedure ended (SPEC 8). */
+static void
+reset_step_done(struct active *a, int code)
+{
+	timer_stop(&a->deadline);
+	if (a->stop == STOP_SHUTDOWN) {
+		/* The card stays resetting with the reset pending: it runs again at the next start. */
+		job_finish(a, -1, "Interrupted: the service stopped during the reset; it runs again at "
+				  "the next start",
+			   PROC_MARKER " interrupted by the service stopping\n");
+		return;
+	}
+	capfile_marker(&a->log, "exit status %d", code);
+	if (a->rs_step == RS_RESET && code == 0)
+		reset_run(a, RS_HEALTH);
+	else if (a->rs_step == RS_HEALTH && code == 0)
+		reset_finish(a, true);
+	else if (a->rs_step == RS_DEEP)
+		code == 0 ? reset_run(a, RS_RESET) : reset_finish(a, false);
+	else if (!a->rs_deep_done && a->rs_attempt < 1 + cfg.reset_retries) {
+		a->rs_attempt++;
+		reset_run(a, RS_RESET);
+	} else if (!a->rs_deep_done && cfg.deep_reset_cmd[0]) {
+		a->rs_deep_done = true;
+		reset_run(a, RS_DEEP);
+	} else {
+		reset_finish(a, false);
+	}
+}
+
+/* The reset of card c starts now as a job of its own (SPEC 8). */
+static void
+reset_start(struct card *c)
+{
+	struct active *a = active_new();
+
+	if (!a || new_job_id(a->job.id) < 0) {
+		free(a);
+		return; /* tried again at the next dispatch pass */
+	}
+	a->card = c;
+	a->job.device = c->device;
+	a->job.mode = JOB_MODE_RESET;
+	a->job.cmd = control_command(cfg.reset_cmd, c->device, true);
+	a->job.cwd = xstrdup("");
+	a->job.client_id = xstrdup("system");
+	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
+	a->job.submitted_at = clock_wall();
+	a->rs_attempt = 1;
+	c->state = CARD_RESETTING;
+	card_dirty(c);
+	index_add(a);
+	job_start(a);
+	logmsg("tt-device-queue: reset of card %d started", c->device);
+}
+
+static const char *
+reset_hint(enum reset_action act, int device)
+{
+	static char hint[256];
+
+	switch (act) {
+	case RESET_SCHEDULED:
+		snprintf(hint, sizeof(hint), "Reset of card %d scheduled; GET /status shows progress and "
+					     "the reset job's log the details", device);
+		break;
+	case RESET_JOINED:
+		snprintf(hint, sizeof(hint), "A reset of card %d is already pending or running; this "
+					     "request joined it", device);
+		break;
+	case RESET_ALREADY_RESET:
+		snprintf(hint, sizeof(hint), "Card %d was reset after that job ran; nothing to do", device);
+		break;
+	default:
+		snprintf(hint, sizeof(hint), "Card %d is dead: it needs a host reboot or operator "
+					     "recovery", device);
+	}
+	return hint;
+}
+
+/* Apply a reset request to one card and write its entry (SPEC 5 /reset). */
+static void
+reset_request_card(struct card *c, long long job_epoch, const char *job_id, struct json_w *w,
+		   bool preempt_any)
+{
+	enum reset_action act = sched_reset_request(c, job_epoch);
+	struct job *cur = c->current;
+
+	if (act == RESET_SCHEDULED)
+		card_dirty(c);
+	if ((act == RESET_SCHEDULED || act == RESET_JOINED) && cfg.reset_preempts && cur &&
+	    cur->mode == JOB_MODE_RUN && (preempt_any || (job_id && strcmp(cur->id, job_id) == 0)))
+		job_stop(active_of(cur), STOP_PREEMPT);
+	json_w_obj(w);
+	w_device(w, c->device);
+	w_str(w, "action", sched_reset_action_name(act));
+	w_str(w, "device_state", sched_state_name(c->state));
+	w_int(w, "reset_epoch", c->reset_epoch);
+	w_str(w, "hint", reset_hint(act, c->device));
+	if (act == RESET_DEAD)
+		w_str(w, "error", reset_hint(act, c->device));
+	json_w_obj_end(w);
+}
+
+/* The card and epoch of the job named by job_id field i; answers and returns NULL if none. */
+static struct card *
+reset_job_card(struct conn *c, const char *body, int i, char id[33], long long *epoch)
+{
+	struct active *a;
+	struct job j;
+	char *out = NULL;
+	struct card *card;
+	int r;
+
+	if (toks[i].type != JSON_STRING || json_str_decode(body, &toks[i], id, 32) != 32 ||
+	    !valid_job_id(id, 32)) {
+		respond_error(c, 404, "Unknown job");
+		return NULL;
+	}
+	id[32] = '\0';
+	if ((r = find_job(c, id, &a, &j, &out)) < 0)
+		return NULL;
+	if (r == 1) {
+		*epoch = a->job.reset_epoch;
+		return a->card;
+	}
+	*epoch = j.reset_epoch;
+	card = sched_card(&D.sched, j.device);
+	if (!card)
+		respond_error(c, 400, "Job %s ran on card %d, which is not configured here", id, j.device);
+	sched_job_clear(&j);
+	free(out);
+	return card;
+}
+
+/* POST /reset {"device_id"} | {"job_id"} | {} (SPEC 5, 8). */
+static void
+handle_reset(struct conn *c, const char *body, size_t len)
+{
+	struct card *card = NULL, *jcard = NULL;
+	long long epoch = -1;
+	char id[33];
+	int ji, di, i;
+	struct json_w w;
+
+	if (parse_body(c, body, len) < 0)
+		return;
+	if (D.shutting_down) {
+		respond_refused(c, NULL, "The service is shutting down");
+		return;
+	}
+	ji = field(body, "job_id");
+	di = field(body, "device_id");
+	if (ji >= 0 && !(jcard = reset_job_card(c, body, ji, id, &epoch)))
+		return;
+	if (di >= 0 && !(card = card_from_field(c, body, di)))
+		return;
+	if (card && jcard && card != jcard) {
+		respond_error(c, 400, "job_id %s ran on card %d, not on card %d", id, jcard->device,
+			      card->device);
+		return;
+	}
+	w = body_begin();
+	if (!card && !jcard) {
+		json_w_obj(&w);
+		json_w_key(&w, "resets");
+		json_w_arr(&w);
+		for (i = 0; i < D.sched.ncards; i++)
+			reset_request_card(&D.sched.cards[i], -1, NULL, &w, true);
+		json_w_arr_end(&w);
+		json_w_obj_end(&w);
+		respond_json(c, 200, &body_buf, NULL);
+		return;
+	}
+	card = jcard ? jcard : card;
+	reset_request_card(card, jcard ? epoch : -1, jcard ? id : NULL, &w, !jcard);
+	respond_json(c, card->state == CARD_DEAD ? 503 : 200, &body_buf, NULL);
+}
+
+/* GET /metrics: Prometheus text exposition 0.0.4 (SPEC 5). */
+static void
+handle_metrics(struct conn *c)
+{
+	static const char *const outcomes[] = {"ok", "failed", "timeout", "cancelled"};
+	struct json_buf *b = &body_buf;
+	int i, k;
+
+	body_begin();
+	json_buf_printf(b, "# HELP ttq_uptime_seconds Seconds since the daemon started.\n"
+			   "# TYPE ttq_uptime_seconds gauge\nttq_uptime_seconds %.3f\n",
+			clock_wall() - D.started_wall);
+	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
+			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
+	json_buf_printf(b, "# HELP ttq_queue_depth Queued jobs per card.\n# TYPE ttq_queue_depth gauge\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		json_buf_printf(b, "ttq_queue_depth{device=\"%d\"} %d\n", D.sched.cards[i].device,
+				D.sched.cards[i].queued);
+	json_buf_printf(b, "# HELP ttq_card_state 1 for the card's current state.\n# TYPE ttq_card_state gauge\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		for (k = CARD_HEALTHY; k <= CARD_DEAD; k++)
+			json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
+					D.sched.cards[i].device, sched_state_name(k),
+					D.sched.cards[i].state == k);
+	json_buf_printf(b, "# HELP ttq_running_job_age_seconds Age of the running job or reset (0 when idle).\n"
+			   "# TYPE ttq_running_job_age_seconds gauge\n");
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct job *j = D.sched.cards[i].current;
+
+		json_buf_printf(b, "ttq_running_job_age_seconds{device=\"%d\"} %.3f\n",
+				D.sched.cards[i].device, j ? mono_now - active_of(j)->started_mono : 0.0);
+	}
+	json_buf_printf(b, "# HELP ttq_jobs_finished_total Jobs finished since start, by outcome.\n"
+			   "# TYPE ttq_jobs_finished_total counter\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		for (k = 0; k < OUT_N; k++)
+			json_buf_printf(b, "ttq_jobs_finished_total{device=\"%d\",outcome=\"%s\"} %lld\n",
+					D.sched.cards[i].device, outcomes[k], finished_count[i][k]);
+	json_buf_printf(b, "# HELP ttq_resets_total Card resets since start, by outcome.\n"
+			   "# TYPE ttq_resets_total counter\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		for (k = 0; k < 2; k++)
+			json_buf_printf(b, "ttq_resets_total{device=\"%d\",outcome=\"%s\"} %lld\n",
+					D.sched.cards[i].device, k ? "failed" : "ok", reset_count[i][k]);
+	respond_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
+}
+
+static void
+count_outcome(const struct active *a)
+{
+	const struct job *j = &a->job;
+	int k;
+
+	if (j->mode != JOB_MODE_RUN)
+		return;
+	k = j->timed_out ? OUT_TIMEOUT : isnan(j->started_at) ? OUT_CANCELLED
+				       : j->exit_code == 0    ? OUT_OK
+							      : OUT_FAILED;
+	finished_count[card_index(a->card)][k]++;
+}
+
+/* ------------------------------------------------------------------------ store sync */
+
+static void
+dispatch_pass(void)
+{
+	int i;
+
+	D.heartbeat_mono = mono_now;
+	if (D.shutting_down)
+		return;
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct card *c = &D.sched.cards[i];
+		struct job *j;
+
+		switch (sched_next(&D.sched, c, !D.degraded, &j)) {
+		case SCHED_START_JOB:
+			job_start(active_of(j));
+			break;
+		case SCHED_START_RESET:
+			reset_start(c);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static int
+store_write_dirty(void)
+{
+	int i;
+
+	if (store_begin(D.store) < 0)
+		return -1;
+	for (i = 0; i < D.dirty.n; i++) {
+		struct active *a = D.dirty.v[i];
+		char *out = job_output_path(a->job.id);
+		int r = store_put_job(D.store, &a->job, out);
+
+		free(out);
+		if (r < 0)
+			return -1;
+	}
+	for (i = 0; D.cards_dirty && i < D.sched.ncards; i++)
+		if (D.sched.cards[i].dirty &&
+		    store_put_card(D.store, &D.sched.cards[i], D.boot_id) < 0)
+			return -1;
+	return store_commit(D.store);
+}
+
+static void
+store_committed(void)
+{
+	int i;
+
+	for (i = 0; i < D.dirty.n; i++) {
+		struct active *a = D.dirty.v[i];
+
+		a->job.dirty = false;
+		if (a->job.status == JOB_QUEUED) {
+			free(a->job.env_json); /* stored; loaded again when the job starts */
+			a->job.env_json = NULL;
+		}
+	}
+	D.dirty.n = 0;
+	for (i = 0; i < D.sched.ncards; i++)
+		D.sched.cards[i].dirty = false;
+	D.cards_dirty = false;
+	for (i = 0; i < D.finished.n; i++) {
+		index_del(D.finished.v[i]);
+		active_free(D.finished.v[i]);
+	}
+	D.finished.n = 0;
+	D.nacks = 0;
+	if (D.degraded) {
+		D.degraded = false;
+		logmsg("tt-device-queue: job store writable again; dispatch resumes");
+	}
+}
+
+/* The commit failed: refuse this iteration's submissions, put dispatched jobs back. */
+static void
+store_failed(const char *why)
+{
+	int i, k;
+
+	if (!D.degraded)
+		logmsg("tt-device-queue: job store degraded: %s", why);
+	D.degraded = true;
+	snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
+	timer_set(&D.store_retry, mono_now + STORE_RETRY);
+	for (i = D.nacks - 1; i >= 0; i--) {
+		struct ack *k2 = &D.acks[i];
+		struct active *a = k2->a;
+
+		a->job.dirty = false;
+		sched_unlink(&D.sched, a->card, &a->job);
+		index_del(a);
+		k2->conn->out.len = k2->out_start;
+		respond_refused(k2->conn, a->card, "The job store is degraded; the job was not queued");
+		active_free(a);
+		k2->a = NULL;
+	}
+	D.nacks = 0;
+	for (i = 0, k = 0; i < D.dirty.n; i++) {
+		struct active *a = D.dirty.v[i];
+
+		if (a->job.dirty)
+			D.dirty.v[k++] = a;
+	}
+	D.dirty.n = k;
+	for (i = D.spawn.n - 1; i >= 0; i--) {
+		struct active *a = D.spawn.v[i];
+
+		if (a->job.mode == JOB_MODE_RESET) {
+			/* Not started: forget the reset job; the card's reset stays pending. */
+			sched_set_current(a->card, NULL);
+			a->job.dirty = false;
+			index_del(a);
+			for (k = 0; k < D.dirty.n && D.dirty.v[k] != a; k++)
+				;
+			if (k < D.dirty.n)
+				D.dirty.v[k] = D.dirty.v[--D.dirty.n];
+			active_free(a);
+			continue;
+		}
+		a->job.status = JOB_QUEUED;
+		a->job.started_at = NAN;
+		sched_set_current(a->card, NULL);
+		sched_requeue_front(&D.sched, a->card, &a->job);
+	}
+	D.spawn.n = 0;
+}
+
+static void
+store_sync(void)
+{
+	if (D.dirty.n == 0 && !D.cards_dirty)
+		return;
+	if (D.degraded && timer_armed(&D.store_retry)) {
+		store_failed(D.degraded_reason);
+		return;
+	}
+	if (store_write_dirty() < 0) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
+		store_rollback(D.store);
+		store_failed(why);
+		return;
+	}
+	store_committed();
+}
+
+static void
+spawn_pending(void)
+{
+	int i;
+
+	for (i = 0; i < D.spawn.n; i++) {
+		struct active *a = D.spawn.v[i];
+
+		if (a->job.mode == JOB_MODE_RESET)
+			reset_run(a, RS_RESET);
+		else
+			job_spawn_first(a);
+	}
+	D.spawn.n = 0;
+}
+
+static void
+store_retry_fired(void *arg)
+{
+	(void)arg; /* the loop's after-phase commits again */
+}
+
+static void
+remove_job_dir(const char *id)
+{
+	char path[PATH_MAX];
+	DIR *d;
+	struct dirent *e;
+
+	if (!valid_job_id(id, strlen(id)))
+		return; /* only a direct child of the log dir named as a job id */
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
+	d = opendir(path);
+	if (d) {
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+static void
+retention_cb(void *ctx, const char *id)
+{
+	(void)ctx;
+	remove_job_dir(id);
+}
+
+static void
+retention_fired(void *arg)
+{
+	double cutoff = cfg.retention_days ? clock_wall() - (double)cfg.retention_days * 86400 : 0;
+	int n;
+
+	(void)arg;
+	timer_set(&D.retention, mono_now + RETENTION_EVERY);
+	if (D.degraded)
+		return;
+	n = store_retention(D.store, cutoff, cfg.max_completed, retention_cb, NULL);
+	if (n < 0) {
+		snprintf(D.maintenance_warning, sizeof(D.maintenance_warning), "retention failed: %s",
+			 store_errmsg(D.store));
+		return;
+	}
+	D.maintenance_warning[0] = '\0';
+	if (n > 0)
+		logmsg("tt-device-queue: retention deleted %d completed jobs", n);
+}
+
+/* ------------------------------------------------------------------------ signals, shutdown */
+
+static void
+shutdown_begin(void)
+{
+	int i;
+
+	if (D.shutting_down) {
+		/* A second request: no more grace. */
+		for (i = 0; i < D.sched.ncards; i++)
+			if (D.sched.cards[i].current && active_of(D.sched.cards[i].current)->pid > 0)
+				proc_kill_group(active_of(D.sched.cards[i].current)->pid, SIGKILL);
+		return;
+	}
+	D.shutting_down = true;
+	logmsg("tt-device-queue: shutting down: stopping running jobs, queued jobs are kept");
+	if (D.listen_fd >= 0) {
+		watch_del(&D.listen_slot);
+		close(D.listen_fd);
+		D.listen_fd = -1;
+	}
+	for (i = 0; i < D.sched.ncards; i++)
+		if (D.sched.cards[i].current)
+			job_stop(active_of(D.sched.cards[i].current), STOP_SHUTDOWN);
+	timer_set(&D.shutdown_deadline, mono_now + cfg.stop_grace + 4.0);
+}
+
+static void
+shutdown_deadline_fired(void *arg)
+{
+	(void)arg;
+	logmsg("tt-device-queue: jobs did not stop in time; exiting anyway");
+	exit(1); /* the guardian kills what is left */
+}
+
+static void
+signal_event(void *arg, short revents)
+{
+	struct signalfd_siginfo si;
+
+	(void)arg;
+	(void)revents;
+	while (read(D.sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+			shutdown_begin();
+		else if (si.ssi_signo == SIGHUP)
+			logmsg("tt-device-queue: SIGHUP ignored (restart the service to reconfigure)");
+	}
+	/* Signals coalesce: reap every child that has exited. */
+	for (;;) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+
+		if (pid <= 0)
+			break;
+		child_reaped(pid, st);
+	}
+}
+
+static bool
+shutdown_done(void)
+{
+	int i;
+
+	if (!D.shutting_down)
+		return false;
+	for (i = 0; i < D.sched.ncards; i++)
+		if (D.sched.cards[i].current)
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------------------ start-up */
+
+static void
+read_boot_id(void)
+{
+	FILE *f = fopen(cfg.boot_id_file, "re");
+
+	D.boot_id[0] = '\0';
+	if (f) {
+		if (fgets(D.boot_id, sizeof(D.boot_id), f))
+			D.boot_id[strcspn(D.boot_id, "\r\n")] = '\0';
+		fclose(f);
+	}
+	if (!D.boot_id[0])
+		snprintf(D.boot_id, sizeof(D.boot_id), "unknown");
+}
+
+static int
+mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX], *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+struct card_rows {
+	struct store_card rows[MAX_CARDS];
+	int n;
+};
+
+static int
+card_row_cb(void *ctx, struct store_card *c)
+{
+	struct card_rows *r = ctx;
+
+	if (r->n >= MAX_CARDS) {
+		free(c->dead_reason);
+		free(c->boot_id);
+		return 0;
+	}
+	r->rows[r->n++] = *c;
+	return 0;
+}
+
+/* Apply a stored card row: same boot keeps dead; a new boot clears it (SPEC 8). */
+static void
+apply_card_row(struct card *c, struct store_card *row)
+{
+	bool same_boot = row->boot_id && strcmp(row->boot_id, D.boot_id) == 0;
+
+	c->reset_epoch = row->reset_epoch;
+	c->last_reset_at = row->last_reset_at;
+	c->reset_pending = row->reset_pending;
+	c->state = row->state;
+	if (row->state == CARD_DEAD && !same_boot) {
+		c->state = CARD_HEALTHY;
+		c->reset_epoch++;
+		c->reset_pending = false;
+		logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again", c->device);
+	} else if (row->state == CARD_DEAD) {
+		c->dead_since = row->dead_since;
+		c->dead_reason = row->dead_reason;
+		row->dead_reason = NULL;
+	} else if (row->state == CARD_RESETTING) {
+		c->reset_pending = true; /* cut short by a stop: it runs again now */
+	}
+	if (!same_boot || row->state == CARD_RESETTING)
+		card_dirty(c);
+}
+
+static void
+setup_cards(void)
+{
+	static struct card_rows rows;
+	int ids[MAX_CARDS * 2], n = cfg.nids, i;
+
+	if (store_load_cards(D.store, card_row_cb, &rows) < 0) {
+		fprintf(stderr, "tt-device-queue serve: cannot read cards: %s\n", store_errmsg(D.store));
+		exit(1);
+	}
+	memcpy(ids, cfg.ids, sizeof(int) * (size_t)cfg.nids);
+	/* A card dead in this boot stays listed even when its node vanished (SPEC 3). */
+	for (i = 0; i < rows.n; i++)
+		if (rows.rows[i].state == CARD_DEAD && rows.rows[i].boot_id &&
+		    strcmp(rows.rows[i].boot_id, D.boot_id) == 0 && n < MAX_CARDS)
+			ids[n++] = rows.rows[i].device;
+	if (sched_init(&D.sched, ids, n) < 0) {
+		perror("tt-device-queue serve");
+		exit(1);
+	}
+	for (i = 0; i < rows.n; i++) {
+		struct card *c = sched_card(&D.sched, rows.rows[i].device);
+
+		if (c)
+			apply_card_row(c, &rows.rows[i]);
+		free(rows.rows[i].dead_reason);
+		free(rows.rows[i].boot_id);
+	}
+	for (i = 0; i < D.sched.ncards; i++)
+		card_dirty(&D.sched.cards[i]); /* rows for new cards, and this boot's id */
+}
+
+static int
+recent_cb(void *ctx, struct job *j, const char *output_file)
+{
+	(void)output_file;
+	recent_add(ctx, j);
+	sched_job_clear(j);
+	return 0;
+}
+
+/* A job found active at start-up: queued ones return to their card, running ones fail. */
+static int
+recover_cb(void *ctx, struct job *j, const char *output_file)
+{
+	struct active *a = active_new();
+	struct card *c = sched_card(&D.sched, j->device);
+	int *counts = ctx;
+
+	(void)output_file;
+	if (!a) {
+		sched_job_clear(j);
+		return -1;
+	}
+	a->job = *j;
+	a->job.prev = a->job.next = NULL;
+	a->card = c;
+	index_add(a);
+	if (!c) {
+		/* A card no longer configured: its queue cannot run here. */
+		static struct card gone;
+		char err[160];
+
+		gone.device = j->device;
+		a->card = &gone;
+		char trailer[200];
+
+		snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); the job never "
+					   "ran", j->device);
+		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
+		job_finish(a, -1, err, trailer);
+		counts[2]++;
+	} else if (j->status == JOB_RUNNING) {
+		sched_set_current(c, &a->job);
+		job_finish(a, -1, "Interrupted: the service stopped while the job was running "
+				  "(crash or shutdown); it is not run again",
+			   PROC_MARKER " interrupted: the service stopped while this job was running; "
+				       "it is not run again\n");
+		counts[1]++;
+	} else if (c->state == CARD_DEAD) {
+		sched_enqueue(&D.sched, c, &a->job);
+		card_fail_queue(c);
+		counts[2]++;
+	} else {
+		sched_enqueue(&D.sched, c, &a->job);
+		counts[0]++;
+	}
+	return 0;
+}
+
+static void
+recover(void)
+{
+	int counts[3] = {0, 0, 0}, i;
+
+	for (i = 0; i < D.sched.ncards; i++)
+		if (store_load_recent(D.store, D.sched.cards[i].device, SCHED_RECENT, recent_cb,
+				      &D.sched.cards[i]) < 0)
+			break;
+	if (store_load_active(D.store, recover_cb, counts) < 0) {
+		fprintf(stderr, "tt-device-queue serve: cannot load jobs: %s\n", store_errmsg(D.store));
+		exit(1);
+	}
+	store_sync();
+	if (D.degraded) {
+		fprintf(stderr, "tt-device-queue serve: cannot write the job store: %s\n",
+			D.degraded_reason);
+		exit(1);
+	}
+	logmsg("tt-device-queue: recovered %d queued jobs; %d interrupted jobs failed; %d jobs of "
+	       "unavailable cards failed",
+	       counts[0], counts[1], counts[2]);
+}
+
+static void
+open_store(void)
+{
+	char path[PATH_MAX], err[512];
+
+	umask(077);
+	if (mkdir_p(cfg.log_dir, 0700) < 0) {
+		fprintf(stderr, "tt-device-queue serve: cannot create TT_DEVICE_LOG_DIR %s: %s\n",
+			cfg.log_dir, strerror(errno));
+		exit(1);
+	}
+	snprintf(path, sizeof(path), "%s/jobs.sqlite3", cfg.log_dir);
+	D.store = store_open(path, err, sizeof(err));
+	if (!D.store) {
+		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
+		exit(1);
+	}
+}
+
+/* health_check.py beside the binary, else the copy built into it (SPEC 4). */
+static void
+setup_health_check(void)
+{
+	char path[PATH_MAX + 32];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/health_check.py", cfg.repo);
+	if (access(path, R_OK) == 0) {
+		D.health_check_path = xstrdup(path);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/health_check.py", cfg.log_dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		if (write(fd, embedded_health_check, sizeof(embedded_health_check)) < 0)
+			logmsg("tt-device-queue: cannot write %s: %s", path, strerror(errno));
+		close(fd);
+	}
+	D.health_check_path = xstrdup(path);
+}
+
+static void
+open_listener(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg.port)};
+	int one = 1;
+
+	if (inet_pton(AF_INET, cfg.host, &sa.sin_addr) != 1) {
+		fprintf(stderr, "tt-device-queue serve: TT_DEVICE_HOST: '%s' is not an IPv4 address\n",
+			cfg.host);
+		exit(2);
+	}
+	D.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (D.listen_fd < 0 ||
+	    setsockopt(D.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(D.listen_fd, SOMAXCONN) < 0) {
+		fprintf(stderr, "tt-device-queue serve: cannot listen on %s:%d: %s\n", cfg.host, cfg.port,
+			strerror(errno));
+		exit(1);
+	}
+	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
+		exit(1);
+	if (strncmp(cfg.host, "127.", 4) != 0)
+		logmsg("tt-device-queue: WARNING: listening on %s: the API has no authentication; "
+		       "anyone who can reach this port can run commands as this user",
+		       cfg.host);
+}
+
+static void
+setup_signals(void)
+{
+	sigset_t set;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	D.sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (D.sig_fd < 0 || watch_add(D.sig_fd, POLLIN, signal_event, NULL, &D.sig_slot) < 0) {
+		perror("tt-device-queue serve: signalfd");
+		exit(1);
+	}
+}
+
+/* One loop iteration after the events: answer, dispatch, commit, start, write. */
+static void
+loop_after(void)
+{
+	int rounds = 0;
+
+	do {
+		process_ready();
+		dispatch_pass();
+		store_sync();
+		spawn_pending();
+		flush_all();
+	} while (readyq.n > 0 && ++rounds < 8);
+	watch_sweep();
+	bury_dead();
+}
+
+static void
+serve_usage(FILE *f)
+{
+	fprintf(f, "usage: tt-device-queue serve\n"
+		   "Run the daemon in the foreground. Configuration comes from the environment:\n"
+		   "  TT_DEVICE_IDS (e.g. 0,1; default: numeric /dev/tenstorrent/* nodes),\n"
+		   "  TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741), TT_DEVICE_LOG_DIR (<dir of the\n"
+		   "  executable>/logs-v2), TT_DEVICE_RESET_CMD, TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
+		   "See README.md for every variable.\n");
+}
+
+static int
+serve_main(int argc, char **argv)
+{
+	if (argc > 1) {
+		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+
+		serve_usage(help ? stdout : stderr);
+		return help ? 0 : 2;
+	}
+	tzset();
+	config_load();
+	if (proc_guardian_start() < 0) {
+		perror("tt-device-queue serve: guardian");
+		return 1;
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	setup_signals();
+	mono_now = clock_mono();
+	D.started_wall = clock_wall();
+	D.heartbeat_mono = mono_now;
+	timer_init(&D.store_retry, store_retry_fired, NULL);
+	timer_init(&D.retention, retention_fired, NULL);
+	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
+	read_boot_id();
+	open_store();
+	setup_cards();
+	job_envs = calloc((size_t)D.sched.ncards, sizeof(*job_envs));
+	if (!job_envs)
+		return 1;
+	setup_health_check();
+	recover();
+	retention_fired(NULL);
+	open_listener();
+	logmsg("tt-device-queue %s: serving %d cards on %s:%d, log dir %s", TTQ_VERSION,
+	       D.sched.ncards, cfg.host, cfg.port, cfg.log_dir);
+	while (!shutdown_done()) {
+		int n = poll(pfds, (nfds_t)nwatch, readyq.n > 0 ? 0 : timers_timeout()), i;
+
+		mono_now = clock_mono();
+		if (n < 0 && errno != EINTR) {
+			perror("tt-device-queue serve: poll");
+			return 1;
+		}
+		for (i = 0; n > 0 && i < nwatch; i++) {
+			short re = pfds[i].revents;
+
+			if (re && watches[i].fn && pfds[i].fd >= 0)
+				watches[i].fn(watches[i].arg, re);
+		}
+		timers_run();
+		loop_after();
+	}
+	store_sync();
+	flush_all();
+	store_close(D.store);
+	logmsg("tt-device-queue: stopped");
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
+		return serve_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+		printf("tt-device-queue %s (SQLite %s)\n", TTQ_VERSION, sqlite3_libversion());
+		return 0;
+	}
+	return cli_main(argc, argv);
+}
