@@ -1,0 +1,2933 @@
+/*
+ * cli.c - the command-line client: every subcommand of tt-device-queue but `serve` (SPEC 10).
+ *
+ * Invariants:
+ * - One TCP connection per command, reused for every request (keep-alive) and reopened once
+ *   when the daemon closed it between requests. The socket is non-blocking and every connect,
+ *   write and read waits in one ppoll() helper, wait_fd(), which knows two deadlines: the
+ *   request's own (connect 5 s; an answer within the request's `wait` + 10 s) and the
+ *   command's local --wait-timeout. Reaching the local deadline abandons the connection and the
+ *   command exits 124 without asking the daemon anything: the job keeps running.
+ * - Every wait is one of the daemon's long-polls (/logs?wait=S, /result?wait=S). There is no
+ *   sleep and no loop that does not block inside the daemon.
+ * - SIGINT only sets `interrupted` (sigaction without SA_RESTART). wait_fd() blocks SIGINT
+ *   between checking the flag and ppoll(), which unblocks it atomically, so a Ctrl-C is never
+ *   lost; blocking writes to stdout and reads of stdin see EINTR. An interrupted wait says the
+ *   job was not stopped and exits 130.
+ * - Helpers return exit statuses (enum st) so a failure travels up unchanged; the internal
+ *   R_* codes are negative and never become exit statuses.
+ * - A JSON answer is copied into a struct doc that owns its text and tokens; nothing keeps a
+ *   pointer into the connection's buffer across requests.
+ * - No global mutable state but the SIGINT flag; everything else lives in struct cli.
+ *
+ * Decisions:
+ * - cwd: run/queue/queue-python send the client's current directory unless --cwd is given
+ *   (a relative --cwd is taken from the client's directory; `--cwd ''` asks for the daemon's
+ *   own directory). The description's examples pass --cwd "$PWD" explicitly, which this
+ *   default makes redundant but harmless; the earlier client of the same name defaulted to
+ *   the current directory, and a daemon started by systemd has no directory a user would
+ *   expect `run -- 'python3 script.py'` to run in. If getcwd() fails (directory deleted) the
+ *   field is left out, with a warning.
+ * - Arguments after `--` (or from the first operand on, for run/queue): one is a complete
+ *   shell program used verbatim; several are an argv, each word single-quoted for bash unless
+ *   it consists only of characters that need no quoting (keeps stored commands readable).
+ * - A TT_DEVICE_URL without a port means port 80, as for any http URL.
+ * - `result` and `run` print the same JSON with --json: {"job": GET /job record, "output",
+ *   "output_truncated"}; both exit with the job's status in either mode.
+ * - `logs ID` without --limit prints everything the log holds now (several chunks);
+ *   `--limit N` prints at most N bytes. When the job is not complete afterwards (more bytes
+ *   remain or may still come) it prints `next_offset=N` on stderr.
+ * - Writing stdout into a closed pipe ends the command quietly with 141 (128 + SIGPIPE), as
+ *   if SIGPIPE had not been ignored; the job keeps running.
+ */
+#include "cli.h"
+#include "json.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "tt-device-queue"
+#define NOTE "[tt-device-queue] "
+
+#define DEFAULT_HOST "127.0.0.1"
+#define DEFAULT_PORT "5741"
+#define CONNECT_TIMEOUT_SEC 5.0
+#define REQUEST_SLACK_SEC 10    /* an answer is due within the request's wait + this */
+#define MAX_WAIT_SEC 30         /* longest wait=S asked of the daemon (it accepts 0..60) */
+#define LOG_CHUNK 65536         /* largest limit= asked of /logs (the daemon caps it too) */
+#define RESPONSE_HEAD_MAX 16384 /* status line + headers of one answer */
+#define RESPONSE_MAX (256u << 20)
+#define DEFAULT_RESULT_BYTES (1024ull * 1024)
+#define SCRIPT_MAX_AGE_SEC (7L * 24 * 3600)
+#define ANCESTOR_HOPS 128 /* bound on the /proc ppid walk */
+#define CMD_SHOW 60       /* bytes of a command shown by human status */
+
+/* Exit statuses (SPEC 10). Helpers return these so a failure travels up unchanged. */
+enum st {
+	ST_OK = 0,
+	ST_FAIL = 1, /* unreachable, refused (non-2xx) or a local failure */
+	ST_USAGE = 2,
+	ST_TIMEOUT = 124, /* --wait-timeout passed; the job keeps running */
+	ST_INTR = 130,    /* SIGINT while waiting; the job keeps running */
+	ST_PIPE = 141,    /* stdout is a closed pipe */
+};
+
+/* Internal results of the HTTP layer, never exit statuses. */
+enum {
+	R_CLOSED = -1, /* the peer closed before answering: retried once on a reused connection */
+	R_SLOW = -2,   /* the request's own deadline passed */
+	R_EOF = -3,    /* read_more() saw end of stream */
+	R_HELP = -4,   /* a --help was printed: exit 0 */
+};
+
+static volatile sig_atomic_t interrupted; /* set by SIGINT; the only global mutable state */
+
+struct cli {
+	/* global options (views into argv) */
+	const char *host_opt;
+	const char *port_opt;
+	const char *client_id_opt;
+	int json;
+	/* connection */
+	int target_ok;  /* host/port resolved from options and environment */
+	char host[256]; /* for getaddrinfo: no brackets */
+	char port[8];
+	char hostport[272]; /* for messages and the Host header: [v6]:port */
+	char client_id[160];
+	int fd;             /* -1 when not connected */
+	struct json_buf in; /* bytes of the current answer */
+	int has_deadline;   /* a local --wait-timeout is running */
+	double deadline;    /* CLOCK_MONOTONIC seconds */
+	char err[512];      /* the last failure, for the caller's message */
+};
+
+/* One HTTP answer; body points into cli.in and is valid until the next request. */
+struct resp {
+	int status;
+	const char *body;
+	size_t len;
+};
+
+/* A parsed JSON answer that owns its text and tokens (toks[0] is the root). */
+struct doc {
+	char *src;
+	size_t len;
+	struct json_tok *t;
+	int n;
+};
+
+/* Where a job's output goes: stdout, or a buffer for --json; at most `limit` bytes. */
+struct sink {
+	unsigned long long limit;
+	unsigned long long shown;
+	int cut;     /* output went past the limit */
+	int collect; /* 1: append to buf (--json); 0: write to stdout */
+	int last;    /* last byte shown, -1 before any */
+	struct json_buf buf;
+	char output_file[4096];
+};
+
+/* ------------------------------------------------------------------------ small helpers */
+
+static void
+on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/* SIGINT sets the flag and interrupts blocking calls (no SA_RESTART); SIGPIPE is ignored. */
+static void
+install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigint;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
+static double
+now_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Record a failure message in c->err and return ST_FAIL. */
+static int fail(struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+fail(struct cli *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof c->err, fmt, ap);
+	va_end(ap);
+	return ST_FAIL;
+}
+
+/* Print "tt-device-queue: MSG" on stderr. */
+static void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+errmsg(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(PROG ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/*
+ * Write n bytes to fd 1 (after flushing stdio's stdout so the two never interleave).
+ * Returns ST_OK, ST_INTR (SIGINT while blocked), ST_PIPE (reader gone) or ST_FAIL (message
+ * printed).
+ */
+static int
+out_write(const void *p, size_t n)
+{
+	const char *s = p;
+
+	fflush(stdout);
+	while (n > 0) {
+		ssize_t w = write(STDOUT_FILENO, s, n);
+
+		if (w > 0) {
+			s += w;
+			n -= (size_t)w;
+		} else if (w < 0 && errno == EINTR) {
+			if (interrupted)
+				return ST_INTR;
+		} else if (w < 0 && errno == EPIPE) {
+			return ST_PIPE;
+		} else {
+			errmsg("writing output: %s", strerror(errno));
+			return ST_FAIL;
+		}
+	}
+	return ST_OK;
+}
+
+/* Parse a decimal integer 0..max (digits only). Returns 0, or -1 when malformed. */
+static int
+parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+	unsigned long long v = 0;
+
+	if (*s == 0)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		if (v > (max - (unsigned)(*s - '0')) / 10)
+			return -1;
+		v = v * 10 + (unsigned)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Parse seconds with an optional fraction ("2", "0.5", ".25"), at most ~31 years. */
+static int
+parse_secs(const char *s, double *out)
+{
+	char *end;
+	const char *p;
+	int digits = 0;
+
+	for (p = s; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits++;
+		else if (*p != '.')
+			return -1;
+	}
+	if (digits == 0)
+		return -1;
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno != 0 || *end != 0 || *out < 0 || *out > 1e9)
+		return -1;
+	return 0;
+}
+
+/* Format seconds for people: 0.52s, 12.3s, 4m05s, 2h03m. */
+static const char *
+fmt_secs(double s, char *buf, size_t cap)
+{
+	long t = (long)(s + 0.5);
+
+	if (s < 0)
+		s = 0;
+	if (s < 10)
+		snprintf(buf, cap, "%.2fs", s);
+	else if (s < 60)
+		snprintf(buf, cap, "%.1fs", s);
+	else if (t < 3600)
+		snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, cap, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	return buf;
+}
+
+/*
+ * Append s to b quoted for bash: unchanged when every byte is in a set that never needs
+ * quoting, else in single quotes with each ' written as '\''.
+ */
+static void
+sh_quote(struct json_buf *b, const char *s)
+{
+	const char *p;
+	int plain = *s != 0;
+
+	for (p = s; *p && plain; p++)
+		plain = isalnum((unsigned char)*p) || strchr("_-./:,+@%", *p) != NULL;
+	if (plain) {
+		json_buf_add(b, s, strlen(s));
+		return;
+	}
+	json_buf_add(b, "'", 1);
+	for (p = s; *p; p++) {
+		if (*p == '\'')
+			json_buf_add(b, "'\\''", 4);
+		else
+			json_buf_add(b, p, 1);
+	}
+	json_buf_add(b, "'", 1);
+}
+
+/* ------------------------------------------------------------------------ JSON answers */
+
+static void
+doc_free(struct doc *d)
+{
+	free(d->src);
+	free(d->t);
+	memset(d, 0, sizeof *d);
+}
+
+/*
+ * Copy text[0..len) into d and tokenize it. Returns ST_OK, or ST_FAIL with c->err set (d is
+ * then empty). The caller frees d with doc_free().
+ */
+static int
+doc_parse(struct cli *c, const char *text, size_t len, struct doc *d)
+{
+	unsigned cap = (unsigned)(len / 2 + 16);
+	char err[128];
+
+	memset(d, 0, sizeof *d);
+	d->src = malloc(len + 1);
+	d->t = calloc(cap, sizeof *d->t);
+	if (d->src == NULL || d->t == NULL) {
+		doc_free(d);
+		return fail(c, "out of memory");
+	}
+	if (len > 0)
+		memcpy(d->src, text, len);
+	d->src[len] = 0;
+	d->len = len;
+	d->n = json_parse(d->src, len, d->t, cap, err, sizeof err);
+	if (d->n < 1) {
+		doc_free(d);
+		return fail(c, "the daemon's answer is not JSON: %s", err);
+	}
+	return ST_OK;
+}
+
+/* Index of member `key` of the object at token obj, or -1 (also when obj < 0). */
+static int
+doc_get(const struct doc *d, int obj, const char *key)
+{
+	if (obj < 0)
+		return -1;
+	return json_obj_get(d->src, d->t, obj, key);
+}
+
+/* The object member `key` when it is an object or array (of `type`), else -1. */
+static int
+doc_child(const struct doc *d, int obj, const char *key, int type)
+{
+	int i = doc_get(d, obj, key);
+
+	return i >= 0 && d->t[i].type == type ? i : -1;
+}
+
+/*
+ * Decode the string token i into buf as a C string, cut on a UTF-8 boundary to cap-1 bytes;
+ * NUL bytes become '?'. Returns buf.
+ */
+static const char *
+tok_cstr(const struct doc *d, int i, char *buf, size_t cap)
+{
+	size_t n = json_str_decode(d->src, &d->t[i], buf, cap - 1), k;
+
+	if (n > cap - 1)
+		n = json_utf8_boundary(buf, cap - 1);
+	buf[n] = 0;
+	for (k = 0; k < n; k++)
+		if (buf[k] == 0)
+			buf[k] = '?';
+	return buf;
+}
+
+/* String member `key` decoded into buf (see tok_cstr); NULL when absent or not a string. */
+static const char *
+doc_str(const struct doc *d, int obj, const char *key, char *buf, size_t cap)
+{
+	int i = doc_get(d, obj, key);
+
+	if (i < 0 || d->t[i].type != JSON_STRING)
+		return NULL;
+	return tok_cstr(d, i, buf, cap);
+}
+
+/* Integer member `key`. Returns 0 and sets *out, or -1 when absent or not an integer. */
+static int
+doc_int(const struct doc *d, int obj, const char *key, long long *out)
+{
+	int i = doc_get(d, obj, key);
+
+	if (i < 0 || d->t[i].type != JSON_NUMBER)
+		return -1;
+	return json_tok_int(d->src, &d->t[i], out);
+}
+
+/* Number member `key` (integer or not). Returns 0 and sets *out, or -1. */
+static int
+doc_num(const struct doc *d, int obj, const char *key, double *out)
+{
+	int i = doc_get(d, obj, key);
+	char buf[64];
+	size_t n;
+
+	if (i < 0 || d->t[i].type != JSON_NUMBER)
+		return -1;
+	n = d->t[i].end - d->t[i].start;
+	if (n >= sizeof buf)
+		return -1;
+	memcpy(buf, d->src + d->t[i].start, n);
+	buf[n] = 0;
+	*out = strtod(buf, NULL);
+	return 0;
+}
+
+/* 1 when member `key` is true, else 0. */
+static int
+doc_true(const struct doc *d, int obj, const char *key)
+{
+	int i = doc_get(d, obj, key);
+
+	return i >= 0 && d->t[i].type == JSON_TRUE;
+}
+
+/* Member `key` of a scalar type as its JSON text (strings decoded) into buf; NULL if absent. */
+static const char *
+doc_scalar(const struct doc *d, int obj, const char *key, char *buf, size_t cap)
+{
+	int i = doc_get(d, obj, key);
+	size_t n;
+
+	if (i < 0 || d->t[i].type == JSON_OBJECT || d->t[i].type == JSON_ARRAY)
+		return NULL;
+	if (d->t[i].type == JSON_STRING)
+		return tok_cstr(d, i, buf, cap);
+	n = d->t[i].end - d->t[i].start;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, d->src + d->t[i].start, n);
+	buf[n] = 0;
+	return buf;
+}
+
+static void
+indent(struct json_buf *b, int level)
+{
+	int k;
+
+	for (k = 0; k < level; k++)
+		json_buf_add(b, "  ", 2);
+}
+
+/* Append the value at token i pretty-printed (two-space indent); returns the next token. */
+static int
+pretty(struct json_buf *b, const struct doc *d, int i, int level)
+{
+	const struct json_tok *t = &d->t[i];
+	int obj = t->type == JSON_OBJECT, j = i + 1;
+	uint32_t k;
+
+	if (t->type == JSON_STRING) {
+		json_buf_add(b, d->src + t->start - 1, t->end - t->start + 2);
+		return i + 1;
+	}
+	if (!obj && t->type != JSON_ARRAY) {
+		json_buf_add(b, d->src + t->start, t->end - t->start);
+		return i + 1;
+	}
+	json_buf_add(b, obj ? "{" : "[", 1);
+	for (k = 0; k < t->size; k++) {
+		json_buf_add(b, k ? ",\n" : "\n", k ? 2 : 1);
+		indent(b, level + 1);
+		if (obj) {
+			j = pretty(b, d, j, level + 1);
+			json_buf_add(b, ": ", 2);
+		}
+		pretty(b, d, j, level + 1);
+		j = (int)d->t[j].next;
+	}
+	if (t->size) {
+		json_buf_add(b, "\n", 1);
+		indent(b, level);
+	}
+	json_buf_add(b, obj ? "}" : "]", 1);
+	return (int)t->next;
+}
+
+/* Print the document pretty-printed on stdout with a final newline. */
+static int
+print_doc(const struct doc *d)
+{
+	struct json_buf b;
+	int rc;
+
+	json_buf_init(&b);
+	pretty(&b, d, 0, 0);
+	json_buf_add(&b, "\n", 1);
+	if (b.oom) {
+		errmsg("out of memory");
+		rc = ST_FAIL;
+	} else {
+		rc = out_write(b.p, b.len);
+	}
+	json_buf_free(&b);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ connection target */
+
+/*
+ * Split "http://HOST[:PORT][/]" into host (brackets of an IPv6 literal removed) and port
+ * ("80" when absent). Returns 0, or -1 when the text is not such a URL.
+ */
+static int
+parse_url(const char *url, char *host, size_t hcap, char *port, size_t pcap)
+{
+	const char *p, *h, *he, *colon = NULL;
+	size_t n;
+
+	if (strncmp(url, "http://", 7) != 0)
+		return -1;
+	h = url + 7;
+	if (*h == '[') {
+		he = strchr(h, ']');
+		if (he == NULL)
+			return -1;
+		h++;
+		p = he + 1;
+	} else {
+		he = h + strcspn(h, ":/");
+		p = he;
+	}
+	if (*p == ':') {
+		colon = ++p;
+		p += strspn(p, "0123456789");
+	}
+	if (!(*p == 0 || (p[0] == '/' && p[1] == 0)))
+		return -1;
+	n = (size_t)(he - h);
+	if (n == 0 || n >= hcap)
+		return -1;
+	memcpy(host, h, n);
+	host[n] = 0;
+	n = colon ? (size_t)(p - colon) : 0;
+	if (colon && (n == 0 || n >= pcap))
+		return -1;
+	snprintf(port, pcap, "%.*s", colon ? (int)n : 2, colon ? colon : "80");
+	return 0;
+}
+
+/* Non-empty value of environment variable name, else NULL. */
+static const char *
+env_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/*
+ * Settle host and port: --host/--port, else TT_DEVICE_URL, else TT_DEVICE_HOST/TT_DEVICE_PORT,
+ * else 127.0.0.1:5741. Returns ST_OK, or ST_USAGE after printing why.
+ */
+static int
+resolve_target(struct cli *c)
+{
+	const char *url = env_nonempty("TT_DEVICE_URL"), *host = NULL, *port = NULL, *src;
+	char uh[256], up[8];
+	unsigned long long pn;
+
+	if (url != NULL) {
+		if (parse_url(url, uh, sizeof uh, up, sizeof up) < 0) {
+			errmsg("TT_DEVICE_URL must look like http://HOST:PORT, not '%s'", url);
+			return ST_USAGE;
+		}
+		host = uh;
+		port = up;
+	}
+	if (host == NULL)
+		host = env_nonempty("TT_DEVICE_HOST");
+	src = port ? "TT_DEVICE_URL" : "TT_DEVICE_PORT";
+	if (port == NULL)
+		port = env_nonempty("TT_DEVICE_PORT");
+	if (c->host_opt)
+		host = c->host_opt;
+	if (c->port_opt)
+		port = c->port_opt, src = "--port";
+	host = host ? host : DEFAULT_HOST;
+	port = port ? port : DEFAULT_PORT;
+	if (parse_uint(port, 65535, &pn) < 0 || pn == 0) {
+		errmsg("%s: '%s' is not a TCP port (1-65535)", src, port);
+		return ST_USAGE;
+	}
+	if (*host == 0 || strlen(host) >= sizeof c->host) {
+		errmsg("bad host '%s'", host);
+		return ST_USAGE;
+	}
+	snprintf(c->host, sizeof c->host, "%s", host);
+	snprintf(c->port, sizeof c->port, "%llu", pn);
+	snprintf(c->hostport, sizeof c->hostport, strchr(host, ':') ? "[%s]:%s" : "%s:%s", c->host,
+	         c->port);
+	c->target_ok = 1;
+	return ST_OK;
+}
+
+/* ------------------------------------------------------------------------ HTTP client */
+
+/*
+ * Wait until fd is ready for `events` (POLLHUP/POLLERR count as ready: the next read or write
+ * reports them) or a deadline passes. `until` is the request's own deadline; c->deadline the
+ * local --wait-timeout. Returns ST_OK, ST_TIMEOUT (local deadline), R_SLOW (request deadline),
+ * ST_INTR, or ST_FAIL.
+ */
+static int
+wait_fd(struct cli *c, int fd, short events, double until)
+{
+	sigset_t block, old;
+	struct pollfd pfd;
+	struct timespec ts;
+	double end, left;
+	int n, e, local;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	for (;;) {
+		local = c->has_deadline && c->deadline <= until;
+		end = local ? c->deadline : until;
+		left = end - now_mono();
+		if (left <= 0)
+			return local ? ST_TIMEOUT : R_SLOW;
+		ts.tv_sec = (time_t)left;
+		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+		pfd.fd = fd;
+		pfd.events = events;
+		sigprocmask(SIG_BLOCK, &block, &old);
+		n = interrupted ? -1 : ppoll(&pfd, 1, &ts, &old);
+		e = interrupted ? EINTR : errno;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (n > 0)
+			return ST_OK;
+		if (n < 0 && e == EINTR && interrupted)
+			return ST_INTR;
+		if (n < 0 && e != EINTR)
+			return fail(c, "poll: %s", strerror(e));
+	}
+}
+
+static void
+conn_close(struct cli *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* Connect to one address within `until`. Returns ST_OK (c->fd set), or a failure code. */
+static int
+connect_one(struct cli *c, const struct addrinfo *ai, double until)
+{
+	int fd, rc, soerr = 0, one = 1;
+	socklen_t sl = sizeof soerr;
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+	if (fd < 0)
+		return fail(c, "socket: %s", strerror(errno));
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			soerr = errno;
+			goto refused;
+		}
+		rc = wait_fd(c, fd, POLLOUT, until);
+		if (rc == R_SLOW)
+			rc = fail(c, "cannot connect to %s within %.0f s", c->hostport,
+			          CONNECT_TIMEOUT_SEC);
+		if (rc != ST_OK) {
+			close(fd);
+			return rc;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+			soerr = errno;
+		if (soerr != 0)
+			goto refused;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	c->fd = fd;
+	return ST_OK;
+refused:
+	close(fd);
+	return fail(c, "cannot connect to the daemon at %s: %s (is `" PROG " serve` running?)",
+	            c->hostport, strerror(soerr));
+}
+
+/* Open the connection (connect timeout 5 s). Returns ST_OK or a failure code. */
+static int
+conn_open(struct cli *c)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	double until = now_mono() + CONNECT_TIMEOUT_SEC;
+	int gai, rc = ST_FAIL;
+
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	gai = getaddrinfo(c->host, c->port, &hints, &res);
+	if (gai != 0)
+		return fail(c, "cannot resolve '%s': %s", c->host, gai_strerror(gai));
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		rc = connect_one(c, ai, until);
+		if (rc != ST_FAIL)
+			break;
+	}
+	freeaddrinfo(res);
+	return rc;
+}
+
+/* Send p[0..n). Returns ST_OK, R_CLOSED (peer gone), or another failure code. */
+static int
+send_all(struct cli *c, const char *p, size_t n, double until)
+{
+	int rc;
+
+	while (n > 0) {
+		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
+
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+		} else if (w < 0 && errno == EINTR) {
+			if (interrupted)
+				return ST_INTR;
+		} else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if ((rc = wait_fd(c, c->fd, POLLOUT, until)) != ST_OK)
+				return rc;
+		} else if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+			return R_CLOSED;
+		} else {
+			return fail(c, "send: %s", strerror(errno));
+		}
+	}
+	return ST_OK;
+}
+
+/* Read more bytes into c->in. Returns ST_OK, R_EOF, or a failure code. */
+static int
+read_more(struct cli *c, double until)
+{
+	int rc;
+
+	for (;;) {
+		ssize_t n;
+
+		if (json_buf_reserve(&c->in, 65536) < 0)
+			return fail(c, "out of memory");
+		n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+		if (n > 0) {
+			c->in.len += (size_t)n;
+			return ST_OK;
+		}
+		if (n == 0 || errno == ECONNRESET)
+			return R_EOF;
+		if (errno == EINTR) {
+			if (interrupted)
+				return ST_INTR;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			if ((rc = wait_fd(c, c->fd, POLLIN, until)) != ST_OK)
+				return rc;
+		} else {
+			return fail(c, "recv: %s", strerror(errno));
+		}
+	}
+}
+
+/* Length of the head (through the blank line) in p[0..n), or 0 when incomplete. */
+static size_t
+head_end(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 3; i < n; i++)
+		if (p[i] == '\n' && p[i - 1] == '\r' && p[i - 2] == '\n' && p[i - 3] == '\r')
+			return i + 1;
+	return 0;
+}
+
+/* Case-insensitive: does the header line at p[0..n) start with "name:"? Sets *val past it. */
+static int
+header_is(const char *p, size_t n, const char *name, const char **val)
+{
+	size_t k = strlen(name);
+
+	if (n <= k || p[k] != ':' || strncasecmp(p, name, k) != 0)
+		return 0;
+	for (*val = p + k + 1; **val == ' ' || **val == '\t'; (*val)++)
+		;
+	return 1;
+}
+
+/*
+ * Parse an answer head at c->in.p[0..head): status line and the headers we use.
+ * Sets r->status, *clen (-1 when absent) and *closing. Returns ST_OK or ST_FAIL.
+ */
+static int
+parse_head(struct cli *c, size_t head, struct resp *r, long long *clen, int *closing)
+{
+	const char *p = c->in.p, *end = p + head - 2, *eol, *v;
+	unsigned long long n;
+	char num[24];
+
+	if (head < 14 || strncmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ' ||
+	    !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) ||
+	    !isdigit((unsigned char)p[11]))
+		return fail(c, "the answer from %s is not HTTP/1.x", c->hostport);
+	r->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+	*closing = p[7] == '0';
+	*clen = -1;
+	for (p = (const char *)memchr(p, '\r', head) + 2; p < end; p = eol + 2) {
+		eol = memchr(p, '\r', (size_t)(end - p) + 1);
+		if (header_is(p, (size_t)(eol - p), "content-length", &v)) {
+			snprintf(num, sizeof num, "%.*s", (int)(eol - v), v);
+			while (num[0] && num[strlen(num) - 1] == ' ')
+				num[strlen(num) - 1] = 0;
+			if (parse_uint(num, RESPONSE_MAX, &n) < 0)
+				return fail(c, "bad Content-Length in the daemon's answer");
+			*clen = (long long)n;
+		} else if (header_is(p, (size_t)(eol - p), "connection", &v)) {
+			if (eol - v >= 5 && strncasecmp(v, "close", 5) == 0)
+				*closing = 1;
+			else if (eol - v >= 10 && strncasecmp(v, "keep-alive", 10) == 0)
+				*closing = 0;
+		} else if (header_is(p, (size_t)(eol - p), "transfer-encoding", &v)) {
+			return fail(c, "the daemon's answer uses Transfer-Encoding (unsupported)");
+		}
+	}
+	return ST_OK;
+}
+
+/* Read the head of one final (non-1xx) answer. Sets *head. */
+static int
+read_head(struct cli *c, double until, size_t *head, struct resp *r, long long *clen, int *closing)
+{
+	int rc;
+
+	for (;;) {
+		while ((*head = head_end(c->in.p, c->in.len)) == 0) {
+			if (c->in.len > RESPONSE_HEAD_MAX)
+				return fail(c, "the daemon's answer head is too long");
+			rc = read_more(c, until);
+			if (rc == R_EOF)
+				return c->in.len == 0
+				           ? R_CLOSED
+				           : fail(c, "the daemon closed the connection mid-answer");
+			if (rc != ST_OK)
+				return rc;
+		}
+		if ((rc = parse_head(c, *head, r, clen, closing)) != ST_OK)
+			return rc;
+		if (r->status >= 200)
+			return ST_OK;
+		memmove(c->in.p, c->in.p + *head, c->in.len - *head); /* 1xx: skip it */
+		c->in.len -= *head;
+	}
+}
+
+/*
+ * Read one answer: head, then a body of Content-Length bytes (or, with Connection: close and
+ * no length, up to EOF). Returns ST_OK with r filled, R_CLOSED when the peer closed before
+ * sending anything, or a failure code.
+ */
+static int
+read_response(struct cli *c, double until, struct resp *r)
+{
+	size_t head = 0;
+	long long clen = -1;
+	int closing = 0, rc;
+
+	c->in.len = 0;
+	if ((rc = read_head(c, until, &head, r, &clen, &closing)) != ST_OK)
+		return rc;
+	if (clen < 0 && !closing)
+		return fail(c, "the daemon's answer has no Content-Length");
+	while (clen < 0 || c->in.len - head < (unsigned long long)clen) {
+		if (c->in.len - head > RESPONSE_MAX)
+			return fail(c, "the daemon's answer is too large");
+		rc = read_more(c, until);
+		if (rc == R_EOF && clen < 0)
+			break;
+		if (rc == R_EOF)
+			return fail(c, "the daemon closed the connection mid-answer");
+		if (rc != ST_OK)
+			return rc;
+	}
+	r->body = c->in.p + head;
+	r->len = clen >= 0 ? (size_t)clen : c->in.len - head;
+	if (closing || c->in.len > head + r->len)
+		conn_close(c); /* extra bytes were never asked for: do not reuse */
+	return ST_OK;
+}
+
+/* Build one request (head and body in one buffer, sent with one write). */
+static void
+build_request(struct json_buf *req, const struct cli *c, const char *method, const char *path,
+              const char *body, size_t blen)
+{
+	json_buf_printf(req,
+	                "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: " PROG "\r\n"
+	                "Accept: application/json\r\n",
+	                method, path, c->hostport);
+	if (body != NULL)
+		json_buf_printf(req, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+		                blen);
+	json_buf_add(req, "\r\n", 2);
+	if (body != NULL)
+		json_buf_add(req, body, blen);
+}
+
+/*
+ * One HTTP exchange on the kept connection: the answer is due within wait + 10 s (and the
+ * local deadline still applies). A connection the daemon closed between requests is reopened
+ * once. Returns ST_OK with r set (any HTTP status), ST_FAIL (c->err says why), ST_USAGE
+ * (bad target, printed), ST_TIMEOUT or ST_INTR. On any failure the connection is abandoned.
+ */
+static int
+http_call(struct cli *c, const char *method, const char *path, const char *body, size_t blen,
+          int wait, struct resp *r)
+{
+	struct json_buf req;
+	int rc, fresh, attempt;
+
+	if (!c->target_ok && (rc = resolve_target(c)) != ST_OK)
+		return rc;
+	json_buf_init(&req);
+	build_request(&req, c, method, path, body, blen);
+	if (req.oom) {
+		json_buf_free(&req);
+		return fail(c, "out of memory");
+	}
+	for (attempt = 0;; attempt++) {
+		double until;
+
+		fresh = c->fd < 0;
+		if (fresh && (rc = conn_open(c)) != ST_OK)
+			break;
+		until = now_mono() + wait + REQUEST_SLACK_SEC;
+		rc = send_all(c, req.p, req.len, until);
+		if (rc == ST_OK)
+			rc = read_response(c, until, r);
+		if (rc == ST_OK)
+			break;
+		conn_close(c);
+		if (rc != R_CLOSED || fresh || attempt > 0)
+			break;
+	}
+	json_buf_free(&req);
+	if (rc == R_CLOSED)
+		rc = fail(c, "the daemon at %s closed the connection without answering",
+		          c->hostport);
+	if (rc == R_SLOW)
+		rc = fail(c, "the daemon at %s did not answer within %d s", c->hostport,
+		          wait + REQUEST_SLACK_SEC);
+	return rc;
+}
+
+/* Print a refusal: the server's "error" text (or the body) and the HTTP status. */
+static void
+report_refusal(struct cli *c, const struct resp *r)
+{
+	struct doc d;
+	char msg[1024];
+	const char *e = NULL;
+
+	if (doc_parse(c, r->body, r->len, &d) == ST_OK) {
+		e = doc_str(&d, 0, "error", msg, sizeof msg);
+		doc_free(&d);
+	}
+	if (e != NULL && e[0])
+		errmsg("%s (HTTP %d)", e, r->status);
+	else
+		errmsg("the server at %s answered HTTP %d without an error message (is it the " PROG
+		       " daemon?)%s%.*s",
+		       c->hostport, r->status, r->len ? ": " : "",
+		       (int)(r->len > 200 ? 200 : r->len), r->body);
+}
+
+/*
+ * Request path and parse the JSON object answer into d (the caller frees it on ST_OK).
+ * Failures are printed here: unreachable daemon, and any non-2xx answer (its "error" text)
+ * give ST_FAIL. ST_TIMEOUT and ST_INTR are left to the caller to explain.
+ */
+static int
+api(struct cli *c, const char *method, const char *path, const struct json_buf *body, int wait,
+    struct doc *d)
+{
+	struct resp r;
+	int rc;
+
+	memset(d, 0, sizeof *d);
+	if (body != NULL && body->oom) {
+		errmsg("out of memory");
+		return ST_FAIL;
+	}
+	rc = http_call(c, method, path, body ? body->p : NULL, body ? body->len : 0, wait, &r);
+	if (rc == ST_FAIL)
+		errmsg("%s", c->err);
+	if (rc != ST_OK)
+		return rc;
+	if (r.status < 200 || r.status > 299) {
+		report_refusal(c, &r);
+		return ST_FAIL;
+	}
+	if (doc_parse(c, r.body, r.len, d) != ST_OK) {
+		errmsg("%s", c->err);
+		return ST_FAIL;
+	}
+	if (d->t[0].type != JSON_OBJECT) {
+		doc_free(d);
+		errmsg("the daemon's answer to %s %s is not a JSON object", method, path);
+		return ST_FAIL;
+	}
+	return ST_OK;
+}
+
+/* ------------------------------------------------------------------------ job output */
+
+static void
+sink_init(struct sink *o, unsigned long long limit, int collect)
+{
+	memset(o, 0, sizeof *o);
+	o->limit = limit;
+	o->collect = collect;
+	o->last = -1;
+	json_buf_init(&o->buf);
+}
+
+/* On a terminal, end a partial output line before a note on stderr. */
+static void
+end_partial_line(const struct sink *o)
+{
+	if (!o->collect && o->last >= 0 && o->last != '\n' && isatty(STDOUT_FILENO) &&
+	    isatty(STDERR_FILENO))
+		fputc('\n', stderr);
+}
+
+/*
+ * Show p[0..n) while within the limit (cut on a UTF-8 boundary); the first time output goes
+ * past it, say on stderr that it was cut and where the full log is. Returns ST_OK or a write
+ * failure (ST_INTR, ST_PIPE, ST_FAIL).
+ */
+static int
+sink_put(struct sink *o, const char *p, size_t n)
+{
+	unsigned long long room = o->limit > o->shown ? o->limit - o->shown : 0;
+	size_t take = n;
+	int rc = ST_OK;
+
+	if (o->cut || n == 0)
+		return ST_OK;
+	if (n > room)
+		take = room ? json_utf8_boundary(p, (size_t)room) : 0;
+	if (take > 0) {
+		if (o->collect)
+			json_buf_add(&o->buf, p, take);
+		else
+			rc = out_write(p, take);
+		o->shown += take;
+		o->last = (unsigned char)p[take - 1];
+	}
+	if (take < n) {
+		o->cut = 1;
+		if (!o->collect) {
+			end_partial_line(o);
+			fprintf(stderr,
+			        NOTE "output cut after %llu bytes (--output-limit, "
+			             "TT_DEVICE_RESULT_BYTES); the full log is %s\n",
+			        o->shown,
+			        o->output_file[0] ? o->output_file : "the job's output_file");
+		}
+	}
+	return rc;
+}
+
+/* Decode the "content" string of a /logs answer and show it. */
+static int
+sink_content(const struct doc *d, struct sink *o)
+{
+	int i = doc_get(d, 0, "content"), rc;
+	size_t cap, n;
+	char *buf;
+
+	if (i < 0 || d->t[i].type != JSON_STRING) {
+		errmsg("the daemon's /logs answer has no content");
+		return ST_FAIL;
+	}
+	cap = d->t[i].end - d->t[i].start + 1; /* decoding never lengthens a string */
+	if ((buf = malloc(cap)) == NULL) {
+		errmsg("out of memory");
+		return ST_FAIL;
+	}
+	n = json_str_decode(d->src, &d->t[i], buf, cap);
+	rc = sink_put(o, buf, n < cap ? n : cap);
+	free(buf);
+	return rc;
+}
+
+/* A position in a job's log. */
+struct logpos {
+	unsigned long long off;  /* next byte to ask for */
+	unsigned long long size; /* log_size of the last answer */
+	int complete;            /* the job is done and off reached the end */
+};
+
+/*
+ * One GET /logs/ID from lp->off: at most `limit` bytes when limit > 0, held up to `hold`
+ * seconds for new bytes. The content goes to o and lp advances. Returns ST_OK or a failure.
+ */
+static int
+logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long limit, int hold,
+           struct sink *o)
+{
+	char path[192];
+	struct doc d;
+	long long v;
+	int n, rc;
+
+	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, lp->off);
+	if (limit > 0)
+		n += snprintf(path + n, sizeof path - (size_t)n, "&limit=%llu", limit);
+	if (hold > 0)
+		snprintf(path + n, sizeof path - (size_t)n, "&wait=%d", hold);
+	if ((rc = api(c, "GET", path, NULL, hold, &d)) != ST_OK)
+		return rc;
+	if (o->output_file[0] == 0)
+		doc_str(&d, 0, "output_file", o->output_file, sizeof o->output_file);
+	rc = sink_content(&d, o);
+	lp->complete = doc_true(&d, 0, "complete");
+	if (doc_int(&d, 0, "next_offset", &v) == 0 && v >= 0) {
+		lp->off = (unsigned long long)v;
+	} else if (rc == ST_OK) {
+		errmsg("the daemon's /logs answer has no next_offset");
+		rc = ST_FAIL;
+	}
+	if (doc_int(&d, 0, "log_size", &v) == 0 && v >= 0)
+		lp->size = (unsigned long long)v;
+	doc_free(&d);
+	return rc;
+}
+
+/*
+ * Seconds to ask the daemon to hold a long-poll: MAX_WAIT_SEC, or the time left before the
+ * local deadline rounded up (the local deadline itself ends the wait on time); -1 once the
+ * local deadline has passed.
+ */
+static int
+wait_budget(const struct cli *c)
+{
+	double left;
+	int whole;
+
+	if (!c->has_deadline)
+		return MAX_WAIT_SEC;
+	left = c->deadline - now_mono();
+	if (left <= 0)
+		return -1;
+	if (left >= MAX_WAIT_SEC)
+		return MAX_WAIT_SEC;
+	whole = (int)left;
+	return whole + ((double)whole < left);
+}
+
+static void
+set_deadline(struct cli *c, double secs)
+{
+	c->has_deadline = secs >= 0;
+	c->deadline = now_mono() + (secs >= 0 ? secs : 0);
+}
+
+/* Hold GET /result/ID?wait=S until the job is done. Returns ST_OK or a failure code. */
+static int
+wait_done(struct cli *c, const char *id)
+{
+	char path[128], st[16];
+	struct doc d;
+	int hold, rc, done;
+
+	for (;;) {
+		if ((hold = wait_budget(c)) < 0)
+			return ST_TIMEOUT;
+		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
+		if ((rc = api(c, "GET", path, NULL, hold, &d)) != ST_OK)
+			return rc;
+		done = doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "done") == 0;
+		doc_free(&d);
+		if (done)
+			return ST_OK;
+	}
+}
+
+/*
+ * Follow a job's output from the start through /logs long-polls until it is complete. Once
+ * the output is cut no more bytes are needed, so the rest of the wait is on /result.
+ */
+static int
+stream_job(struct cli *c, const char *id, struct sink *o)
+{
+	struct logpos lp = {0, 0, 0};
+	int hold, rc;
+
+	while (!o->cut) {
+		if ((hold = wait_budget(c)) < 0)
+			return ST_TIMEOUT;
+		if ((rc = logs_chunk(c, id, &lp, 0, hold, o)) != ST_OK)
+			return rc;
+		if (lp.complete)
+			return ST_OK;
+	}
+	return wait_done(c, id);
+}
+
+/* Copy a finished job's output to o (no waiting), stopping once it is cut. */
+static int
+copy_output(struct cli *c, const char *id, struct sink *o)
+{
+	struct logpos lp = {0, 0, 0};
+	unsigned long long before;
+	int rc;
+
+	while (!o->cut) {
+		before = lp.off;
+		if ((rc = logs_chunk(c, id, &lp, 0, 0, o)) != ST_OK)
+			return rc;
+		if (lp.complete || lp.off <= before)
+			break;
+	}
+	return ST_OK;
+}
+
+/* Exit status for a finished job: its exit_code, 128+s for -s, 1 when it has none. */
+static int
+job_exit_status(const struct doc *d)
+{
+	long long code;
+
+	if (doc_int(d, 0, "exit_code", &code) < 0)
+		return ST_FAIL;
+	if (code >= 0)
+		return code > 255 ? 255 : (int)code;
+	return code < -127 ? 255 : 128 + (int)-code;
+}
+
+/* "exit 3 in 0.52s", "killed by signal 15 in 1.00s", ... */
+static void
+summary_outcome(struct json_buf *b, const struct doc *d)
+{
+	long long code, v, n;
+	double el;
+	char t[32];
+
+	if (doc_int(d, 0, "exit_code", &code) < 0)
+		json_buf_printf(b, "no exit code");
+	else if (code >= -1)
+		json_buf_printf(b, "exit %lld", code);
+	else
+		json_buf_printf(b, "killed by signal %lld", -code);
+	if (doc_num(d, 0, "elapsed", &el) == 0)
+		json_buf_printf(b, " in %s", fmt_secs(el, t, sizeof t));
+	if (doc_true(d, 0, "timed_out")) {
+		if (doc_int(d, 0, "timeout", &v) == 0)
+			json_buf_printf(b, "; timed out at its %llds limit", v);
+		else
+			json_buf_printf(b, "; timed out");
+	}
+	if (doc_int(d, 0, "repeat", &n) == 0 && n > 1 && doc_int(d, 0, "repeat_completed", &v) == 0)
+		json_buf_printf(b, "; %lld of %lld iterations succeeded", v, n);
+}
+
+/* The summary line on stderr after a job finished. */
+static void
+print_summary(const char *id, const struct doc *d, const struct sink *o)
+{
+	struct json_buf b;
+	char dev[32] = "?", text[1024];
+	long long v;
+
+	json_buf_init(&b);
+	doc_scalar(d, 0, "device_id", dev, sizeof dev);
+	json_buf_printf(&b, NOTE "job %s on card %s: ", id, dev);
+	summary_outcome(&b, d);
+	if (doc_str(d, 0, "error", text, sizeof text) && text[0])
+		json_buf_printf(&b, "; %s", text);
+	if (doc_true(d, 0, "log_truncated"))
+		json_buf_printf(&b, "; log truncated by the daemon (%lld bytes dropped)",
+		                doc_int(d, 0, "dropped_log_bytes", &v) == 0 ? v : 0);
+	if (o->cut)
+		json_buf_printf(&b, "; output cut after %llu bytes (full log: %s)", o->shown,
+		                doc_str(d, 0, "output_file", text, sizeof text) ? text : "?");
+	json_buf_add(&b, "\n", 1);
+	end_partial_line(o);
+	if (!b.oom)
+		fwrite(b.p, 1, b.len, stderr);
+	json_buf_free(&b);
+}
+
+/* {"job": record, "output": text, "output_truncated": bool} on stdout. */
+static int
+print_job_json(const struct doc *rec, const struct sink *o)
+{
+	struct json_buf b;
+	struct json_w w;
+	int rc;
+
+	json_buf_init(&b);
+	json_buf_printf(&b, "{\n  \"job\": ");
+	pretty(&b, rec, 0, 1);
+	json_buf_printf(&b, ",\n  \"output\": ");
+	json_w_init(&w, &b);
+	json_w_str(&w, o->buf.p ? o->buf.p : "", o->buf.len);
+	json_buf_printf(&b, ",\n  \"output_truncated\": %s\n}\n", o->cut ? "true" : "false");
+	if (b.oom || o->buf.oom) {
+		errmsg("out of memory");
+		rc = ST_FAIL;
+	} else {
+		rc = out_write(b.p, b.len);
+	}
+	json_buf_free(&b);
+	return rc;
+}
+
+/*
+ * The job is done: fetch its record, print the summary (or the JSON with --json) and return
+ * the job's exit status.
+ */
+static int
+job_finish(struct cli *c, const char *id, const struct sink *o)
+{
+	char path[64];
+	struct doc d;
+	int rc;
+
+	c->has_deadline = 0; /* the wait is over; the record is fetched in any case */
+	snprintf(path, sizeof path, "/job/%s", id);
+	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
+		return rc;
+	if (c->json)
+		rc = print_job_json(&d, o);
+	else
+		print_summary(id, &d, o);
+	if (rc == ST_OK)
+		rc = job_exit_status(&d);
+	doc_free(&d);
+	return rc;
+}
+
+/* Explain a wait that ended early (ST_TIMEOUT or ST_INTR) for job id; returns rc. */
+static int
+wait_ended(int rc, const char *id, const struct sink *o)
+{
+	if (rc != ST_TIMEOUT && rc != ST_INTR)
+		return rc;
+	if (o != NULL)
+		end_partial_line(o);
+	if (rc == ST_TIMEOUT)
+		fprintf(stderr,
+		        NOTE "--wait-timeout passed; job %s keeps running (`" PROG
+		             " kill %s` stops it)\n",
+		        id, id);
+	else
+		fprintf(stderr,
+		        NOTE "interrupted; job %s was not stopped (`" PROG " kill %s` stops it)\n",
+		        id, id);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ options */
+
+enum opt_id {
+	O_END = 0,
+	O_HELP,
+	O_JSON,
+	O_DEVICE,
+	O_CWD,
+	O_TIMEOUT,
+	O_REPEAT,
+	O_ENV,
+	O_WAIT_TIMEOUT,
+	O_OUTPUT_LIMIT,
+	O_PYTHON,
+	O_PYTHON_ARG,
+	O_WAIT,
+	O_OFFSET,
+	O_LIMIT,
+	O_FOLLOW,
+};
+
+struct optspec {
+	const char *name;
+	int has_arg;
+	int id; /* enum opt_id */
+};
+
+struct opts; /* below */
+struct args;
+
+struct subcmd {
+	const char *name;
+	int (*fn)(struct cli *, struct args *, struct opts *);
+	const struct optspec *spec;
+	int words;            /* options end at the first operand: the rest is the command */
+	const char *synopsis; /* after "tt-device-queue " */
+	const char *help;     /* description and options */
+};
+
+/* A subcommand's argv being parsed; operands are collected into pos (views into argv). */
+struct args {
+	const struct subcmd *cmd;
+	int argc;
+	char **argv;
+	int i;
+	char **pos;
+	int npos;
+};
+
+/* Every subcommand option; which are accepted depends on the subcommand's optspec table. */
+struct opts {
+	unsigned long long device;
+	int device_set;
+	const char *cwd;   /* NULL: the client's directory */
+	long long timeout; /* -1: not sent */
+	long long repeat;  /* -1: not sent */
+	const char **env;  /* "NAME=VALUE" views into argv */
+	int nenv;
+	double wait_timeout; /* < 0: none */
+	unsigned long long output_limit;
+	int output_limit_set;
+	const char *python;
+	const char **pyargs;
+	int npyargs;
+	int wait;
+	unsigned long long offset;
+	unsigned long long limit;
+	int limit_set;
+	int follow;
+	struct json_buf cmd; /* the job's command, NUL-terminated once built */
+};
+
+#define GLOBAL_SYNOPSIS "[--host HOST] [--port PORT] [--client-id ID] [--json] SUBCOMMAND [ARGS]"
+
+/* Print a usage error for cmd (NULL: the global level) on stderr; returns ST_USAGE. */
+static int usage_err(const struct subcmd *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int
+usage_err(const struct subcmd *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, PROG "%s%s: ", cmd ? " " : "", cmd ? cmd->name : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nusage: " PROG " %s\nTry '" PROG " %s%s--help' for more.\n",
+	        cmd ? cmd->synopsis : GLOBAL_SYNOPSIS, cmd ? cmd->name : "", cmd ? " " : "");
+	return ST_USAGE;
+}
+
+static int
+print_help(const struct subcmd *cmd)
+{
+	printf("usage: " PROG " %s\n\n%s", cmd->synopsis, cmd->help);
+	return R_HELP;
+}
+
+/* Match option text s ("--name" or "--name=value") against spec. Returns its id or -1. */
+static int
+opt_match(struct args *a, const struct optspec *spec, const char *s, const char **val)
+{
+	const char *eq = strchr(s, '=');
+	size_t n = eq ? (size_t)(eq - s) : strlen(s);
+
+	for (; spec->name != NULL; spec++) {
+		if (strlen(spec->name) != n || strncmp(spec->name, s, n) != 0)
+			continue;
+		if (!spec->has_arg && eq != NULL) {
+			usage_err(a->cmd, "option %s takes no value", spec->name);
+			return -1;
+		}
+		if (spec->has_arg && eq != NULL)
+			*val = eq + 1;
+		else if (spec->has_arg && a->i < a->argc)
+			*val = a->argv[a->i++];
+		else if (spec->has_arg) {
+			usage_err(a->cmd, "option %s needs a value", spec->name);
+			return -1;
+		}
+		return spec->id;
+	}
+	usage_err(a->cmd, "unknown option '%s'", s);
+	return -1;
+}
+
+/*
+ * Next option of the subcommand. Returns its id (> 0; *val set when it takes a value),
+ * O_END when the options end (argv done; after "--"; or, when `words`, at the first operand,
+ * left at argv[a->i]), or -1 after printing a usage error. Other operands, and everything
+ * after "--" when not `words`, are collected in a->pos. "-" is an operand.
+ */
+static int
+opt_next(struct args *a, int words, const char **val)
+{
+	const char *s;
+
+	while (a->i < a->argc) {
+		s = a->argv[a->i];
+		if (strcmp(s, "--") == 0) {
+			a->i++;
+			while (!words && a->i < a->argc)
+				a->pos[a->npos++] = a->argv[a->i++];
+			return O_END;
+		}
+		if (s[0] != '-' || s[1] == 0) {
+			if (words)
+				return O_END;
+			a->pos[a->npos++] = a->argv[a->i++];
+			continue;
+		}
+		a->i++;
+		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)
+			return O_HELP;
+		if (strcmp(s, "--json") == 0)
+			return O_JSON;
+		return opt_match(a, a->cmd->spec, s, val);
+	}
+	return O_END;
+}
+
+/* Apply a submission option (run, queue, queue-python). Returns ST_OK or ST_USAGE. */
+static int
+opt_submit(struct args *a, struct opts *o, int id, const char *val)
+{
+	unsigned long long v;
+
+	if (id == O_CWD) {
+		o->cwd = val;
+	} else if (id == O_TIMEOUT) {
+		if (parse_uint(val, 1000000000, &v) < 0)
+			return usage_err(a->cmd,
+			                 "--timeout takes whole seconds (0: the daemon's "
+			                 "default), not '%s'",
+			                 val);
+		o->timeout = (long long)v;
+	} else if (id == O_REPEAT) {
+		if (parse_uint(val, 1000000000, &v) < 0 || v == 0)
+			return usage_err(a->cmd, "--repeat takes a count of at least 1, not '%s'",
+			                 val);
+		o->repeat = (long long)v;
+	} else if (id == O_ENV) {
+		if (val[0] == '=' || strchr(val, '=') == NULL)
+			return usage_err(a->cmd,
+			                 "--env takes NAME=VALUE with a non-empty NAME, "
+			                 "not '%s'",
+			                 val);
+		o->env[o->nenv++] = val;
+	} else if (id == O_PYTHON) {
+		if (val[0] == 0)
+			return usage_err(a->cmd, "--python needs an interpreter");
+		o->python = val;
+	} else if (id == O_PYTHON_ARG) {
+		o->pyargs[o->npyargs++] = val;
+	} else if (id == O_WAIT) {
+		o->wait = 1;
+	}
+	return ST_OK;
+}
+
+/* Apply an option shared by several subcommands. Returns ST_OK or ST_USAGE. */
+static int
+opt_common(struct args *a, struct opts *o, int id, const char *val)
+{
+	if (id == O_DEVICE) {
+		if (parse_uint(val, 999999, &o->device) < 0)
+			return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
+		o->device_set = 1;
+	} else if (id == O_WAIT_TIMEOUT) {
+		if (parse_secs(val, &o->wait_timeout) < 0)
+			return usage_err(a->cmd,
+			                 "--wait-timeout takes seconds (fractions allowed), "
+			                 "not '%s'",
+			                 val);
+	} else if (id == O_OUTPUT_LIMIT) {
+		if (parse_uint(val, ULLONG_MAX, &o->output_limit) < 0)
+			return usage_err(a->cmd, "--output-limit takes a byte count, not '%s'",
+			                 val);
+		o->output_limit_set = 1;
+	} else if (id == O_OFFSET) {
+		if (parse_uint(val, LLONG_MAX, &o->offset) < 0)
+			return usage_err(a->cmd, "--offset takes a byte offset, not '%s'", val);
+	} else if (id == O_LIMIT) {
+		if (parse_uint(val, LLONG_MAX, &o->limit) < 0 || o->limit == 0)
+			return usage_err(a->cmd,
+			                 "--limit takes a byte count of at least 1, not '%s'", val);
+		o->limit_set = 1;
+	} else if (id == O_FOLLOW) {
+		o->follow = 1;
+	} else {
+		return opt_submit(a, o, id, val);
+	}
+	return ST_OK;
+}
+
+/* Parse the subcommand's options into o. Returns ST_OK, ST_USAGE, or R_HELP (help shown). */
+static int
+parse_opts(struct cli *c, struct args *a, struct opts *o)
+{
+	const char *val = NULL;
+	int id, rc;
+
+	while ((id = opt_next(a, a->cmd->words, &val)) > 0) {
+		if (id == O_HELP)
+			return print_help(a->cmd);
+		if (id == O_JSON)
+			c->json = 1;
+		else if ((rc = opt_common(a, o, id, val)) != ST_OK)
+			return rc;
+	}
+	return id < 0 ? ST_USAGE : ST_OK;
+}
+
+static int
+opts_init(struct opts *o, int argc)
+{
+	memset(o, 0, sizeof *o);
+	o->timeout = -1;
+	o->repeat = -1;
+	o->wait_timeout = -1;
+	o->python = "python3";
+	json_buf_init(&o->cmd);
+	o->env = calloc((size_t)argc + 1, sizeof *o->env);
+	o->pyargs = calloc((size_t)argc + 1, sizeof *o->pyargs);
+	return o->env && o->pyargs ? 0 : -1;
+}
+
+static void
+opts_free(struct opts *o)
+{
+	free(o->env);
+	free(o->pyargs);
+	json_buf_free(&o->cmd);
+}
+
+/* --output-limit, else TT_DEVICE_RESULT_BYTES, else 1 MiB. Returns ST_OK or ST_USAGE. */
+static int
+output_limit(const struct args *a, const struct opts *o, unsigned long long *out)
+{
+	const char *e = env_nonempty("TT_DEVICE_RESULT_BYTES");
+
+	*out = o->output_limit_set ? o->output_limit : DEFAULT_RESULT_BYTES;
+	if (!o->output_limit_set && e != NULL && parse_uint(e, ULLONG_MAX, out) < 0)
+		return usage_err(a->cmd, "TT_DEVICE_RESULT_BYTES must be a byte count, not '%s'",
+		                 e);
+	return ST_OK;
+}
+
+/* The single job ID operand, checked (32 hex digits) and lowercased into id[33]. */
+static int
+one_job_id(const struct args *a, char *id)
+{
+	const char *s;
+	int k;
+
+	if (a->npos == 0)
+		return usage_err(a->cmd, "missing job ID");
+	if (a->npos > 1)
+		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[1]);
+	s = a->pos[0];
+	for (k = 0; k < 32 && isxdigit((unsigned char)s[k]); k++)
+		id[k] = (char)tolower((unsigned char)s[k]);
+	if (k != 32 || s[32] != 0)
+		return usage_err(a->cmd, "'%s' is not a job ID (32 hex digits)", s);
+	id[32] = 0;
+	return ST_OK;
+}
+
+/* ------------------------------------------------------------------------ submission */
+
+/* The identity the job records: --client-id, TT_QUEUE_CLIENT_ID, an agent ancestor, cli-UID. */
+static int agent_ancestor(char *out, size_t cap);
+
+static void
+client_identity(struct cli *c)
+{
+	const char *e = env_nonempty("TT_QUEUE_CLIENT_ID");
+
+	if (c->client_id_opt != NULL && c->client_id_opt[0])
+		snprintf(c->client_id, sizeof c->client_id, "%s", c->client_id_opt);
+	else if (e != NULL)
+		snprintf(c->client_id, sizeof c->client_id, "%s", e);
+	else if (!agent_ancestor(c->client_id, sizeof c->client_id))
+		snprintf(c->client_id, sizeof c->client_id, "cli-%u", (unsigned)getuid());
+}
+
+/* Read comm and ppid of pid from /proc/PID/stat. Returns 0 or -1. */
+static int
+proc_stat(pid_t pid, char *comm, size_t cap, pid_t *ppid)
+{
+	char path[64], buf[512], *l, *r;
+	int fd, pp;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	l = strchr(buf, '(');
+	r = strrchr(buf, ')'); /* comm may itself contain ')' */
+	if (l == NULL || r == NULL || r < l || sscanf(r + 1, " %*c %d", &pp) != 1)
+		return -1;
+	snprintf(comm, cap, "%.*s", (int)(r - l - 1), l + 1);
+	*ppid = (pid_t)pp;
+	return 0;
+}
+
+/* The nearest ancestor named pi, codex, claude or claude-code as "agent-NAME-PID"; 1 if found. */
+static int
+agent_ancestor(char *out, size_t cap)
+{
+	static const char *const agents[] = {"pi", "codex", "claude", "claude-code"};
+	pid_t pid = getppid(), ppid;
+	char comm[64];
+	size_t k;
+	int hops;
+
+	for (hops = 0; pid > 1 && hops < ANCESTOR_HOPS; hops++, pid = ppid) {
+		if (proc_stat(pid, comm, sizeof comm, &ppid) < 0)
+			return 0;
+		for (k = 0; k < sizeof agents / sizeof agents[0]; k++) {
+			if (strcmp(comm, agents[k]) == 0) {
+				snprintf(out, cap, "agent-%s-%d", comm, (int)pid);
+				return 1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* The "cwd" to send into out; returns 0 when the field is to be left out. */
+static int
+cwd_value(const char *opt, char *out, size_t cap)
+{
+	char here[PATH_MAX];
+
+	if (opt != NULL && (opt[0] == '/' || opt[0] == 0)) {
+		snprintf(out, cap, "%s", opt);
+		return 1;
+	}
+	if (getcwd(here, sizeof here) == NULL) {
+		fprintf(stderr,
+		        NOTE "warning: cannot tell the current directory (%s); the job runs "
+		             "in the daemon's\n",
+		        strerror(errno));
+		return 0;
+	}
+	if (opt == NULL)
+		snprintf(out, cap, "%s", here);
+	else
+		snprintf(out, cap, "%s/%s", strcmp(here, "/") ? here : "", opt);
+	return 1;
+}
+
+/* "env": the --env pairs as an object; a later NAME overrides an earlier one. */
+static void
+write_env(struct json_w *w, const struct opts *o)
+{
+	int k, j;
+	size_t n;
+	char *name;
+
+	json_w_key(w, "env");
+	json_w_obj(w);
+	for (k = 0; k < o->nenv; k++) {
+		n = (size_t)(strchr(o->env[k], '=') - o->env[k]);
+		for (j = k + 1; j < o->nenv; j++)
+			if (strncmp(o->env[j], o->env[k], n + 1) == 0)
+				break;
+		if (j < o->nenv)
+			continue;
+		if ((name = strndup(o->env[k], n)) == NULL) {
+			w->b->oom = 1;
+			return;
+		}
+		json_w_key(w, name);
+		json_w_cstr(w, o->env[k] + n + 1);
+		free(name);
+	}
+	json_w_obj_end(w);
+}
+
+/* The POST /queue body for cmd. */
+static void
+submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_buf *b)
+{
+	struct json_w w;
+	char cwd[PATH_MAX * 2], dev[24];
+
+	if (c->client_id[0] == 0)
+		client_identity(c);
+	json_w_init(&w, b);
+	json_w_obj(&w);
+	json_w_key(&w, "cmd");
+	json_w_cstr(&w, cmd);
+	if (cwd_value(o->cwd, cwd, sizeof cwd)) {
+		json_w_key(&w, "cwd");
+		json_w_cstr(&w, cwd);
+	}
+	snprintf(dev, sizeof dev, "%llu", o->device);
+	json_w_key(&w, "device_id");
+	json_w_cstr(&w, dev);
+	if (o->timeout >= 0) {
+		json_w_key(&w, "timeout");
+		json_w_int(&w, o->timeout);
+	}
+	if (o->repeat >= 0) {
+		json_w_key(&w, "repeat");
+		json_w_int(&w, o->repeat);
+	}
+	if (o->nenv > 0)
+		write_env(&w, o);
+	json_w_key(&w, "client_id");
+	json_w_cstr(&w, c->client_id);
+	json_w_key(&w, "mode");
+	json_w_cstr(&w, "run");
+	json_w_obj_end(&w);
+}
+
+/*
+ * POST /queue for cmd. On ST_OK id[33] holds the job id and *d the answer (caller frees).
+ * A Ctrl-C before the answer is explained here (the job may or may not be queued).
+ */
+static int
+submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct doc *d)
+{
+	struct json_buf b;
+	int rc;
+
+	json_buf_init(&b);
+	submit_body(c, o, cmd, &b);
+	rc = api(c, "POST", "/queue", &b, 0, d);
+	json_buf_free(&b);
+	if (rc == ST_INTR)
+		fprintf(stderr, NOTE "interrupted before the daemon answered; the job may have "
+		                     "been queued (see `" PROG " status`)\n");
+	if (rc != ST_OK)
+		return rc;
+	if (doc_str(d, 0, "job_id", id, 33) == NULL || strlen(id) != 32) {
+		errmsg("the daemon's answer to POST /queue has no job_id");
+		doc_free(d);
+		return ST_FAIL;
+	}
+	return ST_OK;
+}
+
+/* `queue` output: job_id=... and the other key=value lines, or the answer as JSON. */
+static int
+print_queued(const struct cli *c, const struct doc *d, const char *script)
+{
+	static const char *const keys[] = {
+	    "job_id",  "device_id", "position",   "estimated_wait_sec", "estimated_run_sec",
+	    "timeout", "repeat",    "output_file"};
+	char v[4096];
+	size_t k;
+
+	if (c->json)
+		return print_doc(d);
+	for (k = 0; k < sizeof keys / sizeof keys[0]; k++)
+		if (doc_scalar(d, 0, keys[k], v, sizeof v) != NULL)
+			printf("%s=%s\n", keys[k], v);
+	if (script != NULL)
+		printf("script=%s\n", script);
+	return ST_OK;
+}
+
+/* run and queue-python --wait: note a queue ahead, follow the job, exit with its status. */
+static int
+follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc *d,
+           unsigned long long limit)
+{
+	struct sink out;
+	long long pos = 0;
+	double est = 0;
+	char dev[32] = "?", t[32];
+	int rc;
+
+	if (!c->json && doc_int(d, 0, "position", &pos) == 0 && pos > 0) {
+		doc_scalar(d, 0, "device_id", dev, sizeof dev);
+		doc_num(d, 0, "estimated_wait_sec", &est);
+		fprintf(stderr, NOTE "job %s is queued on card %s behind %lld job%s (~%s)\n", id,
+		        dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
+	}
+	sink_init(&out, limit, c->json);
+	set_deadline(c, o->wait_timeout);
+	rc = stream_job(c, id, &out);
+	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(rc, id, &out);
+	json_buf_free(&out.buf);
+	return rc;
+}
+
+/*
+ * After a successful submission: print the queue answer, or follow the job when `follow`.
+ * Takes ownership of d.
+ */
+static int
+after_submit(struct cli *c, const struct opts *o, const char *id, struct doc *d, int follow,
+             unsigned long long limit, const char *script)
+{
+	int rc = follow ? follow_job(c, o, id, d, limit) : print_queued(c, d, script);
+
+	doc_free(d);
+	return rc;
+}
+
+/* The job's command from the words after the options: one word verbatim, several quoted. */
+static int
+command_words(const struct args *a, struct opts *o)
+{
+	const char *p;
+	int k;
+
+	if (a->i >= a->argc)
+		return usage_err(a->cmd, "missing command (give it after --)");
+	if (a->argc - a->i == 1) {
+		for (p = a->argv[a->i]; isspace((unsigned char)*p); p++)
+			;
+		if (*p == 0)
+			return usage_err(a->cmd, "the command is empty");
+		json_buf_add(&o->cmd, a->argv[a->i], strlen(a->argv[a->i]));
+	} else {
+		for (k = a->i; k < a->argc; k++) {
+			if (k > a->i)
+				json_buf_add(&o->cmd, " ", 1);
+			sh_quote(&o->cmd, a->argv[k]);
+		}
+	}
+	json_buf_add(&o->cmd, "", 1);
+	if (o->cmd.oom) {
+		errmsg("out of memory");
+		return ST_FAIL;
+	}
+	return ST_OK;
+}
+
+/* run and queue: submit the command after the options; run follows it. */
+static int
+submit_words(struct cli *c, struct args *a, struct opts *o, int follow)
+{
+	unsigned long long limit = 0;
+	struct doc d;
+	char id[33];
+	int rc;
+
+	if ((rc = command_words(a, o)) != ST_OK)
+		return rc;
+	if (follow && (rc = output_limit(a, o, &limit)) != ST_OK)
+		return rc;
+	if ((rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK)
+		return rc;
+	return after_submit(c, o, id, &d, follow, limit, NULL);
+}
+
+static int
+cmd_run(struct cli *c, struct args *a, struct opts *o)
+{
+	return submit_words(c, a, o, 1);
+}
+
+static int
+cmd_queue(struct cli *c, struct args *a, struct opts *o)
+{
+	return submit_words(c, a, o, 0);
+}
+
+/* ------------------------------------------------------------------------ queue-python */
+
+/* mkdir -p with mode 0700 for every missing component. Returns 0 or -1 with errno. */
+static int
+mkdir_p(const char *dir)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	char *p;
+
+	if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	if (stat(path, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The script dir, created 0700 if missing: TT_DEVICE_CLI_SCRIPT_DIR, else
+ * <dir of the executable>/logs-v2/cli-scripts when writable, else
+ * ${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts. Returns 0, or -1 (printed).
+ */
+static int
+script_dir(char *dir, size_t cap)
+{
+	const char *e = env_nonempty("TT_DEVICE_CLI_SCRIPT_DIR"), *xdg, *home;
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
+
+	if (e != NULL) {
+		snprintf(dir, cap, "%s", e);
+		goto make;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n > 0 && (exe[n] = 0, slash = strrchr(exe, '/')) != NULL) {
+		*slash = 0;
+		if (snprintf(dir, cap, "%s/logs-v2/cli-scripts", exe) < (int)cap &&
+		    mkdir_p(dir) == 0 && access(dir, W_OK | X_OK) == 0)
+			return 0;
+	}
+	xdg = env_nonempty("XDG_STATE_HOME");
+	home = env_nonempty("HOME");
+	if (xdg != NULL && xdg[0] == '/')
+		snprintf(dir, cap, "%s/tt-device-queue/cli-scripts", xdg);
+	else if (home != NULL)
+		snprintf(dir, cap, "%s/.local/state/tt-device-queue/cli-scripts", home);
+	else
+		snprintf(dir, cap, "/nonexistent (no HOME)");
+make:
+	if (mkdir_p(dir) == 0)
+		return 0;
+	errmsg("cannot create the script dir %s: %s", dir, strerror(errno));
+	return -1;
+}
+
+/* Remove stored scripts (script-*) older than 7 days from dir. Failures are ignored. */
+static void
+prune_scripts(const char *dir)
+{
+	time_t now = time(NULL);
+	struct dirent *de;
+	struct stat st;
+	DIR *dp;
+
+	if ((dp = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(dp)) != NULL) {
+		if (strncmp(de->d_name, "script-", 7) != 0)
+			continue;
+		if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (now - st.st_mtime > SCRIPT_MAX_AGE_SEC)
+			unlinkat(dirfd(dp), de->d_name, 0);
+	}
+	closedir(dp);
+}
+
+/* Copy all of stdin to fd. Returns ST_OK, ST_INTR or ST_FAIL (printed). */
+static int
+copy_stdin(int fd, const char *path)
+{
+	char buf[65536];
+	ssize_t n, w, off;
+
+	for (;;) {
+		n = read(STDIN_FILENO, buf, sizeof buf);
+		if (n == 0)
+			return ST_OK;
+		if (n < 0 && errno == EINTR && interrupted)
+			return ST_INTR;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			errmsg("reading the script from stdin: %s", strerror(errno));
+			return ST_FAIL;
+		}
+		for (off = 0; off < n; off += w) {
+			w = write(fd, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				w = 0;
+			else if (w < 0) {
+				errmsg("writing %s: %s", path, strerror(errno));
+				return ST_FAIL;
+			}
+		}
+	}
+}
+
+/* Store stdin as a new 0600 script-XXXXXX.py in the script dir; path[] gets its name. */
+static int
+store_stdin(char *path, size_t cap)
+{
+	char dir[PATH_MAX];
+	int fd, rc;
+
+	if (script_dir(dir, sizeof dir) < 0)
+		return ST_FAIL;
+	prune_scripts(dir);
+	if (snprintf(path, cap, "%s/script-XXXXXX.py", dir) >= (int)cap) {
+		errmsg("the script dir's path is too long: %s", dir);
+		return ST_FAIL;
+	}
+	if ((fd = mkostemps(path, 3, O_CLOEXEC)) < 0) {
+		errmsg("cannot create a script in %s: %s", dir, strerror(errno));
+		return ST_FAIL;
+	}
+	fchmod(fd, 0600);
+	rc = copy_stdin(fd, path);
+	if (close(fd) < 0 && rc == ST_OK) {
+		errmsg("writing %s: %s", path, strerror(errno));
+		rc = ST_FAIL;
+	}
+	if (rc != ST_OK)
+		unlink(path);
+	return rc;
+}
+
+/* The script operand: `-` stores stdin (*stored = 1); a file is used by its absolute path. */
+static int
+python_script(const struct args *a, char *path, size_t cap, int *stored)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (a->npos == 0)
+		return usage_err(a->cmd, "missing SCRIPT (a file, or - for stdin)");
+	if (a->npos > 1)
+		return usage_err(a->cmd,
+		                 "unexpected argument '%s' (script arguments go in "
+		                 "--python-arg)",
+		                 a->pos[1]);
+	if (strcmp(a->pos[0], "-") == 0) {
+		*stored = 1;
+		return store_stdin(path, cap);
+	}
+	if (realpath(a->pos[0], real) == NULL || stat(real, &st) < 0)
+		return usage_err(a->cmd, "cannot use script '%s': %s", a->pos[0], strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return usage_err(a->cmd, "cannot use script '%s': it is a directory", a->pos[0]);
+	snprintf(path, cap, "%s", real);
+	return ST_OK;
+}
+
+/* `P SCRIPT A...`, each word quoted for bash, NUL-terminated in o->cmd. */
+static int
+python_cmd(struct opts *o, const char *script)
+{
+	int k;
+
+	sh_quote(&o->cmd, o->python);
+	json_buf_add(&o->cmd, " ", 1);
+	sh_quote(&o->cmd, script);
+	for (k = 0; k < o->npyargs; k++) {
+		json_buf_add(&o->cmd, " ", 1);
+		sh_quote(&o->cmd, o->pyargs[k]);
+	}
+	json_buf_add(&o->cmd, "", 1);
+	if (o->cmd.oom) {
+		errmsg("out of memory");
+		return ST_FAIL;
+	}
+	return ST_OK;
+}
+
+static int
+cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
+{
+	char script[PATH_MAX + 32], id[33];
+	unsigned long long limit = 0;
+	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
+	struct doc d;
+
+	if (follow && (rc = output_limit(a, o, &limit)) != ST_OK)
+		return rc;
+	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
+		return rc;
+	rc = python_cmd(o, script);
+	if (rc == ST_OK)
+		rc = submit(c, o, o->cmd.p, id, &d);
+	if (rc != ST_OK) {
+		/* a stored script is kept only when the job may exist (interrupted mid-request) */
+		if (stored && rc != ST_INTR)
+			unlink(script);
+		return rc;
+	}
+	return after_submit(c, o, id, &d, follow, limit, stored ? script : NULL);
+}
+
+/* ------------------------------------------------------------------------ job, logs, result */
+
+static int
+cmd_job(struct cli *c, struct args *a, struct opts *o)
+{
+	char id[33], path[64];
+	struct doc d;
+	int rc;
+
+	(void)o;
+	if ((rc = one_job_id(a, id)) != ST_OK)
+		return rc;
+	snprintf(path, sizeof path, "/job/%s", id);
+	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
+		return rc;
+	rc = print_doc(&d);
+	doc_free(&d);
+	return rc;
+}
+
+/* logs --json: the one /logs answer at --offset/--limit as JSON. */
+static int
+logs_json(struct cli *c, const char *id, const struct opts *o)
+{
+	char path[192];
+	struct doc d;
+	int n, rc;
+
+	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, o->offset);
+	if (o->limit_set)
+		snprintf(path + n, sizeof path - (size_t)n, "&limit=%llu",
+		         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
+	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
+		return rc;
+	rc = print_doc(&d);
+	doc_free(&d);
+	return rc;
+}
+
+/*
+ * Print the log from lp->off: everything there is now, at most `left` bytes, and with
+ * `follow` keep waiting for more until the job is complete.
+ */
+static int
+logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long left, int follow)
+{
+	unsigned long long before, want;
+	struct sink out;
+	int hold = 0, rc;
+
+	sink_init(&out, ULLONG_MAX, 0);
+	for (;;) {
+		before = lp->off;
+		want = left < LOG_CHUNK ? left : LOG_CHUNK;
+		if (follow && (hold = wait_budget(c)) < 0)
+			return ST_TIMEOUT;
+		if ((rc = logs_chunk(c, id, lp, want, hold, &out)) != ST_OK)
+			return rc;
+		left -= lp->off > before ? (lp->off - before < left ? lp->off - before : left) : 0;
+		if (lp->complete || left == 0)
+			return ST_OK;
+		if (!follow && (lp->off >= lp->size || lp->off <= before))
+			return ST_OK;
+	}
+}
+
+static int
+cmd_logs(struct cli *c, struct args *a, struct opts *o)
+{
+	struct logpos lp = {o->offset, 0, 0};
+	char id[33];
+	int rc;
+
+	if ((rc = one_job_id(a, id)) != ST_OK)
+		return rc;
+	if (c->json && o->follow)
+		return usage_err(a->cmd, "--json and --follow do not go together");
+	if (c->json)
+		return logs_json(c, id, o);
+	set_deadline(c, o->follow ? o->wait_timeout : -1);
+	rc = logs_loop(c, id, &lp, o->limit_set ? o->limit : ULLONG_MAX, o->follow);
+	if (rc == ST_TIMEOUT)
+		fprintf(stderr, NOTE "--wait-timeout passed; the job keeps running\n");
+	if (rc == ST_INTR)
+		fprintf(stderr, NOTE "interrupted; the job keeps running\n");
+	if ((rc == ST_OK || rc == ST_TIMEOUT || rc == ST_INTR) && !lp.complete)
+		fprintf(stderr, "next_offset=%llu\n", lp.off);
+	return rc;
+}
+
+static int
+cmd_result(struct cli *c, struct args *a, struct opts *o)
+{
+	unsigned long long limit;
+	struct sink out;
+	char id[33];
+	int rc;
+
+	if ((rc = one_job_id(a, id)) != ST_OK || (rc = output_limit(a, o, &limit)) != ST_OK)
+		return rc;
+	set_deadline(c, o->wait_timeout);
+	if ((rc = wait_done(c, id)) != ST_OK)
+		return wait_ended(rc, id, NULL);
+	sink_init(&out, limit, c->json);
+	rc = copy_output(c, id, &out);
+	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(rc, id, &out);
+	json_buf_free(&out.buf);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ status */
+
+/* Terminal colours: empty strings unless stdout is a terminal and NO_COLOR is unset. */
+struct palette {
+	const char *bold, *red, *green, *yellow, *dim, *off;
+};
+
+static void
+palette_init(struct palette *p)
+{
+	const char *term = getenv("TERM");
+	int on = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL &&
+	         !(term != NULL && strcmp(term, "dumb") == 0);
+
+	p->bold = on ? "\033[1m" : "";
+	p->red = on ? "\033[1;31m" : "";
+	p->green = on ? "\033[32m" : "";
+	p->yellow = on ? "\033[1;33m" : "";
+	p->dim = on ? "\033[2m" : "";
+	p->off = on ? "\033[0m" : "";
+}
+
+/* The job's command on one line, control characters as spaces, cut to CMD_SHOW bytes. */
+static const char *
+show_cmd(const struct doc *d, int job, char *buf, size_t cap)
+{
+	int i = doc_get(d, job, "cmd");
+	size_t n, k, x, full;
+	char mode[16];
+
+	buf[0] = 0;
+	if (doc_str(d, job, "mode", mode, sizeof mode) && strcmp(mode, "reset") == 0)
+		snprintf(buf, cap, "[reset] ");
+	k = strlen(buf);
+	if (i < 0 || d->t[i].type != JSON_STRING || cap < k + CMD_SHOW + 4)
+		return buf;
+	full = json_str_decode(d->src, &d->t[i], buf + k, CMD_SHOW);
+	x = full > CMD_SHOW ? json_utf8_boundary(buf + k, CMD_SHOW) : full;
+	for (n = k; n < k + x; n++)
+		if ((unsigned char)buf[n] < 0x20 || buf[n] == 0x7f)
+			buf[n] = ' ';
+	snprintf(buf + k + x, cap - k - x, "%s", full > CMD_SHOW ? "..." : "");
+	return buf;
+}
+
+/* "  running  ID  12.3s elapsed, ~4.00s left  [client]  cmd" */
+static void
+line_running(const struct doc *d, int j, const struct palette *p)
+{
+	char id[40] = "?", who[160] = "", cmd[CMD_SHOW * 2], t[32];
+	long long rc_, rn;
+	double v;
+
+	doc_str(d, j, "job_id", id, sizeof id);
+	doc_str(d, j, "client_id", who, sizeof who);
+	printf("  %srunning%s  %s ", p->bold, p->off, id);
+	if (doc_num(d, j, "running_sec", &v) == 0)
+		printf(" %s elapsed", fmt_secs(v, t, sizeof t));
+	if (doc_num(d, j, "estimated_remaining_sec", &v) == 0)
+		printf(", ~%s left", fmt_secs(v, t, sizeof t));
+	if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
+	    doc_int(d, j, "repeat_current", &rc_) == 0)
+		printf(", repeat %lld/%lld", rc_, rn);
+	printf("  %s[%s]%s  %s\n", p->dim, who, p->off, show_cmd(d, j, cmd, sizeof cmd));
+}
+
+/* "  queued   1. ID  wait ~10.0s  [client]  cmd" */
+static void
+line_queued(const struct doc *d, int j, int n, const struct palette *p)
+{
+	char id[40] = "?", who[160] = "", cmd[CMD_SHOW * 2], t[32];
+	double v;
+
+	doc_str(d, j, "job_id", id, sizeof id);
+	doc_str(d, j, "client_id", who, sizeof who);
+	printf("  queued   %d. %s", n, id);
+	if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
+		printf("  wait ~%s", fmt_secs(v, t, sizeof t));
+	printf("  %s[%s]%s  %s\n", p->dim, who, p->off, show_cmd(d, j, cmd, sizeof cmd));
+}
+
+/* "  recent   OK        0.52s  ID  cmd" with OK, FAIL(n) or TIMEOUT */
+static void
+line_recent(const struct doc *d, int j, const struct palette *p)
+{
+	char id[40] = "?", cmd[CMD_SHOW * 2], t[32] = "", word[32];
+	long long code;
+	double v;
+	int ok = 0;
+
+	doc_str(d, j, "job_id", id, sizeof id);
+	if (doc_true(d, j, "timed_out"))
+		snprintf(word, sizeof word, "TIMEOUT");
+	else if (doc_int(d, j, "exit_code", &code) < 0)
+		snprintf(word, sizeof word, "?");
+	else if ((ok = code == 0))
+		snprintf(word, sizeof word, "OK");
+	else
+		snprintf(word, sizeof word, "FAIL(%lld)", code);
+	if (doc_num(d, j, "elapsed", &v) == 0)
+		fmt_secs(v, t, sizeof t);
+	printf("  recent   %s%-9s%s %8s  %s  %s\n", ok ? p->green : p->red, word, p->off, t, id,
+	       show_cmd(d, j, cmd, sizeof cmd));
+}
+
+/* Banners for a dead card, a resetting card, or a pending reset. */
+static void
+card_banner(const struct doc *d, int dev, const char *id, const char *state,
+            const struct palette *p)
+{
+	char since[64] = "?", why[1024] = "";
+
+	if (strcmp(state, "dead") == 0) {
+		doc_str(d, dev, "dead_since", since, sizeof since);
+		doc_str(d, dev, "dead_reason", why, sizeof why);
+		printf("  %s!! card %s is DEAD since %s%s%s%s\n", p->red, id, since,
+		       why[0] ? ": " : "", why, p->off);
+		printf("  %s!! submissions to it are refused; it needs a host reboot or operator "
+		       "recovery%s\n",
+		       p->red, p->off);
+	} else if (strcmp(state, "resetting") == 0) {
+		printf("  %s!! card %s is resetting; its queue waits for the reset%s\n", p->yellow,
+		       id, p->off);
+	} else if (doc_true(d, dev, "reset_pending")) {
+		printf("  %s!! a reset is pending on card %s; it runs before the next job%s\n",
+		       p->yellow, id, p->off);
+	}
+}
+
+/* One card: state line, banners, running job, queued jobs, recent jobs. */
+static void
+card_block(const struct doc *d, int dev, const struct palette *p)
+{
+	char id[32] = "?", state[32] = "?";
+	int cur = doc_child(d, dev, "current", JSON_OBJECT), j, n;
+	int pend = doc_child(d, dev, "pending", JSON_ARRAY);
+	int rec = doc_child(d, dev, "recent", JSON_ARRAY);
+	long long epoch;
+
+	doc_scalar(d, dev, "device_id", id, sizeof id);
+	doc_str(d, dev, "state", state, sizeof state);
+	printf("\n%scard %s%s: %s%s%s", p->bold, id, p->off,
+	       strcmp(state, "healthy") == 0 ? p->green
+	       : strcmp(state, "dead") == 0  ? p->red
+	                                     : p->yellow,
+	       state, p->off);
+	if (doc_int(d, dev, "reset_epoch", &epoch) == 0)
+		printf("  %s(reset epoch %lld)%s", p->dim, epoch, p->off);
+	putchar('\n');
+	card_banner(d, dev, id, state, p);
+	if (cur >= 0)
+		line_running(d, cur, p);
+	else
+		printf("  %sidle%s\n", p->dim, p->off);
+	for (n = 0, j = pend + 1; pend >= 0 && n < (int)d->t[pend].size; n++, j = (int)d->t[j].next)
+		line_queued(d, j, n + 1, p);
+	for (n = 0, j = rec + 1; rec >= 0 && n < (int)d->t[rec].size; n++, j = (int)d->t[j].next)
+		line_recent(d, j, p);
+}
+
+/* The header: version, queue totals, and banners for the worker and a degraded store. */
+static void
+status_header(const struct doc *d, const struct palette *p)
+{
+	int w = doc_child(d, 0, "worker", JSON_OBJECT);
+	char ver[64] = "?", text[1024];
+	long long qt = 0, mx = 0;
+	double age = 0;
+
+	doc_scalar(d, 0, "version", ver, sizeof ver);
+	doc_int(d, 0, "queued_total", &qt);
+	doc_int(d, 0, "max_queued_jobs", &mx);
+	printf("%s" PROG "%s %s: %lld job%s queued (at most %lld)\n", p->bold, p->off, ver, qt,
+	       qt == 1 ? "" : "s", mx);
+	if (w >= 0 && doc_get(d, w, "alive") >= 0 && !doc_true(d, w, "alive")) {
+		doc_num(d, w, "heartbeat_age_sec", &age);
+		printf("%s!! the daemon's loop is not running (last pass %s ago)%s\n", p->red,
+		       fmt_secs(age, text, sizeof text), p->off);
+	}
+	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0])
+		printf("%s!! STORE DEGRADED: %s\n!! submissions are refused and no card starts new "
+		       "work until writes succeed again%s\n",
+		       p->red, text, p->off);
+	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0])
+		printf("%snote: maintenance: %s%s\n", p->yellow, text, p->off);
+}
+
+static int
+cmd_status(struct cli *c, struct args *a, struct opts *o)
+{
+	struct palette pal;
+	char path[64];
+	struct doc d;
+	int rc, devs, j, n;
+
+	if (a->npos > 0)
+		return usage_err(a->cmd, "unexpected argument '%s' (use --device N)", a->pos[0]);
+	if (o->device_set)
+		snprintf(path, sizeof path, "/status?device=%llu", o->device);
+	else
+		snprintf(path, sizeof path, "/status");
+	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
+		return rc;
+	if (c->json) {
+		rc = print_doc(&d);
+	} else {
+		palette_init(&pal);
+		status_header(&d, &pal);
+		devs = doc_child(&d, 0, "devices", JSON_ARRAY);
+		for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size;
+		     n++, j = (int)d.t[j].next)
+			card_block(&d, j, &pal);
+	}
+	doc_free(&d);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ kill, reset */
+
+/* POST path with body and print the answer: JSON with --json, else through human(). */
+static int
+post_and_show(struct cli *c, const char *path, struct json_buf *b,
+              void (*human)(const struct doc *))
+{
+	struct doc d;
+	int rc = api(c, "POST", path, b, 0, &d);
+
+	json_buf_free(b);
+	if (rc != ST_OK)
+		return rc;
+	if (c->json)
+		rc = print_doc(&d);
+	else
+		human(&d);
+	doc_free(&d);
+	return rc;
+}
+
+static void
+kill_human(const struct doc *d)
+{
+	int k = doc_child(d, 0, "killed", JSON_OBJECT),
+	    q = doc_child(d, 0, "cancelled", JSON_OBJECT);
+	char id[40] = "?", dev[32] = "?";
+
+	if (k < 0 && q < 0) {
+		print_doc(d);
+		return;
+	}
+	doc_str(d, k >= 0 ? k : q, "job_id", id, sizeof id);
+	doc_scalar(d, k >= 0 ? k : q, "device_id", dev, sizeof dev);
+	if (k >= 0)
+		printf("stopping job %s on card %s (SIGINT, then SIGKILL after the grace period)\n",
+		       id, dev);
+	else
+		printf("cancelled queued job %s on card %s\n", id, dev);
+}
+
+static int
+cmd_kill(struct cli *c, struct args *a, struct opts *o)
+{
+	struct json_buf b;
+	struct json_w w;
+	char id[33], dev[24];
+	int rc;
+
+	if (a->npos == 0 && !o->device_set)
+		return usage_err(a->cmd, "give a job ID or --device N");
+	if (a->npos > 0 && o->device_set)
+		return usage_err(a->cmd, "give a job ID or --device N, not both");
+	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
+		return rc;
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	snprintf(dev, sizeof dev, "%llu", o->device);
+	json_w_key(&w, o->device_set ? "device_id" : "job_id");
+	json_w_cstr(&w, o->device_set ? dev : id);
+	json_w_obj_end(&w);
+	return post_and_show(c, "/kill", &b, kill_human);
+}
+
+/* One reset entry: "card 1: scheduled (healthy, reset epoch 0)" and its hint. */
+static void
+reset_entry(const struct doc *d, int e)
+{
+	char dev[32] = "?", action[32] = "?", state[32] = "", hint[1024] = "";
+	long long epoch = 0;
+
+	doc_scalar(d, e, "device_id", dev, sizeof dev);
+	doc_str(d, e, "action", action, sizeof action);
+	doc_str(d, e, "device_state", state, sizeof state);
+	doc_int(d, e, "reset_epoch", &epoch);
+	printf("card %s: %s (%s, reset epoch %lld)\n", dev, action, state, epoch);
+	if (doc_str(d, e, "hint", hint, sizeof hint) && hint[0])
+		printf("  %s\n", hint);
+}
+
+static void
+reset_human(const struct doc *d)
+{
+	int arr = doc_child(d, 0, "resets", JSON_ARRAY), j, n;
+
+	if (arr < 0) {
+		reset_entry(d, 0);
+		return;
+	}
+	for (n = 0, j = arr + 1; n < (int)d->t[arr].size; n++, j = (int)d->t[j].next)
+		reset_entry(d, j);
+}
+
+static int
+cmd_reset(struct cli *c, struct args *a, struct opts *o)
+{
+	struct json_buf b;
+	struct json_w w;
+	char id[33], dev[24];
+	int rc;
+
+	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
+		return rc;
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	if (o->device_set) {
+		snprintf(dev, sizeof dev, "%llu", o->device);
+		json_w_key(&w, "device_id");
+		json_w_cstr(&w, dev);
+	}
+	if (a->npos > 0) {
+		json_w_key(&w, "job_id");
+		json_w_cstr(&w, id);
+	}
+	json_w_obj_end(&w);
+	return post_and_show(c, "/reset", &b, reset_human);
+}
+
+/* ------------------------------------------------------------------------ help, dispatch */
+
+#define H_SUBMIT                                                                                   \
+	"  --device N         the card's queue (default 0): the card your code opens\n"            \
+	"  --cwd DIR          the job's directory (default: the current one; '' for the\n"         \
+	"                     daemon's)\n"                                                         \
+	"  --timeout S        kill the job after S seconds (default: the daemon's, 0 too)\n"       \
+	"  --repeat N         run it N times back to back, stopping at the first failure\n"        \
+	"  --env NAME=VALUE   set a variable in the job's environment (repeatable)\n"
+#define H_WAIT                                                                                     \
+	"  --wait-timeout S   stop waiting after S seconds (fractions allowed) and exit 124;\n"    \
+	"                     the job keeps running\n"                                             \
+	"  --output-limit B   print at most B bytes of output, then say where the full log is\n"   \
+	"                     (default: TT_DEVICE_RESULT_BYTES, else 1 MiB)\n"
+#define H_JSON "  --json             print JSON (also accepted before the subcommand)\n"
+#define H_HELP "  -h, --help         show this help\n"
+#define H_STATUS                                                                                   \
+	"Exits with the job's status (a job killed by signal s: 128+s); 1 when the daemon is\n"    \
+	"unreachable or refuses; 2 on usage errors; 124 when --wait-timeout passed; 130 on\n"      \
+	"Ctrl-C. Neither --wait-timeout nor Ctrl-C stops the job: use `" PROG " kill ID`.\n"
+
+/* clang-format off */
+#define SUBMIT_OPTS \
+	{"--device", 1, O_DEVICE}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
+	{"--repeat", 1, O_REPEAT}, {"--env", 1, O_ENV}, {"--wait-timeout", 1, O_WAIT_TIMEOUT}, \
+	{"--output-limit", 1, O_OUTPUT_LIMIT}
+/* clang-format on */
+
+static const struct optspec run_opts[] = {SUBMIT_OPTS, {NULL, 0, 0}};
+static const struct optspec python_opts[] = {SUBMIT_OPTS,
+                                             {"--python", 1, O_PYTHON},
+                                             {"--python-arg", 1, O_PYTHON_ARG},
+                                             {"--wait", 0, O_WAIT},
+                                             {NULL, 0, 0}};
+static const struct optspec logs_opts[] = {{"--offset", 1, O_OFFSET},
+                                           {"--limit", 1, O_LIMIT},
+                                           {"--follow", 0, O_FOLLOW},
+                                           {"--wait-timeout", 1, O_WAIT_TIMEOUT},
+                                           {NULL, 0, 0}};
+static const struct optspec result_opts[] = {
+    {"--wait-timeout", 1, O_WAIT_TIMEOUT}, {"--output-limit", 1, O_OUTPUT_LIMIT}, {NULL, 0, 0}};
+static const struct optspec device_opts[] = {{"--device", 1, O_DEVICE}, {NULL, 0, 0}};
+static const struct optspec no_opts[] = {{NULL, 0, 0}};
+
+static int cmd_help(struct cli *c, struct args *a, struct opts *o);
+static int cmd_serve(struct cli *c, struct args *a, struct opts *o);
+
+static const struct subcmd subcmds[] = {
+    {"run", cmd_run, run_opts, 1,
+     "run [--device N] [--cwd D] [--timeout S] [--repeat N] [--env K=V]... [--wait-timeout S] "
+     "[--output-limit B] -- CMD...",
+     "Submit CMD to a card's queue, print its output while it runs, then a summary line on\n"
+     "stderr. One argument after -- is a complete shell program (quote it to keep pipes,\n"
+     "redirects, assignments and &&); several are a command and its arguments, each quoted\n"
+     "for bash. With --json, wait silently and print {\"job\", \"output\",\n"
+     "\"output_truncated\"}.\n\n" H_STATUS "\noptions:\n" H_SUBMIT H_WAIT H_JSON H_HELP},
+    {"queue", cmd_queue, run_opts, 1,
+     "queue [--device N] [--cwd D] [--timeout S] [--repeat N] [--env K=V]... -- CMD...",
+     "Submit CMD to a card's queue and print job_id=... and other key=value lines (the\n"
+     "daemon's answer with --json). CMD as for `run`.\n\noptions:\n" H_SUBMIT H_JSON H_HELP},
+    {"queue-python", cmd_queue_python, python_opts, 0,
+     "queue-python [--device N] [--cwd D] [--timeout S] [--repeat N] [--env K=V]... "
+     "[--python P] [--python-arg A]... [--wait] [--wait-timeout S] [--output-limit B] SCRIPT",
+     "Submit `P SCRIPT A...`. SCRIPT is a file (used by its absolute path) or - to read the\n"
+     "script from stdin and store it (0600) in TT_DEVICE_CLI_SCRIPT_DIR, else\n"
+     "<dir of this program>/logs-v2/cli-scripts, else\n"
+     "${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts; stored scripts older\n"
+     "than 7 days are removed, and so is this one if the submission fails. With --wait it\n"
+     "behaves like `run`.\n\noptions:\n" H_SUBMIT
+     "  --python P         the interpreter (default python3)\n"
+     "  --python-arg A     an argument for the script (repeatable)\n"
+     "  --wait             stream the output and exit with the job's status, like `run`\n" H_WAIT
+         H_JSON H_HELP},
+    {"job", cmd_job, no_opts, 0, "job ID",
+     "Print the job's record (GET /job/ID) as JSON.\n\noptions:\n" H_HELP},
+    {"logs", cmd_logs, logs_opts, 0,
+     "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]",
+     "Print the job's output as it is stored. When the job is not complete afterwards (more\n"
+     "bytes remain or may still come), print next_offset=N on stderr.\n\noptions:\n"
+     "  --offset N         start at byte N (default 0)\n"
+     "  --limit N          print at most N bytes (default: all there is now)\n"
+     "  --follow           keep printing new output until the job is complete\n"
+     "  --wait-timeout S   with --follow: stop after S seconds (exit 124)\n"
+     "  --json             print the daemon's /logs answer for one chunk\n" H_HELP},
+    {"result", cmd_result, result_opts, 0, "result ID [--wait-timeout S] [--output-limit B]",
+     "Wait for the job to finish, print its output and a summary line on stderr, and exit\n"
+     "with its status. With --json print {\"job\", \"output\", \"output_truncated\"}.\n\n" H_STATUS
+     "\noptions:\n" H_WAIT H_JSON H_HELP},
+    {"status", cmd_status, device_opts, 0, "status [--device N]",
+     "Show every card (or card N): its state (healthy, resetting, dead), warnings, the\n"
+     "running job, queued jobs with their estimated waits, and recent jobs.\n\noptions:\n"
+     "  --device N         only card N\n" H_JSON H_HELP},
+    {"kill", cmd_kill, device_opts, 0, "kill ID | kill --device N",
+     "Stop a running job (SIGINT, then SIGKILL after the grace period) or cancel a queued\n"
+     "one; with --device N, stop whatever runs on card N.\n\noptions:\n"
+     "  --device N         the job running on card N\n" H_JSON H_HELP},
+    {"reset", cmd_reset, device_opts, 0, "reset [--device N] [ID]",
+     "Schedule a card reset and return at once: card N, the card recorded on job ID, or\n"
+     "every card when neither is given. Duplicate requests coalesce; a reset holds its queue\n"
+     "and may interrupt its running job. Check `" PROG " status` for completion.\n\n"
+     "options:\n"
+     "  --device N         reset card N only\n" H_JSON H_HELP},
+    {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]",
+     "Show the help of a subcommand, or the overview.\n"},
+    {"serve", cmd_serve, no_opts, 0, "serve",
+     "Run the daemon in the foreground; see `" PROG " serve --help`.\n"},
+};
+
+static const struct subcmd *
+find_subcmd(const char *name)
+{
+	size_t k;
+
+	for (k = 0; k < sizeof subcmds / sizeof subcmds[0]; k++)
+		if (strcmp(subcmds[k].name, name) == 0)
+			return &subcmds[k];
+	return NULL;
+}
+
+static void
+print_global_help(void)
+{
+	printf(
+	    "usage: " PROG " " GLOBAL_SYNOPSIS "\n\n"
+	    "One FIFO job queue per Tenstorrent card; the daemon (`serve`) runs each queue's jobs\n"
+	    "one at a time. Name the queue that matches the card your code opens (--device N).\n\n"
+	    "subcommands:\n"
+	    "  run           submit a command, stream its output, exit with its status\n"
+	    "  queue         submit a command, print its job id\n"
+	    "  queue-python  submit a Python script (a file, or - for stdin)\n"
+	    "  job ID        print a job's record as JSON\n"
+	    "  logs ID       print a job's output (--follow to stream it)\n"
+	    "  result ID     wait for a job, print its output, exit with its status\n"
+	    "  status        show every card's queue\n"
+	    "  kill          stop a running job or cancel a queued one\n"
+	    "  reset         schedule a card reset\n"
+	    "  serve         run the daemon\n"
+	    "Each subcommand answers --help.\n\n"
+	    "global options (before the subcommand):\n"
+	    "  --host HOST        the daemon's address (default 127.0.0.1)\n"
+	    "  --port PORT        the daemon's port (default 5741)\n"
+	    "  --client-id ID     the identity recorded on submitted jobs (default: an agent\n"
+	    "                     ancestor process as agent-NAME-PID, else cli-UID)\n" H_JSON H_HELP
+	    "\nenvironment: TT_DEVICE_URL (http://HOST:PORT), TT_DEVICE_HOST, TT_DEVICE_PORT,\n"
+	    "TT_QUEUE_CLIENT_ID, TT_DEVICE_RESULT_BYTES, TT_DEVICE_CLI_SCRIPT_DIR, "
+	    "NO_COLOR.\n\n" H_STATUS);
+}
+
+static int
+cmd_help(struct cli *c, struct args *a, struct opts *o)
+{
+	const struct subcmd *s;
+
+	(void)c;
+	(void)o;
+	if (a->npos == 0) {
+		print_global_help();
+		return ST_OK;
+	}
+	if ((s = find_subcmd(a->pos[0])) == NULL)
+		return usage_err(a->cmd, "unknown subcommand '%s'", a->pos[0]);
+	return print_help(s);
+}
+
+static int
+cmd_serve(struct cli *c, struct args *a, struct opts *o)
+{
+	(void)c;
+	(void)o;
+	return usage_err(a->cmd, "global options do not apply to serve; run `" PROG " serve`");
+}
+
+/* Global options before the subcommand; *next gets the subcommand's index. */
+static int
+parse_globals(struct cli *c, int argc, char **argv, int *next)
+{
+	const char *s, *eq, **slot;
+	size_t n;
+	int i;
+
+	for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] != 0; i++) {
+		s = argv[i];
+		eq = strchr(s, '=');
+		n = eq ? (size_t)(eq - s) : strlen(s);
+		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+			print_global_help();
+			return R_HELP;
+		}
+		if (strcmp(s, "--json") == 0) {
+			c->json = 1;
+			continue;
+		}
+		if (n == 6 && strncmp(s, "--host", n) == 0)
+			slot = &c->host_opt;
+		else if (n == 6 && strncmp(s, "--port", n) == 0)
+			slot = &c->port_opt;
+		else if (n == 11 && strncmp(s, "--client-id", n) == 0)
+			slot = &c->client_id_opt;
+		else
+			return usage_err(NULL,
+			                 "unknown option '%s' (global options go before the "
+			                 "subcommand)",
+			                 s);
+		if (eq != NULL)
+			*slot = eq + 1;
+		else if (i + 1 < argc)
+			*slot = argv[++i];
+		else
+			return usage_err(NULL, "option %s needs a value", s);
+	}
+	*next = i;
+	return ST_OK;
+}
+
+int
+cli_main(int argc, char **argv)
+{
+	struct args a;
+	struct opts o;
+	struct cli c;
+	int rc, i = argc;
+
+	memset(&c, 0, sizeof c);
+	memset(&a, 0, sizeof a);
+	c.fd = -1;
+	json_buf_init(&c.in);
+	if ((rc = parse_globals(&c, argc, argv, &i)) != ST_OK)
+		return rc == R_HELP ? ST_OK : rc;
+	if (i >= argc)
+		return usage_err(NULL, "missing subcommand");
+	if ((a.cmd = find_subcmd(argv[i])) == NULL)
+		return usage_err(NULL, "unknown subcommand '%s'", argv[i]);
+	a.argc = argc;
+	a.argv = argv;
+	a.i = i + 1;
+	a.pos = calloc((size_t)argc + 1, sizeof *a.pos);
+	if (opts_init(&o, argc) < 0 || a.pos == NULL) {
+		errmsg("out of memory");
+		opts_free(&o);
+		free(a.pos);
+		return ST_FAIL;
+	}
+	install_signals();
+	rc = parse_opts(&c, &a, &o);
+	if (rc == ST_OK)
+		rc = a.cmd->fn(&c, &a, &o);
+	opts_free(&o);
+	free(a.pos);
+	conn_close(&c);
+	json_buf_free(&c.in);
+	if (fflush(stdout) != 0 && (rc == ST_OK || rc == R_HELP))
+		rc = errno == EPIPE ? ST_PIPE : ST_FAIL;
+	return rc == R_HELP ? ST_OK : rc;
+}

@@ -1,0 +1,511 @@
+#!/usr/bin/env python3
+"""Integration tests of the command-line client (SPEC section 10) against the real daemon.
+
+Prints TAP. One daemon (cards 0 and 1) serves most checks; each check leaves both cards idle.
+Covers: streaming, every exit status of the spec's table, argv vs shell-program quoting,
+queue-python (stdin storage, file mode, pruning, cleanup on failure), --wait-timeout and
+Ctrl-C leaving the job running, an unreachable server, --help everywhere, usage errors, and
+the other subcommands (queue, job, logs, result, status, kill, reset).
+"""
+
+import json
+import os
+import re
+import select
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ttqlib import BINARY, Daemon, free_port, q, run_tests, tap, wait_until  # noqa: E402
+
+HEX32 = re.compile(r"^[0-9a-f]{32}$")
+D = None  # the shared daemon
+
+
+def daemon():
+    global D
+    if D is None or not D.alive():
+        D = Daemon().start()
+    return D
+
+
+def cli_env(d, extra=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
+    e["TT_DEVICE_URL"] = "http://127.0.0.1:%d" % d.port
+    e["TT_DEVICE_CLI_SCRIPT_DIR"] = d.path("cli-scripts")
+    e.update(extra or {})
+    return e
+
+
+def popen(d, *args, env=None):
+    return subprocess.Popen([BINARY] + list(args), env=cli_env(d, env), cwd=d.tmp,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def read_until(stream, want, timeout):
+    """Read a pipe until `want` (bytes) appears; returns (found, bytes read so far)."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while want not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([stream], [], [], left)[0]:
+            return False, buf
+        chunk = os.read(stream.fileno(), 4096)
+        if not chunk:
+            return False, buf
+        buf += chunk
+    return True, buf
+
+
+def job_id_of(out):
+    m = re.search(r"^job_id=([0-9a-f]{32})$", out, re.M)
+    return m.group(1) if m else None
+
+
+def queue(d, *args, **kw):
+    rc, out, err = d.cli("queue", *args, **kw)
+    assert rc == 0, (rc, out, err)
+    return job_id_of(out)
+
+
+def last_recent(d, device="0"):
+    recent = d.dev(device)["recent"]
+    return d.job(recent[-1]["job_id"]) if recent else None
+
+
+def blocked(d, device="0"):
+    """A job that runs on `device` until its gate file appears; returns (job_id, gate)."""
+    ready, gate = d.path("ready-%s" % device), d.path("gate-%s" % device)
+    for p in (ready, gate):
+        if os.path.exists(p):
+            os.unlink(p)
+    j = d.submit("touch %s; while [ ! -e %s ]; do sleep 0.05; done" % (q(ready), q(gate)),
+                 device_id=device, timeout=60)
+    wait_until(lambda: os.path.exists(ready), 10, "the gated job to start")
+    return j["job_id"], gate
+
+
+def open_gate(gate):
+    open(gate, "w").close()
+
+
+# ---------------------------------------------------------------- run
+
+def test_run_streams_output_while_running():
+    d = daemon()
+    p = popen(d, "run", "--", "echo first; sleep 2; echo second")
+    t0 = time.monotonic()
+    found, _ = read_until(p.stdout, b"first\n", 5)
+    early = time.monotonic() - t0
+    tap.ok(found and p.poll() is None, "run: the first line arrives while the job still runs",
+           "found=%s after %.2fs, exited=%s" % (found, early, p.poll()))
+    rest = p.stdout.read()
+    err = p.stderr.read().decode()
+    p.wait(15)
+    tap.eq((p.returncode, rest), (0, b"second\n"), "run: the rest of the output, exit 0")
+    tap.ok(re.search(r"job [0-9a-f]{32} on card 0: exit 0 in ", err),
+           "run: summary line on stderr", err)
+
+
+def test_run_exit_statuses():
+    d = daemon()
+    cases = [("exit 0", 0), ("echo hi; exit 3", 3), ("exit 255", 255), ("kill -TERM $$", 143),
+             ("kill -KILL $$", 137)]
+    for cmd, want in cases:
+        rc, out, err = d.cli("run", "--", cmd)
+        tap.eq(rc, want, "run %r exits %d" % (cmd, want))
+    rc, out, err = d.cli("run", "--timeout", "1", "--", "sleep 10")
+    tap.eq(rc, 137, "run: a timed-out job (-9) exits 137")
+    tap.ok("timed out" in err, "run: the summary says it timed out", err)
+
+
+def test_run_quoting():
+    d = daemon()
+    words = ["a b", "$HOME", "it's", '"dq"', "&&", "x;y", "*", "`id`", "", "tab\there"]
+    rc, out, err = d.cli("run", "--", "printf", "<%s>", *words)
+    tap.eq((rc, out), (0, "".join("<%s>" % w for w in words)),
+           "run: several words after -- are an argv, each quoted for bash")
+    rc, out, err = d.cli("run", "--", 'A=1 && B="$A$A" && echo "$B" | tr 1 2 > /dev/stdout')
+    tap.eq((rc, out), (0, "22\n"), "run: one word is a complete shell program")
+    tap.eq(last_recent(d)["cmd"], 'A=1 && B="$A$A" && echo "$B" | tr 1 2 > /dev/stdout',
+           "run: a shell program is stored verbatim")
+    rc, out, err = d.cli("run", "echo", "no-dashes")
+    tap.eq((rc, out), (0, "no-dashes\n"), "run: the command may start without --")
+
+
+def test_run_submission_options():
+    d = daemon()
+    rc, out, err = d.cli("run", "--device", "1", "--env", "FOO=bar", "--env", "FOO=b c",
+                         "--env", "E=", "--repeat", "2", "--timeout", "9", "--",
+                         'echo "$FOO|${E-unset}"')
+    body = [ln for ln in out.splitlines() if not ln.startswith("[tt-device-queue]")]
+    tap.eq((rc, body), (0, ["b c|", "b c|"]), "run: --env (the last one wins), --repeat")
+    job = last_recent(d, "1")
+    tap.eq((job["device_id"], job["timeout"], job["repeat"]), ("1", 9, 2),
+           "run: --device, --timeout, --repeat reach the job")
+    os.makedirs(d.path("sub"), exist_ok=True)
+    rc, out, err = d.cli("run", "--", "pwd -P")
+    tap.eq(out.strip(), os.path.realpath(d.tmp), "run: the default cwd is the client's")
+    rc, out, err = d.cli("run", "--cwd", "sub", "--", "pwd -P")
+    tap.eq(out.strip(), os.path.realpath(d.path("sub")), "run: a relative --cwd is the client's")
+    rc, out, err = d.cli("run", "--cwd", "", "--", "true")
+    tap.eq((rc, last_recent(d)["cwd"]), (0, ""), "run: --cwd '' leaves the daemon's cwd")
+
+
+def test_run_output_limit_and_json():
+    d = daemon()
+    cmd = "head -c 5000 /dev/zero | tr '\\0' z; echo; echo end"
+    rc, out, err = d.cli("run", "--output-limit", "10", "--", cmd)
+    tap.eq((rc, out), (0, "z" * 10), "run --output-limit prints the first B bytes")
+    tap.ok("cut" in err and "/output" in err, "run: stderr says the output was cut and where "
+           "the full log is", err)
+    rc, out, err = d.cli("run", "--", cmd, env={"TT_DEVICE_RESULT_BYTES": "7"})
+    tap.eq(out, "z" * 7, "run: TT_DEVICE_RESULT_BYTES limits the output")
+    rc, out, err = d.cli("--json", "run", "--output-limit", "4", "--", cmd)
+    js = json.loads(out)
+    tap.eq((rc, js["output"], js["output_truncated"], js["job"]["exit_code"]),
+           (0, "zzzz", True, 0), "run --json: one object with the record and the cut output")
+    rc, out, err = d.cli("run", "--json", "--", "echo j; exit 4")
+    js = json.loads(out)
+    tap.eq((rc, js["output"], js["output_truncated"], HEX32.match(js["job"]["job_id"]) is not None),
+           (4, "j\n", False, True), "run --json (after the subcommand) exits with the status")
+
+
+def test_run_wait_timeout_leaves_job_running():
+    d = daemon()
+    t0 = time.monotonic()
+    rc, out, err = d.cli("run", "--wait-timeout", "0.4", "--", "sleep 2; echo late")
+    took = time.monotonic() - t0
+    tap.eq(rc, 124, "run --wait-timeout 0.4: exit 124")
+    tap.ok(took < 1.5, "run --wait-timeout ends the wait on time (%.2fs)" % took)
+    cur = d.dev("0")["current"]
+    tap.ok(cur is not None, "--wait-timeout leaves the job running")
+    if cur:
+        tap.ok(cur["job_id"] in err, "the message names the job", err)
+        tap.eq(d.wait_done(cur["job_id"])["exit_code"], 0, "the job finishes normally")
+
+
+def test_run_interrupted_130():
+    d = daemon()
+    ready = d.path("int-ready")
+    p = popen(d, "run", "--", "touch %s; sleep 1.5; echo survived" % q(ready))
+    wait_until(lambda: os.path.exists(ready), 10, "the job to start")
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    err = p.stderr.read().decode()
+    tap.eq(p.returncode, 130, "run: Ctrl-C while waiting exits 130")
+    tap.ok("not stopped" in err, "run: Ctrl-C says the job was not stopped", err)
+    cur = d.dev("0")["current"]
+    tap.ok(cur is not None, "Ctrl-C leaves the job running")
+    if cur:
+        d.wait_done(cur["job_id"])
+        tap.ok("survived" in d.log_text(cur["job_id"]), "the interrupted run's job completed")
+
+
+def test_run_queued_behind_streams_once_started():
+    d = daemon()
+    jid, gate = blocked(d, "1")
+    p = popen(d, "run", "--device", "1", "--", "echo behind")
+    found, buf = read_until(p.stderr, b"queued on card 1", 5)
+    tap.ok(found, "run: a job waiting behind another says so on stderr", buf)
+    open_gate(gate)
+    out = p.stdout.read()
+    p.wait(15)
+    tap.eq((p.returncode, out), (0, b"behind\n"), "run: the queued job streams once it runs")
+
+
+# ---------------------------------------------------------------- queue, job, logs, result
+
+def test_queue_job_logs_result():
+    d = daemon()
+    rc, out, err = d.cli("queue", "--", "printf 'line1\\nline2\\n'; exit 5")
+    jid = job_id_of(out)
+    tap.ok(rc == 0 and jid, "queue prints job_id=...", out)
+    tap.ok(re.search(r"^output_file=.*/output$", out, re.M) and "position=" in out,
+           "queue prints output_file= and position= lines", out)
+    rc, out, err = d.cli("result", jid)
+    tap.eq((rc, out), (5, "line1\nline2\n"), "result waits, prints the output, exits 5")
+    tap.ok("exit 5" in err, "result: summary line on stderr", err)
+    rc, out, err = d.cli("job", jid)
+    js = json.loads(out)
+    tap.eq((rc, js["job_id"], js["status"], js["exit_code"]), (0, jid, "done", 5),
+           "job prints the record as JSON")
+    rc, out, err = d.cli("logs", jid)
+    tap.eq((rc, out, err), (0, "line1\nline2\n", ""), "logs prints the raw output")
+    rc, out, err = d.cli("logs", jid, "--offset", "2", "--limit", "5")
+    tap.eq((out, err.strip()), ("ne1\nl", "next_offset=7"),
+           "logs --offset/--limit, next_offset on stderr when more remains")
+    rc, out, err = d.cli("--json", "logs", jid, "--limit", "3")
+    tap.eq(json.loads(out)["content"], "lin", "logs --json prints the /logs answer")
+    rc, out, err = d.cli("--json", "result", jid, "--output-limit", "3")
+    js = json.loads(out)
+    tap.eq((rc, js["output"], js["output_truncated"]), (5, "lin", True),
+           "result --json --output-limit")
+    rc, out, err = d.cli("--json", "queue", "--device", "1", "--", "true")
+    js = json.loads(out)
+    tap.eq((rc, js["device_id"], js["status"]), (0, "1", "queued"), "queue --json")
+    d.wait_done(js["job_id"])
+
+
+def test_logs_follow_and_result_wait_timeout():
+    d = daemon()
+    jid = queue(d, "--", "echo a; sleep 0.8; echo b")
+    rc, out, err = d.cli("logs", jid, "--follow", timeout=15)
+    tap.eq((rc, out, err), (0, "a\nb\n", ""), "logs --follow streams until complete")
+    jid, gate = blocked(d)
+    rc, out, err = d.cli("logs", jid)
+    tap.ok(rc == 0 and re.search(r"next_offset=\d+", err),
+           "logs of a running job notes next_offset", err)
+    t0 = time.monotonic()
+    rc, out, err = d.cli("result", jid, "--wait-timeout", "0.3")
+    tap.ok(rc == 124 and time.monotonic() - t0 < 2, "result --wait-timeout: 124 on time")
+    rc, out, err = d.cli("logs", jid, "--follow", "--wait-timeout", "0.3")
+    tap.eq(rc, 124, "logs --follow --wait-timeout: 124")
+    tap.eq(d.job(jid)["status"], "running", "the job keeps running")
+    open_gate(gate)
+    tap.eq(d.wait_done(jid)["exit_code"], 0, "and finishes")
+
+
+# ---------------------------------------------------------------- queue-python
+
+def script_files(d):
+    root = d.path("cli-scripts")
+    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+def test_queue_python_stdin():
+    d = daemon()
+    src = "import sys\nprint('py', 6 * 7)\nsys.exit(3)\n"
+    before = script_files(d)
+    rc, out, err = d.cli("queue-python", "--wait", "-", input=src.encode())
+    tap.eq((rc, out), (3, "py 42\n"), "queue-python - --wait runs stdin, exits with its status")
+    new = [f for f in script_files(d) if f not in before]
+    tap.eq(len(new), 1, "queue-python -: one stored script")
+    if new:
+        p = d.path("cli-scripts", new[0])
+        with open(p) as f:
+            tap.eq(f.read(), src, "the stored script holds stdin")
+        tap.eq(stat.S_IMODE(os.stat(p).st_mode), 0o600, "stored scripts are 0600")
+        tap.eq(stat.S_IMODE(os.stat(d.path("cli-scripts")).st_mode), 0o700,
+               "the script dir is created 0700")
+    rc, out, err = d.cli("queue-python", "-", input=b"print('later')\n")
+    jid = job_id_of(out)
+    tap.ok(rc == 0 and jid and re.search(r"^script=/", out, re.M),
+           "queue-python without --wait prints job_id= and script=", out)
+    d.wait_done(jid)
+    tap.eq(d.log_text(jid), "later\n", "the queued script ran")
+
+
+def test_queue_python_failure_and_pruning():
+    d = daemon()
+    os.makedirs(d.path("cli-scripts"), exist_ok=True)
+    old, keep = d.path("cli-scripts", "script-old.py"), d.path("cli-scripts", "notes.txt")
+    for p in (old, keep):
+        open(p, "w").close()
+        t = time.time() - 8 * 86400
+        os.utime(p, (t, t))
+    before = set(script_files(d)) - {"script-old.py"}
+    rc, out, err = d.cli("queue-python", "--device", "7", "-", input=b"print('never')\n")
+    tap.eq(rc, 1, "queue-python refused (unknown card): exit 1")
+    tap.ok(err.strip(), "with the daemon's error on stderr", err)
+    tap.eq(set(script_files(d)), before, "the stored script is removed when the submission "
+           "fails, and scripts older than 7 days are pruned")
+    tap.ok(os.path.exists(keep), "pruning touches only stored scripts")
+
+
+def test_queue_python_file_and_args():
+    d = daemon()
+    script = d.path("s p.py")
+    with open(script, "w") as f:
+        f.write("import sys, os\nprint(sys.argv[1:], os.getcwd())\n")
+    rc, out, err = d.cli("queue-python", "--device", "1", "--python", "python3",
+                         "--python-arg", "a b", "--python-arg", "$X", "--wait", "s p.py")
+    tap.eq((rc, out), (0, "['a b', '$X'] %s\n" % os.path.realpath(d.tmp)),
+           "queue-python FILE: absolute path, --python-arg words quoted")
+    job = last_recent(d, "1")
+    tap.ok(os.path.realpath(script) in job["cmd"], "the script is used by its absolute path",
+           job["cmd"])
+    rc, out, err = d.cli("queue-python", "--wait", "missing.py")
+    tap.eq(rc, 2, "queue-python with a missing file: usage error")
+
+
+# ---------------------------------------------------------------- status, kill, reset
+
+def test_status():
+    d = daemon()
+    jid, gate = blocked(d, "1")
+    rc, out, err = d.cli("status")
+    tap.ok(rc == 0 and re.search(r"^card 0: healthy", out, re.M)
+           and re.search(r"^card 1: healthy", out, re.M), "status: one block per card", out)
+    tap.ok(re.search(r"running\s+%s" % jid, out), "status shows the running job", out)
+    tap.ok("\033[" not in out, "no colour when stdout is not a terminal")
+    rc, out, err = d.cli("status", "--device", "1", "--json")
+    tap.eq([x["device_id"] for x in json.loads(out)["devices"]], ["1"],
+           "status --device 1 --json")
+    open_gate(gate)
+    d.wait_done(jid)
+    rc, out, err = d.cli("status", "--device", "1")
+    tap.ok(re.search(r"recent\s+OK", out) and "card 0" not in out,
+           "status --device: recent jobs with OK", out)
+
+
+def test_kill():
+    d = daemon()
+    jid, gate = blocked(d, "1")
+    queued = d.submit("echo never", device_id="1")["job_id"]
+    rc, out, err = d.cli("kill", queued)
+    tap.ok(rc == 0 and "cancelled" in out, "kill ID of a queued job cancels it", out + err)
+    rc, out, err = d.cli("kill", "--device", "1")
+    tap.ok(rc == 0 and jid in out, "kill --device 1 stops its running job", out + err)
+    tap.ok(d.wait_done(jid, 10)["exit_code"] != 0, "the killed job failed")
+    rc, out, err = d.cli("kill", jid)
+    tap.ok(rc == 1 and err.strip(), "kill of a finished job is refused: exit 1 with a message",
+           err)
+    rc, out, err = d.cli("kill", "--device", "1")
+    tap.ok(rc == 1 and "othing running" in err, "kill --device of an idle card: exit 1", err)
+
+
+def test_reset():
+    d = Daemon().start()
+    rc, out, err = d.cli("reset", "--device", "1")
+    tap.ok(rc == 0 and re.search(r"card 1: scheduled", out), "reset --device 1", out + err)
+    wait_until(lambda: d.dev("1")["reset_epoch"] == 1 and d.dev("1")["state"] == "healthy", 10,
+               "card 1 reset")
+    rc, out, err = d.cli("--json", "reset")
+    tap.eq((rc, sorted(x["device_id"] for x in json.loads(out)["resets"])), (0, ["0", "1"]),
+           "reset (all cards) --json")
+    j = d.submit("true", device_id="1")["job_id"]
+    d.wait_done(j)
+    wait_until(lambda: all(x["state"] == "healthy" and not x["reset_pending"]
+                           for x in d.status()["devices"]), 10, "resets done")
+    rc, out, err = d.cli("reset", j)
+    tap.ok(rc == 0 and "card 1:" in out, "reset ID targets the job's card", out + err)
+    d.cleanup()
+
+
+# ---------------------------------------------------------------- connection, identity, usage
+
+def test_unreachable_server():
+    d = daemon()
+    env = {"TT_DEVICE_URL": "http://127.0.0.1:%d" % free_port()}
+    for args in (["status"], ["run", "--", "true"], ["result", "0" * 32], ["kill", "0" * 32]):
+        t0 = time.monotonic()
+        rc, out, err = d.cli(*args, env=env)
+        tap.ok(rc == 1 and "cannot connect" in err and time.monotonic() - t0 < 5,
+               "unreachable daemon: %s exits 1 with a message" % args[0], err)
+    rc, out, err = d.cli("job", "0" * 32)
+    tap.ok(rc == 1 and "unknown job" in err.lower(),
+           "a 404 prints the daemon's error and exits 1", err)
+
+
+def test_connection_target():
+    d = daemon()
+    env = {"TT_DEVICE_URL": ""}
+    rc, out, err = d.cli("--host", "127.0.0.1", "--port", str(d.port), "--json", "status",
+                         env=env)
+    tap.eq(rc, 0, "--host/--port")
+    rc, out, err = d.cli("--json", "status",
+                         env={"TT_DEVICE_URL": "", "TT_DEVICE_HOST": "127.0.0.1",
+                              "TT_DEVICE_PORT": str(d.port)})
+    tap.eq(rc, 0, "TT_DEVICE_HOST/TT_DEVICE_PORT")
+    rc, out, err = d.cli("status", env={"TT_DEVICE_URL": "http://127.0.0.1:%d/" % d.port})
+    tap.eq(rc, 0, "TT_DEVICE_URL with a trailing slash")
+    for url in ("https://127.0.0.1:5741", "127.0.0.1:5741", "http://h:1/x", "http://:1"):
+        rc, out, err = d.cli("status", env={"TT_DEVICE_URL": url})
+        tap.ok(rc == 2 and "TT_DEVICE_URL" in err, "TT_DEVICE_URL %r: usage error" % url, err)
+
+
+def test_client_identity():
+    d = daemon()
+    rc, out, err = d.cli("--client-id", "bob", "queue", "--", "true",
+                         env={"TT_QUEUE_CLIENT_ID": "carol"})
+    tap.eq(d.wait_done(job_id_of(out))["client_id"], "bob", "--client-id wins")
+    rc, out, err = d.cli("queue", "--", "true", env={"TT_QUEUE_CLIENT_ID": "carol"})
+    tap.eq(d.wait_done(job_id_of(out))["client_id"], "carol", "TT_QUEUE_CLIENT_ID")
+    rc, out, err = d.cli("queue", "--", "true")
+    cid = d.wait_done(job_id_of(out))["client_id"]
+    tap.ok(re.match(r"^(cli-%d|agent-(pi|codex|claude|claude-code)-\d+)$" % os.getuid(), cid),
+           "default identity cli-UID (or an agent ancestor)", cid)
+    link = d.path("codex")
+    os.symlink("/bin/sh", link)
+    p = subprocess.Popen([link, "-c", "%s queue -- true; true" % q(BINARY)], env=cli_env(d),
+                         cwd=d.tmp, stdout=subprocess.PIPE)
+    out = p.communicate(timeout=30)[0].decode()
+    tap.eq(d.wait_done(job_id_of(out))["client_id"], "agent-codex-%d" % p.pid,
+           "an ancestor named codex gives agent-codex-PID")
+
+
+def test_help_everywhere():
+    d = daemon()
+    subs = ["run", "queue", "queue-python", "job", "logs", "result", "status", "kill", "reset"]
+    for args in [["--help"], ["-h"], ["help"], ["help", "run"]] + [[s, "--help"] for s in subs]:
+        rc, out, err = d.cli(*args)
+        tap.ok(rc == 0 and out.startswith("usage: tt-device-queue"), "%s: exit 0 with usage"
+               % " ".join(args), (rc, out[:200], err))
+    rc, out, err = d.cli("run", "--help")
+    for opt in ("--device", "--cwd", "--timeout", "--repeat", "--env", "--wait-timeout",
+                "--output-limit"):
+        tap.ok(opt in out, "run --help lists %s" % opt)
+    rc, out, err = d.cli("queue-python", "--help")
+    tap.ok(all(o in out for o in ("--python", "--python-arg", "--wait")),
+           "queue-python --help lists its options")
+    rc, out, err = d.cli("logs", "--help")
+    tap.ok(all(o in out for o in ("--offset", "--limit", "--follow")), "logs --help")
+
+
+def test_usage_errors():
+    d = daemon()
+    n0 = len(d.dev("0")["recent"]) + len(d.dev("1")["recent"])
+    bad = [[], ["frobnicate"], ["--bogus", "status"], ["--port"], ["run"], ["run", "--"],
+           ["run", "--", "  "], ["run", "--device"], ["run", "--device", "x", "--", "true"],
+           ["run", "--repeat", "0", "--", "true"], ["run", "--repeat", "x", "--", "true"],
+           ["run", "--timeout", "-1", "--", "true"], ["run", "--env", "NOEQ", "--", "true"],
+           ["run", "--env", "=v", "--", "true"], ["run", "--wait-timeout", "abc", "--", "true"],
+           ["run", "--output-limit", "1k", "--", "true"], ["run", "--bogus", "--", "true"],
+           ["queue"], ["queue-python"], ["queue-python", "a.py", "b.py"], ["job"],
+           ["job", "xyz"], ["job", "0" * 32, "extra"], ["logs"], ["logs", "0" * 32, "--limit",
+                                                                  "0"],
+           ["logs", "0" * 32, "--offset", "-1"], ["result"], ["result", "0" * 32,
+                                                             "--wait-timeout", "x"],
+           ["status", "extra"], ["status", "--device", "one"], ["kill"],
+           ["kill", "0" * 32, "--device", "1"], ["reset", "notanid"], ["help", "nope"],
+           ["run", "--json=1", "--", "true"], ["--port", "99999", "status"]]
+    for args in bad:
+        rc, out, err = d.cli(*args, env={"TT_DEVICE_RESULT_BYTES": ""})
+        tap.ok(rc == 2 and err.strip(), "usage error: %r exits 2 with a message" % args,
+               (rc, out, err))
+    rc, out, err = d.cli("run", "--", "true", env={"TT_DEVICE_RESULT_BYTES": "lots"})
+    tap.ok(rc == 2 and "TT_DEVICE_RESULT_BYTES" in err, "a malformed TT_DEVICE_RESULT_BYTES: 2")
+    n1 = len(d.dev("0")["recent"]) + len(d.dev("1")["recent"])
+    tap.eq((n1, d.status()["queued_total"]), (n0, 0), "no usage error submitted anything")
+
+
+def test_closed_stdout():
+    d = daemon()
+    p = subprocess.Popen("%s run -- 'yes | head -c 2000000' | head -c 10 > /dev/null; "
+                         "echo ${PIPESTATUS[0]}" % q(BINARY), shell=True, executable="/bin/bash",
+                         env=cli_env(d), cwd=d.tmp, stdout=subprocess.PIPE)
+    out = p.communicate(timeout=30)[0].decode().strip()
+    tap.ok(out in ("0", "141"), "run into a closed pipe ends quietly (0 or 141)", out)
+    wait_until(lambda: d.dev("0")["current"] is None, 10, "the job to finish")
+
+
+if __name__ == "__main__":
+    run_tests(test_run_streams_output_while_running, test_run_exit_statuses, test_run_quoting,
+              test_run_submission_options, test_run_output_limit_and_json,
+              test_run_wait_timeout_leaves_job_running, test_run_interrupted_130,
+              test_run_queued_behind_streams_once_started, test_queue_job_logs_result,
+              test_logs_follow_and_result_wait_timeout, test_queue_python_stdin,
+              test_queue_python_failure_and_pruning, test_queue_python_file_and_args,
+              test_status, test_kill, test_reset, test_unreachable_server,
+              test_connection_target, test_client_identity, test_help_everywhere,
+              test_usage_errors, test_closed_stdout)
