@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Jobs end to end on two simulated cards: FIFO, repeat, timeouts, output caps, kill,
+environment, restarts and crashes (SPEC 6, 7, 9). Each test starts its own daemon."""
+
+import json
+import os
+import signal
+import sqlite3
+import threading
+import time
+
+from ttqlib import Daemon, pid_alive, q, run_tests, tap, wait_until
+
+
+def gate(d, name):
+    """A file a job waits for; open_gate() releases it."""
+    path = d.path(name)
+    return path, "while [ ! -e %s ]; do sleep 0.02; done" % q(path)
+
+
+def open_gate(path):
+    open(path, "a").close()
+
+
+def read_lines(path):
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def test_fifo_across_clients_and_independent_cards():
+    d = Daemon().start()
+    ready, order = d.path("ready"), d.path("order")
+    g, wait = gate(d, "g0")
+    d.submit("touch %s; %s; echo blocker >> %s" % (q(ready), wait, q(order)), device_id="0")
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    ids = []
+    for i in range(6):
+        r = d.submit("echo %d >> %s" % (i, q(order)), device_id="0", client_id="c%d" % (i % 3))
+        tap.eq(r["position"], i + 1, "job %d: position counts the running blocker" % i)
+        ids.append(r["job_id"])
+    other = d.submit("echo card1", device_id="1")
+    tap.eq(other["position"], 0, "card 1 idle: position 0")
+    tap.eq(d.wait_done(other["job_id"])["exit_code"], 0, "card 1 runs while card 0 is blocked")
+    tap.eq(d.job(ids[0])["status"], "queued", "card 0's queue waits behind its blocker")
+    open_gate(g)
+    d.wait_done(ids[-1])
+    tap.eq(read_lines(order), ["blocker", "0", "1", "2", "3", "4", "5"],
+           "card 0 ran its jobs one at a time in submission order across clients")
+
+
+def test_repeat_stops_at_first_failure():
+    d = Daemon().start()
+    count = d.path("count")
+    j = d.submit("echo x >> %s; [ $(wc -l < %s) -lt 3 ]" % (q(count), q(count)), repeat=10)
+    job = d.wait_done(j["job_id"])
+    tap.eq(job["exit_code"], 1, "the failing iteration's status is the job's")
+    tap.eq(job["repeat_completed"], 2, "two iterations exited 0")
+    tap.eq(len(read_lines(count)), 3, "no iteration after the first failure")
+    text = d.log_text(j["job_id"])
+    tap.ok("Repeat 3/10" in text and "Repeat 4/10" not in text, "repeat markers up to the failure",
+           text)
+
+
+def test_timeout_kills_process_group():
+    d = Daemon(env={"TT_DEVICE_DEFAULT_TIMEOUT": "1"}).start()
+    pidf = d.path("bg.pid")
+    j = d.submit("sleep 30 & echo $! > %s; sleep 30" % q(pidf))
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["exit_code"], job["timed_out"]), (-9, True), "timeout: -9 and timed_out")
+    pid = int(open(pidf).read())
+    wait_until(lambda: not pid_alive(pid), 2, "background sleep killed with the group")
+    tap.ok(not pid_alive(pid), "the whole process group is gone")
+    tap.ok("timed out" in d.log_text(j["job_id"]), "the output says it timed out")
+
+
+def test_flood_capped_and_counted():
+    d = Daemon(env={"TT_DEVICE_MAX_LOG_BYTES": "65536"}).start()
+    t0 = time.monotonic()
+    j = d.submit("head -c 50000000 /dev/zero; echo done >&2", timeout=60)
+    job = d.wait_done(j["job_id"], timeout=60)
+    took = time.monotonic() - t0
+    size = os.path.getsize(job["output_file"])
+    tap.eq(job["exit_code"], 0, "a 50 MB printer finishes (%.1fs)" % took)
+    tap.ok(size <= 65536, "the file never exceeds the cap (%d bytes)" % size)
+    tap.ok(job["log_truncated"] and job["dropped_log_bytes"] >= 50000000 - 65536,
+           "dropped bytes counted", job)
+    with open(job["output_file"], "rb") as f:
+        tail = f.read()[-200:]
+    tap.ok(str(job["dropped_log_bytes"]).encode() in tail, "the last line gives the drop count",
+           tail)
+
+
+def test_kill_running_sigint_and_escalation():
+    d = Daemon().start()
+    ready = d.path("r1")
+    j = d.submit("trap 'echo got-int; exit 3' INT; touch %s; while :; do sleep 0.05; done"
+                 % q(ready))
+    wait_until(lambda: os.path.exists(ready), 10, "job running")
+    r = d.post("/kill", {"job_id": j["job_id"]})
+    tap.ok(r.status == 200 and "killed" in r.json, "kill of a running job answers killed", r)
+    job = d.wait_done(j["job_id"])
+    tap.eq(job["exit_code"], 3, "SIGINT first: the trap's exit status")
+    tap.ok(job.get("stop_requested_at"), "stop_requested_at recorded")
+    ready = d.path("r2")
+    j = d.submit("trap '' INT; touch %s; while :; do sleep 0.05; done" % q(ready))
+    wait_until(lambda: os.path.exists(ready), 10, "job running")
+    t0 = time.monotonic()
+    d.post("/kill", {"device_id": "0"})
+    job = d.wait_done(j["job_id"])
+    took = time.monotonic() - t0
+    tap.eq(job["exit_code"], -9, "ignoring SIGINT: SIGKILL after the grace")
+    tap.ok(0.25 <= took < 3, "escalation after the 0.3 s grace (%.2fs)" % took)
+
+
+def test_kill_queued_never_runs():
+    d = Daemon().start()
+    ready, side = d.path("ready"), d.path("side")
+    g, wait = gate(d, "g")
+    blk = d.submit("touch %s; %s" % (q(ready), wait))
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    j = d.submit("touch %s" % q(side))
+    r = d.post("/kill", {"job_id": j["job_id"]})
+    tap.ok(r.status == 200 and "cancelled" in r.json, "kill of a queued job answers cancelled", r)
+    job = d.job(j["job_id"])
+    tap.eq((job["status"], job["exit_code"]), ("done", -1), "cancelled at once with -1")
+    tap.ok("cancel" in (job["error"] or "").lower(), "error says cancelled", job["error"])
+    tap.eq(d.post("/kill", {"job_id": j["job_id"]}).status, 409, "kill of a done job: 409")
+    open_gate(g)
+    d.wait_done(blk["job_id"])
+    d.wait_done(d.submit("true")["job_id"])
+    tap.ok(not os.path.exists(side), "the cancelled job never ran")
+
+
+def test_env_scrub_and_pythonpath():
+    d = Daemon(env={"PYTHONPATH": "/opt/x", "TT_DEVICE_DEEP_RESET_CMD": "/bin/true"}).start()
+    j = d.submit("env", env={"MYVAR": "a b", "PATH2": "$HOME"})
+    d.wait_done(j["job_id"])
+    env = dict(line.split("=", 1) for line in d.log_text(j["job_id"]).splitlines() if "=" in line)
+    tap.eq(env.get("MYVAR"), "a b", "the job's env reaches it verbatim")
+    tap.eq(env.get("PATH2"), "$HOME", "no expansion of env values")
+    tap.eq(env.get("PYTHONPATH"), ".:/opt/x", "PYTHONPATH gets . first")
+    leaked = [k for k in env if k.startswith(("TT_DEVICE_RESET", "TT_DEVICE_DEEP_RESET",
+                                               "TT_DEVICE_HEALTH"))]
+    tap.eq(leaked, [], "no control configuration reaches a job")
+    tap.eq(env.get("TT_DEVICE_IDS"), "0,1", "other daemon settings are inherited")
+    j = d.submit("pwd -P; echo $$ $(ps -o pgid= -p $$) $(ps -o sid= -p $$)", cwd=d.tmp)
+    d.wait_done(j["job_id"])
+    out = d.log_text(j["job_id"]).split()
+    tap.eq(out[0], os.path.realpath(d.tmp), "cwd applied")
+    tap.ok(len(out) == 4 and out[1] == out[2] == out[3], "own session and process group", out)
+
+
+def test_signal_exit_codes_and_straggler():
+    d = Daemon().start()
+    j = d.submit("kill -TERM $$")
+    tap.eq(d.wait_done(j["job_id"])["exit_code"], -15, "death by SIGTERM is -15")
+    pidf = d.path("s.pid")
+    t0 = time.monotonic()
+    j = d.submit("sleep 30 & echo $! > %s; exit 0" % q(pidf))
+    job = d.wait_done(j["job_id"])
+    tap.ok(job["exit_code"] == 0 and time.monotonic() - t0 < 5,
+           "a background child holding the pipe does not delay completion")
+    pid = int(open(pidf).read())
+    wait_until(lambda: not pid_alive(pid), 2, "straggler killed")
+    tap.ok(not pid_alive(pid), "stragglers in the group are killed when the shell exits")
+
+
+def test_restart_recovers_queued_and_fails_running():
+    d = Daemon().start()
+    count, order = d.path("count"), d.path("order")
+    pidf = d.path("run.pid")
+    r = d.submit("echo x >> %s; echo $$ > %s; exec sleep 30" % (q(count), q(pidf)), device_id="1")
+    wait_until(lambda: os.path.exists(pidf) and open(pidf).read().strip(), 10, "job running")
+    ids = [d.submit("echo %d >> %s" % (i, q(order)), device_id="1")["job_id"] for i in range(4)]
+    pid = int(open(pidf).read())
+    d.kill9()
+    wait_until(lambda: not pid_alive(pid), 2, "the running job dies with the daemon")
+    tap.ok(not pid_alive(pid), "no job process outlives a SIGKILLed daemon by 2 s")
+    d.start()
+    job = d.wait_done(r["job_id"])
+    tap.eq(job["exit_code"], -1, "a job found running at start-up fails with -1")
+    tap.ok("interrupted" in d.log_text(r["job_id"]), "with a log line saying so")
+    for i in ids:
+        tap.eq(d.wait_done(i)["device_id"], "1", "queued job back on its card")
+    tap.eq(read_lines(order), ["0", "1", "2", "3"], "queued jobs survive kill -9 in order")
+    tap.eq(read_lines(count), ["x"], "the interrupted job never runs again")
+
+
+def test_sigterm_stops_running_keeps_queued():
+    d = Daemon().start()
+    ready, side = d.path("ready"), d.path("side")
+    r = d.submit("touch %s; exec sleep 30" % q(ready))
+    wait_until(lambda: os.path.exists(ready), 10, "job running")
+    qj = d.submit("touch %s" % q(side))
+    t0 = time.monotonic()
+    rc = d.stop(signal.SIGTERM)
+    tap.ok(rc == 0 and time.monotonic() - t0 < 5.3, "SIGTERM: exit 0 within grace + 5 s")
+    tap.ok(not os.path.exists(side), "queued job not started during shutdown")
+    d.start()
+    tap.eq(d.wait_done(r["job_id"])["exit_code"], -1, "the stopped job failed with -1")
+    tap.eq(d.wait_done(qj["job_id"])["exit_code"], 0, "the queued job runs after the restart")
+
+
+def test_long_polls_release_on_events():
+    d = Daemon().start()
+    j = d.submit("sleep 0.5; echo late; sleep 0.5")
+    t0 = time.monotonic()
+    r = d.get("/logs/%s?offset=0&wait=10" % j["job_id"], timeout=20).json
+    tap.ok(r["content"] == "late\n" and time.monotonic() - t0 < 3,
+           "logs wait returns when output appears", r)
+    r = d.get("/result/%s?wait=10" % j["job_id"], timeout=20).json
+    tap.ok(r["status"] == "done" and time.monotonic() - t0 < 4, "result wait returns at completion")
+
+
+def test_persisted_and_private():
+    d = Daemon().start()
+    j = d.submit("echo MARK123")
+    d.wait_done(j["job_id"])
+    db = os.path.join(d.log_dir, "jobs.sqlite3")
+    con = sqlite3.connect(db)
+    row = con.execute("SELECT status, device, exit_code FROM jobs WHERE id=?",
+                      (j["job_id"],)).fetchone()
+    mode = con.execute("PRAGMA journal_mode").fetchone()[0]
+    con.close()
+    tap.eq(row, ("done", 0, 0), "the job row is in SQLite with its card")
+    tap.eq(mode, "wal", "WAL journal")
+    tap.eq(oct(os.stat(db).st_mode & 0o777), "0o600", "database 0600")
+    tap.eq(oct(os.stat(os.path.join(d.log_dir, j["job_id"])).st_mode & 0o777), "0o700",
+           "job folder 0700")
+    meta = json.load(open(os.path.join(d.log_dir, j["job_id"], "meta.json")))
+    tap.eq((meta["job_id"], meta["exit_code"]), (j["job_id"], 0), "meta.json holds the record")
+
+
+def test_config_errors_exit_2():
+    for var, val in (("TT_DEVICE_PORT", "x"), ("TT_DEVICE_IDS", "0,,1"),
+                     ("TT_DEVICE_STOP_GRACE_SEC", "-1"), ("TT_DEVICE_MAX_LOG_BYTES", "10"),
+                     ("TT_DEVICE_RESET_PREEMPTS_CURRENT", "maybe"),
+                     ("TT_DEVICE_DEFAULT_TIMEOUT", "100000"), ("TT_DEVICE_HTTP_WORKERS", "0")):
+        d = Daemon()
+        d.start(env={var: val}, wait=False)
+        try:
+            rc = d.proc.wait(5)
+        except Exception:  # noqa: BLE001
+            rc = None
+        d.stop()
+        tap.ok(rc == 2 and var in d.stderr(), "%s=%s: exit 2 naming the variable" % (var, val),
+               "rc %r: %s" % (rc, d.stderr()[-300:]))
+
+
+def test_queue_bound_and_concurrent_submitters():
+    d = Daemon(env={"TT_DEVICE_MAX_QUEUED_JOBS": "50"}).start()
+    g, wait = gate(d, "g")
+    ready = d.path("ready")
+    d.submit("touch %s; %s" % (q(ready), wait), device_id="0")
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    results = []
+
+    def worker():
+        for _ in range(10):
+            results.append(d.post("/queue", {"cmd": "true", "device_id": "0"}).status)
+    ts = [threading.Thread(target=worker) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    tap.eq((results.count(200), results.count(503)), (50, 30),
+           "exactly TT_DEVICE_MAX_QUEUED_JOBS accepted, the rest 503")
+    tap.eq(d.status()["queued_total"], 50, "queued_total")
+    open_gate(g)
+
+
+run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_first_failure,
+          test_timeout_kills_process_group, test_flood_capped_and_counted,
+          test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
+          test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
+          test_restart_recovers_queued_and_fails_running, test_sigterm_stops_running_keeps_queued,
+          test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
+          test_queue_bound_and_concurrent_submitters)

@@ -1,0 +1,319 @@
+"""Shared helpers for the integration tests: start the real daemon, talk HTTP, print TAP.
+
+Each integration test file is an executable script run by `prove --exec ''`. It uses `tap`
+for its checks and `Daemon` to start `./tt-device-queue serve` on an ephemeral 127.0.0.1
+port with a temporary log dir, TT_DEVICE_IDS=0,1 and fake reset/health commands (small shell
+scripts that log their argv). Waits are conditions with deadlines, never fixed sleeps.
+"""
+
+import http.client
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BINARY = os.environ.get("TTQ_BINARY") or os.path.join(ROOT, "tt-device-queue")
+q = shlex.quote
+
+
+class Tap:
+    """Minimal TAP producer: ok(), eq(), the plan at the end, exit status 1 on any failure."""
+
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def ok(self, cond, name, detail=None):
+        self.n += 1
+        print("%sok %d - %s" % ("" if cond else "not ", self.n, name), flush=True)
+        if not cond:
+            self.failed += 1
+            if detail is not None:
+                for line in str(detail).splitlines()[:40]:
+                    print("#   " + line, flush=True)
+        return cond
+
+    def eq(self, got, want, name):
+        return self.ok(got == want, name, "got:  %r\nwant: %r" % (got, want))
+
+    def done(self):
+        print("1..%d" % self.n, flush=True)
+        sys.exit(1 if self.failed else 0)
+
+
+tap = Tap()
+
+
+def run_tests(*funcs):
+    """Run test functions in order; an exception fails that test (reported) and goes on."""
+    for f in funcs:
+        try:
+            f()
+        except Exception:  # noqa: BLE001 - any error is a failed check, keep going
+            tap.ok(False, "%s raised" % f.__name__, traceback.format_exc())
+    Daemon.cleanup_all()
+    tap.done()
+
+
+def wait_until(fn, timeout=10.0, what="condition", interval=0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def pid_alive(pid):
+    """True when pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+class Resp:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        try:
+            self.json = json.loads(body.decode("utf-8"))
+        except ValueError:
+            self.json = None
+
+    def __getitem__(self, k):
+        return self.json[k]
+
+    def get(self, k, default=None):
+        return self.json.get(k, default) if isinstance(self.json, dict) else default
+
+    def __repr__(self):
+        return "<HTTP %d %r>" % (self.status, self.body[:300])
+
+
+class Daemon:
+    """One `tt-device-queue serve` with its own temp dir, log dir and fake controls."""
+
+    live = []
+
+    def __init__(self, ids="0,1", env=None):
+        self.tmp = tempfile.mkdtemp(prefix="ttq-test-")
+        self.log_dir = os.path.join(self.tmp, "logs")
+        self.reset_log = self.path("reset.log")
+        self.health_log = self.path("health.log")
+        reset = self.script("reset.sh", 'echo "$*" >> %s\necho "reset output for $*"'
+                            % q(self.reset_log))
+        health = self.script("health.sh", 'echo "$*" >> %s\necho "health output for $*"'
+                             % q(self.health_log))
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
+        self.env.update({
+            "TT_DEVICE_HOST": "127.0.0.1",
+            "TT_DEVICE_LOG_DIR": self.log_dir,
+            "TT_DEVICE_IDS": ids,
+            "TT_DEVICE_STOP_GRACE_SEC": "0.3",
+            "TT_DEVICE_RESET_CMD": reset + " {device}",
+            "TT_DEVICE_HEALTH_CHECK_CMD": health + " {device}",
+            "TT_DEVICE_BOOT_ID_FILE": self.path("boot_id"),
+        })
+        with open(self.path("boot_id"), "w") as f:
+            f.write("test-boot-1\n")
+        self.env.update(env or {})
+        self.proc = None
+        self.port = None
+        Daemon.live.append(self)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def script(self, name, body):
+        p = self.path(name)
+        with open(p, "w") as f:
+            f.write("#!/bin/bash\n" + body + "\n")
+        os.chmod(p, 0o755)
+        return p
+
+    def start(self, env=None, wait=True):
+        self.port = free_port()
+        e = dict(self.env)
+        e["TT_DEVICE_PORT"] = str(self.port)
+        e.update(env or {})
+        self.err = open(self.path("serve.err"), "ab")
+        self.proc = subprocess.Popen([BINARY, "serve"], env=e, cwd=self.tmp,
+                                     stdin=subprocess.DEVNULL, stdout=self.err,
+                                     stderr=self.err, start_new_session=True)
+        if wait:
+            wait_until(self._ready, 10, "the daemon to answer GET /status")
+        return self
+
+    def _ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("serve exited with %s:\n%s" % (self.proc.returncode,
+                                                                  self.stderr()))
+        try:
+            return self.get("/status", timeout=1).status == 200
+        except OSError:
+            return False
+
+    def stderr(self):
+        try:
+            with open(self.path("serve.err"), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        """Signal the daemon and wait for it; returns its exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.err.close()
+        return self.proc.returncode
+
+    def kill9(self):
+        return self.stop(signal.SIGKILL)
+
+    def restart(self, env=None):
+        self.stop()
+        return self.start(env)
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @classmethod
+    def cleanup_all(cls):
+        for d in cls.live:
+            try:
+                d.cleanup()
+            except Exception:  # noqa: BLE001
+                pass
+        cls.live = []
+
+    # ---- HTTP
+    def request(self, method, path, body=None, headers=None, timeout=10.0):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            data = body
+            if body is not None and not isinstance(body, (bytes, str)):
+                data = json.dumps(body)
+            conn.request(method, path, body=data, headers=headers or {})
+            r = conn.getresponse()
+            return Resp(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body if body is not None else {}, **kw)
+
+    def submit(self, cmd, **fields):
+        body = {"cmd": cmd}
+        body.update(fields)
+        r = self.post("/queue", body)
+        if r.status != 200:
+            raise AssertionError("POST /queue %r refused: %r" % (body, r))
+        return r.json
+
+    def job(self, job_id):
+        r = self.get("/job/" + job_id)
+        if r.status != 200:
+            raise AssertionError("GET /job/%s: %r" % (job_id, r))
+        return r.json
+
+    def wait_done(self, job_id, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("job %s not done in %.0fs: %r" % (job_id, timeout,
+                                                                       self.job(job_id)))
+            r = self.get("/result/%s?wait=%d" % (job_id, max(0, min(10, int(left)))),
+                         timeout=left + 5)
+            if r.get("status") == "done":
+                return self.job(job_id)
+
+    def log_text(self, job_id):
+        out, off = [], 0
+        while True:
+            r = self.get("/logs/%s?offset=%d" % (job_id, off)).json
+            out.append(r["content"])
+            if r["complete"] or r["next_offset"] == off:
+                return "".join(out)
+            off = r["next_offset"]
+
+    def status(self):
+        return self.get("/status").json
+
+    def dev(self, device):
+        for d in self.status()["devices"]:
+            if d["device_id"] == str(device):
+                return d
+        raise AssertionError("no card %s in /status" % device)
+
+    def cli(self, *args, env=None, input=None, timeout=30):
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
+        e["TT_DEVICE_URL"] = "http://127.0.0.1:%d" % self.port
+        e["TT_DEVICE_CLI_SCRIPT_DIR"] = self.path("cli-scripts")
+        e.update(env or {})
+        p = subprocess.run([BINARY] + [str(a) for a in args], env=e, input=input,
+                           capture_output=True, timeout=timeout, cwd=self.tmp,
+                           stdin=None if input is not None else subprocess.DEVNULL)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode(
+            "utf-8", "replace")
+
+
+def raw_exchange(port, data, timeout=5.0):
+    """Send raw bytes on a new connection; return everything read until close or timeout."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+    finally:
+        s.close()
