@@ -346,10 +346,20 @@ test_signal_reset(void)
 	sigprocmask(SIG_BLOCK, &set, &old);
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
+	unsigned long long blk = ~0ULL, ign = ~0ULL;
+
 	run(argv, NULL, NULL, &out);
-	is_str(
-	    out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
-	    "child: nothing ignored, nothing blocked (parent ignores PIPE/TERM/HUP, blocks INT)");
+	if (out)
+		sscanf(out, "SigBlk:\t%llx\nSigIgn:\t%llx", &blk, &ign);
+	/*
+	 * glibc keeps signals 32 and 33 (its thread-cancel and setxid signals) to itself: sigaction
+	 * refuses them, so a disposition inherited from an ancestor (make ignores them) stays.
+	 */
+	ign &= ~(3ULL << 31);
+	ok(blk == 0 && ign == 0,
+	   "child: nothing ignored, nothing blocked (parent ignores PIPE/TERM/HUP, blocks INT)");
+	if (blk || ign)
+		printf("#   got %s\n", out ? out : "(null)");
 	free(out);
 	sigprocmask(SIG_SETMASK, NULL, &now);
 	ok(sigismember(&now, SIGINT) && sigismember(&now, SIGUSR1) && !sigismember(&now, SIGTERM),
