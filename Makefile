@@ -1,7 +1,7 @@
 # tt-device-queue: one executable, libsqlite3 the only library (SPEC section 2).
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 LDLIBS  = -lsqlite3 -lm
 PREFIX  ?= /usr/local
 DESTDIR ?=
