@@ -1369,7 +1369,8 @@ waiter_unlink(struct conn *c)
 static short
 conn_events(const struct conn *c)
 {
-	short ev = POLLRDHUP;
+	/* POLLRDHUP is level-triggered: once the peer's EOF was read, asking again would spin. */
+	short ev = c->peer_eof ? 0 : POLLRDHUP;
 
 	if (c->out.len > c->out_off)
 		ev |= POLLOUT;
@@ -1587,9 +1588,9 @@ conn_process(struct conn *c)
 			conn_close(c);
 		return;
 	}
+	timer_stop(&c->timer); /* complete: no slow-request deadline, also while it waits its turn */
 	if (!worker_take(c))
 		return;
-	timer_stop(&c->timer);
 	handle_request(c, &req, c->in + r, need - (size_t)r);
 	if (!c->dead)
 		conn_consume(c, need);
@@ -3455,30 +3456,44 @@ store_committed(void)
 	}
 }
 
-/* The commit failed: refuse this iteration's submissions, put dispatched jobs back. */
+/*
+ * This iteration's records could not be committed: put the jobs it dispatched back at the head
+ * of their queues (their processes never started), then refuse its submissions with 503 (they
+ * were never acknowledged). Dispatched jobs go back first so a refused submission that the
+ * same iteration also dispatched is in its queue again when it is unlinked.
+ */
 static void
-store_failed(const char *why)
+store_unwind(void)
 {
+	static struct vec drop; /* records to forget, freed once off the dirty list */
 	int i, k;
 
-	if (!D.degraded)
-		logmsg("tt-device-queue: job store degraded: %s", why);
-	D.degraded = true;
-	snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
-	timer_set(&D.store_retry, mono_now + STORE_RETRY);
-	for (i = D.nacks - 1; i >= 0; i--) {
-		struct ack *k2 = &D.acks[i];
-		struct active *a = k2->a;
+	for (i = D.spawn.n - 1; i >= 0; i--) {
+		struct active *a = D.spawn.v[i];
 
-		a->job.dirty = false;
+		sched_set_current(a->card, NULL);
+		if (a->job.mode == JOB_MODE_RESET) {
+			/* Not started: forget the reset job; the card's reset stays pending. */
+			vec_push(&drop, a);
+			continue;
+		}
+		a->job.status = JOB_QUEUED;
+		a->job.started_at = NAN;
+		sched_requeue_front(&D.sched, a->card, &a->job);
+	}
+	D.spawn.n = 0;
+	for (i = D.nacks - 1; i >= 0; i--) {
+		struct ack *ack = &D.acks[i];
+		struct active *a = ack->a;
+
 		sched_unlink(&D.sched, a->card, &a->job);
-		index_del(a);
-		k2->conn->out.len = k2->out_start;
-		respond_refused(k2->conn, a->card, "The job store is degraded; the job was not queued");
-		active_free(a);
-		k2->a = NULL;
+		ack->conn->out.len = ack->out_start;
+		respond_refused(ack->conn, a->card, "The job store is degraded; the job was not queued");
+		vec_push(&drop, a);
 	}
 	D.nacks = 0;
+	for (i = 0; i < drop.n; i++)
+		((struct active *)drop.v[i])->job.dirty = false;
 	for (i = 0, k = 0; i < D.dirty.n; i++) {
 		struct active *a = D.dirty.v[i];
 
@@ -3486,27 +3501,23 @@ store_failed(const char *why)
 			D.dirty.v[k++] = a;
 	}
 	D.dirty.n = k;
-	for (i = D.spawn.n - 1; i >= 0; i--) {
-		struct active *a = D.spawn.v[i];
-
-		if (a->job.mode == JOB_MODE_RESET) {
-			/* Not started: forget the reset job; the card's reset stays pending. */
-			sched_set_current(a->card, NULL);
-			a->job.dirty = false;
-			index_del(a);
-			for (k = 0; k < D.dirty.n && D.dirty.v[k] != a; k++)
-				;
-			if (k < D.dirty.n)
-				D.dirty.v[k] = D.dirty.v[--D.dirty.n];
-			active_free(a);
-			continue;
-		}
-		a->job.status = JOB_QUEUED;
-		a->job.started_at = NAN;
-		sched_set_current(a->card, NULL);
-		sched_requeue_front(&D.sched, a->card, &a->job);
+	for (i = 0; i < drop.n; i++) {
+		index_del(drop.v[i]);
+		active_free(drop.v[i]);
 	}
-	D.spawn.n = 0;
+	drop.n = 0;
+}
+
+/* A commit failed: degraded until one succeeds, retried every STORE_RETRY seconds. */
+static void
+store_failed(const char *why)
+{
+	if (!D.degraded)
+		logmsg("tt-device-queue: job store degraded: %s", why);
+	D.degraded = true;
+	snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
+	timer_set(&D.store_retry, mono_now + STORE_RETRY);
+	store_unwind();
 }
 
 static void
@@ -3515,7 +3526,7 @@ store_sync(void)
 	if (D.dirty.n == 0 && !D.cards_dirty)
 		return;
 	if (D.degraded && timer_armed(&D.store_retry)) {
-		store_failed(D.degraded_reason);
+		store_unwind(); /* not yet time to try again */
 		return;
 	}
 	if (store_write_dirty() < 0) {
