@@ -18,7 +18,8 @@
  *   reads as SCHED_DEFAULT_ESTIMATE); exit_code NULL is has_exit_code false. Loads never read
  *   env_json (only store_get_env does). No output text is ever stored.
  * - Schema changes (create, migrate from the earlier service's v1/v2) happen inside one
- *   BEGIN IMMEDIATE transaction, so a failed migration leaves the old file untouched.
+ *   BEGIN IMMEDIATE transaction, so a failed migration leaves the old file untouched; the
+ *   switch to WAL comes after it, so a refused file is not rewritten either.
  * - Load callbacks run while their query is live: they may read (get_job, get_env) but should
  *   collect and write after the load returns.
  * Failure messages go to st->err (store_errmsg); store_open() copies them to the caller.
@@ -406,7 +407,11 @@ set_wal(struct store *st)
 	return rc;
 }
 
-/* Open the connection: busy timeout, WAL, synchronous=FULL (WAL fsync'd at every commit). */
+/*
+ * Open the connection: busy timeout, synchronous=FULL (WAL fsync'd at every commit). WAL is
+ * set by store_open() only after the schema was accepted: switching the journal mode rewrites
+ * the file header, and a refused database must be left exactly as it was.
+ */
 static int
 connect_db(struct store *st, const char *path)
 {
@@ -416,8 +421,6 @@ connect_db(struct store *st, const char *path)
 	if (rc != SQLITE_OK)
 		return set_err(st, "%s", st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
 	sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
-	if (set_wal(st) != 0)
-		return -1;
 	return exec_sql(st, "setting synchronous=FULL", "PRAGMA synchronous = FULL");
 }
 
@@ -589,7 +592,7 @@ store_open(const char *path, char *err, size_t errlen)
 	}
 	mask = umask(077);
 	if (create_file(st, path) == 0 && connect_db(st, path) == 0 && setup_schema(st) == 0 &&
-	    prepare_all(st) == 0)
+	    set_wal(st) == 0 && prepare_all(st) == 0)
 		rc = 0;
 	umask(mask);
 	if (rc == 0)

@@ -1,0 +1,795 @@
+#!/usr/bin/env python3
+"""Durability under faults (SPEC 9, issue #4): nothing acknowledged is ever lost or run twice.
+
+Every test starts its own daemon (ttqlib.Daemon). Jobs prove what ran by appending a token to a
+ledger file with one O_APPEND write at their very start, so "ran twice" is a token seen twice.
+Faults are real, not simulated: SIGKILL at random moments (seeded, the seed is printed so a
+failure can be replayed with TTQ_CRASH_SEED=N), a full tmpfs (`mount -t tmpfs -o size=4m`; the
+test is skipped with a message where mounting is refused), the -wal file made immutable with
+`chattr +i` (the read-only file that still refuses root: plain chmod does not stop root), and a
+second SQLite connection holding BEGIN EXCLUSIVE past the daemon's busy timeout.
+Waits are conditions with deadlines; the few fixed sleeps are negative checks (something must
+NOT happen) and are marked "NEGATIVE CHECK".
+"""
+import collections
+import errno
+import hashlib
+import http.client
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ttqlib import Daemon, pid_alive, q, run_tests, tap, wait_until  # noqa: E402
+
+MARK = "TTQ_DURABILITY_MARK"  # env var carried by every job of a test, to find leftovers
+DAY = 86400.0
+
+
+# ---------------------------------------------------------------- helpers
+
+def fast_daemon(ids="0,1", env=None):
+    """A Daemon whose jobs start in milliseconds: HOME is an empty folder, so `bash -l`
+    sources no user profile (this host's pyenv init costs ~150 ms per login shell)."""
+    d = Daemon(ids=ids, env=env)
+    os.mkdir(d.path("home"))
+    d.env["HOME"] = d.path("home")
+    return d
+
+
+def db_path(d):
+    return os.path.join(d.log_dir, "jobs.sqlite3")
+
+
+def ledger_cmd(ledger, token, rest=""):
+    """A job that first appends token to the ledger (one O_APPEND write), then runs rest."""
+    return "echo %s >> %s%s" % (token, q(ledger), "; " + rest if rest else "")
+
+
+def ledger_counts(ledger):
+    try:
+        with open(ledger) as f:
+            return collections.Counter(f.read().split())
+    except FileNotFoundError:
+        return collections.Counter()
+
+
+def gate(d, name):
+    """(path, shell loop) of a file a job waits for; open_gate(path) releases it."""
+    path = d.path(name)
+    return path, "while [ ! -e %s ]; do sleep 0.02; done" % q(path)
+
+
+def open_gate(path):
+    open(path, "a").close()
+
+
+def marked_pids(mark):
+    """Live processes whose environment carries MARK=mark."""
+    needle = ("%s=%s" % (MARK, mark)).encode()
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % p, "rb") as f:
+                if needle in f.read().split(b"\0") and pid_alive(int(p)):
+                    pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+def try_post(d, body, timeout=10.0):
+    """POST /queue; None when the connection failed (the job is not acknowledged)."""
+    try:
+        return d.post("/queue", body, timeout=timeout)
+    except (OSError, http.client.HTTPException):
+        return None
+
+
+def degraded_reason(d):
+    return d.status()["worker"]["degraded_reason"]
+
+
+def metric(d, name):
+    for line in d.get("/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def db_rows(d, sql, args=()):
+    con = sqlite3.connect(db_path(d), timeout=10)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def db_status(d, job_id):
+    rows = db_rows(d, "SELECT status, exit_code FROM jobs WHERE id = ?", (job_id,))
+    return rows[0] if rows else None
+
+
+def integrity(path):
+    con = sqlite3.connect(path, timeout=10)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        con.close()
+
+
+def file_digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def wait_exit(d, timeout=10):
+    try:
+        return d.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def skip(name, why):
+    tap.ok(True, "%s # SKIP %s" % (name, why))
+
+
+def run_tool(argv):
+    """Run a system tool (mount, chattr); a missing tool is a failed run, not an exception."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True)
+    except OSError as e:
+        return subprocess.CompletedProcess(argv, 127, "", str(e))
+
+
+# ---------------------------------------------------------------- crash safety
+
+CRASH_JOBS = 300
+CRASH_KILLS = 5
+
+
+def test_crash_safety_under_sigkill():
+    seed = int(os.environ.get("TTQ_CRASH_SEED") or random.SystemRandom().randrange(1 << 31))
+    print("# crash-safety seed %d (TTQ_CRASH_SEED=%d replays the kill moments)" % (seed, seed),
+          flush=True)
+    rng = random.Random(seed)
+    d = fast_daemon()
+    mark = "%d-%d" % (os.getpid(), seed)
+    ledger = d.path("ledger")
+    d.start()
+    lock = threading.Lock()
+    acked = {}   # token -> job id, only for 200 answers
+    tried = []   # every token ever sent
+    stop = threading.Event()
+
+    def submitter(k):
+        pace = random.Random(seed + k)
+        n = 0
+        while not stop.is_set():
+            tok = "t%d_%d" % (k, n)
+            n += 1
+            body = {"cmd": ledger_cmd(ledger, tok, "sleep 0.0%d" % pace.randrange(6)),
+                    "device_id": str(pace.randrange(2)), "env": {MARK: mark}}
+            with lock:
+                tried.append(tok)
+            r = try_post(d, body)
+            if r is None:  # refused or cut: not acknowledged
+                time.sleep(0.05)
+                continue
+            if r.status == 200:
+                with lock:
+                    acked[tok] = r["job_id"]
+                    if len(acked) >= CRASH_JOBS:
+                        stop.set()
+            time.sleep(pace.uniform(0.02, 0.1))  # spread the submissions over the kills
+
+    threads = [threading.Thread(target=submitter, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    moments, died, running = [], [], []
+    for _ in range(CRASH_KILLS):
+        pause = rng.uniform(0.05, 2.0)  # from the (re)start: some land during start-up
+        moments.append("%.2f" % pause)
+        time.sleep(pause)
+        if not d.alive():  # it must be our SIGKILL that ends each run, not a crash
+            died.append((d.proc.returncode, d.stderr()[-300:]))
+        running.append(str(len(marked_pids(mark))))
+        d.kill9()
+        d.start(wait=False)
+    print("# SIGKILL after %s s of each run; job processes alive at each kill: %s"
+          % (", ".join(moments), ", ".join(running)), flush=True)
+    wait_until(d._ready, 15, "the daemon to answer after the last restart")
+    tap.eq(died, [], "the daemon was alive at every SIGKILL")
+    for t in threads:
+        t.join(60)
+    tap.ok(len(acked) >= CRASH_JOBS, "%d submissions acknowledged across %d SIGKILLs (%d tried)"
+           % (CRASH_JOBS, CRASH_KILLS, len(tried)))
+    jobs = {tok: d.wait_done(jid, timeout=90) for tok, jid in acked.items()}
+    tap.ok(all(j["status"] == "done" for j in jobs.values()), "every acknowledged job is done")
+    counts = ledger_counts(ledger)
+    twice = sorted(t for t, n in counts.items() if n > 1)
+    tap.eq(twice, [], "no job started twice (acknowledged or not)")
+    ok0 = [t for t, j in jobs.items() if j["exit_code"] == 0]
+    lost = sorted(t for t in ok0 if counts[t] != 1)
+    tap.eq(lost, [], "each of the %d jobs that exited 0 ran exactly once" % len(ok0))
+    other = {t: (j["exit_code"], j["error"]) for t, j in jobs.items()
+             if j["exit_code"] != 0 and not (j["exit_code"] == -1
+                                             and "nterrupted" in (j["error"] or ""))}
+    tap.eq(other, {}, "every other acknowledged job failed -1 'interrupted' (%d of them)"
+           % (len(jobs) - len(ok0)))
+    unknown = sorted(set(counts) - set(tried))
+    tap.eq(unknown, [], "the ledger holds only tokens that were submitted")
+    wait_until(lambda: not marked_pids(mark), 5, "no job process left")
+    tap.eq(marked_pids(mark), [], "no process of any job is left")
+    d.kill9()
+    tap.eq(integrity(db_path(d)), [("ok",)], "PRAGMA integrity_check after the last SIGKILL")
+    rows = db_rows(d, "SELECT cmd, status FROM jobs")
+    stored = {r[0].split()[1]: r[1] for r in rows}
+    ran_unrecorded = sorted(t for t in counts if t not in stored)
+    tap.eq(ran_unrecorded, [], "every job that ran is in the database (running before spawn)")
+    print("# %d unacknowledged submissions were committed anyway (answer lost to a kill)"
+          % len([t for t in stored if t not in acked]), flush=True)
+
+
+# ---------------------------------------------------------------- degraded mode
+
+def start_blocked_pairs(d, ledger, cards=("0", "1")):
+    """Per card: a running job held by a gate and a queued job behind it.
+    Returns {card: (running id, gate path, queued id, queued token)}."""
+    out = {}
+    for c in cards:
+        g, wait = gate(d, "gate" + c)
+        run = d.submit(ledger_cmd(ledger, "run" + c, wait + "; echo end%s >> %s"
+                                  % (c, q(ledger))), device_id=c)
+        queued = d.submit(ledger_cmd(ledger, "queued" + c), device_id=c)
+        out[c] = (run["job_id"], g, queued["job_id"], "queued" + c)
+    wait_until(lambda: all(ledger_counts(ledger)["run" + c] for c in cards), 10,
+               "the gated jobs to run")
+    return out
+
+
+def fill(path):
+    """Write zeros to path until the file system is full; returns the bytes written."""
+    n = 0
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+                n += 65536
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+    return n
+
+
+def on_small_tmpfs(name, body):
+    """Run body(d) with the daemon's log dir on a fresh 4 MiB tmpfs (skipped where mounting
+    is refused); the file system is unmounted afterwards."""
+    d = fast_daemon()
+    mnt = d.path("mnt")
+    os.mkdir(mnt)
+    r = run_tool(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt])
+    if r.returncode != 0:
+        skip(name, "mount -t tmpfs refused here (tests need root): %s" % r.stderr.strip())
+        return
+    try:
+        d.env["TT_DEVICE_LOG_DIR"] = d.log_dir = os.path.join(mnt, "logs")
+        body(d)
+    finally:
+        d.stop()
+        run_tool(["umount", "-l", mnt])  # lazy: a straggler holding a file cannot leak it
+
+
+def test_full_disk_degrades_and_recovers():
+    on_small_tmpfs("full-disk degraded mode", full_disk_body)
+
+
+def test_start_on_full_disk_comes_up_degraded():
+    on_small_tmpfs("start-up on a full disk", start_full_body)
+
+
+def full_disk_body(d):
+    ledger = d.path("ledger")
+    d.start()
+    pairs = start_blocked_pairs(d, ledger)
+    run1 = pairs["1"][0]
+    filler = os.path.join(os.path.dirname(d.log_dir), "filler")
+    fill(filler)
+    r = try_post(d, {"cmd": ledger_cmd(ledger, "refused"), "device_id": "1"})
+    tap.ok(r is not None and r.status == 503 and "degraded" in r.get("error", "")
+           and "full" in r.get("error", ""), "disk full: POST /queue 503 with the reason", r)
+    reason = degraded_reason(d)
+    tap.ok(reason and "full" in reason, "/status worker.degraded_reason says why", reason)
+    tap.eq(metric(d, "ttq_store_degraded"), 1.0, "/metrics ttq_store_degraded 1")
+    open_gate(pairs["1"][1])  # card 1's running job finishes during the fault
+    wait_until(lambda: ledger_counts(ledger)["end1"], 10, "card 1's job to end")
+    time.sleep(1.5)  # NEGATIVE CHECK: at least one retry passes; card 1 must stay idle
+    tap.eq(ledger_counts(ledger)["queued1"], 0, "degraded: the idle card starts no queued job")
+    tap.eq(db_status(d, run1), ("running", None), "the finished job is not yet on disk")
+    tap.eq(try_post(d, {"cmd": "true"}).status, 503, "still 503 while the disk is full")
+    os.unlink(filler)
+    # No HTTP traffic now: recovery and dispatch must come from the daemon's own retry.
+    wait_until(lambda: ledger_counts(ledger)["queued1"], 8,
+               "card 1's queued job to start once the disk has room (no requests meanwhile)")
+    tap.ok(True, "writable again: dispatch resumes by itself within seconds")
+    tap.eq(degraded_reason(d), None, "degraded_reason cleared")
+    tap.eq(metric(d, "ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
+    tap.eq(db_status(d, run1), ("done", 0), "the completion of the job that ended during the "
+           "fault is recorded")
+    later = d.submit(ledger_cmd(ledger, "later"), device_id="1")
+    open_gate(pairs["0"][1])
+    done = [d.wait_done(j)["exit_code"] for j in
+            (pairs["0"][0], pairs["0"][2], pairs["1"][2], later["job_id"])]
+    tap.eq(done, [0, 0, 0, 0], "every acknowledged job is done")
+    counts = ledger_counts(ledger)
+    tap.eq((counts["refused"], max(counts.values())), (0, 1),
+           "the refused job never ran; nothing ran twice")
+
+
+def start_full_body(d):
+    """A restart after a crash finds the disk full: the daemon must come up degraded (answer,
+    say why, keep the interrupted job's failure in memory) rather than exit and leave the
+    host with no queue at all; it catches up once there is room."""
+    ledger = d.path("ledger")
+    d.start()
+    g, wait = gate(d, "g0")
+    run = d.submit(ledger_cmd(ledger, "run0", wait), device_id="0")["job_id"]
+    queued = d.submit(ledger_cmd(ledger, "queued0"), device_id="0")["job_id"]
+    wait_until(lambda: ledger_counts(ledger)["run0"], 10, "the gated job to run")
+    d.kill9()
+    filler = os.path.join(os.path.dirname(d.log_dir), "filler")
+    fill(filler)
+    d.start()
+    reason = degraded_reason(d)
+    tap.ok(reason and "full" in reason, "restarted on a full disk: serving, degraded", reason)
+    r = try_post(d, {"cmd": ledger_cmd(ledger, "refused")})
+    tap.ok(r is not None and r.status == 503 and "full" in r.get("error", ""),
+           "submissions get 503 with the reason", r)
+    j = d.job(run)
+    tap.ok(j["status"] == "done" and j["exit_code"] == -1, "the interrupted job failed", j)
+    tap.eq(d.job(queued)["status"], "queued", "the queued job waits")
+    os.unlink(filler)
+    wait_until(lambda: ledger_counts(ledger)["queued0"], 8,
+               "the queued job to run once the disk has room")
+    tap.eq(d.wait_done(queued)["exit_code"], 0, "it runs once there is room")
+    tap.eq(db_status(d, run), ("done", -1), "the interrupted job's failure is on disk")
+    tap.eq((ledger_counts(ledger)["run0"], ledger_counts(ledger)["refused"]), (1, 0),
+           "nothing ran twice, the refused job never ran")
+
+
+def test_immutable_wal_degrades_and_recovers():
+    """The -wal made read-only (chattr +i: writes fail with EPERM even for root and on open
+    descriptors). Clients keep polling throughout: their traffic must not delay the retry."""
+    d = fast_daemon()
+    ledger = d.path("ledger")
+    d.start()
+    pairs = start_blocked_pairs(d, ledger, cards=("1",))
+    wal = db_path(d) + "-wal"
+    r = run_tool(["chattr", "+i", wal])
+    if r.returncode != 0:
+        skip("read-only -wal degraded mode", "chattr +i refused: %s" % r.stderr.strip())
+        return
+    try:
+        r = try_post(d, {"cmd": ledger_cmd(ledger, "refused")})
+        tap.ok(r is not None and r.status == 503 and "degraded" in r.get("error", ""),
+               "read-only -wal: POST /queue 503", r)
+        reason = degraded_reason(d)
+        tap.ok(bool(reason), "degraded_reason: %s" % reason)
+        r = d.post("/reset", {"device_id": "0"})
+        tap.eq(r.status, 200, "a reset of idle card 0 is taken while writes fail")
+        open_gate(pairs["1"][1])
+        wait_until(lambda: ledger_counts(ledger)["end1"], 10, "card 1's job to end")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.5:  # NEGATIVE CHECK, with traffic every 50 ms
+            d.status()
+            time.sleep(0.05)
+        tap.eq(ledger_counts(ledger)["queued1"], 0, "no dispatch while writes fail")
+        tap.ok(not os.path.exists(d.reset_log), "and no reset starts either")
+    finally:
+        run_tool(["chattr", "-i", wal])
+    t0 = time.monotonic()
+
+    def recovered():
+        time.sleep(0.05)
+        return degraded_reason(d) is None
+    wait_until(recovered, 8, "degraded mode to end while /status is polled every 50 ms")
+    tap.ok(True, "recovered %.1fs after the file became writable, under steady traffic"
+           % (time.monotonic() - t0))
+    tap.eq(d.wait_done(pairs["1"][2])["exit_code"], 0, "the queued job runs after recovery")
+    tap.eq(db_status(d, pairs["1"][0]), ("done", 0), "the fault-time completion is on disk")
+    tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
+    wait_until(lambda: d.dev(0)["reset_epoch"] == 1 and d.dev(0)["state"] == "healthy", 10,
+               "card 0's reset to run after recovery")
+    tap.eq(open(d.reset_log).read().split(), ["0"], "the deferred reset ran once, after")
+
+
+def test_locked_database_degrades_and_recovers():
+    """Another connection holds the write lock past the busy timeout. The only write that
+    failed was the refused submission itself: nothing else is waiting to be saved, and the
+    store must still find out by itself that it is writable again."""
+    d = fast_daemon()
+    ledger = d.path("ledger")
+    d.start()
+    con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        r = try_post(d, {"cmd": ledger_cmd(ledger, "refused")}, timeout=20)
+        tap.ok(r is not None and r.status == 503 and "locked" in r.get("error", ""),
+               "locked past the busy timeout: 503 with the reason", r)
+        tap.ok("locked" in (degraded_reason(d) or ""), "degraded_reason says locked")
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+
+    def accepted():
+        r = try_post(d, {"cmd": ledger_cmd(ledger, "accepted")})
+        return r if r is not None and r.status == 200 else time.sleep(0.1)
+    r = wait_until(accepted, 8, "POST /queue to be accepted after the lock is released")
+    tap.eq(d.wait_done(r["job_id"])["exit_code"], 0, "submissions are taken and run again")
+    tap.eq(degraded_reason(d), None, "degraded_reason cleared")
+    tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
+
+
+# ---------------------------------------------------------------- power-loss durability
+
+def strace_lines(trace):
+    with open(trace) as f:
+        return f.read().splitlines()
+
+
+def first_after(lines, start, pred):
+    return next((i for i in range(start + 1, len(lines)) if pred(lines[i])), None)
+
+
+def is_wal_sync(ln):
+    return ("fdatasync(" in ln or "fsync(" in ln) and "jobs.sqlite3-wal" in ln
+
+
+def test_fsync_before_ack_and_spawn_group_commit():
+    """strace of the daemon: the -wal is fsync'd after a submission is read and before its 200
+    and before its job's shell is exec'd; 20 submissions that arrive together share a few
+    commits (group commit) instead of paying one fsync each."""
+    d = fast_daemon()
+    d.start()
+    if not shutil.which("strace"):
+        skip("fsync before 200", "strace not installed")
+        return
+    trace = d.path("strace.out")
+    conns = [http.client.HTTPConnection("127.0.0.1", d.port, timeout=30) for _ in range(20)]
+    for c in conns:  # connected, accepted and idle before the burst
+        c.request("GET", "/status")
+        c.getresponse().read()
+    st = subprocess.Popen(["strace", "-f", "-qq", "-y", "-s", "40", "-o", trace, "-e",
+                           "trace=fsync,fdatasync,read,recvfrom,write,writev,sendto,sendmsg,"
+                           "execve", "-p", str(d.proc.pid)], stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: d.status() and os.path.exists(trace) and os.path.getsize(trace), 10,
+                   "strace to attach")
+        one = d.submit("true")
+        d.wait_done(one["job_id"])
+        os.kill(d.proc.pid, signal.SIGSTOP)  # the burst arrives while the loop is stopped
+        try:
+            for i, c in enumerate(conns):
+                c.request("POST", "/queue", body='{"cmd": "true", "device_id": "%d"}' % (i % 2))
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+        codes = [c.getresponse().status for c in conns]
+    finally:
+        for c in conns:
+            c.close()
+        st.send_signal(signal.SIGINT)
+        st.wait(10)
+    lines = strace_lines(trace)
+    post = first_after(lines, -1, lambda ln: '"POST /queue' in ln)
+    sync = first_after(lines, post, is_wal_sync) if post is not None else None
+    ack = first_after(lines, post, lambda ln: "HTTP/1.1 200" in ln) if post else None
+    bash = first_after(lines, post, lambda ln: "execve(" in ln and "bash" in ln) if post else None
+    tap.ok(None not in (sync, ack, bash) and sync < ack and sync < bash,
+           "a submission's commit is fsync'd before its 200 and before its shell starts",
+           "post %s sync %s ack %s exec %s\n%s" % (post, sync, ack, bash,
+                                                   "\n".join(lines[-20:])))
+    tap.eq(codes, [200] * 20, "the burst of 20 submissions is acknowledged")
+    burst = first_after(lines, ack or 0, lambda ln: '"POST /queue' in ln)
+    acks = [i for i, ln in enumerate(lines) if burst is not None and i > burst
+            and "HTTP/1.1 200" in ln]
+    syncs = [i for i in range(burst or 0, acks[-1] if acks else 0) if is_wal_sync(lines[i])]
+    tap.ok(len(acks) == 20 and 1 <= len(syncs) <= 8,
+           "group commit: 20 acknowledgements after %d -wal fsyncs" % len(syncs))
+
+
+# ---------------------------------------------------------------- migration and refusal
+
+OLD_JOBS = (
+    "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+    "cmd TEXT NOT NULL, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, mode TEXT, "
+    "client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, exit_code INTEGER, "
+    "elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, repeat_current INTEGER, "
+    "repeat_completed INTEGER, first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
+    "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, log_truncated INTEGER, "
+    "dropped_log_bytes INTEGER, timed_out INTEGER, error TEXT, updated_at REAL)")
+OLD_STATE = (
+    "CREATE TABLE device_state (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), "
+    "state TEXT, reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
+    "dead_since REAL, dead_reason TEXT, updated_at REAL)")
+A, B, C = "a" * 32, "b" * 32, "c" * 32
+
+
+def build_old_db(d, version=2, state=("healthy", None), epoch=3):
+    """The earlier single-card service's database: a done (A), a running (B) and a queued (C)
+    job, and its device_state row (state, boot id). Times are REAL epoch seconds."""
+    os.makedirs(os.path.join(d.log_dir, A), mode=0o700)
+    with open(os.path.join(d.log_dir, A, "output"), "w") as f:
+        f.write("old output\n")
+    now = time.time()
+    con = sqlite3.connect(db_path(d))
+    con.execute(OLD_JOBS)
+    cols = ("id, cmd, cwd, timeout, repeat, env_json, mode, client_id, reset_epoch, submitted, "
+            "status, exit_code, elapsed, output_file, started_at, finished_at, repeat_current, "
+            "repeat_completed, per_iter_estimate_sec, log_size, log_truncated, "
+            "dropped_log_bytes, timed_out, updated_at")
+    rows = [
+        (A, "echo old", "", 60, 1, "{}", "run", "alice", epoch, now - 300, "done", 0, 2.5,
+         os.path.join(d.log_dir, A, "output"), now - 299, now - 296.5, 1, 1, 2.5, 11, 0, 0, 0,
+         now - 296.5),
+        (B, "sleep 1000", "", 60, 1, None, "run", "bob", epoch, now - 200, "running", None,
+         None, os.path.join(d.log_dir, B, "output"), now - 199, None, 1, 0, 10, 0, 0, 0, 0,
+         now - 199),
+        (C, ledger_cmd(d.path("ledger"), "oldqueued_$OLD"), "", 60, 1, '{"OLD": "env"}', "run",
+         "carol", epoch, now - 100, "queued", None, None, None, None, None, 0, 0, 10, 0, 0, 0,
+         0, now - 100),
+    ]
+    con.executemany("INSERT INTO jobs (%s) VALUES (%s)" % (cols, ", ".join("?" * 24)), rows)
+    if state:
+        con.execute(OLD_STATE)
+        dead = state[0] == "dead"
+        con.execute("INSERT INTO device_state VALUES (1, ?, ?, 0, ?, ?, ?, ?, ?)",
+                    (state[0], epoch, state[1], now - 1000, now - 50 if dead else None,
+                     "old reset failed" if dead else None, now - 50))
+    con.execute("PRAGMA user_version = %d" % version)
+    con.commit()
+    con.close()
+
+
+def new_log_dir(d):
+    os.makedirs(d.log_dir, mode=0o700)
+
+
+def test_migration_of_earlier_service_db():
+    d = fast_daemon()
+    new_log_dir(d)
+    build_old_db(d, version=2, state=("healthy", "test-boot-1"))
+    d.start()
+    a = d.job(A)
+    tap.eq((a["device_id"], a["status"], a["exit_code"], a["cmd"], a["client_id"]),
+           ("0", "done", 0, "echo old", "alice"), "the old done job is card 0's, readable")
+    tap.ok(isinstance(a["finished_at"], str) and a["finished_at"][:2] == "20",
+           "REAL epoch times read back as ISO times", a["finished_at"])
+    tap.eq(d.get("/logs/" + A).json["content"], "old output\n", "its output file is read")
+    b = d.wait_done(B)
+    tap.ok(b["device_id"] == "0" and b["exit_code"] == -1 and "nterrupted" in b["error"],
+           "the old running job failed -1 interrupted", b)
+    c = d.wait_done(C)
+    tap.eq((c["device_id"], c["exit_code"]), ("0", 0), "the old queued job ran on queue 0")
+    tap.eq(ledger_counts(d.path("ledger"))["oldqueued_env"], 1, "exactly once, with its env")
+    card0, card1 = d.dev(0), d.dev(1)
+    tap.eq((card0["state"], card0["reset_epoch"]), ("healthy", 3), "card 0 has the old state")
+    tap.eq((card1["state"], card1["reset_epoch"]), ("healthy", 0), "card 1 starts fresh")
+    d.stop()
+    tap.eq(db_rows(d, "PRAGMA user_version"), [(3,)], "user_version 3 after the migration")
+    tap.eq(db_rows(d, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"),
+           [(0,)], "device_state moved into cards")
+    d.start()
+    tap.eq(d.job(A)["status"], "done", "the migrated database opens again")
+
+
+def test_migration_dead_card_same_and_new_boot():
+    for version, boot, want in ((2, "test-boot-1", "dead"), (1, "older-boot", "healthy")):
+        d = fast_daemon()
+        new_log_dir(d)
+        build_old_db(d, version=version, state=("dead", boot), epoch=5)
+        d.start()
+        c0 = d.dev(0)
+        if want == "dead":
+            tap.ok(c0["state"] == "dead" and c0["dead_reason"] == "old reset failed",
+                   "v%d: dead in this boot: card 0 stays dead" % version, c0)
+            r = d.post("/queue", {"cmd": "true", "device_id": "0"})
+            tap.eq(r.status, 503, "its submissions get 503")
+            c = d.wait_done(C)
+            tap.ok(c["exit_code"] == -1 and "dead" in c["error"],
+                   "its old queued job finished with the dead-card error", c)
+        else:
+            tap.eq((c0["state"], c0["reset_epoch"]), ("healthy", 6),
+                   "v%d: dead in an earlier boot: healthy with epoch + 1" % version)
+            tap.eq(d.wait_done(C)["exit_code"], 0, "and its old queued job runs")
+        tap.eq(d.dev(1)["state"], "healthy", "card 1 untouched")
+        d.cleanup()
+
+
+def test_refuses_pre_v2_and_newer_schema():
+    cases = (
+        ("pre-v2", "CREATE TABLE jobs (id TEXT PRIMARY KEY, cmd TEXT, state TEXT, "
+                   "exit_code INTEGER); PRAGMA user_version = 1;"),
+        ("newer", OLD_JOBS + "; ALTER TABLE jobs ADD COLUMN device INTEGER; "
+                  "PRAGMA user_version = 9;"),
+    )
+    for name, sql in cases:
+        d = fast_daemon()
+        new_log_dir(d)
+        con = sqlite3.connect(db_path(d))
+        con.executescript(sql)
+        con.close()
+        os.chmod(db_path(d), 0o644)
+        before = (file_digest(db_path(d)), sorted(os.listdir(d.log_dir)))
+        d.start(wait=False)
+        rc = wait_exit(d)
+        d.stop()
+        tap.ok(rc not in (None, 0) and "logs-v2" in d.stderr(),
+               "%s database: serve exits %s telling to use a fresh logs-v2/" % (name, rc),
+               d.stderr()[-400:])
+        tap.eq((file_digest(db_path(d)), sorted(os.listdir(d.log_dir))), before,
+               "%s database: the file is unchanged, nothing added beside it" % name)
+        d.cleanup()
+
+
+# ---------------------------------------------------------------- cards gone or dead at start
+
+def test_removed_card_jobs_finish_with_error():
+    d = fast_daemon()
+    d.start()
+    ledger = d.path("ledger")
+    g, wait = gate(d, "g1")
+    run = d.submit(ledger_cmd(ledger, "run1", wait), device_id="1")
+    queued = [d.submit(ledger_cmd(ledger, "gone%d" % i), device_id="1")["job_id"]
+              for i in range(2)]
+    wait_until(lambda: ledger_counts(ledger)["run1"], 10, "card 1's job to run")
+    d.kill9()
+    d.start(env={"TT_DEVICE_IDS": "0"})
+    for jid in queued:
+        j = d.wait_done(jid)
+        tap.ok(j["device_id"] == "1" and j["exit_code"] == -1
+               and "no longer configured" in j["error"] and "never ran" in j["error"],
+               "queued job of a removed card: done, -1, clear error", j)
+    tap.ok("no longer configured" in d.log_text(queued[0]), "and a log line saying so")
+    r = d.wait_done(run["job_id"])
+    tap.ok(r["exit_code"] == -1 and "nterrupted" in r["error"] and "never ran" not in r["error"],
+           "a removed card's job found running: -1 interrupted (it did run)", r)
+    open_gate(g)
+    tap.eq([c["device_id"] for c in d.status()["devices"]], ["0"], "only card 0 is listed")
+    tap.eq(d.post("/queue", {"cmd": "true", "device_id": "1"}).status, 400,
+           "a removed card is not a queue: 400")
+    tap.eq(sum(ledger_counts(ledger)[t] for t in ("gone0", "gone1")), 0, "they never ran")
+
+
+def test_dead_card_of_this_boot_stays_listed():
+    d = fast_daemon()
+    d.start()
+    d.stop()
+    con = sqlite3.connect(db_path(d))
+    con.execute("UPDATE cards SET state = 'dead', dead_since = ?, dead_reason = 'test: dead' "
+                "WHERE device = 1", (time.time(),))
+    con.commit()
+    con.close()
+    d.start(env={"TT_DEVICE_IDS": "0"})
+    cards = {c["device_id"]: c["state"] for c in d.status()["devices"]}
+    tap.eq(cards, {"0": "healthy", "1": "dead"}, "a card dead in this boot stays listed (dead)")
+    tap.eq(d.post("/queue", {"cmd": "true", "device_id": "1"}).status, 503,
+           "its submissions get 503, not 400")
+    d.stop()
+    with open(d.path("boot_id"), "w") as f:
+        f.write("test-boot-2\n")
+    d.start(env={"TT_DEVICE_IDS": "0"})
+    tap.eq([c["device_id"] for c in d.status()["devices"]], ["0"],
+           "after a reboot the vanished card is no longer listed")
+
+
+# ---------------------------------------------------------------- retention
+
+def test_retention_by_days_and_count():
+    d = fast_daemon()
+    d.start()
+    ids = []
+    for i in range(6):  # one at a time: finished_at follows i
+        ids.append(d.submit("echo %d" % i, device_id=str(i % 2))["job_id"])
+        d.wait_done(ids[-1])
+    orphan = "0123456789abcdef0123456789abcdef"
+    for name in ("notajob", orphan, "ABCDEF0123456789ABCDEF0123456789"):
+        os.mkdir(os.path.join(d.log_dir, name))
+        open(os.path.join(d.log_dir, name, "keep"), "w").close()
+    d.stop()
+    con = sqlite3.connect(db_path(d))
+    con.executemany("UPDATE jobs SET finished_at = finished_at - ? WHERE id = ?",
+                    [(3 * DAY, ids[0]), (2 * DAY, ids[3])])  # aged past one day
+    os.mkdir(d.path("outside"))
+    for bad in ("../outside", "notajob"):  # rows no daemon writes: ids that name other folders
+        con.execute("INSERT INTO jobs (id, cmd, status, finished_at, device) "
+                    "VALUES (?, 'x', 'done', ?, 0)", (bad, time.time() - 5 * DAY))
+    con.commit()
+    con.close()
+
+    def present():
+        return [d.get("/job/" + j).status == 200 and
+                os.path.isdir(os.path.join(d.log_dir, j)) for j in ids]
+    d.start(env={"TT_DEVICE_RETENTION_DAYS": "1"})
+    tap.eq(present(), [False, True, True, False, True, True],
+           "RETENTION_DAYS=1: exactly the two aged jobs and their folders are gone")
+    d.stop()
+    d.start(env={"TT_DEVICE_RETENTION_DAYS": "0", "TT_DEVICE_MAX_COMPLETED_JOBS": "2"})
+    tap.eq(present(), [False, False, False, False, True, True],
+           "MAX_COMPLETED_JOBS=2: only the two newest completed jobs are kept")
+    left = sorted(os.listdir(d.log_dir))
+    tap.ok({"notajob", orphan, "ABCDEF0123456789ABCDEF0123456789"} <= set(left),
+           "folders that are not jobs of the database are never touched", left)
+    tap.ok(os.path.isdir(d.path("outside")) and db_rows(
+        d, "SELECT count(*) FROM jobs WHERE id IN ('../outside', 'notajob')") == [(0,)],
+        "rows with ids that are not job ids are deleted, their 'folders' left alone")
+    tap.eq(d.status()["worker"]["maintenance_warning"], None, "no maintenance warning")
+
+
+def test_retention_failure_is_a_warning_not_a_stop():
+    d = fast_daemon()
+    d.start()
+    old = d.submit("echo old")["job_id"]
+    d.wait_done(old)
+    d.stop()
+    con = sqlite3.connect(db_path(d))
+    con.execute("UPDATE jobs SET finished_at = finished_at - ? WHERE id = ?", (3 * DAY, old))
+    con.commit()
+    con.close()
+    stuck = os.path.join(d.log_dir, old, "output")
+    r = run_tool(["chattr", "+i", stuck])
+    if r.returncode != 0:
+        skip("retention failure", "chattr +i refused: %s" % r.stderr.strip())
+        return
+    try:
+        d.start(env={"TT_DEVICE_RETENTION_DAYS": "1"})
+        warning = d.status()["worker"]["maintenance_warning"]
+        tap.ok(warning and old in warning, "a folder retention cannot remove is a "
+               "maintenance_warning naming the job", warning)
+        tap.eq(d.get("/job/" + old).status, 404, "the job itself is deleted all the same")
+        tap.eq(d.wait_done(d.submit("true")["job_id"])["exit_code"], 0, "and service goes on")
+    finally:
+        run_tool(["chattr", "-i", stuck])
+
+
+# ---------------------------------------------------------------- permissions
+
+def test_database_and_folders_private():
+    d = fast_daemon()
+    d.start()
+    j = d.submit("echo private")
+    d.wait_done(j["job_id"])
+
+    def mode(*p):
+        return oct(os.stat(os.path.join(d.log_dir, *p)).st_mode & 0o777)
+    tap.eq([mode("jobs.sqlite3"), mode("jobs.sqlite3-wal"), mode("jobs.sqlite3-shm")],
+           ["0o600"] * 3, "database, -wal and -shm are 0600")
+    tap.eq([mode(), mode(j["job_id"])], ["0o700"] * 2, "log dir and job folder 0700")
+    tap.eq([mode(j["job_id"], "output"), mode(j["job_id"], "meta.json")], ["0o600"] * 2,
+           "output and meta.json 0600")
+    d.stop()
+    for p in ("jobs.sqlite3", "jobs.sqlite3-wal", "jobs.sqlite3-shm"):
+        if os.path.exists(os.path.join(d.log_dir, p)):
+            os.chmod(os.path.join(d.log_dir, p), 0o644)
+    d.start()
+    tap.eq(mode("jobs.sqlite3"), "0o600", "an older, wider database file is tightened to 0600")
+
+
+TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
+         test_start_on_full_disk_comes_up_degraded,
+         test_immutable_wal_degrades_and_recovers, test_locked_database_degrades_and_recovers,
+         test_fsync_before_ack_and_spawn_group_commit, test_migration_of_earlier_service_db,
+         test_migration_dead_card_same_and_new_boot, test_refuses_pre_v2_and_newer_schema,
+         test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,
+         test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
+         test_database_and_folders_private)
+# TTQ_TESTS=substring runs only the matching tests (while working on one)
+run_tests(*[t for t in TESTS if os.environ.get("TTQ_TESTS", "") in t.__name__])
