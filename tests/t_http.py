@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """HTTP protocol behaviour of the real daemon: framing, limits, methods, keep-alive (SPEC 5).
 
-Every malformed request must get its exact status, create no job, and leave the daemon
-serving the next client.
+Every malformed or hostile request in BAD must get its exact status (with a JSON error body
+that says why), create no job and no job folder, and leave the daemon serving the next client.
+The table covers the request line, header framing, Content-Length, paths and ids, query
+parameters of every endpoint, JSON syntax and encoding, and a wrong type or out-of-range value
+in every field of POST /queue, /kill and /reset.
 """
 
 import json
+import os
 import socket
 import time
 
 from ttqlib import Daemon, raw_exchange, run_tests, tap, wait_until
 
+LIMIT = 512 * 1024  # TT_DEVICE_MAX_REQUEST_BYTES of this daemon
 D = Daemon()
-D.start(env={"TT_DEVICE_MAX_REQUEST_BYTES": "4096"})
+D.env["HOME"] = D.tmp  # jobs' login shells skip the host's ~/.profile (pyenv rehash locks)
+D.start(env={"TT_DEVICE_MAX_REQUEST_BYTES": str(LIMIT)})
 
 
 def status_of(raw):
@@ -25,64 +31,289 @@ def body_of(raw):
     return raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
 
 
-def post_raw(body, extra=b""):
-    return (b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
-            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+def exchange(port, data, timeout=5.0):
+    """Send data on a new connection; return the first complete response (or what came)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    buf = b""
+    try:
+        try:
+            s.sendall(data)
+        except OSError:
+            pass  # the server may answer and close before taking all of a huge request
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if b"\r\n\r\n" in buf:
+                head, body = buf.split(b"\r\n\r\n", 1)
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length" and len(body) >= int(v):
+                        return buf
+            try:
+                chunk = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+    finally:
+        s.close()
 
 
+def req(method, path, body=None, headers=b""):
+    head = b"%s %s HTTP/1.1\r\nHost: x\r\n" % (method.encode(), path.encode("latin-1"))
+    if body is None:
+        return head + headers + b"\r\n"
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    return head + headers + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def get(path):
+    return req("GET", path)
+
+
+def post_raw(body, extra=b"", path="/queue"):
+    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + extra + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def queue(**fields):
+    """POST /queue with a runnable cmd and the given (bad) fields; DROP removes one."""
+    body = {"cmd": "echo should-not-run"}
+    body.update(fields)
+    body = {k: v for k, v in body.items() if v is not DROP}
+    return post_raw(json.dumps(body).encode())
+
+
+DROP = object()
+ID0 = "0" * 32  # a well-formed id no job has
+HEAD_MAX = 16 * 1024
 BAD = [
+    # ---- request line
     ("garbage request line", b"HELLO\r\n\r\n", 400),
-    ("bare LF line ends", b"GET /status HTTP/1.1\nHost: x\n\n", 400),
+    ("empty method", b" /status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("two spaces after the method", b"GET  /status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("no HTTP version", b"GET /status\r\nHost: x\r\n\r\n", 400),
+    ("text after the version", b"GET /status HTTP/1.1 x\r\nHost: x\r\n\r\n", 400),
+    ("lowercase version", b"GET /status http/1.1\r\nHost: x\r\n\r\n", 400),
     ("HTTP/2.0", b"GET /status HTTP/2.0\r\nHost: x\r\n\r\n", 505),
-    ("no Host on 1.1", b"GET /status HTTP/1.1\r\n\r\n", 400),
-    ("obs-fold header", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", 400),
-    ("space before colon", b"GET /status HTTP/1.1\r\nHost : x\r\n\r\n", 400),
-    ("NUL in header", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400),
+    ("HTTP/1.2", b"GET /status HTTP/1.2\r\nHost: x\r\n\r\n", 505),
+    ("HTTP/0.9", b"GET /status HTTP/0.9\r\n\r\n", 505),
+    ("asterisk-form target", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("absolute-form target", b"GET http://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("NUL in the target", b"GET /sta\x00tus HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("non-ASCII byte in the target", b"GET /status\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("non-UTF-8 method", b"G\xc3\x28T /status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    # ---- line ends and header framing
+    ("bare LF line ends", b"GET /status HTTP/1.1\nHost: x\n\n", 400),
+    ("bare LF after a header", b"GET /status HTTP/1.1\r\nHost: x\n\r\n", 400),
+    ("bare CR", b"GET /status HTTP/1.1\rHost: x\r\n\r\n", 400),
+    ("no Host on 1.1", b"GET /status HTTP/1.1\r\n\r\n", 400),
+    ("two Host headers", b"GET /status HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400),
+    ("obs-fold header", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", 400),
+    ("tab-folded first header", b"GET /status HTTP/1.1\r\n\tHost: x\r\n\r\n", 400),
+    ("space before colon", b"GET /status HTTP/1.1\r\nHost : x\r\n\r\n", 400),
+    ("header without colon", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A b\r\n\r\n", 400),
+    ("empty header name", b"GET /status HTTP/1.1\r\nHost: x\r\n: b\r\n\r\n", 400),
+    ("separator in header name", b"GET /status HTTP/1.1\r\nHost: x\r\nX(A): b\r\n\r\n", 400),
+    ("NUL in header", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400),
+    ("DEL in header", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb\r\n\r\n", 400),
+    ("head over 16 KiB", b"GET /status HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 17000 +
+     b"\r\n\r\n", 431),
+    ("request target over 16 KiB", get("/" + "a" * HEAD_MAX), 431),
+    ("too many headers", b"GET /status HTTP/1.1\r\nHost: x\r\n" +
+     b"".join(b"X-%d: y\r\n" % i for i in range(70)) + b"\r\n", 431),
+    ("unknown expectation", b"GET /status HTTP/1.1\r\nHost: x\r\nExpect: magic\r\n\r\n", 417),
+    # ---- Content-Length and bodies
     ("negative Content-Length", b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400),
     ("non-numeric Content-Length",
      b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n", 400),
+    ("Content-Length with a sign", b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}",
+     400),
+    ("hex Content-Length", b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: 0x2\r\n\r\n{}", 400),
+    ("empty Content-Length", b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n", 400),
+    ("Content-Length list", b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\n{}", 400),
+    ("Content-Length with inner space",
+     b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: 1 2\r\n\r\n{}", 400),
     ("conflicting Content-Length",
      b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
     ("huge Content-Length",
      b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", 413),
+    ("18-digit Content-Length",
+     b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999999999\r\n\r\n", 413),
     ("chunked body", b"POST /queue HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
      b"2\r\n{}\r\n0\r\n\r\n", 411),
+    ("Transfer-Encoding beside Content-Length", b"POST /queue HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}", 411),
     ("POST without Content-Length", b"POST /queue HTTP/1.1\r\nHost: x\r\n\r\n", 411),
-    ("body over the limit", post_raw(b'{"cmd": "' + b"x" * 5000 + b'"}'), 413),
-    ("head over 16 KiB", b"GET /status HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 17000 +
-     b"\r\n\r\n", 431),
-    ("too many headers", b"GET /status HTTP/1.1\r\nHost: x\r\n" +
-     b"".join(b"X-%d: y\r\n" % i for i in range(70)) + b"\r\n", 431),
-    ("unknown expectation", b"GET /status HTTP/1.1\r\nHost: x\r\nExpect: magic\r\n\r\n", 417),
-    ("unknown path", b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-    ("path traversal as job id", b"GET /logs/../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-    ("overlong job id", b"GET /job/" + b"a" * 33 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-    ("uppercase job id", b"GET /job/" + b"A" * 32 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-    ("unknown job id", b"GET /result/" + b"0" * 32 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-    ("wrong method", b"DELETE /status HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-    ("HEAD is not allowed", b"HEAD /status HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-    ("GET on /queue", b"GET /queue HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-    ("bad query wait", b"GET /result/" + b"0" * 32 + b"?wait=abc HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-    ("wait over 60", b"GET /result/" + b"0" * 32 + b"?wait=61 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-    ("negative offset", b"GET /logs/" + b"0" * 32 + b"?offset=-1 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-    ("status of unknown device", b"GET /status?device=9 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("/kill without Content-Length", b"POST /kill HTTP/1.1\r\nHost: x\r\n\r\n", 411),
+    ("body over the limit", post_raw(b'{"cmd": "' + b"x" * LIMIT + b'"}'), 413),
+    ("100-continue for a body over the limit",
+     b"POST /queue HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+     % (LIMIT + 1), 413),
+    # ---- paths, methods, ids
+    ("unknown path", get("/nope"), 404),
+    ("unknown path under a known one", get("/status/x"), 404),
+    ("path traversal as job id", get("/logs/../../etc/passwd"), 404),
+    ("encoded traversal as job id", get("/logs/..%2F..%2Fetc%2Fpasswd"), 404),
+    ("traversal after a valid id", get("/result/" + ID0 + "/../../../etc/passwd"), 404),
+    ("absolute path as job id", get("/job//etc/passwd"), 404),
+    ("empty job id", get("/job/"), 404),
+    ("overlong job id", get("/job/" + "a" * 33), 404),
+    ("very long job id", get("/logs/" + "a" * 8000), 404),
+    ("31-character job id", get("/job/" + "a" * 31), 404),
+    ("uppercase job id", get("/job/" + "A" * 32), 404),
+    ("non-hex job id", get("/job/" + "g" * 32), 404),
+    ("unknown job id", get("/result/" + ID0), 404),
+    ("unknown job's logs", get("/logs/" + ID0 + "?offset=0"), 404),
+    ("wrong method", req("DELETE", "/status"), 405),
+    ("HEAD is not allowed", req("HEAD", "/status"), 405),
+    ("GET on /queue", get("/queue"), 405),
+    ("GET on /kill", get("/kill"), 405),
+    ("PUT on /reset", req("PUT", "/reset", "{}"), 405),
+    ("POST on /status", req("POST", "/status", "{}"), 405),
+    ("POST on /job/ID", req("POST", "/job/" + ID0, "{}"), 405),
+    ("lowercase method", req("get", "/status"), 405),
+    # ---- query parameters of every endpoint
+    ("result: wait not a number", get("/result/%s?wait=abc" % ID0), 400),
+    ("result: wait over 60", get("/result/%s?wait=61" % ID0), 400),
+    ("result: negative wait", get("/result/%s?wait=-1" % ID0), 400),
+    ("result: fractional wait", get("/result/%s?wait=1.5" % ID0), 400),
+    ("result: empty wait", get("/result/%s?wait=" % ID0), 400),
+    ("result: wait twice", get("/result/%s?wait=1&wait=2" % ID0), 400),
+    ("result: percent-encoded wait", get("/result/%s?wait=%%31" % ID0), 400),
+    ("logs: negative offset", get("/logs/%s?offset=-1" % ID0), 400),
+    ("logs: offset not a number", get("/logs/%s?offset=abc" % ID0), 400),
+    ("logs: offset past 2^62", get("/logs/%s?offset=9223372036854775807" % ID0), 400),
+    ("logs: negative limit", get("/logs/%s?limit=-5" % ID0), 400),
+    ("logs: 20-digit limit", get("/logs/%s?limit=99999999999999999999" % ID0), 400),
+    ("logs: limit with a plus", get("/logs/%s?limit=+5" % ID0), 400),
+    ("logs: wait over 60", get("/logs/%s?wait=61" % ID0), 400),
+    ("logs: hex wait", get("/logs/%s?wait=0x10" % ID0), 400),
+    ("status: unknown device", get("/status?device=9"), 400),
+    ("status: negative device", get("/status?device=-1"), 400),
+    ("status: device not a number", get("/status?device=abc"), 400),
+    ("status: huge device", get("/status?device=99999999999"), 400),
+    ("status: device twice", get("/status?device=0&device=0"), 400),
+    ("status: empty device", get("/status?device"), 400),
+    # ---- JSON syntax and encoding
+    ("empty body", post_raw(b""), 400),
+    ("whitespace body", post_raw(b" \r\n "), 400),
+    ("body is an array", post_raw(b'["echo"]'), 400),
+    ("body is a string", post_raw(b'"echo hi"'), 400),
+    ("body is a number", post_raw(b"42"), 400),
+    ("body is null", post_raw(b"null"), 400),
+    ("trailing garbage", post_raw(b'{"cmd": "true"} x'), 400),
+    ("two documents", post_raw(b'{"cmd": "true"}{"cmd": "true"}'), 400),
+    ("trailing comma", post_raw(b'{"cmd": "true",}'), 400),
+    ("single quotes", post_raw(b"{'cmd': 'true'}"), 400),
+    ("unquoted key", post_raw(b'{cmd: "true"}'), 400),
+    ("comment", post_raw(b'{"cmd": "true" /* x */}'), 400),
+    ("truncated document", post_raw(b'{"cmd": "tru'), 400),
+    ("NaN", post_raw(b'{"cmd": "true", "timeout": NaN}'), 400),
+    ("leading zero", post_raw(b'{"cmd": "true", "timeout": 010}'), 400),
+    ("invalid escape", post_raw(b'{"cmd": "echo \\x41"}'), 400),
+    ("raw control character in a string", post_raw(b'{"cmd": "echo\x01"}'), 400),
+    ("raw NUL in a string", post_raw(b'{"cmd": "echo \x00"}'), 400),
     ("non-UTF-8 JSON", post_raw(b'{"cmd": "echo \xff"}'), 400),
+    ("overlong UTF-8", post_raw(b'{"cmd": "echo \xc0\xaf"}'), 400),
+    ("UTF-8-encoded surrogate", post_raw(b'{"cmd": "echo \xed\xa0\x80"}'), 400),
+    ("truncated UTF-8", post_raw(b'{"cmd": "echo \xe2\x82"}'), 400),
     ("lone surrogate", post_raw(b'{"cmd": "echo \\ud800"}'), 400),
+    ("lone low surrogate", post_raw(b'{"cmd": "echo \\udc00"}'), 400),
+    ("high surrogate then a letter", post_raw(b'{"cmd": "echo \\ud800\\u0041"}'), 400),
     ("deep nesting", post_raw(b'{"cmd": "true", "x": ' + b"[" * 100 + b"]" * 100 + b"}"), 400),
+    ("very deep nesting", post_raw(b"[" * 100000), 400),
+    ("too many values", post_raw(b'{"cmd": "true", "x": [' + b"0," * 70000 + b"0]}"), 400),
     ("duplicate key", post_raw(b'{"cmd": "true", "cmd": "false"}'), 400),
+    ("duplicate key spelled with an escape", post_raw(b'{"cmd": "true", "\\u0063md": "x"}'), 400),
     ("huge number for repeat", post_raw(b'{"cmd": "true", "repeat": 1e400}'), 400),
-    ("repeat as string", post_raw(b'{"cmd": "true", "repeat": "3"}'), 400),
-    ("cwd not a directory", post_raw(b'{"cmd": "true", "cwd": "/etc/passwd"}'), 400),
-    ("kill without a target", b"POST /kill HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", 400),
+    ("20-digit timeout", post_raw(b'{"cmd": "true", "timeout": 99999999999999999999}'), 400),
+    # ---- POST /queue: every field with a wrong type or value
+    ("cmd missing", queue(cmd=DROP), 400),
+    ("cmd null", queue(cmd=None), 400),
+    ("cmd empty", queue(cmd=""), 400),
+    ("cmd only whitespace", queue(cmd=" \t\n "), 400),
+    ("cmd a number", queue(cmd=5), 400),
+    ("cmd an array", queue(cmd=["echo", "hi"]), 400),
+    ("cmd an object", queue(cmd={"a": "b"}), 400),
+    ("cmd true", queue(cmd=True), 400),
+    ("cmd with NUL", queue(cmd="echo a\u0000b"), 400),
+    ("cwd a number", queue(cwd=1), 400),
+    ("cwd not a directory", queue(cwd="/etc/passwd"), 400),
+    ("cwd missing directory", queue(cwd="/nonexistent/ttq"), 400),
+    ("cwd traversal to nowhere", queue(cwd="../../../../nonexistent/x"), 400),
+    ("cwd over 4096 characters", queue(cwd="/" + "a" * 4096), 400),
+    ("cwd with NUL", queue(cwd="/tmp\u0000/x"), 400),
+    ("device_id negative", queue(device_id=-1), 400),
+    ("device_id not digits", queue(device_id="abc"), 400),
+    ("device_id empty string", queue(device_id=""), 400),
+    ("device_id with a sign", queue(device_id="+1"), 400),
+    ("device_id fractional", queue(device_id=1.5), 400),
+    ("device_id true", queue(device_id=True), 400),
+    ("device_id an array", queue(device_id=[0]), 400),
+    ("device_id not configured", queue(device_id="7"), 400),
+    ("device_id huge", queue(device_id=99999999999999999999), 400),
+    ("timeout negative", queue(timeout=-1), 400),
+    ("timeout fractional", queue(timeout=1.5), 400),
+    ("timeout a string", queue(timeout="10"), 400),
+    ("timeout true", queue(timeout=True), 400),
+    ("timeout over the maximum", queue(timeout=86401), 400),
+    ("timeout with an exponent", post_raw(b'{"cmd": "true", "timeout": 1e3}'), 400),
+    ("repeat 0", queue(repeat=0), 400),
+    ("repeat negative", queue(repeat=-1), 400),
+    ("repeat as string", queue(repeat="3"), 400),
+    ("repeat an array", queue(repeat=[2]), 400),
+    ("repeat over the maximum", queue(repeat=10001), 400),
+    ("env an array", queue(env=["A=B"]), 400),
+    ("env a string", queue(env="A=B"), 400),
+    ("env value a number", queue(env={"A": 1}), 400),
+    ("env value null", queue(env={"A": None}), 400),
+    ("env empty name", queue(env={"": "x"}), 400),
+    ("env name with =", queue(env={"A=B": "x"}), 400),
+    ("env name with NUL", queue(env={"A\u0000B": "x"}), 400),
+    ("env value with NUL", queue(env={"A": "x\u0000y"}), 400),
+    ("env over 256 entries", queue(env={"V%d" % i: "x" for i in range(257)}), 400),
+    ("env over 256 KiB", queue(env={"V%d" % i: "x" * 1100 for i in range(240)}), 400),
+    ("client_id a number", queue(client_id=7), 400),
+    ("client_id over 128 characters", queue(client_id="c" * 129), 400),
+    ("mode reset", queue(mode="reset"), 400),
+    ("mode a number", queue(mode=1), 400),
+    ("mode empty", queue(mode=""), 400),
+    # ---- POST /kill
+    ("kill body not JSON", post_raw(b"kill it", path="/kill"), 400),
+    ("kill body an array", post_raw(b"[]", path="/kill"), 400),
+    ("kill without a target", post_raw(b"{}", path="/kill"), 400),
+    ("kill job_id a number", post_raw(b'{"job_id": 12345}', path="/kill"), 400),
+    ("kill job_id an array", post_raw(b'{"job_id": ["%s"]}' % ID0.encode(), path="/kill"), 400),
+    ("kill job_id traversal", post_raw(b'{"job_id": "../../etc/passwd"}', path="/kill"), 404),
+    ("kill job_id unknown", post_raw(b'{"job_id": "%s"}' % ID0.encode(), path="/kill"), 404),
+    ("kill job_id with NUL", post_raw(b'{"job_id": "%s\\u0000"}' % ID0[:31].encode(),
+                                      path="/kill"), 404),
+    ("kill device_id not digits", post_raw(b'{"device_id": "x"}', path="/kill"), 400),
+    ("kill device_id negative", post_raw(b'{"device_id": -3}', path="/kill"), 400),
+    ("kill device_id not configured", post_raw(b'{"device_id": 42}', path="/kill"), 400),
+    # ---- POST /reset (each refused before any reset is scheduled)
+    ("reset body not JSON", post_raw(b"{", path="/reset"), 400),
+    ("reset body a string", post_raw(b'"all"', path="/reset"), 400),
     ("reset of unknown card",
      b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n{\"device_id\": 42}", 400),
+    ("reset device_id not digits", post_raw(b'{"device_id": "zero"}', path="/reset"), 400),
+    ("reset device_id fractional", post_raw(b'{"device_id": 0.5}', path="/reset"), 400),
+    ("reset device_id an object", post_raw(b'{"device_id": {}}', path="/reset"), 400),
+    ("reset job_id a number", post_raw(b'{"job_id": 1}', path="/reset"), 400),
+    ("reset job_id false", post_raw(b'{"job_id": false}', path="/reset"), 400),
+    ("reset job_id unknown", post_raw(b'{"job_id": "%s"}' % ID0.encode(), path="/reset"), 404),
+    ("reset job_id traversal", post_raw(b'{"job_id": "../../../tmp"}', path="/reset"), 404),
 ]
 
 
 def test_malformed_requests_exact_status():
+    tap.ok(len(BAD) >= 60, "the table holds at least 60 bad inputs (%d)" % len(BAD))
+    served = []
     for name, data, want in BAD:
-        raw = raw_exchange(D.port, data, timeout=3)
+        raw = exchange(D.port, data)
         got = status_of(raw)
         ok = tap.ok(got == want, "%s: %d" % (name, want), "got %r" % raw[:300])
         if ok and want >= 400:
@@ -92,9 +323,15 @@ def test_malformed_requests_exact_status():
                 err = None
             tap.ok(isinstance(err, str) and err, "%s: JSON error body says why" % name,
                    body_of(raw)[:200])
+        if status_of(exchange(D.port, get("/status"))) != 200:
+            served.append(name)
+    tap.eq(served, [], "the daemon answered GET /status after every bad input")
     st = D.status()
     tap.eq(st["queued_total"], 0, "no malformed request created a job")
-    tap.eq([d["recent"] for d in st["devices"]], [[], []], "nothing ran")
+    tap.eq([(d["current"], d["pending"], d["recent"], d["reset_epoch"], d["state"])
+            for d in st["devices"]], [(None, [], [], 0, "healthy")] * 2,
+           "nothing ran, no reset was scheduled")
+    tap.eq(sorted(e for e in os.listdir(D.log_dir) if len(e) == 32), [], "no job folder exists")
     tap.ok(D.alive(), "daemon still serving after the bad inputs")
 
 
@@ -150,6 +387,19 @@ def test_response_headers_and_trailing_slash():
     tap.eq((r.status, r.headers.get("allow")), (405, "POST"), "405 names the allowed method")
 
 
+def test_head_answer_closes():
+    # A HEAD request is refused with a body, which a client reading a HEAD answer does not
+    # expect (RFC 9110 9.3.2); the connection closes after it so nothing is read as the
+    # next answer's start.
+    for path in ("/status", "/nope"):
+        raw = raw_exchange(D.port, b"HEAD %s HTTP/1.1\r\nHost: x\r\n\r\n"
+                           b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+        head = raw.split(b"\r\n\r\n", 1)[0].lower()
+        tap.ok(status_of(raw) in (404, 405) and b"connection: close" in head and
+               raw.count(b"HTTP/1.1 ") == 1, "HEAD %s: refused, then the connection closes" % path,
+               raw[:300])
+
+
 def test_idle_connection_closed():
     s = socket.create_connection(("127.0.0.1", D.port), timeout=15)
     t0 = time.monotonic()
@@ -192,5 +442,6 @@ def test_other_clients_served_while_one_stalls():
 
 run_tests(test_malformed_requests_exact_status, test_keep_alive_and_pipelining,
           test_http10_and_connection_close, test_expect_continue,
-          test_response_headers_and_trailing_slash, test_other_clients_served_while_one_stalls,
+          test_response_headers_and_trailing_slash, test_head_answer_closes,
+          test_other_clients_served_while_one_stalls,
           test_idle_connection_closed, test_dribbled_request_closed)

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""Connection handling under load and hostile clients (SPEC 4 and 5, issue #7).
+
+- TT_DEVICE_HTTP_WORKERS bounds the requests being answered at once: stalled readers of big
+  answers hold workers, a further complete request waits (and is not timed out while it
+  waits) and is served when a worker frees; held long-polls take no worker.
+- A client that stops reading its answer delays no one and is cut off after the write timeout.
+- TT_DEVICE_MAX_CONNECTIONS bounds open connections; the next one waits in the listen backlog
+  and is served when one closes.
+- 1000 idle connections opened at once do not keep a well-behaved client waiting a second,
+  even when the daemon was started with a soft descriptor limit of 512; they are closed after
+  the idle timeout while held long-polls on the same daemon stay open past it.
+- Running out of descriptors (accept fails with EMFILE) neither spins the loop nor stops the
+  service once descriptors are free again.
+- After every scenario the daemon holds exactly the descriptors it held before.
+"""
+
+import os
+import re
+import resource
+import select
+import socket
+import time
+
+from ttqlib import Daemon, run_tests, tap, wait_until
+
+BIG = 16000000  # bytes of output of the big job: more than the socket buffers hold
+BIG_CMD = "head -c %d /dev/zero | tr '\\0' a" % BIG
+LOG_READ = str(32 << 20)  # TT_DEVICE_MAX_LOG_READ: /logs may answer the whole big log at once
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def daemon(**env):
+    d = Daemon(env={k: str(v) for k, v in env.items()})
+    d.env["HOME"] = d.tmp  # the host's login scripts (pyenv rehash locks) are not under test
+    return d
+
+
+def fds(d):
+    return len(os.listdir("/proc/%d/fd" % d.proc.pid))
+
+
+def cpu(d):
+    with open("/proc/%d/stat" % d.proc.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def fd_limit(pid):
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    return None
+
+
+def quiet_fds(d):
+    """The daemon's descriptor count once it stops changing (closed clients swept)."""
+    last, since = fds(d), time.monotonic()
+    while time.monotonic() - since < 0.5:
+        time.sleep(0.05)
+        n = fds(d)
+        if n != last:
+            last, since = n, time.monotonic()
+    return last
+
+
+def settle_fds(d, want, timeout=5.0):
+    """Wait until the daemon holds `want` descriptors; returns the last count seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        n = fds(d)
+        if n == want or time.monotonic() > deadline:
+            return n
+        time.sleep(0.05)
+
+
+def connect(port, rcvbuf=None):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: the window
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def send_get(s, path, extra=b""):
+    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n" + extra + b"\r\n")
+    return s
+
+
+def readable(s, timeout):
+    return bool(select.select([s], [], [], timeout)[0])
+
+
+def read_response(s, timeout=5.0):
+    """One complete response from s: (status, body bytes), or (None, partial) at timeout/EOF."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        if b"\r\n\r\n" in buf:
+            head, body = buf.split(b"\r\n\r\n", 1)
+            m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+            if m and len(body) >= int(m.group(1)):
+                return int(head.split(b" ")[1]), body[:int(m.group(1))]
+        left = deadline - time.monotonic()
+        if left <= 0 or not readable(s, left):
+            return None, buf
+        try:
+            chunk = s.recv(1 << 20)
+        except OSError:
+            return None, buf
+        if not chunk:
+            return None, buf
+        buf += chunk
+
+
+def timed_get(d, path="/status"):
+    t0 = time.monotonic()
+    r = d.get(path, timeout=10)
+    return r.status, time.monotonic() - t0
+
+
+def drain_some(s, limit):
+    """Read up to limit bytes that are already there; -1 when the peer closed."""
+    got = 0
+    while got < limit and readable(s, 0.05):
+        try:
+            chunk = s.recv(65536)
+        except OSError:
+            return -1
+        if not chunk:
+            return -1
+        got += len(chunk)
+    return got
+
+
+def big_job(d):
+    j = d.submit(BIG_CMD)
+    job = d.wait_done(j["job_id"], timeout=60)
+    assert job["log_size"] == BIG, job
+    return j["job_id"]
+
+
+def running_blocker(d, device="1", cmd="sleep 60"):
+    b = d.submit(cmd, device_id=device)["job_id"]
+    wait_until(lambda: d.job(b)["status"] == "running", 20, "the blocker to run")
+    return b
+
+
+def test_worker_bound_and_held_polls():
+    d = daemon(TT_DEVICE_HTTP_WORKERS=2, TT_DEVICE_MAX_LOG_READ=LOG_READ,
+               TT_DEVICE_MAX_LOG_BYTES=LOG_READ).start()
+    big = big_job(d)
+    base = quiet_fds(d)
+    blocker = running_blocker(d)
+
+    polls = [send_get(connect(d.port), "/result/%s?wait=30" % blocker) for _ in range(6)]
+    polls.append(send_get(connect(d.port), "/logs/%s?offset=1000&wait=30" % blocker))
+    time.sleep(0.3)
+    st, took = timed_get(d)
+    tap.ok(st == 200 and took < 1.0, "7 held long-polls take none of the 2 workers (%.2fs)" % took)
+
+    readers = [send_get(connect(d.port, rcvbuf=4096), "/logs/" + big) for _ in range(2)]
+    first = [drain_some(r, 1000) if readable(r, 10) else 0 for r in readers]
+    tap.ok(all(n > 0 for n in first), "two stalled readers are being answered", first)
+    waiting = send_get(connect(d.port), "/status")
+    tap.ok(not readable(waiting, 1.5), "a third request waits while both workers write to "
+           "readers that do not keep up")
+
+    # The readers take a little every second for 12 s: the workers stay busy past the 10 s
+    # request timeout, and the complete request waiting its turn is not cut off with 408.
+    t_end = time.monotonic() + 12
+    progress = [0, 0]
+    while time.monotonic() < t_end:
+        for i, r in enumerate(readers):
+            n = drain_some(r, 256 * 1024)
+            progress[i] = -1 if n < 0 or progress[i] < 0 else progress[i] + n
+        time.sleep(0.5)
+    tap.ok(all(p > 0 for p in progress), "the slow readers made progress and were kept", progress)
+    tap.ok(not readable(waiting, 0), "after 12 s the waiting request is still waiting (no 408)")
+    readers[0].close()
+    t0 = time.monotonic()
+    st, body = read_response(waiting, 5)
+    tap.ok(st == 200 and b'"devices"' in body and time.monotonic() - t0 < 2,
+           "it is answered once a worker frees (%.2fs)" % (time.monotonic() - t0), (st, body[:80]))
+
+    d.post("/kill", {"job_id": blocker})
+    answers = [read_response(p, 10) for p in polls]
+    d.wait_done(blocker)
+    tap.ok(all(a[0] == 200 for a in answers) and all(b'"done"' in a[1] for a in answers[:6]),
+           "the held long-polls are answered when the job ends, workers busy or not",
+           [a[0] for a in answers])
+    for s in polls + readers[1:] + [waiting]:
+        s.close()
+    tap.eq(settle_fds(d, base), base, "no descriptor left behind (workers)")
+    tap.eq(timed_get(d)[0], 200, "and the daemon serves")
+
+
+def test_non_reader_delays_no_one():
+    d = daemon(TT_DEVICE_MAX_LOG_READ=LOG_READ, TT_DEVICE_MAX_LOG_BYTES=LOG_READ).start()
+    big = big_job(d)
+    base = quiet_fds(d)
+    stuck = [send_get(connect(d.port, rcvbuf=4096), "/logs/" + big) for _ in range(3)]
+    t_stuck = time.monotonic()
+    time.sleep(0.5)
+    worst = 0.0
+    for _ in range(20):
+        st, took = timed_get(d)
+        worst = max(worst, took if st == 200 else 99)
+    tap.ok(worst < 1.0, "20 requests beside 3 clients that read nothing: slowest %.3fs" % worst)
+    j = d.submit("echo beside-the-stalled")
+    tap.eq(d.wait_done(j["job_id"])["exit_code"], 0, "a job is submitted and run meanwhile")
+    # Nothing of the answers is read: the write timeout (10 s) closes those connections.
+    n = settle_fds(d, base, timeout=16)
+    tap.ok(n == base, "the non-readers are cut off after the write timeout (%.1fs)"
+           % (time.monotonic() - t_stuck), "daemon fds %d, before %d" % (n, base))
+    for s in stuck:
+        s.close()
+    tap.eq(settle_fds(d, base), base, "no descriptor left behind (non-readers)")
+
+
+def raise_own_fd_limit(want):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want and (hard == resource.RLIM_INFINITY or hard >= want):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= want
+
+
+def test_thousand_idle_connections():
+    if not raise_own_fd_limit(2200):
+        tap.ok(True, "1000 idle connections # SKIP the hard RLIMIT_NOFILE is below 2200")
+        return
+    d = daemon()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))  # like a shell's or a unit's 512
+    try:
+        d.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    lim = fd_limit(d.proc.pid)
+    tap.ok(lim >= 1024 + 64, "started with a soft limit of 512, the daemon raised its own to "
+           "fit TT_DEVICE_MAX_CONNECTIONS (%s)" % lim)
+    base0 = quiet_fds(d)
+    blocker = running_blocker(d, "0", "echo started; sleep 60")
+    wait_until(lambda: d.job(blocker)["log_size"] > 0, 10, "the blocker's first output")
+    base = quiet_fds(d)  # with the running job's output pipe and log file
+    t_polls = time.monotonic()
+    polls = [send_get(connect(d.port), "/result/%s?wait=20" % blocker),
+             send_get(connect(d.port), "/logs/%s?offset=8&wait=20" % blocker)]
+
+    idle = []
+    t0 = time.monotonic()
+    for _ in range(1000):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", d.port))
+        idle.append(s)
+    opened = time.monotonic() - t0
+    st, took = timed_get(d)
+    tap.ok(st == 200 and took < 1.0, "1000 idle connections opened at once (in %.2fs): a "
+           "well-behaved client is served in %.3fs" % (opened, took))
+    t1 = time.monotonic()
+    r = d.post("/queue", {"cmd": "true", "device_id": "1"})
+    tap.ok(r.status == 200 and time.monotonic() - t1 < 1.0, "and a submission is answered in "
+           "%.3fs" % (time.monotonic() - t1))
+    n = settle_fds(d, base + 1002, timeout=5)
+    tap.eq(n, base + 1002, "the daemon holds all 1000 idle connections and the 2 long-polls")
+
+    # Idle for 10 s: closed by the daemon. The held long-polls are not idle and stay.
+    n = settle_fds(d, base + 2, timeout=10 + 5 - (time.monotonic() - t0))
+    tap.eq(n, base + 2, "the idle connections are closed after the idle timeout (%.1fs)"
+           % (time.monotonic() - t0))
+    closed = sum(1 for s in idle if readable(s, 0) and not s.recv(1))
+    tap.eq(closed, 1000, "each idle client sees its connection closed")
+    for s in idle:
+        s.close()
+    tap.ok(not readable(polls[0], 0) and not readable(polls[1], 0),
+           "the held long-polls are still open after %.1fs" % (time.monotonic() - t_polls))
+    answers = [read_response(p, 15) for p in polls]
+    held = time.monotonic() - t_polls
+    tap.ok([a[0] for a in answers] == [200, 200] and 19 <= held < 25 and
+           b'"running"' in answers[0][1], "answered when their wait=20 ran out (%.1fs)" % held,
+           [a[:1] for a in answers])
+    send_get(polls[0], "/status")
+    tap.eq(read_response(polls[0], 5)[0], 200, "and the connection still serves the next request")
+    for p in polls:
+        p.close()
+    d.post("/kill", {"job_id": blocker})
+    d.wait_done(blocker)
+    tap.eq(settle_fds(d, base0), base0, "no descriptor left behind (1000 connections)")
+
+
+def test_connection_bound():
+    d = daemon(TT_DEVICE_MAX_CONNECTIONS=8).start()
+    base = quiet_fds(d)
+    held = [connect(d.port) for _ in range(8)]
+    tap.eq(settle_fds(d, base + 8), base + 8, "8 connections accepted")
+    extra = send_get(connect(d.port), "/status")
+    tap.ok(not readable(extra, 1.0), "connection 9 waits in the listen backlog")
+    tap.eq(fds(d), base + 8, "the daemon holds no more than TT_DEVICE_MAX_CONNECTIONS")
+    held.pop().close()
+    t0 = time.monotonic()
+    st, _ = read_response(extra, 5)
+    tap.ok(st == 200 and time.monotonic() - t0 < 1.0,
+           "and is served once one closes (%.3fs)" % (time.monotonic() - t0))
+    for s in held + [extra]:
+        s.close()
+    tap.eq(settle_fds(d, base), base, "no descriptor left behind (connection bound)")
+
+
+def test_out_of_descriptors():
+    d = daemon().start()
+    n = quiet_fds(d)
+    lim = n + 4
+    resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE, (lim, lim))
+    socks = [connect(d.port) for _ in range(40)]
+    time.sleep(0.5)
+    c0 = cpu(d)
+    time.sleep(2)
+    used = cpu(d) - c0
+    tap.ok(used < 0.5, "accept failing with EMFILE does not spin the loop (%.2fs CPU in 2s)" % used)
+    warnings = d.stderr().count("accept")
+    tap.ok(1 <= warnings <= 3, "the shortage is logged, not once per attempt (%d lines)"
+           % warnings)
+    for s in socks:
+        s.close()
+    t0 = time.monotonic()
+    r = None
+    while time.monotonic() - t0 < 5:
+        try:
+            r = d.get("/status", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.1)
+    tap.ok(r is not None and r.status == 200, "served again once descriptors are free (%.2fs)"
+           % (time.monotonic() - t0))
+    tap.eq(settle_fds(d, n), n, "no descriptor left behind (EMFILE)")
+
+
+run_tests(test_connection_bound, test_out_of_descriptors, test_worker_bound_and_held_polls,
+          test_non_reader_delays_no_one, test_thousand_idle_connections)
