@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""install.sh on a throw-away checkout with a temporary HOME (SPEC 11), plus the man page and
+bash completion it installs.
+
+Each test copies install.sh, the built executable, the man page and the completion into a
+temp "checkout" and runs install.sh there with HOME, PATH and TT_DEVICE_URL of its own. Fake
+`make`, `systemctl` and `loginctl` scripts first on PATH log their arguments: `make` so the
+build+test step costs nothing (the real suite is what is running this test), `systemctl` to
+play a host without a user systemd (show-environment fails, as on this CI machine) or one
+with it (every call succeeds and is recorded). Nothing here touches the real HOME or the real
+user service manager.
+"""
+
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+
+from ttqlib import BINARY, ROOT, Daemon, free_port, q, run_tests, tap, wait_until
+
+FAKE_MAKE = """#!/bin/bash
+echo "make $PWD $*" >> %(calls)s
+if [ "$1" = test ] && [ -n "${FAKE_MAKE_TEST_FAILS:-}" ]; then echo 'tests failed' >&2; exit 1; fi
+exit 0
+"""
+FAKE_SYSTEMCTL = """#!/bin/bash
+echo "systemctl $*" >> %(calls)s
+if [ %(present)s = 0 ]; then
+    echo 'Failed to connect to bus: No medium found' >&2
+    exit 1
+fi
+[ "$2" = show-environment ] && echo "HOME=$HOME"
+exit 0
+"""
+FAKE_LOGINCTL = """#!/bin/bash
+echo "loginctl $*" >> %(calls)s
+echo no
+"""
+
+
+class Checkout:
+    """A temp checkout (install.sh and what it installs), a temp HOME and fake tools."""
+
+    live = []
+
+    def __init__(self, systemd=False, with_binary=True, name="co"):
+        self.tmp = tempfile.mkdtemp(prefix="ttq-install-")
+        Checkout.live.append(self)  # first: removed at the end even if setting up fails
+        self.co = os.path.join(self.tmp, name)
+        self.home = os.path.join(self.tmp, "home")
+        self.fake = os.path.join(self.tmp, "fakebin")
+        self.calls_file = os.path.join(self.tmp, "calls.log")
+        for d in (self.co, self.home, self.fake, os.path.join(self.co, "completions")):
+            os.makedirs(d, exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, "install.sh"), self.co)
+        shutil.copy2(os.path.join(ROOT, "tt-device-queue.1"), self.co)
+        shutil.copy2(os.path.join(ROOT, "health_check.py"), self.co)
+        shutil.copy2(os.path.join(ROOT, "completions", "tt-device-queue.bash"),
+                     os.path.join(self.co, "completions"))
+        if with_binary:
+            shutil.copy2(BINARY, os.path.join(self.co, "tt-device-queue"))
+        subst = {"calls": q(self.calls_file), "present": "1" if systemd else "0"}
+        for name, text in (("make", FAKE_MAKE), ("systemctl", FAKE_SYSTEMCTL),
+                           ("loginctl", FAKE_LOGINCTL)):
+            p = os.path.join(self.fake, name)
+            with open(p, "w") as f:
+                f.write(text % subst)
+            os.chmod(p, 0o755)
+        self.url = "http://127.0.0.1:%d" % free_port()  # nobody listens there
+
+    def run(self, *args, env=None, timeout=20):
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith(("TT_DEVICE_", "TT_QUEUE_", "XDG_", "MAKE", "MFLAGS"))}
+        e.update(HOME=self.home, PATH=self.fake + ":" + os.environ["PATH"],
+                 TT_DEVICE_URL=self.url)
+        e.update(env or {})
+        p = subprocess.run([os.path.join(self.co, "install.sh")] + list(args), env=e,
+                           cwd=self.tmp, capture_output=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+    def calls(self, prefix=""):
+        try:
+            with open(self.calls_file) as f:
+                return [line.rstrip("\n") for line in f if line.startswith(prefix)]
+        except OSError:
+            return []
+
+    def forget_calls(self):
+        if os.path.exists(self.calls_file):
+            os.unlink(self.calls_file)
+
+    def h(self, *parts):
+        return os.path.join(self.home, *parts)
+
+    @property
+    def cli(self):
+        return self.h(".local", "bin", "tt-device-queue")
+
+    @property
+    def man(self):
+        return self.h(".local", "share", "man", "man1", "tt-device-queue.1")
+
+    @property
+    def comp(self):
+        return self.h(".local", "share", "bash-completion", "completions", "tt-device-queue")
+
+    @property
+    def unit(self):
+        return self.h(".config", "systemd", "user", "tt-device-queue.service")
+
+    def home_tree(self):
+        """Every path under HOME with what it is (link target, file bytes, dir)."""
+        out = {}
+        for top, dirs, files in os.walk(self.home):
+            for n in dirs + files:
+                p = os.path.join(top, n)
+                rel = os.path.relpath(p, self.home)
+                if os.path.islink(p):
+                    out[rel] = ("link", os.readlink(p))
+                elif os.path.isdir(p):
+                    out[rel] = ("dir",)
+                else:
+                    with open(p, "rb") as f:
+                        out[rel] = ("file", f.read(), stat.S_IMODE(os.stat(p).st_mode))
+        return out
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def test_fallback_install_idempotent_and_manual_start():
+    c = Checkout(systemd=False)
+    rc, out = c.run()
+    tap.eq(rc, 0, "install without a user systemd succeeds")
+    tap.eq(c.calls("make"), ["make %s " % c.co, "make %s test" % c.co],
+           "it builds, then runs the tests, in the checkout")
+    tap.ok("no user systemd answers" in out and "serve" in out and "setsid" in out,
+           "it says there is no user systemd and how to start the daemon by hand", out)
+    tap.eq(os.readlink(c.cli), os.path.join(c.co, "tt-device-queue"),
+           "~/.local/bin/tt-device-queue links to the checkout's executable")
+    tap.eq((os.readlink(c.man), os.readlink(c.comp)),
+           (os.path.join(c.co, "tt-device-queue.1"),
+            os.path.join(c.co, "completions", "tt-device-queue.bash")),
+           "man page and bash completion linked under ~/.local/share")
+    tap.ok(not os.path.exists(c.unit), "no unit file without a user systemd")
+    tap.eq(stat.S_IMODE(os.stat(os.path.join(c.co, "logs-v2")).st_mode), 0o700,
+           "logs-v2/ created private")
+    tap.eq(c.calls("systemctl"), ["systemctl --user show-environment"],
+           "systemctl asked only whether a user manager answers")
+    before = c.home_tree()
+    rc2, out2 = c.run()
+    tap.eq(rc2, 0, "a second run succeeds")
+    tap.eq(c.home_tree(), before, "a second run leaves HOME exactly as the first")
+    tap.ok(not [n for n in os.listdir(c.h(".local", "bin")) if ".tmp." in n],
+           "no temporary files left behind")
+
+    # The printed command really starts a daemon, with settings from the env file.
+    port = free_port()
+    env_dir = c.h(".config", "tt-device-queue")
+    os.makedirs(env_dir)
+    with open(os.path.join(env_dir, "env"), "w") as f:
+        f.write("TT_DEVICE_IDS=0,1\nTT_DEVICE_PORT=%d\nTT_DEVICE_RESET_CMD=true\n" % port)
+    cmd = out.split("\n\n")[1]
+    tap.ok("TT_DEVICE_LOG_DIR=" in cmd and "serve" in cmd, "the by-hand command block", cmd)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
+    e["HOME"] = c.home
+    subprocess.run(["bash", "-c", cmd], env=e, cwd=c.tmp, timeout=10, check=True)
+    pids = []
+    try:
+        def up():
+            p = subprocess.run([c.cli, "--port", str(port), "status"], capture_output=True,
+                               env=e, timeout=5)
+            return p.returncode == 0 and p
+        p = wait_until(up, 10, "the by-hand daemon to answer")
+        tap.ok(b"card 1" in p.stdout or b"1" in p.stdout, "it serves the env file's cards",
+               p.stdout)
+        # the daemon, not its guardian (same command line, comm ttq-guardian)
+        pids = [int(x) for x in subprocess.run(
+            ["pgrep", "-f", "^%s serve$" % re.escape(c.cli)], capture_output=True,
+            text=True).stdout.split()
+            if open("/proc/%s/comm" % x).read().strip() == "tt-device-queue"]
+        tap.eq(len(pids), 1, "one daemon process started by the printed command")
+        log = os.path.join(c.co, "logs-v2", "serve.log")
+        tap.ok(os.path.exists(os.path.join(c.co, "logs-v2", "jobs.sqlite3"))
+               and "serving 2 cards" in open(log).read(),
+               "its database and log lines are in the checkout's logs-v2/")
+    finally:
+        pids = pids or [int(x) for x in subprocess.run(
+            ["pgrep", "-f", "^%s serve$" % re.escape(c.cli)], capture_output=True,
+            text=True).stdout.split()
+            if open("/proc/%s/comm" % x).read().strip() == "tt-device-queue"]
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+        for pid in pids:
+            wait_until(lambda: not os.path.exists("/proc/%d" % pid), 10, "daemon exit")
+
+
+def test_copy_mode_and_no_test():
+    c = Checkout(systemd=False)
+    rc, out = c.run("--copy", "--no-test")
+    tap.eq(rc, 0, "--copy --no-test succeeds")
+    tap.eq(c.calls("make"), ["make %s " % c.co], "--no-test builds but runs no tests")
+    st = os.lstat(c.cli)
+    tap.ok(stat.S_ISREG(st.st_mode) and st.st_mode & 0o111, "--copy: a real executable file")
+    with open(c.cli, "rb") as a, open(BINARY, "rb") as b:
+        tap.ok(a.read() == b.read(), "identical to the checkout's build")
+    p = subprocess.run([c.cli, "--version"], capture_output=True, text=True)
+    tap.ok(p.returncode == 0 and "SQLite" in p.stdout, "the copy runs", p.stdout + p.stderr)
+    tap.ok(stat.S_ISREG(os.lstat(c.man).st_mode), "--copy copies the man page too")
+    rc, out = c.run("--no-build")
+    tap.eq((rc, c.calls("make")), (0, ["make %s " % c.co]), "--no-build runs no make at all")
+    tap.ok(os.path.islink(c.cli), "without --copy the copy is replaced by a symlink")
+
+
+def test_failed_tests_install_nothing():
+    c = Checkout(systemd=False)
+    rc, out = c.run(env={"FAKE_MAKE_TEST_FAILS": "1"})
+    tap.ok(rc != 0, "install.sh fails when make test fails", out)
+    tap.eq(c.home_tree(), {}, "and installs nothing")
+    c2 = Checkout(systemd=False, with_binary=False)
+    rc, out = c2.run("--no-build")
+    tap.ok(rc == 1 and "does not exist" in out, "--no-build without an executable: a clear "
+           "error", out)
+
+
+def test_refuses_while_busy():
+    d = Daemon().start()
+    c = Checkout(systemd=False)
+    c.url = "http://127.0.0.1:%d" % d.port
+    gate = d.path("gate")
+    ready = d.path("ready")
+    # A finished job whose command mentions the JSON keys must not confuse the busy check.
+    d.wait_done(d.submit("echo '\"current\":{ \"queued_total\":7, \"reset_pending\":true'")
+                ["job_id"])
+    rc, out = c.run("--no-build")
+    tap.ok(rc == 0 and "is idle" in out, "idle daemon (odd commands in its history): installs",
+           out)
+    c.run("--uninstall")
+    c.forget_calls()
+    empty = c.home_tree()
+    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready), q(gate)))
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    queued = d.submit("true")
+    rc, out = c.run()
+    tap.ok(rc == 1 and "busy: 1 running, 1 queued" in out and "--force" in out,
+           "refuses while a job runs and one is queued, and says why", out)
+    tap.eq((c.home_tree(), c.calls("make")), (empty, []), "refusal: nothing built or installed")
+    os.makedirs(c.h(".config", "tt-device-queue"))
+    with open(c.h(".config", "tt-device-queue", "env"), "w") as f:
+        f.write("TT_DEVICE_IDS=0,1\nTT_DEVICE_PORT='%d'\n" % d.port)
+    rc, out = c.run(env={"TT_DEVICE_URL": ""})
+    tap.ok(rc == 1 and "busy" in out and ":%d" % d.port in out,
+           "no TT_DEVICE_URL/HOST/PORT: it checks the port from the service's env file", out)
+    os.unlink(c.h(".config", "tt-device-queue", "env"))
+    rc, out = c.run("--uninstall")
+    tap.ok(rc == 1 and "busy" in out, "--uninstall refuses too", out)
+    rc, out = c.run("--force", "--no-build")
+    tap.ok(rc == 0 and "--force" in out and os.path.islink(c.cli),
+           "--force installs anyway", out)
+    tap.eq(d.job(queued["job_id"])["status"], "queued", "install.sh never touches the queue")
+    open(gate, "a").close()
+    d.wait_done(queued["job_id"])
+    d.post("/reset", {"device_id": "1"})
+    wait_until(lambda: d.dev(1)["reset_epoch"] == 1, 10, "the reset to finish")
+    rc, out = c.run("--no-build")
+    tap.ok(rc == 0 and "is idle" in out, "idle again: installs without --force", out)
+
+
+def test_uninstall_keeps_logs():
+    c = Checkout(systemd=False)
+    c.run("--no-build")
+    keep = os.path.join(c.co, "logs-v2", "jobs.sqlite3")
+    with open(keep, "w") as f:
+        f.write("precious")
+    os.makedirs(c.h(".local", "share", "other"))
+    rc, out = c.run("--uninstall")
+    tap.eq(rc, 0, "--uninstall succeeds")
+    tap.ok(not any(os.path.lexists(p) for p in (c.cli, c.man, c.comp)),
+           "the CLI, man page and completion are gone", out)
+    tap.ok(open(keep).read() == "precious" and "kept" in out,
+           "logs-v2/ untouched, and it says so")
+    tap.ok(os.path.isdir(c.h(".local", "share", "other")), "nothing else under HOME removed")
+    rc, out = c.run("--uninstall")
+    tap.ok(rc == 0 and "nothing removed" in out, "a second --uninstall is a no-op", out)
+
+
+def test_systemd_unit_with_fake_systemctl():
+    c = Checkout(systemd=True, name="check out %dir")
+    os.makedirs(c.h(".config", "tt-device-queue"))
+    with open(c.h(".config", "tt-device-queue", "env"), "w") as f:
+        f.write("TT_DEVICE_STOP_GRACE_SEC=30.5\n")
+    rc, out = c.run("--no-build")
+    tap.eq(rc, 0, "install with a user systemd succeeds")
+    tap.eq(c.calls("systemctl"), [
+        "systemctl --user show-environment",
+        "systemctl --user daemon-reload",
+        "systemctl --user enable --quiet tt-device-queue.service",
+        "systemctl --user restart tt-device-queue.service",
+        "systemctl --user --no-pager --lines=0 status tt-device-queue.service"],
+        "writes the unit, then daemon-reload, enable, restart")
+    tap.ok("loginctl enable-linger" in out, "points out lingering when it is off", out)
+    unit = open(c.unit).read()
+    keys = {}
+    for line in unit.splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            keys[k] = v
+    exe = c.cli.replace("%", "%%")
+    tap.eq(keys.get("ExecStart"), '"%s" serve' % exe, "ExecStart runs the installed CLI's serve")
+    tap.eq(keys.get("Environment"),
+           '"TT_DEVICE_LOG_DIR=%s/logs-v2"' % c.co.replace("%", "%%"),
+           "TT_DEVICE_LOG_DIR under the checkout's logs-v2 (quoted, % escaped)")
+    tap.eq((keys.get("Type"), keys.get("KillMode"), keys.get("Restart")),
+           ("notify", "control-group", "on-failure"), "Type=notify, KillMode, Restart")
+    tap.ok(int(keys.get("TimeoutStopSec", 0)) > 30.5 + 5,
+           "stop timeout longer than the env file's kill grace + 5 s", keys)
+    tap.ok(int(keys.get("WatchdogSec", 0)) > 0 and keys.get("EnvironmentFile", "").startswith("-"),
+           "a watchdog and an optional environment file")
+    verify = shutil.which("systemd-analyze")
+    if verify:
+        p = subprocess.run([verify, "verify", c.unit], capture_output=True, text=True,
+                           env=dict(os.environ, HOME=c.home))
+        # everything but the man: Documentation= lookup (the test's HOME is not in MANPATH)
+        msgs = [ln for ln in (p.stdout + p.stderr).splitlines()
+                if "tt-device-queue" in ln and "Command 'man " not in ln]
+        tap.eq(msgs, [], "systemd-analyze verify accepts the unit")
+    before = c.home_tree()
+    c.forget_calls()
+    rc, out = c.run("--no-build")
+    tap.ok(rc == 0 and c.home_tree() == before, "second run: same files")
+    tap.ok("systemctl --user restart tt-device-queue.service" in c.calls("systemctl"),
+           "second run restarts the service again")
+    c.forget_calls()
+    rc, out = c.run("--uninstall")
+    tap.eq(rc, 0, "--uninstall succeeds")
+    tap.ok("systemctl --user disable --now tt-device-queue.service" in c.calls("systemctl")
+           and "systemctl --user daemon-reload" in c.calls("systemctl")
+           and not os.path.exists(c.unit), "stops, disables and removes the unit", c.calls())
+    tap.ok(os.path.isdir(os.path.join(c.co, "logs-v2")), "logs-v2/ kept")
+
+
+def test_completion():
+    d = Daemon().start()
+    job = d.submit("true")
+    d.wait_done(job["job_id"])
+    script = os.path.join(ROOT, "completions", "tt-device-queue.bash")
+    prog = r'''
+source %s
+t() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _tt_device_queue
+      echo "${COMPREPLY[*]}"; }
+t tt-device-queue r
+t tt-device-queue --port 1 q
+t tt-device-queue run --ti
+t tt-device-queue queue-python --wa
+t %s result ""
+t tt-device-queue run -- ""
+complete -p tt-device-queue
+''' % (q(script), q(BINARY))
+    p = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, timeout=10,
+                       env=dict(os.environ, TT_DEVICE_URL="http://127.0.0.1:%d" % d.port))
+    lines = p.stdout.splitlines()
+    tap.ok(lines[:4] == ["run result reset", "queue queue-python", "--timeout",
+                         "--wait --wait-timeout"], "subcommands and options complete",
+           p.stdout + p.stderr)
+    tap.ok(len(lines) > 4 and job["job_id"] in lines[4].split(), "job ids come from the daemon",
+           p.stdout)
+    tap.ok(len(lines) > 6 and lines[5] == "" and "-o default" in lines[6],
+           "after -- bash's default completion takes over", p.stdout)
+
+
+def test_docs_and_lint():
+    man = os.path.join(ROOT, "tt-device-queue.1")
+    text = open(man).read()
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    names = set(re.findall(r"\b(TT_(?:DEVICE|QUEUE)_[A-Z_]+[A-Z])\b", readme))
+    roff_names = set(re.findall(r"TT_(?:DEVICE|QUEUE)_[A-Z_]+[A-Z]", text.replace("\\_", "_")))
+    tap.eq(sorted(names - roff_names), [], "every variable the README names is in the man page")
+    tap.eq(sorted(roff_names - names), [], "and the man page names none the README does not")
+    help_out = subprocess.run([BINARY, "--help"], capture_output=True, text=True).stdout
+    subs = re.findall(r"^  ([a-z-]+)\s", help_out.split("subcommands:")[1].split("\n\n")[0],
+                      re.M)
+    comp = open(os.path.join(ROOT, "completions", "tt-device-queue.bash")).read()
+    tap.eq([s for s in subs if not re.search(r"^(\\fB|\.B )%s\b" % re.escape(
+        s.replace("-", "\\-")), text, re.M)], [],
+           "every subcommand of --help has its entry in the man page")
+    tap.eq([s for s in subs if s not in comp.split('subcommands="')[1].split('"')[0].split()],
+           [], "and in the completion")
+    if shutil.which("groff"):
+        p = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", man], capture_output=True,
+                           text=True)
+        tap.eq((p.returncode, p.stderr), (0, ""), "groff -man -ww: no warnings")
+    else:
+        tap.ok(True, "# SKIP groff not installed")
+    if shutil.which("man"):
+        p = subprocess.run(["man", "-l", man], capture_output=True, text=True,
+                           env=dict(os.environ, MANPAGER="cat", PAGER="cat", MANWIDTH="80"))
+        tap.ok(p.returncode == 0 and "tt-device-queue" in p.stdout and "ENVIRONMENT" in p.stdout,
+               "man -l renders it", p.stderr)
+    else:
+        tap.ok(True, "# SKIP man not installed")
+    if shutil.which("shellcheck"):
+        p = subprocess.run(["shellcheck", os.path.join(ROOT, "install.sh")],
+                           capture_output=True, text=True)
+        p2 = subprocess.run(["shellcheck", "-s", "bash",
+                             os.path.join(ROOT, "completions", "tt-device-queue.bash")],
+                            capture_output=True, text=True)
+        tap.eq((p.returncode, p.stdout, p2.returncode, p2.stdout), (0, "", 0, ""),
+               "shellcheck: install.sh and the completion are clean")
+    else:
+        tap.ok(True, "# SKIP shellcheck not installed")
+
+
+def cleanup_checkouts():
+    for c in Checkout.live:
+        c.cleanup()
+    Checkout.live = []
+
+
+run_tests(test_fallback_install_idempotent_and_manual_start, test_copy_mode_and_no_test,
+          test_failed_tests_install_nothing, test_refuses_while_busy, test_uninstall_keeps_logs,
+          test_systemd_unit_with_fake_systemctl, test_completion, test_docs_and_lint,
+          cleanup_checkouts)
