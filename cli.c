@@ -39,6 +39,27 @@
  *   remain or may still come) it prints `next_offset=N` on stderr.
  * - Writing stdout into a closed pipe ends the command quietly with 141 (128 + SIGPIPE), as
  *   if SIGPIPE had not been ignored; the job keeps running.
+ * - Job output is raw: `logs`, `logs --follow`, `result`, `run` and `queue-python --wait`
+ *   print the bytes the job wrote, read from the job's output file. JSON cannot carry
+ *   arbitrary bytes (the daemon's /logs `content` turns bytes that are not UTF-8 into U+FFFD,
+ *   so a binary log would come out altered and longer). The daemon runs on the same host and
+ *   its /logs answers name the `output_file`, so the client asks /logs as before (long-polls
+ *   to wait, the offsets it reports) and then preads exactly [offset, next_offset) from that
+ *   file, never past the daemon's next_offset. The file is used only when its path is absolute
+ *   and ends in /ID/output, it opens for reading as a regular file, and its size agrees with
+ *   the answer (at least next_offset; equal to log_size once the job is done, at least
+ *   log_size before). Otherwise (another user's log dir, a daemon on another host, a file
+ *   rotated away) that chunk falls back to the JSON `content`. `--json` outputs stay JSON:
+ *   the writer turns invalid bytes into U+FFFD, so they are always valid UTF-8.
+ * - The summary line of a job with exit_code -1 (cancelled, interrupted by a service stop,
+ *   card dead, ...) says what happened from the record's `error` and that there is no exit
+ *   code; the exit status stays 129 (SPEC 10: -s becomes 128+s), which is not a SIGHUP.
+ * - The client id (--client-id, TT_QUEUE_CLIENT_ID or the default) is diagnostic only: one
+ *   longer than the daemon's 128 characters is cut to 128 characters (after the invalid bytes
+ *   the JSON writer turns into U+FFFD are counted as the daemon counts them), never an error.
+ * - When the job completed (its last /logs or /result answer said so) but its record cannot be
+ *   fetched because the daemon went away (it was stopped), the client says so, tells how to
+ *   ask later (`result ID`) and exits 1.
  */
 #include "cli.h"
 #include "json.h"
@@ -95,7 +116,10 @@ enum {
 	R_SLOW = -2,   /* the request's own deadline passed */
 	R_EOF = -3,    /* read_more() saw end of stream */
 	R_HELP = -4,   /* a --help was printed: exit 0 */
+	R_NORAW = -5,  /* the output file cannot be trusted for this chunk: use the JSON content */
 };
+
+#define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
 
 static volatile sig_atomic_t interrupted; /* set by SIGINT; the only global mutable state */
 
@@ -110,12 +134,14 @@ struct cli {
 	char host[256]; /* for getaddrinfo: no brackets */
 	char port[8];
 	char hostport[272]; /* for messages and the Host header: [v6]:port */
-	char client_id[160];
+	char client_id[CLIENT_ID_CHARS * 4 + 1];
 	int fd;             /* -1 when not connected */
 	struct json_buf in; /* bytes of the current answer */
 	int has_deadline;   /* a local --wait-timeout is running */
 	double deadline;    /* CLOCK_MONOTONIC seconds */
 	char err[512];      /* the last failure, for the caller's message */
+	int conn_failed;    /* the last api() call failed to reach the daemon (not a refusal) */
+	char job_status[16]; /* the followed job's status in the last answer ("" unknown) */
 };
 
 /* One HTTP answer; body points into cli.in and is valid until the next request. */
@@ -142,6 +168,8 @@ struct sink {
 	int last;    /* last byte shown, -1 before any */
 	struct json_buf buf;
 	char output_file[4096];
+	int raw_fd;    /* output_file opened for raw reads, -1 when not usable */
+	int raw_tried; /* opening it was attempted */
 };
 
 /* ------------------------------------------------------------------------ small helpers */
@@ -1010,23 +1038,28 @@ report_refusal(struct cli *c, const struct resp *r)
 /*
  * Request path and parse the JSON object answer into d (the caller frees it on ST_OK).
  * Failures are printed here: unreachable daemon, and any non-2xx answer (its "error" text)
- * give ST_FAIL. ST_TIMEOUT and ST_INTR are left to the caller to explain.
+ * give ST_FAIL. ST_TIMEOUT and ST_INTR are left to the caller to explain. A failure to reach
+ * the daemon sets c->conn_failed (and is left unprinted, in c->err, when `quiet`).
  */
 static int
-api(struct cli *c, const char *method, const char *path, const struct json_buf *body, int wait,
-    struct doc *d)
+api_call(struct cli *c, const char *method, const char *path, const struct json_buf *body,
+         int wait, struct doc *d, int quiet)
 {
 	struct resp r;
 	int rc;
 
 	memset(d, 0, sizeof *d);
+	c->conn_failed = 0;
 	if (body != NULL && body->oom) {
 		errmsg("out of memory");
 		return ST_FAIL;
 	}
 	rc = http_call(c, method, path, body ? body->p : NULL, body ? body->len : 0, wait, &r);
-	if (rc == ST_FAIL)
-		errmsg("%s", c->err);
+	if (rc == ST_FAIL) {
+		c->conn_failed = 1;
+		if (!quiet)
+			errmsg("%s", c->err);
+	}
 	if (rc != ST_OK)
 		return rc;
 	if (r.status < 200 || r.status > 299) {
@@ -1045,6 +1078,21 @@ api(struct cli *c, const char *method, const char *path, const struct json_buf *
 	return ST_OK;
 }
 
+static int
+api(struct cli *c, const char *method, const char *path, const struct json_buf *body, int wait,
+    struct doc *d)
+{
+	return api_call(c, method, path, body, wait, d, 0);
+}
+
+/* Note the followed job's status from an answer's "status" member. */
+static void
+note_status(struct cli *c, const struct doc *d)
+{
+	if (doc_str(d, 0, "status", c->job_status, sizeof c->job_status) == NULL)
+		c->job_status[0] = 0;
+}
+
 /* ------------------------------------------------------------------------ job output */
 
 static void
@@ -1054,7 +1102,17 @@ sink_init(struct sink *o, unsigned long long limit, int collect)
 	o->limit = limit;
 	o->collect = collect;
 	o->last = -1;
+	o->raw_fd = -1;
 	json_buf_init(&o->buf);
+}
+
+static void
+sink_free(struct sink *o)
+{
+	if (o->raw_fd >= 0)
+		close(o->raw_fd);
+	o->raw_fd = -1;
+	json_buf_free(&o->buf);
 }
 
 /* On a terminal, end a partial output line before a note on stderr. */
@@ -1127,6 +1185,75 @@ sink_content(const struct doc *d, struct sink *o)
 	return rc;
 }
 
+/*
+ * Open o->output_file for raw reads (once): only an absolute path ending in /ID/output that
+ * opens for reading as a regular file. Otherwise o->raw_fd stays -1 and the JSON content is
+ * used.
+ */
+static void
+raw_open(struct sink *o, const char *id)
+{
+	char tail[48];
+	size_t n = strlen(o->output_file), t;
+	struct stat st;
+	int fd;
+
+	o->raw_tried = 1;
+	t = (size_t)snprintf(tail, sizeof tail, "/%s/output", id);
+	if (o->output_file[0] != '/' || n <= t || strcmp(o->output_file + n - t, tail) != 0)
+		return;
+	fd = open(o->output_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	o->raw_fd = fd;
+}
+
+/*
+ * Show bytes [off, next) of the output file raw: the range a /logs answer reported, never
+ * past its next_offset. The file must agree with the answer: at least `next` bytes, and
+ * exactly log_size once the job is done (`done`), at least log_size before (a running job's
+ * file only grows). Returns ST_OK, a write failure, or R_NORAW when the file cannot be used
+ * for this range (nothing was shown).
+ */
+static int
+raw_put(struct sink *o, unsigned long long off, unsigned long long next,
+        unsigned long long log_size, int done)
+{
+	struct stat st;
+	size_t n, got = 0;
+	ssize_t r;
+	char *buf;
+	int rc;
+
+	if (o->raw_fd < 0 || next < off || next - off > RESPONSE_MAX)
+		return R_NORAW;
+	if (next == off || o->cut)
+		return ST_OK;
+	if (fstat(o->raw_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
+	    (unsigned long long)st.st_size < next ||
+	    (done ? (unsigned long long)st.st_size != log_size
+	          : (unsigned long long)st.st_size < log_size))
+		return R_NORAW;
+	n = (size_t)(next - off);
+	if ((buf = malloc(n)) == NULL)
+		return R_NORAW;
+	while (got < n) {
+		r = pread(o->raw_fd, buf + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	rc = got == n ? sink_put(o, buf, n) : R_NORAW;
+	free(buf);
+	return rc;
+}
+
 /* A position in a job's log. */
 struct logpos {
 	unsigned long long off;  /* next byte to ask for */
@@ -1136,7 +1263,8 @@ struct logpos {
 
 /*
  * One GET /logs/ID from lp->off: at most `limit` bytes when limit > 0, held up to `hold`
- * seconds for new bytes. The content goes to o and lp advances. Returns ST_OK or a failure.
+ * seconds for new bytes. The chunk's bytes go to o, raw from the output file when it can be
+ * trusted, else the answer's content; lp advances. Returns ST_OK or a failure.
  */
 static int
 logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long limit, int hold,
@@ -1144,7 +1272,7 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 {
 	char path[192];
 	struct doc d;
-	long long v;
+	long long v, at, next = -1, size = -1;
 	int n, rc;
 
 	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, lp->off);
@@ -1154,18 +1282,31 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 		snprintf(path + n, sizeof path - (size_t)n, "&wait=%d", hold);
 	if ((rc = api(c, "GET", path, NULL, hold, &d)) != ST_OK)
 		return rc;
+	note_status(c, &d);
 	if (o->output_file[0] == 0)
 		doc_str(&d, 0, "output_file", o->output_file, sizeof o->output_file);
-	rc = sink_content(&d, o);
+	if (!o->raw_tried && o->output_file[0])
+		raw_open(o, id);
+	if (doc_int(&d, 0, "next_offset", &v) == 0 && v >= 0)
+		next = v;
+	if (doc_int(&d, 0, "log_size", &v) == 0 && v >= 0)
+		size = v;
+	rc = R_NORAW;
+	if (next >= 0 && size >= 0 && doc_int(&d, 0, "offset", &at) == 0 &&
+	    at == (long long)lp->off)
+		rc = raw_put(o, lp->off, (unsigned long long)next, (unsigned long long)size,
+		             strcmp(c->job_status, "done") == 0);
+	if (rc == R_NORAW)
+		rc = sink_content(&d, o);
 	lp->complete = doc_true(&d, 0, "complete");
-	if (doc_int(&d, 0, "next_offset", &v) == 0 && v >= 0) {
-		lp->off = (unsigned long long)v;
+	if (next >= 0) {
+		lp->off = (unsigned long long)next;
 	} else if (rc == ST_OK) {
 		errmsg("the daemon's /logs answer has no next_offset");
 		rc = ST_FAIL;
 	}
-	if (doc_int(&d, 0, "log_size", &v) == 0 && v >= 0)
-		lp->size = (unsigned long long)v;
+	if (size >= 0)
+		lp->size = (unsigned long long)size;
 	doc_free(&d);
 	return rc;
 }
@@ -1199,20 +1340,28 @@ set_deadline(struct cli *c, double secs)
 	c->deadline = now_mono() + (secs >= 0 ? secs : 0);
 }
 
-/* Hold GET /result/ID?wait=S until the job is done. Returns ST_OK or a failure code. */
+/*
+ * Hold GET /result/ID?wait=S until the job is done. The first request does not wait
+ * (unless the status is known already), so a wait cut short by --wait-timeout can say
+ * whether the job is queued or running. Returns ST_OK or a failure code.
+ */
 static int
 wait_done(struct cli *c, const char *id)
 {
 	char path[128], st[16];
 	struct doc d;
-	int hold, rc, done;
+	int hold, rc, done, first = c->job_status[0] == 0;
 
 	for (;;) {
 		if ((hold = wait_budget(c)) < 0)
 			return ST_TIMEOUT;
+		if (first)
+			hold = 0;
+		first = 0;
 		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
 		if ((rc = api(c, "GET", path, NULL, hold, &d)) != ST_OK)
 			return rc;
+		note_status(c, &d);
 		done = doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "done") == 0;
 		doc_free(&d);
 		if (done)
@@ -1272,22 +1421,76 @@ job_exit_status(const struct doc *d)
 	return code < -127 ? 255 : 128 + (int)-code;
 }
 
-/* "exit 3 in 0.52s", "killed by signal 15 in 1.00s", ... */
-static void
+/* Case-insensitive: does s contain w? */
+static int
+has_word(const char *s, const char *w)
+{
+	return strcasestr(s, w) != NULL;
+}
+
+/*
+ * What the record's `error` says happened, short: "cancelled before it started",
+ * "interrupted by a service stop", ...; the error itself when it is none of the known
+ * cases; NULL when there is no error.
+ */
+static const char *
+error_phrase(const char *err, char *buf, size_t cap)
+{
+	if (err == NULL || err[0] == 0)
+		return NULL;
+	if (has_word(err, "cancelled"))
+		snprintf(buf, cap, "cancelled before it started (kill request)");
+	else if (has_word(err, "no longer configured"))
+		snprintf(buf, cap, "%s", err);
+	else if (has_word(err, "service stopped"))
+		snprintf(buf, cap, "interrupted by a service stop (%s)",
+		         has_word(err, "runs again") ? "the reset runs again at the next start"
+		                                      : "it is not run again");
+	else if (has_word(err, " is dead") && has_word(err, "never ran"))
+		snprintf(buf, cap,
+		         "never ran: the card is dead (needs a host reboot or operator recovery)");
+	else if (has_word(err, "kill request"))
+		snprintf(buf, cap, "stopped by a kill request");
+	else if (has_word(err, "interrupted by a reset"))
+		snprintf(buf, cap, "interrupted by a reset of its card");
+	else
+		snprintf(buf, cap, "%s", err);
+	return buf;
+}
+
+/*
+ * "exit 3 in 0.52s", "killed by signal 15 in 1.00s", "stopped by a kill request (signal 2)
+ * after 1.00s", "cancelled before it started (kill request); no exit code, exit status 129".
+ * Returns 1 when the record's error was used (it need not be repeated).
+ */
+static int
 summary_outcome(struct json_buf *b, const struct doc *d)
 {
 	long long code, v, n;
 	double el;
-	char t[32];
+	char t[32], err[1024], what[1100];
+	const char *why = error_phrase(doc_str(d, 0, "error", err, sizeof err), what, sizeof what);
+	int has_code = doc_int(d, 0, "exit_code", &code) == 0, ran;
 
-	if (doc_int(d, 0, "exit_code", &code) < 0)
+	ran = doc_get(d, 0, "started_at") >= 0 &&
+	      d->t[doc_get(d, 0, "started_at")].type == JSON_STRING;
+	if (why != NULL) {
+		json_buf_printf(b, "%s", why);
+		if (has_code && code < -1)
+			json_buf_printf(b, " (signal %lld)", -code);
+		else if (has_code && code >= 0)
+			json_buf_printf(b, ", exit %lld", code);
+	} else if (!has_code) {
 		json_buf_printf(b, "no exit code");
-	else if (code >= -1)
+	} else if (code >= -1) {
 		json_buf_printf(b, "exit %lld", code);
-	else
+	} else {
 		json_buf_printf(b, "killed by signal %lld", -code);
-	if (doc_num(d, 0, "elapsed", &el) == 0)
-		json_buf_printf(b, " in %s", fmt_secs(el, t, sizeof t));
+	}
+	if (doc_num(d, 0, "elapsed", &el) == 0 && (ran || why == NULL))
+		json_buf_printf(b, " %s %s", why ? "after" : "in", fmt_secs(el, t, sizeof t));
+	if (why != NULL && has_code && code == -1)
+		json_buf_printf(b, "; no exit code, exit status 129");
 	if (doc_true(d, 0, "timed_out")) {
 		if (doc_int(d, 0, "timeout", &v) == 0)
 			json_buf_printf(b, "; timed out at its %llds limit", v);
@@ -1296,6 +1499,7 @@ summary_outcome(struct json_buf *b, const struct doc *d)
 	}
 	if (doc_int(d, 0, "repeat", &n) == 0 && n > 1 && doc_int(d, 0, "repeat_completed", &v) == 0)
 		json_buf_printf(b, "; %lld of %lld iterations succeeded", v, n);
+	return why != NULL;
 }
 
 /* The summary line on stderr after a job finished. */
@@ -1310,10 +1514,10 @@ print_summary(const char *id, const struct doc *d, const struct sink *o)
 	doc_scalar(d, 0, "device_id", dev, sizeof dev);
 	json_buf_printf(&b, NOTE "job %s on card %s: ", id, dev);
 	summary_outcome(&b, d);
-	if (doc_str(d, 0, "error", text, sizeof text) && text[0])
-		json_buf_printf(&b, "; %s", text);
 	if (doc_true(d, 0, "log_truncated"))
-		json_buf_printf(&b, "; log truncated by the daemon (%lld bytes dropped)",
+		json_buf_printf(&b,
+		                "; the stored log was capped (TT_DEVICE_MAX_LOG_BYTES): %lld bytes "
+		                "dropped, its tail replaced by a marker line",
 		                doc_int(d, 0, "dropped_log_bytes", &v) == 0 ? v : 0);
 	if (o->cut)
 		json_buf_printf(&b, "; output cut after %llu bytes (full log: %s)", o->shown,
@@ -1352,7 +1556,8 @@ print_job_json(const struct doc *rec, const struct sink *o)
 
 /*
  * The job is done: fetch its record, print the summary (or the JSON with --json) and return
- * the job's exit status.
+ * the job's exit status. When the daemon went away in between (it was stopped after the job
+ * ended), say that the final status is unknown here and how to ask later: exit 1.
  */
 static int
 job_finish(struct cli *c, const char *id, const struct sink *o)
@@ -1363,7 +1568,17 @@ job_finish(struct cli *c, const char *id, const struct sink *o)
 
 	c->has_deadline = 0; /* the wait is over; the record is fetched in any case */
 	snprintf(path, sizeof path, "/job/%s", id);
-	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
+	rc = api_call(c, "GET", path, NULL, 0, &d, 1);
+	if (rc == ST_FAIL && c->conn_failed) {
+		end_partial_line(o);
+		fprintf(stderr,
+		        NOTE "job %s completed, but the daemon stopped before its final status "
+		             "could be read (%s)\n" NOTE "its final status is unknown here; ask "
+		             "later with `" PROG " result %s`\n",
+		        id, c->err, id);
+		return ST_FAIL;
+	}
+	if (rc != ST_OK)
 		return rc;
 	if (c->json)
 		rc = print_job_json(&d, o);
@@ -1375,19 +1590,29 @@ job_finish(struct cli *c, const char *id, const struct sink *o)
 	return rc;
 }
 
+/* What a job the client stopped waiting for does: "stays queued", "keeps running". */
+static const char *
+left_alone(const struct cli *c)
+{
+	if (strcmp(c->job_status, "queued") == 0)
+		return "stays queued";
+	if (strcmp(c->job_status, "running") == 0)
+		return "keeps running";
+	return "is left queued or running";
+}
+
 /* Explain a wait that ended early (ST_TIMEOUT or ST_INTR) for job id; returns rc. */
 static int
-wait_ended(int rc, const char *id, const struct sink *o)
+wait_ended(const struct cli *c, int rc, const char *id, const struct sink *o)
 {
 	if (rc != ST_TIMEOUT && rc != ST_INTR)
 		return rc;
 	if (o != NULL)
 		end_partial_line(o);
 	if (rc == ST_TIMEOUT)
-		fprintf(stderr,
-		        NOTE "--wait-timeout passed; job %s keeps running (`" PROG
-		             " kill %s` stops it)\n",
-		        id, id);
+		fprintf(stderr, NOTE "--wait-timeout passed; job %s %s (`" PROG " kill %s` %s it)\n",
+		        id, left_alone(c), id,
+		        strcmp(c->job_status, "queued") == 0 ? "cancels" : "stops");
 	else
 		fprintf(stderr,
 		        NOTE "interrupted; job %s was not stopped (`" PROG " kill %s` stops it)\n",
@@ -1709,16 +1934,60 @@ one_job_id(const struct args *a, char *id)
 /* The identity the job records: --client-id, TT_QUEUE_CLIENT_ID, an agent ancestor, cli-UID. */
 static int agent_ancestor(char *out, size_t cap);
 
+/*
+ * Set c->client_id to s cut to CLIENT_ID_CHARS characters. The id travels as a JSON string
+ * whose writer turns invalid bytes into U+FFFD, and the daemon counts the characters of what
+ * it decodes, so the id is first put through that writer and read back (valid UTF-8 then)
+ * and cut at a character boundary. Never an error: the id is diagnostic only.
+ */
+static void
+set_client_id(struct cli *c, const char *s)
+{
+	struct json_buf b;
+	struct json_w w;
+	struct json_tok t[2];
+	char err[64], *text = NULL;
+	size_t n = 0, k, chars = 0;
+
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_str(&w, s, strlen(s));
+	if (!b.oom && json_parse(b.p, b.len, t, 2, err, sizeof err) == 1 &&
+	    (text = malloc(b.len)) != NULL)
+		n = json_str_decode(b.p, &t[0], text, b.len);
+	if (text == NULL || n > b.len) { /* cannot happen; keep the raw bytes, cut on a boundary */
+		n = strlen(s) < sizeof c->client_id - 1 ? strlen(s) : sizeof c->client_id - 1;
+		memcpy(c->client_id, s, n);
+		c->client_id[json_utf8_boundary(c->client_id, n)] = 0;
+		free(text);
+		json_buf_free(&b);
+		return;
+	}
+	for (k = 0; k < n; k++) {
+		if (((unsigned char)text[k] & 0xC0) != 0x80 && ++chars > CLIENT_ID_CHARS)
+			break;
+		if (text[k] == 0)
+			text[k] = '?'; /* cannot come from argv or the environment */
+	}
+	memcpy(c->client_id, text, k); /* at most 128 characters of at most 4 bytes */
+	c->client_id[k] = 0;
+	free(text);
+	json_buf_free(&b);
+}
+
 static void
 client_identity(struct cli *c)
 {
 	const char *e = env_nonempty("TT_QUEUE_CLIENT_ID");
+	char agent[128];
 
 	if (c->client_id_opt != NULL && c->client_id_opt[0])
-		snprintf(c->client_id, sizeof c->client_id, "%s", c->client_id_opt);
+		set_client_id(c, c->client_id_opt);
 	else if (e != NULL)
-		snprintf(c->client_id, sizeof c->client_id, "%s", e);
-	else if (!agent_ancestor(c->client_id, sizeof c->client_id))
+		set_client_id(c, e);
+	else if (agent_ancestor(agent, sizeof agent))
+		set_client_id(c, agent);
+	else
 		snprintf(c->client_id, sizeof c->client_id, "cli-%u", (unsigned)getuid());
 }
 
@@ -1923,11 +2192,12 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 		fprintf(stderr, NOTE "job %s is queued on card %s behind %lld job%s (~%s)\n", id,
 		        dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
 	}
+	note_status(c, d);
 	sink_init(&out, limit, c->json);
 	set_deadline(c, o->wait_timeout);
 	rc = stream_job(c, id, &out);
-	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(rc, id, &out);
-	json_buf_free(&out.buf);
+	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
+	sink_free(&out);
 	return rc;
 }
 
@@ -2284,16 +2554,20 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
 	for (;;) {
 		before = lp->off;
 		want = left < LOG_CHUNK ? left : LOG_CHUNK;
-		if (follow && (hold = wait_budget(c)) < 0)
-			return ST_TIMEOUT;
+		if (follow && (hold = wait_budget(c)) < 0) {
+			rc = ST_TIMEOUT;
+			break;
+		}
 		if ((rc = logs_chunk(c, id, lp, want, hold, &out)) != ST_OK)
-			return rc;
+			break;
 		left -= lp->off > before ? (lp->off - before < left ? lp->off - before : left) : 0;
 		if (lp->complete || left == 0)
-			return ST_OK;
+			break;
 		if (!follow && (lp->off >= lp->size || lp->off <= before))
-			return ST_OK;
+			break;
 	}
+	sink_free(&out);
+	return rc;
 }
 
 static int
@@ -2312,7 +2586,7 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
 	rc = logs_loop(c, id, &lp, o->limit_set ? o->limit : ULLONG_MAX, o->follow);
 	if (rc == ST_TIMEOUT)
-		fprintf(stderr, NOTE "--wait-timeout passed; the job keeps running\n");
+		fprintf(stderr, NOTE "--wait-timeout passed; the job %s\n", left_alone(c));
 	if (rc == ST_INTR)
 		fprintf(stderr, NOTE "interrupted; the job keeps running\n");
 	if ((rc == ST_OK || rc == ST_TIMEOUT || rc == ST_INTR) && !lp.complete)
@@ -2332,11 +2606,11 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 		return rc;
 	set_deadline(c, o->wait_timeout);
 	if ((rc = wait_done(c, id)) != ST_OK)
-		return wait_ended(rc, id, NULL);
+		return wait_ended(c, rc, id, NULL);
 	sink_init(&out, limit, c->json);
 	rc = copy_output(c, id, &out);
-	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(rc, id, &out);
-	json_buf_free(&out.buf);
+	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
+	sink_free(&out);
 	return rc;
 }
 
@@ -2688,15 +2962,19 @@ cmd_reset(struct cli *c, struct args *a, struct opts *o)
 	"  --env NAME=VALUE   set a variable in the job's environment (repeatable)\n"
 #define H_WAIT                                                                                     \
 	"  --wait-timeout S   stop waiting after S seconds (fractions allowed) and exit 124;\n"    \
-	"                     the job keeps running\n"                                             \
+	"                     the job is not stopped (it keeps running or stays queued)\n"         \
 	"  --output-limit B   print at most B bytes of output, then say where the full log is\n"   \
 	"                     (default: TT_DEVICE_RESULT_BYTES, else 1 MiB)\n"
 #define H_JSON "  --json             print JSON (also accepted before the subcommand)\n"
+#define H_JSON_GLOBAL "  --json             print JSON (also accepted after the subcommand)\n"
+#define H_VERSION "  --version          print the version and exit\n"
 #define H_HELP "  -h, --help         show this help\n"
 #define H_STATUS                                                                                   \
 	"Exits with the job's status (a job killed by signal s: 128+s); 1 when the daemon is\n"    \
 	"unreachable or refuses; 2 on usage errors; 124 when --wait-timeout passed; 130 on\n"      \
-	"Ctrl-C. Neither --wait-timeout nor Ctrl-C stops the job: use `" PROG " kill ID`.\n"
+	"Ctrl-C. Neither --wait-timeout nor Ctrl-C stops the job: use `" PROG " kill ID`.\n"       \
+	"A job that never got an exit code (cancelled, interrupted by a service stop, dead\n"      \
+	"card: exit_code -1) exits 129; the summary line says what happened.\n"
 
 /* clang-format off */
 #define SUBMIT_OPTS \
@@ -2819,7 +3097,8 @@ print_global_help(void)
 	    "  --host HOST        the daemon's address (default 127.0.0.1)\n"
 	    "  --port PORT        the daemon's port (default 5741)\n"
 	    "  --client-id ID     the identity recorded on submitted jobs (default: an agent\n"
-	    "                     ancestor process as agent-NAME-PID, else cli-UID)\n" H_JSON H_HELP
+	    "                     ancestor process as agent-NAME-PID, else cli-UID); cut to\n"
+	    "                     128 characters\n" H_JSON_GLOBAL H_VERSION H_HELP
 	    "\nenvironment: TT_DEVICE_URL (http://HOST:PORT), TT_DEVICE_HOST, TT_DEVICE_PORT,\n"
 	    "TT_QUEUE_CLIENT_ID, TT_DEVICE_RESULT_BYTES, TT_DEVICE_CLI_SCRIPT_DIR, "
 	    "NO_COLOR.\n\n" H_STATUS);

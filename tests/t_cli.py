@@ -5,18 +5,24 @@ Prints TAP. One daemon (cards 0 and 1) serves most checks; each check leaves bot
 Covers: streaming, every exit status of the spec's table, argv vs shell-program quoting,
 queue-python (stdin storage, file mode, pruning, cleanup on failure), --wait-timeout and
 Ctrl-C leaving the job running, an unreachable server, --help everywhere, usage errors, and
-the other subcommands (queue, job, logs, result, status, kill, reset).
+the other subcommands (queue, job, logs, result, status, kill, reset). Also: output that is not
+UTF-8 comes out of logs/result/run/queue-python --wait byte for byte (read from the output
+file), client ids cut to 128 characters, help wording, the summary of exit_code -1 jobs and of
+a capped log, and a daemon that goes away between a job's completion and its record.
 """
 
 import json
 import os
+import random
 import re
 import select
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -499,6 +505,196 @@ def test_closed_stdout():
     wait_until(lambda: d.dev("0")["current"] is None, 10, "the job to finish")
 
 
+# ---------------------------------------------------------------- raw output, wording, identity
+
+def cli_bytes(d, *args, env=None, timeout=30):
+    """Run the client; returns (exit status, stdout bytes, stderr text)."""
+    p = subprocess.run([BINARY] + [str(a) for a in args], env=cli_env(d, env), cwd=d.tmp,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def test_raw_output_bytes():
+    d = daemon()
+    data = random.Random(402).randbytes(3000) + b"\x00\xff\xfe"
+    src = d.path("binary.dat")
+    with open(src, "wb") as f:
+        f.write(data)
+    jid = queue(d, "--", "cat %s; exit 3" % q(src))
+    rc, out, err = cli_bytes(d, "result", jid)
+    tap.ok(rc == 3 and out == data, "result prints output that is not UTF-8 byte for byte",
+           "rc=%d, %d bytes printed, %d written by the job" % (rc, len(out), len(data)))
+    with open(d.job(jid)["output_file"], "rb") as f:
+        stored = f.read()
+    tap.ok(stored == data, "the output file holds the job's bytes", len(stored))
+    rc, out, err = cli_bytes(d, "logs", jid)
+    tap.ok(rc == 0 and out == stored and out == data, "logs prints the output file's bytes",
+           "rc=%d, %d bytes, stderr %r" % (rc, len(out), err))
+    rc, out, err = cli_bytes(d, "logs", jid, "--offset", "1000", "--limit", "1500")
+    tap.ok(out == stored[1000:2500], "logs --offset/--limit: the raw byte range",
+           "%d bytes" % len(out))
+    rc, out, err = cli_bytes(d, "logs", jid, "--follow")
+    tap.ok(rc == 0 and out == data, "logs --follow prints the raw bytes", len(out))
+    rc, out, err = cli_bytes(d, "run", "--", "head -c 1500 %s; sleep 0.5; tail -c +1501 %s"
+                             % (q(src), q(src)))
+    tap.ok(rc == 0 and out == data, "run streams the raw bytes while the job runs",
+           "rc=%d, %d bytes" % (rc, len(out)))
+    script = d.path("binary.py")
+    with open(script, "w") as f:
+        f.write("import sys\nsys.stdout.buffer.write(open(%r, 'rb').read())\n" % src)
+    rc, out, err = cli_bytes(d, "queue-python", "--wait", script)
+    tap.ok(rc == 0 and out == data, "queue-python --wait prints the raw bytes", len(out))
+    rc, out, err = cli_bytes(d, "--json", "result", jid)
+    try:
+        js = json.loads(out.decode("utf-8"))
+    except ValueError as e:
+        js = {"error": str(e)}
+    tap.eq((rc, js.get("output")), (3, data.decode("utf-8", "replace")),
+           "result --json stays valid UTF-8 JSON (invalid bytes as U+FFFD)")
+
+
+def test_client_id_cut_to_128():
+    d = daemon()
+    rc, out, err = d.cli("queue", "--", "true", env={"TT_QUEUE_CLIENT_ID": "é" * 200})
+    tap.ok(rc == 0, "a 200-character TT_QUEUE_CLIENT_ID is accepted", err)
+    if rc == 0:
+        tap.eq(d.wait_done(job_id_of(out))["client_id"], "é" * 128,
+               "TT_QUEUE_CLIENT_ID is cut to 128 characters on a character boundary")
+    rc, out, err = d.cli("--client-id", "a" * 300, "queue", "--", "true")
+    tap.ok(rc == 0 and d.wait_done(job_id_of(out))["client_id"] == "a" * 128,
+           "--client-id is cut to 128 characters", err)
+    rc, out, err = d.cli("queue", "--", "true", env={"TT_QUEUE_CLIENT_ID": b"x\xff" * 100})
+    tap.ok(rc == 0 and d.wait_done(job_id_of(out))["client_id"] == "x\ufffd" * 64,
+           "an id with invalid bytes is cut after they become U+FFFD", err)
+
+
+def test_help_texts():
+    d = daemon()
+    rc, out, err = d.cli("--help")
+    json_line = [ln for ln in out.splitlines() if ln.strip().startswith("--json")]
+    tap.ok(json_line and "after the subcommand" in json_line[0],
+           "global help: --json is also accepted after the subcommand", json_line)
+    tap.ok(re.search(r"^\s+--version\s", out, re.M), "global help lists --version", out)
+    rc, out, err = d.cli("--version")
+    tap.ok(rc == 0 and out.startswith("tt-device-queue "), "--version works", out + err)
+    rc, out, err = d.cli("result", "--help")
+    json_line = [ln for ln in out.splitlines() if ln.strip().startswith("--json")]
+    tap.ok(json_line and "before the subcommand" in json_line[0],
+           "subcommand help: --json is also accepted before the subcommand", json_line)
+    jid, gate = blocked(d, "1")
+    queued = d.submit("echo q", device_id="1")["job_id"]
+    rc, out, err = d.cli("result", queued, "--wait-timeout", "0.3")
+    tap.ok(rc == 124 and "stays queued" in err and "keeps running" not in err,
+           "result --wait-timeout of a queued job: it stays queued", err)
+    rc, out, err = d.cli("run", "--device", "1", "--wait-timeout", "0.3", "--", "echo r")
+    tap.ok(rc == 124 and "stays queued" in err and "keeps running" not in err,
+           "run --wait-timeout while queued: it stays queued", err)
+    rc, out, err = d.cli("result", jid, "--wait-timeout", "0.3")
+    tap.ok(rc == 124 and "keeps running" in err, "result --wait-timeout of a running job: "
+           "it keeps running", err)
+    open_gate(gate)
+    d.wait_done(jid)
+    wait_until(lambda: d.dev("1")["current"] is None and not d.dev("1")["pending"], 20,
+               "card 1 idle")
+
+
+def test_exit_minus_one_summary():
+    d = daemon()
+    jid, gate = blocked(d, "1")
+    queued = d.submit("echo never", device_id="1")["job_id"]
+    d.cli("kill", queued)
+    rc, out, err = d.cli("result", queued)
+    tap.eq(rc, 129, "result of a job cancelled while queued exits 129 (exit_code -1)")
+    tap.ok("cancelled" in err and "no exit code" in err and "exit -1" not in err
+           and "signal" not in err, "its summary says it was cancelled and has no exit code",
+           err)
+    open_gate(gate)
+    d.wait_done(jid)
+    d2 = Daemon().start()
+    ready = d2.path("ready")
+    j = d2.submit("touch %s; sleep 30" % q(ready))["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "the job to start")
+    d2.restart()
+    rc, out, err = d2.cli("result", j)
+    tap.ok(rc == 129 and "interrupted by a service stop" in err and "exit -1" not in err,
+           "a job interrupted by a service stop: the summary says so", (rc, err))
+    d2.cleanup()
+
+
+def test_log_cap_summary():
+    d = Daemon(env={"TT_DEVICE_MAX_LOG_BYTES": "1024"}).start()
+    rc, out, err = d.cli("run", "--", "head -c 5000 /dev/zero | tr '\\0' z")
+    job = last_recent(d)
+    tap.ok(rc == 0 and job["log_truncated"] and "stored log was capped" in err
+           and "%d bytes dropped" % job["dropped_log_bytes"] in err,
+           "run: the summary says the stored log was capped and how many bytes were dropped",
+           err)
+    d.cleanup()
+
+
+def fake_daemon(jid):
+    """A stand-in daemon: queues jid, reports it complete, then goes away at GET /job."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    out_file = "/nonexistent-ttq/%s/output" % jid
+
+    def serve():
+        conn, _ = srv.accept()
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                m = re.search(rb"content-length:\s*(\d+)", head, re.I)
+                n = int(m.group(1)) if m else 0
+                while len(buf) < n:
+                    buf += conn.recv(65536)
+                buf = buf[n:]
+                method, path = head.split(b"\r\n")[0].decode().split()[:2]
+                if method == "POST" and path == "/queue":
+                    ans = {"job_id": jid, "device_id": "0", "status": "queued",
+                           "output_file": out_file, "position": 0}
+                elif path.startswith("/logs/"):
+                    ans = {"job_id": jid, "status": "done", "output_file": out_file,
+                           "offset": 0, "next_offset": 3, "content": "hi\n",
+                           "truncated": False, "complete": True, "log_size": 3,
+                           "log_truncated": False, "dropped_log_bytes": 0}
+                else:  # the daemon stops: no answer, nothing listening any more
+                    srv.close()
+                    return
+                data = json.dumps(ans).encode()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % len(data) + data)
+        finally:
+            conn.close()
+            srv.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return port, t
+
+
+def test_run_daemon_gone_after_completion():
+    d = daemon()
+    jid = "ab" * 16
+    port, t = fake_daemon(jid)
+    rc, out, err = d.cli("run", "--", "echo hi", env={"TT_DEVICE_URL": "http://127.0.0.1:%d"
+                                                      % port})
+    t.join(5)
+    tap.eq((rc, out), (1, "hi\n"), "run: the output (from the JSON when the file cannot be "
+           "read), then exit 1 when the daemon went away before the final status")
+    tap.ok("unknown" in err and "result %s" % jid in err and "daemon stopped" in err,
+           "run: says the daemon stopped, the final status is unknown, and how to ask later",
+           err)
+
+
 if __name__ == "__main__":
     run_tests(test_run_streams_output_while_running, test_run_exit_statuses, test_run_quoting,
               test_run_submission_options, test_run_output_limit_and_json,
@@ -508,4 +704,6 @@ if __name__ == "__main__":
               test_queue_python_failure_and_pruning, test_queue_python_file_and_args,
               test_status, test_kill, test_reset, test_unreachable_server,
               test_connection_target, test_client_identity, test_help_everywhere,
-              test_usage_errors, test_closed_stdout)
+              test_usage_errors, test_closed_stdout, test_raw_output_bytes,
+              test_client_id_cut_to_128, test_help_texts, test_exit_minus_one_summary,
+              test_log_cap_summary, test_run_daemon_gone_after_completion)
