@@ -48,6 +48,18 @@ tests/bin/test_store: tests/test_store.c store.o tests/tap.h | tests/bin
 tests/bin/test_proc: tests/test_proc.c proc.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_proc.c proc.o
 
+# performance figures of issue #8 against the real daemon (prints figures; not a test)
+tests/bin/bench: tests/bench.c | tests/bin
+	$(CC) $(CFLAGS) -o $@ tests/bench.c $(LDLIBS)
+
+bench: $(BIN) tests/bin/bench
+	tests/bin/bench
+
+# issue #7 stress: 900 jobs from 64 clients on both cards behind a blocker (tests/t_stress.py
+# runs a smaller count in `make test`); STRESS_JOBS and STRESS_CLIENTS override
+stress: $(BIN)
+	$(PYTHON) tests/stress.py --jobs $${STRESS_JOBS:-900} --clients $${STRESS_CLIENTS:-64}
+
 # the daemon on two simulated cards running a real command end to end
 demo: $(BIN) tests/bin/test_json
 	tests/demo.sh
@@ -61,10 +73,67 @@ asan:
 	$(MAKE) clean
 	$(MAKE) test CFLAGS='-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all' LDFLAGS='-fsanitize=address,undefined'
 
+# `make static`: one fully static executable for copy-deploy (libsqlite3.a from libsqlite3-dev,
+# libc.a from libc6-dev). Its own objects in build/static, so it never mixes with the default or
+# sanitizer builds. A static binary cannot safely use glibc's dlopen or name-resolving
+# getaddrinfo on another host: SQLite's copy gets its dl* calls renamed to the stubs of
+# packaging/static_shim.c (only extensions use them; we load none) and its
+# getaddrinfo takes numeric addresses and localhost, so the link has no warnings.
+STATIC_BIN  = tt-device-queue-static
+STATIC_DIR  = build/static
+STATIC_OBJS = $(addprefix $(STATIC_DIR)/,$(OBJS) static_shim.o)
+SQLITE_A   ?= $(shell $(CC) -print-file-name=libsqlite3.a)
+OBJCOPY    ?= objcopy
+HEADERS     = http.h json.h sched.h store.h proc.h cli.h
+
+static: $(STATIC_BIN)
+
+$(STATIC_BIN): $(STATIC_OBJS) $(STATIC_DIR)/libsqlite3-nodl.a
+	$(CC) -static $(CFLAGS) -o $@ $(STATIC_OBJS) $(STATIC_DIR)/libsqlite3-nodl.a -lm
+
+$(STATIC_DIR)/libsqlite3-nodl.a: | $(STATIC_DIR)
+	$(OBJCOPY) $(foreach f,dlopen dlsym dlclose dlerror,--redefine-sym $(f)=ttq_static_$(f)) \
+		$(SQLITE_A) $@
+
+$(STATIC_DIR)/%.o: %.c $(HEADERS) | $(STATIC_DIR)
+	$(CC) $(CFLAGS) -c -o $@ $<
+$(STATIC_DIR)/static_shim.o: packaging/static_shim.c | $(STATIC_DIR)
+	$(CC) $(CFLAGS) -c -o $@ $<
+$(STATIC_DIR)/ttq.o: health_check.inc
+$(STATIC_DIR)/ttq.o: CFLAGS += -DTTQ_VERSION='"$(VERSION)"'
+
+$(STATIC_DIR):
+	mkdir -p $@
+
+# `make install PREFIX=/usr/local DESTDIR=`: the executable, the man page, bash completion.
+# INSTALL_BIN=tt-device-queue-static installs the static build instead. A per-user install
+# with the systemd unit is ./install.sh.
+INSTALL_BIN ?= $(BIN)
+BINDIR       = $(PREFIX)/bin
+MANDIR       = $(PREFIX)/share/man/man1
+BASHCOMPDIR  = $(PREFIX)/share/bash-completion/completions
+
+install: $(INSTALL_BIN)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(BASHCOMPDIR)
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/$(BIN)
+	install -m 0644 tt-device-queue.1 $(DESTDIR)$(MANDIR)/tt-device-queue.1
+	install -m 0644 completions/tt-device-queue.bash $(DESTDIR)$(BASHCOMPDIR)/tt-device-queue
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/$(BIN) $(DESTDIR)$(MANDIR)/tt-device-queue.1 \
+		$(DESTDIR)$(BASHCOMPDIR)/tt-device-queue
+
+# install.sh and the completion through shellcheck, the man page through groff's warnings
+lint:
+	shellcheck install.sh
+	shellcheck -s bash completions/tt-device-queue.bash
+	@out=$$(groff -man -Tutf8 -ww -z tt-device-queue.1 2>&1); \
+		if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
+
 # libFuzzer targets (clang); FUZZ_SECONDS per target
 FUZZ_SECONDS ?= 10
 FUZZ_CC      ?= clang
-FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined
+FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZERS       = tests/bin/fuzz_json tests/bin/fuzz_http tests/bin/fuzz_query tests/bin/fuzz_utf8
 
 tests/bin/fuzz_json: tests/fuzz_json.c json.c json.h | tests/bin
@@ -80,12 +149,14 @@ fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do \
 		n=$$(basename $$f | sed 's/^fuzz_//'); mkdir -p tests/fuzz/out/$$n; \
 		echo "== $$f ($(FUZZ_SECONDS) s)"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/out/$$n tests/fuzz/$$n 2>&1 \
-			| grep -E 'stat::number_of_executed_units|ERROR|SUMMARY' || exit 1; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=tests/fuzz/out/$$n- \
+			tests/fuzz/out/$$n tests/fuzz/$$n > tests/fuzz/out/$$n.log 2>&1; rc=$$?; \
+		grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|runtime error' tests/fuzz/out/$$n.log; \
+		if [ $$rc -ne 0 ]; then tail -n 30 tests/fuzz/out/$$n.log; exit 1; fi; \
 	done
 
 clean:
-	rm -f $(BIN) $(OBJS) health_check.inc health_check.inc.tmp
-	rm -rf tests/bin
+	rm -f $(BIN) $(OBJS) health_check.inc health_check.inc.tmp $(STATIC_BIN)
+	rm -rf tests/bin $(STATIC_DIR)
 
-.PHONY: all test check asan clean fuzz demo
+.PHONY: all test check asan clean fuzz stress demo bench static install uninstall lint

@@ -18,6 +18,8 @@
  *   - A job is finished only when its shell was reaped and its pipe reached EOF (or the
  *     straggler bound passed); then whatever is left of its process group is killed.
  *   - The guardian process (proc.c) kills every job's process group if this process dies.
+ *   - Under systemd (Type=notify) READY=1 goes out only once the listener is open and start-up
+ *     recovery is committed; WATCHDOG=1 comes from a loop timer, so only a live loop pings.
  *
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
  * back into it or into each other (store.h uses sched.h's plain records).
@@ -34,16 +36,19 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +68,8 @@
 
 #define IDLE_TIMEOUT 10.0     /* SPEC 5: idle or dribbling connection */
 #define WRITE_TIMEOUT 10.0    /* a client that reads nothing of its answer for this long */
+#define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
+#define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
 #define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
 #define RETENTION_EVERY 300.0 /* s, SPEC 9 */
@@ -1244,6 +1251,23 @@ respond_raw(struct conn *c, int status, const char *ctype, const void *body, siz
 		c->close_after = true;
 	n = http_format_head(head, sizeof(head), status, ctype, len, !c->close_after, c->minor,
 			     extra);
+	if (body == body_buf.p && len > 65536 && c->out.len == 0 &&
+	    json_buf_reserve(&body_buf, n) == 0) {
+		/*
+		 * A big body (/status with a long queue): the connection takes the scratch buffer
+		 * itself, head moved in front, instead of a second copy of the body. conn_flush
+		 * hands it back, so one such buffer exists, not two (peak memory, issue #8).
+		 */
+		struct json_buf mine = c->out;
+
+		memmove(body_buf.p + n, body_buf.p, len);
+		memcpy(body_buf.p, head, n);
+		body_buf.len = n + len;
+		c->out = body_buf;
+		body_buf = mine;
+		conn_flush_later(c);
+		return;
+	}
 	json_buf_reserve(&c->out, n + len);
 	json_buf_add(&c->out, head, n);
 	json_buf_add(&c->out, body, len);
@@ -1483,6 +1507,36 @@ conn_event(void *arg, short revents)
 		watch_events(c->slot, conn_events(c));
 }
 
+/* The listening socket's pause after accept failed for want of resources (EMFILE...). */
+static void
+accept_resume_fired(void *arg)
+{
+	(void)arg;
+	if (D.listen_fd >= 0 && !D.shutting_down && D.nconns < cfg.max_connections)
+		watch_events(D.listen_slot, POLLIN);
+}
+
+static struct timer accept_resume = {.idx = -1, .fn = accept_resume_fired};
+
+/*
+ * Out of descriptors or memory: a listening socket with a backlog stays readable, so polling
+ * it again at once would spin the loop. Leave the backlog alone for ACCEPT_RETRY seconds (a
+ * closing connection resumes sooner, conn_close) and log it at most once a minute.
+ */
+static void
+accept_pause(int err)
+{
+	static double logged = -1e9;
+
+	if (mono_now - logged >= 60.0) {
+		logged = mono_now;
+		logmsg("tt-device-queue: accept: %s; new connections wait in the listen backlog",
+		       strerror(err));
+	}
+	watch_events(D.listen_slot, 0);
+	timer_set(&accept_resume, mono_now + ACCEPT_RETRY);
+}
+
 static void
 listen_event(void *arg, short revents)
 {
@@ -1493,15 +1547,17 @@ listen_event(void *arg, short revents)
 		struct conn *c;
 
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+			/* the pending connection failed and was consumed (accept(2)): take the next */
+			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
 				continue;
-			if (errno == EMFILE || errno == ENFILE)
-				logmsg("tt-device-queue: accept: %s", strerror(errno));
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				accept_pause(errno); /* EMFILE, ENFILE, ENOBUFS, ENOMEM */
 			return;
 		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
+			accept_pause(ENOMEM);
 			return;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1513,6 +1569,7 @@ listen_event(void *arg, short revents)
 		if (watch_add(fd, POLLIN | POLLRDHUP, conn_event, c, &c->slot) < 0) {
 			close(fd);
 			free(c);
+			accept_pause(ENOMEM);
 			return;
 		}
 		D.nconns++;
@@ -1567,6 +1624,10 @@ conn_process(struct conn *c)
 	}
 	c->keep_alive = req.keep_alive;
 	c->minor = req.minor_version;
+	/* HEAD is never served, and its refusal has a body a HEAD client does not read (RFC 9110
+	 * 9.3.2): close after it, or that body would be taken for the next answer's start. */
+	if (req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0)
+		c->keep_alive = false;
 	if (req.content_length > cfg.max_request_bytes) {
 		c->keep_alive = false;
 		c->in_len = 0;
@@ -1620,6 +1681,12 @@ conn_flush(struct conn *c)
 	}
 	c->out.len = c->out_off = 0;
 	if (c->out.cap > 65536) {
+		if (c->out.cap > body_buf.cap) {
+			struct json_buf big = c->out; /* the scratch buffer respond_raw lent */
+
+			c->out = body_buf;
+			body_buf = big;
+		}
 		json_buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
 		json_buf_init(&c->out);
 	}
@@ -2487,8 +2554,11 @@ handle_kill(struct conn *c, const char *body, size_t len)
 		char *out = NULL;
 		int r;
 
-		if (toks[ji].type != JSON_STRING ||
-		    json_str_decode(body, &toks[ji], id, 32) != 32 || !valid_job_id(id, 32)) {
+		if (toks[ji].type != JSON_STRING) {
+			respond_error(c, 400, "job_id must be a string");
+			return;
+		}
+		if (json_str_decode(body, &toks[ji], id, 32) != 32 || !valid_job_id(id, 32)) {
 			respond_error(c, 404, "Unknown job");
 			return;
 		}
@@ -3025,6 +3095,7 @@ enum rs_step { RS_RESET = 0, RS_HEALTH, RS_DEEP };
 enum outcome { OUT_OK = 0, OUT_FAILED, OUT_TIMEOUT, OUT_CANCELLED, OUT_N };
 static long long finished_count[MAX_CARDS][OUT_N];
 static long long reset_count[MAX_CARDS][2]; /* ok, failed */
+static double started_mono; /* for ttq_uptime_seconds: immune to wall-clock steps */
 
 /* A control command with {device} replaced; reset commands without it get the number last. */
 static char *
@@ -3120,6 +3191,8 @@ reset_finish(struct active *a, bool ok)
 		reset_count[card_index(c)][0]++;
 		card_dirty(c);
 		job_finish(a, 0, NULL, msg);
+		logmsg("tt-device-queue: reset of card %d succeeded: healthy, reset epoch %lld", c->device,
+		       c->reset_epoch);
 		return;
 	}
 	c->state = CARD_DEAD;
@@ -3132,6 +3205,7 @@ reset_finish(struct active *a, bool ok)
 	reset_count[card_index(c)][1]++;
 	card_dirty(c);
 	job_finish(a, 1, c->dead_reason, msg);
+	logmsg("tt-device-queue: reset of card %d failed", c->device);
 	logmsg("tt-device-queue: card %d is dead: %s", c->device, c->dead_reason);
 	card_fail_queue(c);
 }
@@ -3250,8 +3324,11 @@ reset_job_card(struct conn *c, const char *body, int i, char id[33], long long *
 	struct card *card;
 	int r;
 
-	if (toks[i].type != JSON_STRING || json_str_decode(body, &toks[i], id, 32) != 32 ||
-	    !valid_job_id(id, 32)) {
+	if (toks[i].type != JSON_STRING) {
+		respond_error(c, 400, "job_id must be a string");
+		return NULL;
+	}
+	if (json_str_decode(body, &toks[i], id, 32) != 32 || !valid_job_id(id, 32)) {
 		respond_error(c, 404, "Unknown job");
 		return NULL;
 	}
@@ -3326,7 +3403,7 @@ handle_metrics(struct conn *c)
 	body_begin();
 	json_buf_printf(b, "# HELP ttq_uptime_seconds Seconds since the daemon started.\n"
 			   "# TYPE ttq_uptime_seconds gauge\nttq_uptime_seconds %.3f\n",
-			clock_wall() - D.started_wall);
+			mono_now - started_mono);
 	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
 			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
 	json_buf_printf(b, "# HELP ttq_queue_depth Queued jobs per card.\n# TYPE ttq_queue_depth gauge\n");
@@ -3444,6 +3521,11 @@ store_committed(void)
 	for (i = 0; i < D.sched.ncards; i++)
 		D.sched.cards[i].dirty = false;
 	D.cards_dirty = false;
+	/* Queued only now that it is on disk; logged before a same-turn cancel frees it. */
+	for (i = 0; i < D.nacks; i++)
+		if (D.acks[i].a)
+			logmsg("tt-device-queue: job %s queued on card %d by %s", D.acks[i].a->job.id,
+			       D.acks[i].a->job.device, D.acks[i].a->job.client_id);
 	for (i = 0; i < D.finished.n; i++) {
 		index_del(D.finished.v[i]);
 		active_free(D.finished.v[i]);
@@ -3452,6 +3534,9 @@ store_committed(void)
 	D.nacks = 0;
 	if (D.degraded) {
 		D.degraded = false;
+		/* This turn's dispatch pass ran while degraded: wake the loop at once for another,
+		 * or queued jobs would wait for an unrelated event (a request, a deadline). */
+		timer_set(&D.store_retry, mono_now);
 		logmsg("tt-device-queue: job store writable again; dispatch resumes");
 	}
 }
@@ -3559,34 +3644,58 @@ spawn_pending(void)
 static void
 store_retry_fired(void *arg)
 {
+	int i;
+
 	(void)arg; /* the loop's after-phase commits again */
+	/*
+	 * Degraded with nothing left to save (only refused submissions failed): rewrite the card
+	 * rows, so a real write finds out that the store is writable again. Without it store_sync
+	 * has nothing to commit and the store would stay degraded for good. (Not degraded: this
+	 * was store_committed's wake-up, so the dispatch pass runs.)
+	 */
+	if (D.degraded && D.dirty.n == 0 && !D.cards_dirty)
+		for (i = 0; i < D.sched.ncards; i++)
+			card_dirty(&D.sched.cards[i]);
 }
 
-static void
+/* Remove a deleted job's folder (absent is fine); -1 with errno when it is still there. */
+static int
 remove_job_dir(const char *id)
 {
 	char path[PATH_MAX];
 	DIR *d;
 	struct dirent *e;
+	int fd;
 
 	if (!valid_job_id(id, strlen(id)))
-		return; /* only a direct child of the log dir named as a job id */
+		return 0; /* only a direct child of the log dir named as a job id */
 	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
-	d = opendir(path);
+	/* Never through a link: a job folder replaced by one must not empty its target. */
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+		return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (d) {
 		while ((e = readdir(d)))
 			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
 				unlinkat(dirfd(d), e->d_name, 0);
 		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
 	}
-	rmdir(path);
+	return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+/* A folder left behind is a maintenance warning (SPEC 9): its disk space is not reclaimed. */
 static void
 retention_cb(void *ctx, const char *id)
 {
 	(void)ctx;
-	remove_job_dir(id);
+	if (remove_job_dir(id) == 0)
+		return;
+	snprintf(D.maintenance_warning, sizeof(D.maintenance_warning),
+		 "retention could not remove the folder of job %s: %s", id, strerror(errno));
+	logmsg("tt-device-queue: %s", D.maintenance_warning);
 }
 
 static void
@@ -3599,15 +3708,106 @@ retention_fired(void *arg)
 	timer_set(&D.retention, mono_now + RETENTION_EVERY);
 	if (D.degraded)
 		return;
+	D.maintenance_warning[0] = '\0'; /* before the pass: retention_cb may set it */
 	n = store_retention(D.store, cutoff, cfg.max_completed, retention_cb, NULL);
 	if (n < 0) {
 		snprintf(D.maintenance_warning, sizeof(D.maintenance_warning), "retention failed: %s",
 			 store_errmsg(D.store));
 		return;
 	}
-	D.maintenance_warning[0] = '\0';
 	if (n > 0)
 		logmsg("tt-device-queue: retention deleted %d completed jobs", n);
+}
+
+/* ------------------------------------------------------------------------ systemd notify */
+
+/*
+ * sd_notify(3)'s datagram protocol, spoken directly (no libsystemd). Under Type=notify systemd
+ * sets NOTIFY_SOCKET to a unix datagram socket (a path, or '@' for an abstract name); every
+ * state change is one datagram of NAME=VALUE lines: READY=1 once the socket listens and
+ * recovery is done, STOPPING=1 when shutdown begins. WATCHDOG_USEC (meant for WATCHDOG_PID,
+ * or for us when that is unset) asks for WATCHDOG=1 at least that often: a timer in the loop's
+ * heap sends it at half the interval, so a wedged loop is exactly what stops the pings. Without
+ * the variables nothing is sent and no timer is armed. The variables are removed from our
+ * environment so jobs and control commands never inherit them.
+ */
+static struct {
+	int fd;
+	struct sockaddr_un addr;
+	socklen_t addr_len;
+	double watchdog_every; /* s between WATCHDOG=1; 0 when no watchdog was asked for */
+	struct timer watchdog;
+	bool warned;
+} notify_sock = {.fd = -1};
+
+static void
+notify_send(const char *msg)
+{
+	if (notify_sock.fd < 0)
+		return;
+	/* MSG_DONTWAIT: a full receive queue loses a message rather than stall the loop. */
+	if (sendto(notify_sock.fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL,
+		   (const struct sockaddr *)&notify_sock.addr, notify_sock.addr_len) < 0 &&
+	    !notify_sock.warned) {
+		notify_sock.warned = true; /* once: a vanished systemd must not flood the journal */
+		logmsg("tt-device-queue: sd_notify: %s", strerror(errno));
+	}
+}
+
+static void
+notify_watchdog_fired(void *arg)
+{
+	(void)arg;
+	notify_send("WATCHDOG=1");
+	timer_set(&notify_sock.watchdog, mono_now + notify_sock.watchdog_every);
+}
+
+/* Read and unset NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID; open the datagram socket. */
+static void
+notify_setup(void)
+{
+	const char *path = getenv("NOTIFY_SOCKET"), *usec = getenv("WATCHDOG_USEC");
+	const char *pid = getenv("WATCHDOG_PID");
+	size_t n = path ? strlen(path) : 0;
+	unsigned long long us = 0;
+	char *end = NULL;
+
+	timer_init(&notify_sock.watchdog, notify_watchdog_fired, NULL);
+	if (n >= 2 && n < sizeof(notify_sock.addr.sun_path) && (path[0] == '/' || path[0] == '@')) {
+		notify_sock.addr.sun_family = AF_UNIX;
+		memcpy(notify_sock.addr.sun_path, path, n);
+		if (path[0] == '@')
+			notify_sock.addr.sun_path[0] = '\0'; /* abstract: the length says where it ends */
+		notify_sock.addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+		notify_sock.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (notify_sock.fd < 0)
+			logmsg("tt-device-queue: sd_notify: socket: %s", strerror(errno));
+	} else if (path && *path) {
+		logmsg("tt-device-queue: NOTIFY_SOCKET '%s' is not a unix socket path; not notifying",
+		       path);
+	}
+	errno = 0;
+	if (usec && usec[0] >= '0' && usec[0] <= '9')
+		us = strtoull(usec, &end, 10);
+	if (notify_sock.fd >= 0 && us > 0 && errno == 0 && end && !*end &&
+	    (!pid || strtoll(pid, NULL, 10) == (long long)getpid()))
+		notify_sock.watchdog_every = (double)us / 2e6;
+	unsetenv("NOTIFY_SOCKET");
+	unsetenv("WATCHDOG_USEC");
+	unsetenv("WATCHDOG_PID");
+}
+
+/* READY=1: the listener accepts and start-up recovery is committed. */
+static void
+notify_ready(void)
+{
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %d cards on %s:%d", D.sched.ncards,
+		 cfg.host, cfg.port);
+	notify_send(msg);
+	if (notify_sock.watchdog_every > 0)
+		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
 }
 
 /* ------------------------------------------------------------------------ signals, shutdown */
@@ -3625,6 +3825,7 @@ shutdown_begin(void)
 		return;
 	}
 	D.shutting_down = true;
+	notify_send("STOPPING=1\nSTATUS=stopping: interrupting running jobs, keeping queued ones");
 	logmsg("tt-device-queue: shutting down: stopping running jobs, queued jobs are kept");
 	if (D.listen_fd >= 0) {
 		watch_del(&D.listen_slot);
@@ -3820,16 +4021,17 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 	a->card = c;
 	index_add(a);
 	if (!c) {
-		/* A card no longer configured: its queue cannot run here. */
+		/* A card no longer configured: its queue cannot run here. A job found running did
+		 * run, so its error says it was interrupted, not that it never ran. */
 		static struct card gone;
-		char err[160];
+		char err[200], trailer[240];
 
 		gone.device = j->device;
 		a->card = &gone;
-		char trailer[200];
-
-		snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); the job never "
-					   "ran", j->device);
+		snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s", j->device,
+			 j->status == JOB_RUNNING ? "interrupted: the service stopped while the job "
+						    "was running; it is not run again"
+						  : "the job never ran");
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
 		job_finish(a, -1, err, trailer);
 		counts[2]++;
@@ -3864,12 +4066,12 @@ recover(void)
 		fprintf(stderr, "tt-device-queue serve: cannot load jobs: %s\n", store_errmsg(D.store));
 		exit(1);
 	}
+	/*
+	 * A failed commit here (disk full at start-up) does not stop the start: the daemon
+	 * serves degraded, with the recovered transitions kept and retried like any others, so
+	 * the host keeps a queue that answers and says why instead of a restart loop.
+	 */
 	store_sync();
-	if (D.degraded) {
-		fprintf(stderr, "tt-device-queue serve: cannot write the job store: %s\n",
-			D.degraded_reason);
-		exit(1);
-	}
 	logmsg("tt-device-queue: recovered %d queued jobs; %d interrupted jobs failed; %d jobs of "
 	       "unavailable cards failed",
 	       counts[0], counts[1], counts[2]);
@@ -3914,6 +4116,28 @@ setup_health_check(void)
 		close(fd);
 	}
 	D.health_check_path = xstrdup(path);
+}
+
+/*
+ * Room for TT_DEVICE_MAX_CONNECTIONS client sockets besides the daemon's own descriptors:
+ * raise the soft RLIMIT_NOFILE (often 1024, or less) up to what is needed, within the hard
+ * limit. Only as far as needed, not to the hard limit: jobs inherit it, and some programs
+ * walk every possible descriptor at start. Short of it, accept's EMFILE is handled
+ * (accept_pause) and the rest wait in the backlog.
+ */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg.max_connections + FD_RESERVE + 4 * (rlim_t)cfg.nids;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		logmsg("tt-device-queue: RLIMIT_NOFILE allows %llu descriptors, fewer than "
+		       "TT_DEVICE_MAX_CONNECTIONS (%lld) needs; further connections wait in the backlog",
+		       (unsigned long long)rl.rlim_cur, cfg.max_connections);
 }
 
 static void
@@ -3963,6 +4187,24 @@ setup_signals(void)
 	}
 }
 
+/*
+ * While a card runs something, create the folder and output file of the job queued next, so
+ * the gap between one job's end and the next one's start holds no file creation (each new inode
+ * costs ~0.3 ms on some ext4 file systems; issue #8). A failure is left for the start to report.
+ */
+static void
+prepare_next(void)
+{
+	int i;
+
+	for (i = 0; i < D.sched.ncards && !D.shutting_down; i++) {
+		struct card *c = &D.sched.cards[i];
+
+		if (c->current && c->head && active_of(c->head)->log.fd < 0)
+			ensure_log(active_of(c->head));
+	}
+}
+
 /* One loop iteration after the events: answer, dispatch, commit, start, write. */
 static void
 loop_after(void)
@@ -3976,6 +4218,7 @@ loop_after(void)
 		spawn_pending();
 		flush_all();
 	} while (readyq.n > 0 && ++rounds < 8);
+	prepare_next();
 	watch_sweep();
 	bury_dead();
 }
@@ -4002,6 +4245,7 @@ serve_main(int argc, char **argv)
 	}
 	tzset();
 	config_load();
+	notify_setup();
 	if (proc_guardian_start() < 0) {
 		perror("tt-device-queue serve: guardian");
 		return 1;
@@ -4010,6 +4254,7 @@ serve_main(int argc, char **argv)
 	setup_signals();
 	mono_now = clock_mono();
 	D.started_wall = clock_wall();
+	started_mono = mono_now;
 	D.heartbeat_mono = mono_now;
 	timer_init(&D.store_retry, store_retry_fired, NULL);
 	timer_init(&D.retention, retention_fired, NULL);
@@ -4023,9 +4268,11 @@ serve_main(int argc, char **argv)
 	setup_health_check();
 	recover();
 	retention_fired(NULL);
+	raise_fd_limit();
 	open_listener();
 	logmsg("tt-device-queue %s: serving %d cards on %s:%d, log dir %s", TTQ_VERSION,
 	       D.sched.ncards, cfg.host, cfg.port, cfg.log_dir);
+	notify_ready();
 	while (!shutdown_done()) {
 		int n = poll(pfds, (nfds_t)nwatch, readyq.n > 0 ? 0 : timers_timeout()), i;
 
