@@ -17,6 +17,7 @@
  *   group from the job itself (see child_register) and kills every group still registered when
  *   the pipe reaches EOF, that is when the daemon and all its pre-exec children are gone.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -264,6 +265,8 @@ child_exec(const struct proc_opts *o, int wfd, pid_t daemon, const char *oom)
 	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
 		child_fail(STDERR_FILENO, "cannot change to directory ", o->cwd, errno);
 	child_set_oom(oom);
+	if (o->set_umask)
+		umask((mode_t)o->umask);
 	execve(o->argv[0], o->argv, envp);
 	child_fail(STDERR_FILENO, "cannot run ", o->argv[0], errno);
 }
@@ -663,12 +666,35 @@ ssize_t
 capfile_drain(struct capfile *cf, int fd, size_t budget)
 {
 	static char buf[DRAIN_BUF]; /* the daemon is single-threaded; one drain at a time */
+	static int null_fd = -2;    /* /dev/null for splice: -2 not opened yet, -1 unavailable */
 	size_t total = 0, want;
 	ssize_t r = 0;
+	int spliceable = 1;
 
 	if (budget == 0)
 		budget = sizeof buf; /* 0 would read nothing and look like EOF */
 	while (total < budget) {
+		/*
+		 * Past the cap nothing is stored: splice(2) hands the pipe's pages to /dev/null
+		 * without copying them through this process (a job flooding its output costs the
+		 * daemon less CPU). Where that fails (fd not a pipe, no /dev/null) read() does it.
+		 */
+		if (cf->size >= cf->cap && spliceable) {
+			if (null_fd == -2)
+				null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+			r = null_fd < 0 ? -1 : splice(fd, NULL, null_fd, NULL, budget - total,
+						      SPLICE_F_NONBLOCK);
+			if (r > 0) {
+				cf->dropped += r;
+				total += (size_t)r;
+				continue;
+			}
+			if (r == 0 || errno == EAGAIN)
+				break;
+			if (errno == EINTR)
+				continue;
+			spliceable = 0;
+		}
 		want = budget - total < sizeof buf ? budget - total : sizeof buf;
 		r = read(fd, buf, want);
 		if (r < 0 && errno == EINTR)
@@ -726,13 +752,17 @@ apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
  * and above all no write end of its own pipe, which would keep EOF from ever coming.
  */
 static _Noreturn void
-guardian_main(int rfd, int wfd)
+guardian_main(int rfd, int wfd, const char *marker, char *title, size_t title_len)
 {
 	pid_t groups[GUARD_SLOTS];
 	struct guard_msg m;
 	size_t n = 0, i;
 
 	prctl(PR_SET_NAME, "ttq-guardian");
+	if (title && title_len > 0) {
+		memset(title, 0, title_len);
+		strncpy(title, "ttq-guardian", title_len - 1);
+	}
 	setsid();
 	default_dispositions();
 	ignore_signal(SIGINT);
@@ -751,11 +781,14 @@ guardian_main(int rfd, int wfd)
 		n = apply_msg(groups, n, &m);
 	for (i = 0; i < n; i++)
 		kill(-groups[i], SIGKILL);
+	/* Stragglers that left their group; again while a dying shell may still fork. */
+	for (i = 0; marker && i < 5 && proc_kill_marked(marker) > 0; i++)
+		;
 	_exit(0);
 }
 
 pid_t
-proc_guardian_start(void)
+proc_guardian_start(const char *marker, char *title, size_t title_len)
 {
 	sigset_t all, old;
 	pid_t pid;
@@ -771,7 +804,7 @@ proc_guardian_start(void)
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = fork();
 	if (pid == 0)
-		guardian_main(p[0], p[1]);
+		guardian_main(p[0], p[1], marker, title, title_len);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(p[0]);
@@ -791,4 +824,109 @@ proc_guardian_forget(pid_t pgid)
 
 	guardian_send('-', pgid);
 	errno = e;
+}
+
+/* ------------------------------------------------------------------- children, strays */
+
+int
+proc_children(pid_t *out, int cap)
+{
+	char path[64], buf[8192], *p, *end;
+	ssize_t n;
+	int fd, count = 0;
+
+	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return -1;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	for (p = buf; count < cap; p = end) {
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (v > 0)
+			out[count++] = (pid_t)v;
+	}
+	return count;
+}
+
+/* True when the NUL-separated environment block env[0..n) holds the entry marker. */
+static int
+env_has(const char *env, size_t n, const char *marker, size_t mlen)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		const char *e = memchr(env + i, '\0', n - i);
+		size_t len = e ? (size_t)(e - (env + i)) : n - i;
+
+		if (len == mlen && memcmp(env + i, marker, mlen) == 0)
+			return 1;
+		i += len + 1;
+	}
+	return 0;
+}
+
+/* Read /proc/PID/environ into *buf (grown as needed); returns its length or -1. */
+static ssize_t
+read_environ(const char *pid, char **buf, size_t *cap)
+{
+	char path[300];
+	size_t len = 0;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%s/environ", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return -1;
+	for (;;) {
+		ssize_t n;
+
+		if (len == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 65536;
+			char *nb = realloc(*buf, ncap);
+
+			if (!nb)
+				break;
+			*buf = nb;
+			*cap = ncap;
+		}
+		n = read(fd, *buf + len, *cap - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	return (ssize_t)len;
+}
+
+int
+proc_kill_marked(const char *marker)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char *buf = NULL;
+	size_t cap = 0, mlen = strlen(marker);
+	int killed = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		ssize_t n;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		n = read_environ(e->d_name, &buf, &cap);
+		if (n > 0 && env_has(buf, (size_t)n, marker, mlen) &&
+		    kill((pid_t)atol(e->d_name), SIGKILL) == 0)
+			killed++;
+	}
+	closedir(d);
+	free(buf);
+	return killed;
 }

@@ -21,6 +21,8 @@ struct proc_opts {
 	char *const *envp;  /* the complete environment */
 	const char *cwd;    /* NULL or "" keeps the daemon's cwd */
 	int oom_score_adj;  /* written to /proc/self/oom_score_adj in the child */
+	int set_umask;      /* non-zero: the child gets `umask` (else it keeps the daemon's) */
+	unsigned umask;
 };
 
 /*
@@ -33,6 +35,20 @@ struct proc_opts {
  * Returns the pid (> 0), or -1 with errno set and a message in err[0..errlen).
  */
 pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen);
+
+/*
+ * The calling process's children, from /proc/self/task/<pid>/children (the daemon is one
+ * thread, so these are all of them). Fills out[0..cap) and returns the count (children beyond
+ * cap are left out), or -1 with errno when the file cannot be read.
+ */
+int proc_children(pid_t *out, int cap);
+
+/*
+ * SIGKILL every process whose environment holds exactly the entry `marker` ("NAME=VALUE"),
+ * found by reading /proc/PID/environ (processes of other users are skipped). Returns how many
+ * were signalled. For descendants that left their process group (setsid) and outlive it.
+ */
+int proc_kill_marked(const char *marker);
 
 /* Send sig to the whole process group pgid (kill(-pgid, sig)); ESRCH is not an error. */
 void proc_kill_group(pid_t pgid, int sig);
@@ -98,11 +114,16 @@ ssize_t capfile_drain(struct capfile *cf, int fd, size_t budget);
  * Fork the guardian: a tiny process that holds the read end of a pipe from the daemon and the
  * set of process groups the daemon runs. When the pipe reaches EOF (the daemon exited or was
  * killed, even by SIGKILL) it sends SIGKILL to every registered group and exits, so no job or
- * control command outlives the daemon (SPEC 6: gone within 2 s). It ignores SIGINT, SIGTERM
- * and SIGHUP and closes every other descriptor. Call it first in `serve`, before any other
- * descriptor is opened. Returns the guardian's pid, or -1 with errno.
+ * control command outlives the daemon (SPEC 6: gone within 2 s); then, when marker is not NULL,
+ * it also kills every process carrying that environment entry (proc_kill_marked), which reaches
+ * descendants that moved to a session of their own. It ignores SIGINT, SIGTERM
+ * and SIGHUP and closes every other descriptor. When title is not NULL, the guardian writes
+ * "ttq-guardian" over title[0..title_len) (the daemon's argv strings) so /proc/PID/cmdline
+ * names it and `pkill -f 'tt-device-queue serve'` does not take it down with the daemon.
+ * Call it first in `serve`, before any other descriptor is opened. Returns the guardian's
+ * pid, or -1 with errno.
  */
-pid_t proc_guardian_start(void);
+pid_t proc_guardian_start(const char *marker, char *title, size_t title_len);
 
 /* Tell the guardian that group pgid has ended (after it was killed and reaped). */
 void proc_guardian_forget(pid_t pgid);

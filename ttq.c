@@ -40,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -53,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/sockios.h>
 #include <sqlite3.h>
 
 #include "cli.h"
@@ -68,10 +71,12 @@
 
 #define IDLE_TIMEOUT 10.0     /* SPEC 5: idle or dribbling connection */
 #define WRITE_TIMEOUT 10.0    /* a client that reads nothing of its answer for this long */
+#define STALL_RECLAIM 1.0     /* s a stalled answer keeps its worker while others wait */
 #define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
 #define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
+#define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s, SPEC 9 */
 #define MAX_WAIT 60           /* longest ?wait=, SPEC 5 */
 #define MAX_TOKENS 65536      /* JSON tokens per request body */
@@ -312,6 +317,12 @@ config_load(void)
 	config_repo_dir();
 	v = getenv("TT_DEVICE_HOST");
 	snprintf(cfg.host, sizeof(cfg.host), "%s", v && *v ? v : "127.0.0.1");
+	{
+		struct in_addr ia;
+
+		if (inet_pton(AF_INET, cfg.host, &ia) != 1)
+			config_fail("TT_DEVICE_HOST", "'%s' is not an IPv4 address", cfg.host);
+	}
 	cfg.port = (int)env_int("TT_DEVICE_PORT", 5741, 1, 65535);
 	v = getenv("TT_DEVICE_LOG_DIR");
 	cfg.log_dir = v && *v ? xstrdup(v) : xasprintf("%s/logs-v2", cfg.repo);
@@ -635,6 +646,13 @@ struct active {
 	double rs_step_deadline_len;
 };
 
+/* The active record around a scheduler job (struct job is its first member). */
+static struct active *
+active_of(struct job *j)
+{
+	return (struct active *)(void *)j;
+}
+
 /* A vector of pointers, for the per-iteration work lists. */
 struct vec {
 	void **v;
@@ -660,6 +678,7 @@ vec_push(struct vec *x, void *p)
 
 struct recent {
 	char *json[SCHED_RECENT]; /* pre-rendered summaries, oldest first */
+	char id[SCHED_RECENT][33]; /* their job ids, so retention can drop them */
 	int n;
 };
 
@@ -685,7 +704,8 @@ static struct {
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
-	struct timer store_retry, retention, shutdown_deadline;
+	struct timer store_retry, retention, shutdown_deadline, linger;
+	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
 	double heartbeat_mono;
 	double started_wall;
@@ -693,6 +713,8 @@ static struct {
 	char *health_check_path; /* the embedded script's file when no copy is beside us */
 	int listen_fd, listen_slot;
 	int sig_fd, sig_slot;
+	mode_t job_umask; /* the umask serve was started with, restored for jobs */
+	pid_t guardian_pid;
 	long long nconns;
 	long long busy_workers;
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1};
@@ -1160,6 +1182,15 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 
 /* Keep a completed job's summary in its card's recent list (newest last, at most 10). */
 static void
+recent_drop(struct recent *r, int k)
+{
+	free(r->json[k]);
+	memmove(r->json + k, r->json + k + 1, sizeof(char *) * (size_t)(r->n - k - 1));
+	memmove(r->id + k, r->id + k + 1, sizeof(r->id[0]) * (size_t)(r->n - k - 1));
+	r->n--;
+}
+
+static void
 recent_add(struct card *c, const struct job *j)
 {
 	struct recent *r = &D.recent[card_index(c)];
@@ -1174,12 +1205,22 @@ recent_add(struct card *c, const struct job *j)
 		json_buf_free(&b);
 		return;
 	}
-	if (r->n == SCHED_RECENT) {
-		free(r->json[0]);
-		memmove(r->json, r->json + 1, sizeof(char *) * (SCHED_RECENT - 1));
-		r->n--;
-	}
+	if (r->n == SCHED_RECENT)
+		recent_drop(r, 0);
+	memcpy(r->id[r->n], j->id, 33);
 	r->json[r->n++] = b.p;
+}
+
+/* Forget a deleted job in every card's recent list (retention). */
+static void
+recent_forget(const char *id)
+{
+	int i, k;
+
+	for (i = 0; i < D.sched.ncards; i++)
+		for (k = 0; k < D.recent[i].n; k++)
+			if (strcmp(D.recent[i].id[k], id) == 0)
+				recent_drop(&D.recent[i], k--);
 }
 
 /* ------------------------------------------------------------------------ connections */
@@ -1207,6 +1248,9 @@ struct conn {
 	struct active *held_on;
 	struct conn *wnext, *wprev; /* in held_on->waiters */
 	struct conn *qnext;         /* in the worker queue */
+	struct conn *hnext, *hprev; /* in the list of worker holders */
+	double progress_at;         /* monotonic time its answer last moved */
+	int last_outq;              /* bytes in its socket's send queue when last looked at */
 };
 
 static struct vec flushq;    /* connections with output to write after the commit */
@@ -1313,6 +1357,35 @@ respond_error(struct conn *c, int status, const char *fmt, ...)
 	respond_json(c, status, &body_buf, NULL);
 }
 
+static struct conn *holders; /* connections holding a worker */
+
+static void
+holder_add(struct conn *c)
+{
+	c->has_worker = true;
+	c->progress_at = mono_now;
+	c->last_outq = -1;
+	c->hprev = NULL;
+	c->hnext = holders;
+	if (holders)
+		holders->hprev = c;
+	holders = c;
+}
+
+static void
+holder_remove(struct conn *c)
+{
+	if (c->hprev)
+		c->hprev->hnext = c->hnext;
+	else
+		holders = c->hnext;
+	if (c->hnext)
+		c->hnext->hprev = c->hprev;
+	c->hnext = c->hprev = NULL;
+	c->has_worker = false;
+}
+
+/* Give c's worker to the longest-waiting complete request, or free it. */
 static void
 worker_release(struct conn *c)
 {
@@ -1320,30 +1393,78 @@ worker_release(struct conn *c)
 
 	if (!c->has_worker)
 		return;
-	c->has_worker = false;
-	D.busy_workers--;
-	/* The longest-waiting complete request gets the freed worker. */
+	holder_remove(c);
 	while ((next = workq_head)) {
 		workq_head = next->qnext;
 		if (!workq_head)
 			workq_tail = NULL;
 		next->queued_worker = false;
 		if (!next->dead) {
+			holder_add(next); /* handed over: busy_workers is unchanged */
 			conn_ready(next);
-			break;
+			return;
 		}
 	}
+	D.busy_workers--;
 }
 
-/* Take a worker for c, or queue it; true when c may be answered now. */
+/*
+ * All workers are taken and a complete request waits: a holder whose answer has not moved for
+ * STALL_RECLAIM seconds (a client that stopped reading) is cut off so it cannot hold a worker
+ * that others need (SPEC 5: a non-reading client never delays others). Readers that make
+ * progress keep theirs.
+ */
+static void
+worker_reclaim(void)
+{
+	struct conn *c, *oldest = NULL;
+	int outq;
+
+	for (c = holders; c; c = c->hnext) {
+		if (c->out.len <= c->out_off || ioctl(c->fd, SIOCOUTQ, &outq) < 0)
+			continue;
+		/*
+		 * The socket's send queue, not our writes, shows whether the client reads: POLLOUT
+		 * comes back only after a large part of a big send buffer drained, so a slow but
+		 * steady reader can go seconds without a write of ours.
+		 */
+		if (outq != c->last_outq) {
+			c->last_outq = outq;
+			c->progress_at = mono_now;
+		} else if (mono_now - c->progress_at >= STALL_RECLAIM &&
+			   (!oldest || c->progress_at < oldest->progress_at)) {
+			oldest = c;
+		}
+	}
+	if (oldest)
+		conn_close(oldest);
+}
+
+static struct timer reclaim_timer;
+
+/* While requests wait for a worker, look for stalled holders every half STALL_RECLAIM. */
+static void
+reclaim_fired(void *arg)
+{
+	(void)arg;
+	if (!workq_head)
+		return;
+	worker_reclaim();
+	if (workq_head)
+		timer_set(&reclaim_timer, mono_now + STALL_RECLAIM / 2);
+}
+
+/* Take a worker for c, or queue it (FIFO); true when c may be answered now. */
 static bool
 worker_take(struct conn *c)
 {
 	if (c->has_worker)
 		return true;
-	if (D.busy_workers < cfg.http_workers) {
+	if (D.busy_workers >= cfg.http_workers)
+		worker_reclaim();
+	if (D.busy_workers < cfg.http_workers && !workq_head) {
 		D.busy_workers++;
-		c->has_worker = true;
+		holder_add(c);
 		return true;
 	}
 	if (!c->queued_worker) {
@@ -1354,6 +1475,8 @@ worker_take(struct conn *c)
 		else
 			workq_head = c;
 		workq_tail = c;
+		if (!timer_armed(&reclaim_timer))
+			timer_set(&reclaim_timer, mono_now + STALL_RECLAIM / 2);
 	}
 	return false;
 }
@@ -1667,6 +1790,7 @@ conn_flush(struct conn *c)
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
+			c->progress_at = mono_now;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -2521,7 +2645,10 @@ respond_kill(struct conn *c, const char *key, const struct job *j)
 static void
 kill_active(struct conn *c, struct active *a)
 {
-	if (a->job.status == JOB_QUEUED) {
+	if (a->job.status == JOB_QUEUED && D.degraded) {
+		/* Not recordable now: answered as cancelled, a crash would still run it. */
+		respond_refused(c, a->card, "The job store is degraded; the cancel cannot be recorded");
+	} else if (a->job.status == JOB_QUEUED) {
 		sched_unlink(&D.sched, a->card, &a->job);
 		job_finish(a, -1, "Cancelled by a kill request before it started",
 			   PROC_MARKER " cancelled by a kill request before it started\n");
@@ -2580,11 +2707,15 @@ handle_kill(struct conn *c, const char *body, size_t len)
 	}
 	if (!(card = card_from_field(c, body, di)))
 		return;
-	if (!card->current || card->current->mode != JOB_MODE_RUN) {
+	if (card->current && card->current->mode == JOB_MODE_RESET) {
+		respond_error(c, 409, "Card %d is resetting; a reset cannot be killed", card->device);
+		return;
+	}
+	if (!card->current) {
 		respond_error(c, 409, "Nothing running on card %d", card->device);
 		return;
 	}
-	kill_active(c, (struct active *)card->current);
+	kill_active(c, active_of(card->current));
 }
 
 static bool
@@ -2677,13 +2808,6 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 
 extern char **environ;
 
-/* The active record around a scheduler job (struct job is its first member). */
-static struct active *
-active_of(struct job *j)
-{
-	return (struct active *)(void *)j;
-}
-
 static int
 ensure_log(struct active *a)
 {
@@ -2766,7 +2890,8 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	      size_t errlen)
 {
 	struct proc_opts o = {.argv = argv, .envp = envp, .cwd = cwd,
-			      .oom_score_adj = (int)cfg.oom_score_adj};
+			      .oom_score_adj = (int)cfg.oom_score_adj,
+			      .set_umask = 1, .umask = D.job_umask};
 	int fd;
 	pid_t pid;
 
@@ -2789,38 +2914,73 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	return 0;
 }
 
-/* The job's environment: the daemon's, scrubbed, plus its env object (SPEC 6). */
+/*
+ * Every job and control command carries TT_DEVICE_QUEUE_INSTANCE=<random id of this daemon>:
+ * processes that left their job's process group (setsid) are still found by it when the
+ * daemon dies (the guardian scans for it, proc_kill_marked).
+ */
+static char instance_marker[64];
+static char *argv_area; /* main's argv strings, for the guardian's title */
+static size_t argv_area_len;
+
+/*
+ * The job's environment: the daemon's, scrubbed, plus its env object (SPEC 6), plus
+ * TT_DEVICE_JOB_ID and the instance marker, which the job's own env cannot override.
+ * *block receives the one allocation holding the added "NAME=VALUE" strings.
+ */
 static char **
 job_env(struct active *a, char **block)
 {
-	char *env = a->job.env_json, **extra = NULL, *p, **envp;
-	int n, i, k;
-	size_t need = 0;
+	char *env, **extra, *p;
+	int n, i, k = 0;
+	size_t members = 0, need = sizeof("TT_DEVICE_JOB_ID=") + 32;
 
 	*block = NULL;
-	if (!env && store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
+	if (!a->job.env_json && store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
 	env = a->job.env_json;
 	n = env ? json_parse(env, strlen(env), toks, MAX_TOKENS, NULL, 0) : 0;
 	if (n > 0 && toks[0].type == JSON_OBJECT) {
+		members = toks[0].size;
 		for (i = 1; i < n; i = (int)toks[i + 1].next)
 			need += json_str_decode(env, &toks[i], NULL, 0) +
 				json_str_decode(env, &toks[i + 1], NULL, 0) + 2;
-		extra = malloc(sizeof(char *) * (toks[0].size + 1) + need);
-		if (!extra)
-			return NULL;
-		p = (char *)(extra + toks[0].size + 1);
-		for (i = 1, k = 0; i < n; i = (int)toks[i + 1].next, k++) {
-			extra[k] = p;
-			p += json_str_decode(env, &toks[i], p, need);
-			*p++ = '=';
-			p += json_str_decode(env, &toks[i + 1], p, need);
-			*p++ = '\0';
-		}
-		extra[k] = NULL;
 	}
-	envp = proc_build_env(environ, extra, extra ? toks[0].size : 0);
+	extra = malloc(sizeof(char *) * (members + 3) + need);
+	if (!extra)
+		return NULL;
+	p = (char *)(extra + members + 3);
+	for (i = 1; (size_t)k < members; i = (int)toks[i + 1].next) {
+		extra[k++] = p;
+		p += json_str_decode(env, &toks[i], p, SIZE_MAX);
+		*p++ = '=';
+		p += json_str_decode(env, &toks[i + 1], p, SIZE_MAX);
+		*p++ = '\0';
+	}
+	extra[k++] = p;
+	p += sprintf(p, "TT_DEVICE_JOB_ID=%s", a->job.id) + 1;
+	extra[k++] = instance_marker;
+	extra[k] = NULL;
 	*block = (char *)extra;
+	return proc_build_env(environ, extra, (size_t)k);
+}
+
+/* The control commands' environment: the daemon's own plus the instance marker. */
+static char **
+control_env(void)
+{
+	static char **envp;
+	size_t n = 0;
+
+	if (envp)
+		return envp;
+	while (environ[n])
+		n++;
+	envp = calloc(n + 2, sizeof(char *));
+	if (!envp)
+		return environ;
+	memcpy(envp, environ, sizeof(char *) * n);
+	envp[n] = instance_marker;
 	return envp;
 }
 
@@ -2921,6 +3081,7 @@ iteration_done(struct active *a, int code)
 }
 
 static void reset_step_done(struct active *a, int code);
+static void kill_strays(void);
 
 /* The process of a was reaped and its output drained (or the straggler bound passed). */
 static void
@@ -2938,6 +3099,7 @@ process_done(struct active *a)
 	}
 	proc_guardian_forget(a->pid);
 	a->pid = 0;
+	kill_strays();
 	timer_stop(&a->escalate);
 	if (a->job.mode == JOB_MODE_RESET)
 		reset_step_done(a, code);
@@ -2946,6 +3108,38 @@ process_done(struct active *a)
 }
 
 /* A child was reaped: whatever is left of its group is killed (SPEC 6). */
+static bool
+is_running_pid(pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < D.sched.ncards; i++)
+		if (D.sched.cards[i].current && active_of(D.sched.cards[i].current)->pid == pid)
+			return true;
+	return false;
+}
+
+/*
+ * Kill our children that are not a running job or control command: descendants of a finished
+ * job that left its process group (setsid) and came to us when their parent died (we are the
+ * child subreaper). Their own groups go with them. Called when a process ends and whenever a
+ * stray is reaped, so a chain of them unwinds one generation per reap: no straggler keeps a
+ * card (SPEC 6).
+ */
+static void
+kill_strays(void)
+{
+	pid_t kids[512];
+	int n = proc_children(kids, 512), i;
+
+	for (i = 0; i < n; i++) {
+		if (kids[i] == D.guardian_pid || is_running_pid(kids[i]))
+			continue;
+		proc_kill_group(kids[i], SIGKILL);
+		kill(kids[i], SIGKILL);
+	}
+}
+
 static void
 child_reaped(pid_t pid, int wstatus)
 {
@@ -2963,6 +3157,14 @@ child_reaped(pid_t pid, int wstatus)
 		timer_set(&a->straggler, a->eof ? mono_now : mono_now + STRAGGLER_BOUND);
 		return;
 	}
+	if (pid == D.guardian_pid) {
+		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d); job "
+		       "processes will not be cleaned up if this daemon is killed",
+		       wstatus);
+		D.guardian_pid = 0;
+		return;
+	}
+	kill_strays(); /* a stray died: its own children may have come to us */
 }
 
 static void
@@ -3147,7 +3349,7 @@ reset_run(struct active *a, int step)
 	a->rs_step = step;
 	if (ensure_log(a) == 0)
 		capfile_marker(&a->log, "$ %s", cmd);
-	if (spawn_process(a, argv, environ, NULL, err, sizeof(err)) < 0) {
+	if (spawn_process(a, argv, control_env(), NULL, err, sizeof(err)) < 0) {
 		capfile_marker(&a->log, "cannot start: %s", err);
 		a->pid = 0;
 		a->wstatus = 127 << 8;
@@ -3691,6 +3893,7 @@ static void
 retention_cb(void *ctx, const char *id)
 {
 	(void)ctx;
+	recent_forget(id);
 	if (remove_job_dir(id) == 0)
 		return;
 	snprintf(D.maintenance_warning, sizeof(D.maintenance_warning),
@@ -3813,7 +4016,7 @@ notify_ready(void)
 /* ------------------------------------------------------------------------ signals, shutdown */
 
 static void
-shutdown_begin(void)
+shutdown_begin(int signo)
 {
 	int i;
 
@@ -3826,7 +4029,9 @@ shutdown_begin(void)
 	}
 	D.shutting_down = true;
 	notify_send("STOPPING=1\nSTATUS=stopping: interrupting running jobs, keeping queued ones");
-	logmsg("tt-device-queue: shutting down: stopping running jobs, queued jobs are kept");
+	logmsg("tt-device-queue: shutting down on SIG%s: stopping running jobs, queued jobs are "
+	       "kept",
+	       sigabbrev_np(signo) ? sigabbrev_np(signo) : "?");
 	if (D.listen_fd >= 0) {
 		watch_del(&D.listen_slot);
 		close(D.listen_fd);
@@ -3836,6 +4041,13 @@ shutdown_begin(void)
 		if (D.sched.cards[i].current)
 			job_stop(active_of(D.sched.cards[i].current), STOP_SHUTDOWN);
 	timer_set(&D.shutdown_deadline, mono_now + cfg.stop_grace + 4.0);
+}
+
+/* A timer whose only job is to end the poll at its deadline. */
+static void
+wake_fired(void *arg)
+{
+	(void)arg;
 }
 
 static void
@@ -3855,7 +4067,7 @@ signal_event(void *arg, short revents)
 	(void)revents;
 	while (read(D.sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
-			shutdown_begin();
+			shutdown_begin((int)si.ssi_signo);
 		else if (si.ssi_signo == SIGHUP)
 			logmsg("tt-device-queue: SIGHUP ignored (restart the service to reconfigure)");
 	}
@@ -3880,7 +4092,15 @@ shutdown_done(void)
 	for (i = 0; i < D.sched.ncards; i++)
 		if (D.sched.cards[i].current)
 			return false;
-	return true;
+	/*
+	 * The jobs are over. Clients still connected (a `run` about to ask for the final result
+	 * of the job the stop just ended) are answered for a moment longer.
+	 */
+	if (!timer_armed(&D.linger) && D.linger_until == 0) {
+		D.linger_until = mono_now + SHUTDOWN_LINGER;
+		timer_set(&D.linger, D.linger_until);
+	}
+	return D.nconns == 0 || mono_now >= D.linger_until;
 }
 
 /* ------------------------------------------------------------------------ start-up */
@@ -4077,17 +4297,48 @@ recover(void)
 	       counts[0], counts[1], counts[2]);
 }
 
+/*
+ * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
+ * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
+ * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
+ * out before it reads or writes anything, and leaves no file behind.
+ */
+static void
+lock_log_dir(void)
+{
+	int fd = open(cfg.log_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fprintf(stderr, "tt-device-queue serve: cannot open %s: %s\n", cfg.log_dir,
+			strerror(errno));
+		exit(1);
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		fprintf(stderr, "tt-device-queue serve: another tt-device-queue serve is using "
+				"TT_DEVICE_LOG_DIR %s; stop it first\n",
+			cfg.log_dir);
+		exit(1);
+	}
+	/* fd stays open (close-on-exec) for the daemon's life: the lock is the open file. */
+}
+
 static void
 open_store(void)
 {
-	char path[PATH_MAX], err[512];
+	char path[PATH_MAX], err[512], *abs;
 
-	umask(077);
+	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
 	if (mkdir_p(cfg.log_dir, 0700) < 0) {
 		fprintf(stderr, "tt-device-queue serve: cannot create TT_DEVICE_LOG_DIR %s: %s\n",
 			cfg.log_dir, strerror(errno));
 		exit(1);
 	}
+	/* Clients get output_file paths: make them absolute, meaningful from any directory. */
+	if ((abs = realpath(cfg.log_dir, NULL))) {
+		free(cfg.log_dir);
+		cfg.log_dir = abs;
+	}
+	lock_log_dir();
 	snprintf(path, sizeof(path), "%s/jobs.sqlite3", cfg.log_dir);
 	D.store = store_open(path, err, sizeof(err));
 	if (!D.store) {
@@ -4140,17 +4391,18 @@ raise_fd_limit(void)
 		       (unsigned long long)rl.rlim_cur, cfg.max_connections);
 }
 
+/*
+ * Bind and listen before the log dir is touched: a port already in use (a second `serve`
+ * started by mistake) then exits without recovering or rewriting anything. Connections that
+ * arrive before the loop runs wait in the backlog.
+ */
 static void
-open_listener(void)
+bind_listener(void)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg.port)};
 	int one = 1;
 
-	if (inet_pton(AF_INET, cfg.host, &sa.sin_addr) != 1) {
-		fprintf(stderr, "tt-device-queue serve: TT_DEVICE_HOST: '%s' is not an IPv4 address\n",
-			cfg.host);
-		exit(2);
-	}
+	inet_pton(AF_INET, cfg.host, &sa.sin_addr); /* validated by config_load */
 	D.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (D.listen_fd < 0 ||
 	    setsockopt(D.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
@@ -4160,12 +4412,18 @@ open_listener(void)
 			strerror(errno));
 		exit(1);
 	}
-	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
-		exit(1);
 	if (strncmp(cfg.host, "127.", 4) != 0)
 		logmsg("tt-device-queue: WARNING: listening on %s: the API has no authentication; "
 		       "anyone who can reach this port can run commands as this user",
 		       cfg.host);
+}
+
+/* Start taking connections from the backlog. */
+static void
+open_listener(void)
+{
+	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
+		exit(1);
 }
 
 static void
@@ -4187,24 +4445,6 @@ setup_signals(void)
 	}
 }
 
-/*
- * While a card runs something, create the folder and output file of the job queued next, so
- * the gap between one job's end and the next one's start holds no file creation (each new inode
- * costs ~0.3 ms on some ext4 file systems; issue #8). A failure is left for the start to report.
- */
-static void
-prepare_next(void)
-{
-	int i;
-
-	for (i = 0; i < D.sched.ncards && !D.shutting_down; i++) {
-		struct card *c = &D.sched.cards[i];
-
-		if (c->current && c->head && active_of(c->head)->log.fd < 0)
-			ensure_log(active_of(c->head));
-	}
-}
-
 /* One loop iteration after the events: answer, dispatch, commit, start, write. */
 static void
 loop_after(void)
@@ -4218,7 +4458,6 @@ loop_after(void)
 		spawn_pending();
 		flush_all();
 	} while (readyq.n > 0 && ++rounds < 8);
-	prepare_next();
 	watch_sweep();
 	bury_dead();
 }
@@ -4246,7 +4485,12 @@ serve_main(int argc, char **argv)
 	tzset();
 	config_load();
 	notify_setup();
-	if (proc_guardian_start() < 0) {
+	if (new_job_id(instance_marker + 25) < 0) {
+		perror("tt-device-queue serve: getrandom");
+		return 1;
+	}
+	memcpy(instance_marker, "TT_DEVICE_QUEUE_INSTANCE=", 25);
+	if ((D.guardian_pid = proc_guardian_start(instance_marker, argv_area, argv_area_len)) < 0) {
 		perror("tt-device-queue serve: guardian");
 		return 1;
 	}
@@ -4259,6 +4503,9 @@ serve_main(int argc, char **argv)
 	timer_init(&D.store_retry, store_retry_fired, NULL);
 	timer_init(&D.retention, retention_fired, NULL);
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
+	timer_init(&D.linger, wake_fired, NULL);
+	timer_init(&reclaim_timer, reclaim_fired, NULL);
+	bind_listener();
 	read_boot_id();
 	open_store();
 	setup_cards();
@@ -4300,6 +4547,9 @@ serve_main(int argc, char **argv)
 int
 main(int argc, char **argv)
 {
+	/* argv's strings are contiguous: the guardian retitles itself over them (proc.h). */
+	argv_area = argv[0];
+	argv_area_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
 	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
 		return serve_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {

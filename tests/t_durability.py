@@ -37,10 +37,7 @@ DAY = 86400.0
 def fast_daemon(ids="0,1", env=None):
     """A Daemon whose jobs start in milliseconds: HOME is an empty folder, so `bash -l`
     sources no user profile (this host's pyenv init costs ~150 ms per login shell)."""
-    d = Daemon(ids=ids, env=env)
-    os.mkdir(d.path("home"))
-    d.env["HOME"] = d.path("home")
-    return d
+    return Daemon(ids=ids, env=env)  # ttqlib now gives every daemon an empty HOME
 
 
 def db_path(d):
@@ -439,6 +436,46 @@ def test_locked_database_degrades_and_recovers():
     tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
 
 
+def test_cancel_refused_while_degraded():
+    """A cancel that cannot be recorded is refused: answered "cancelled" but lost in a crash,
+    the job would run after all."""
+    d = fast_daemon()
+    ledger, ready = d.path("ledger"), d.path("ready")
+    d.start()
+    gate = d.path("gate")
+    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready), q(gate)))
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    queued = d.submit(ledger_cmd(ledger, "queued"))
+    con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        try_post(d, {"cmd": "true"}, timeout=20)  # finds the store locked: degraded
+        r = d.post("/kill", {"job_id": queued["job_id"]}, timeout=20)
+        tap.ok(r.status == 503 and "cancel" in (r.get("error") or ""),
+               "cancel of a queued job while degraded: 503 saying why", r)
+        tap.eq(d.job(queued["job_id"])["status"], "queued", "the job stays queued")
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    open(gate, "a").close()
+    tap.eq(d.wait_done(queued["job_id"])["exit_code"], 0, "and runs once the store is back")
+    tap.eq(ledger_counts(ledger)["queued"], 1, "exactly once")
+
+
+def test_recent_forgets_deleted_jobs():
+    """Retention deletes a job: /status must not list it in recent any more."""
+    d = fast_daemon()
+    d.start()
+    ids = [d.submit("true", device_id="1")["job_id"] for _ in range(4)]
+    for i in ids:
+        d.wait_done(i)
+    d.stop()
+    d.start(env={"TT_DEVICE_MAX_COMPLETED_JOBS": "2"})
+    recent = [x["job_id"] for x in d.dev("1")["recent"]]
+    tap.eq(recent, ids[2:], "recent lists only the jobs retention kept")
+    tap.eq(d.get("/job/" + ids[0]).status, 404, "the deleted job is gone")
+
+
 # ---------------------------------------------------------------- power-loss durability
 
 def strace_lines(trace):
@@ -790,6 +827,7 @@ TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_migration_dead_card_same_and_new_boot, test_refuses_pre_v2_and_newer_schema,
          test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,
          test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
-         test_database_and_folders_private)
+         test_database_and_folders_private, test_cancel_refused_while_degraded,
+         test_recent_forgets_deleted_jobs)
 # TTQ_TESTS=substring runs only the matching tests (while working on one)
 run_tests(*[t for t in TESTS if os.environ.get("TTQ_TESTS", "") in t.__name__])

@@ -132,7 +132,7 @@ wait_gone(pid_t pid, long long deadline)
 static pid_t
 spawn(char *const *argv, char *const *envp, const char *cwd, int oom, int *fd)
 {
-	struct proc_opts o = {argv, envp, cwd, oom};
+	struct proc_opts o = {.argv = argv, .envp = envp, .cwd = cwd, .oom_score_adj = oom};
 	char err[256];
 	pid_t pid = proc_spawn(&o, fd, err, sizeof err);
 
@@ -394,7 +394,7 @@ test_kill_group_grandchild(void)
 static void
 test_spawn_errors(void)
 {
-	struct proc_opts o = {(char *const[]){NULL}, NULL, NULL, 0};
+	struct proc_opts o = {.argv = (char *const[]){NULL}};
 	char err[128] = "";
 	int fd;
 
@@ -803,7 +803,7 @@ fake_job(pid_t *shell)
 {
 	char *const argv[] = {"/bin/bash", "-c", "sleep 30 & echo $!; wait", NULL};
 	char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
-	struct proc_opts o = {argv, envp, NULL, 0};
+	struct proc_opts o = {.argv = argv, .envp = envp};
 	char err[128], *out;
 	pid_t bg;
 	int fd;
@@ -823,8 +823,8 @@ fake_daemon(int report)
 {
 	pid_t r[R_N] = {0};
 
-	r[R_GUARD] = proc_guardian_start();
-	r[R_BUSY] = proc_guardian_start() == -1 && errno == EBUSY;
+	r[R_GUARD] = proc_guardian_start(NULL, NULL, 0);
+	r[R_BUSY] = proc_guardian_start(NULL, NULL, 0) == -1 && errno == EBUSY;
 	r[R_BG1] = fake_job(&r[R_SHELL1]);
 	r[R_BG2] = fake_job(&r[R_SHELL2]);
 	proc_guardian_forget(r[R_SHELL2]);
@@ -931,6 +931,51 @@ remove_tmpdir(void)
 	rmdir(tmpdir);
 }
 
+/* proc_children lists our children; proc_kill_marked finds a process by its env entry. */
+static void
+test_children_and_marked(void)
+{
+	char *const argv[] = {"/bin/sleep", "30", NULL};
+	char *const envp[] = {"TTQ_TEST_MARK=abc123", NULL};
+	struct proc_opts o = {.argv = argv, .envp = envp};
+	pid_t kids[64], pid;
+	int fd, n, i, found = 0;
+	char err[128];
+
+	pid = proc_spawn(&o, &fd, err, sizeof err);
+	ok(pid > 0, "spawn a marked sleep");
+	n = proc_children(kids, 64);
+	for (i = 0; i < n; i++)
+		found |= kids[i] == pid;
+	ok(n > 0 && found, "proc_children lists it");
+	is_int(proc_kill_marked("TTQ_TEST_MARK=other"), 0, "another marker kills nothing");
+	is_int(proc_kill_marked("TTQ_TEST_MARK=abc12"), 0, "a prefix of the entry is no match");
+	/* The exec may not have happened yet: the child's environ is the daemon's until then. */
+	for (i = 0; i < 200 && proc_kill_marked("TTQ_TEST_MARK=abc123") == 0; i++)
+		usleep(10000);
+	is_int(wait_code(pid, 5000), -9, "the marked process is killed with SIGKILL");
+	close(fd);
+}
+
+/* The child gets the umask it was given, whatever the daemon's own. */
+static void
+test_umask(void)
+{
+	char *const argv[] = {"/bin/sh", "-c", "umask", NULL};
+	struct proc_opts o = {.argv = argv, .set_umask = 1, .umask = 022};
+	mode_t old = umask(077);
+	char err[128], *out;
+	int fd;
+	pid_t pid = proc_spawn(&o, &fd, err, sizeof err);
+
+	umask(old);
+	out = read_until(fd, NULL, 10000);
+	close(fd);
+	is_str(out, "0022\n", "set_umask gives the child that umask");
+	wait_code(pid, 5000);
+	free(out);
+}
+
 int
 main(void)
 {
@@ -963,6 +1008,8 @@ main(void)
 	test_capfile_drain();
 	test_capfile_flood();
 	test_guardian();
+	test_children_and_marked();
+	test_umask();
 	while (waitpid(-1, &st, WNOHANG) > 0)
 		;
 	remove_tmpdir();

@@ -140,6 +140,10 @@ class Daemon:
         })
         with open(self.path("boot_id"), "w") as f:
             f.write("test-boot-1\n")
+        # An empty HOME: `bash -l` then reads no user profile, so jobs start in milliseconds
+        # whatever the host's shell setup (pyenv init in ~/.bashrc costs ~150 ms per job).
+        os.mkdir(self.path("home"))
+        self.env["HOME"] = self.path("home")
         self.env.update(env or {})
         self.proc = None
         self.port = None

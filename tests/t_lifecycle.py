@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The daemon's life on a host: one daemon per log dir, stragglers that leave their process
+group, the job environment, shutdown while clients wait, and clients that stop reading.
+
+Each test starts its own daemon. Waits are conditions with deadlines.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from ttqlib import BINARY, Daemon, pid_alive, q, run_tests, tap, wait_until
+
+
+def read_pid(path):
+    wait_until(lambda: os.path.exists(path) and open(path).read().strip(), 10, path)
+    return int(open(path).read().split()[0])
+
+
+def gone(pid, timeout=2.0):
+    try:
+        wait_until(lambda: not pid_alive(pid), timeout, "pid %d to die" % pid)
+        return True
+    except AssertionError:
+        return False
+
+
+def test_second_daemon_on_same_log_dir_refused():
+    d = Daemon().start()
+    ready = d.path("ready")
+    j = d.submit("touch %s; sleep 1; echo end" % q(ready))
+    wait_until(lambda: os.path.exists(ready), 10, "job running")
+    queued = d.submit("echo queued-once >> %s" % q(d.path("count")))
+    env = dict(d.env, TT_DEVICE_PORT=str(d.port + 1 if d.port < 65535 else d.port - 1))
+    p = subprocess.run([BINARY, "serve"], env=env, capture_output=True, timeout=10)
+    tap.eq(p.returncode, 1, "a second serve on the same log dir exits 1")
+    tap.ok(b"another tt-device-queue serve" in p.stderr, "saying another daemon uses it",
+           p.stderr)
+    env["TT_DEVICE_PORT"] = str(d.port)
+    p = subprocess.run([BINARY, "serve"], env=env, capture_output=True, timeout=10)
+    tap.ok(p.returncode == 1 and b"in use" in p.stderr, "same port: exits before recovery",
+           p.stderr)
+    job = d.wait_done(j["job_id"])
+    tap.eq(job["exit_code"], 0, "the first daemon's running job was not touched")
+    tap.ok("interrupted" not in d.log_text(j["job_id"]), "no false 'interrupted' line in its log")
+    d.wait_done(queued["job_id"])
+    tap.eq(open(d.path("count")).read(), "queued-once\n", "the queued job ran exactly once")
+
+
+def test_setsid_straggler_killed_when_job_ends():
+    d = Daemon().start()
+    pidf = d.path("s.pid")
+    j = d.submit("setsid bash -c 'echo $$ > %s; exec sleep 222' & sleep 0.3" % q(pidf))
+    d.wait_done(j["job_id"])
+    pid = read_pid(pidf)
+    tap.ok(gone(pid), "a child that left the job's session is killed when the job ends")
+
+
+def test_setsid_straggler_killed_on_sigterm():
+    d = Daemon().start()
+    pidf = d.path("s.pid")
+    d.submit("setsid bash -c 'echo $$ > %s; exec sleep 333' & sleep 30" % q(pidf))
+    pid = read_pid(pidf)
+    d.stop(signal.SIGTERM)
+    tap.ok(gone(pid), "a setsid'd child of a running job is gone after SIGTERM")
+
+
+def test_setsid_straggler_killed_on_sigkill():
+    d = Daemon().start()
+    guardians = [int(p) for p in subprocess.run(["pgrep", "-P", str(d.proc.pid)],
+                                                capture_output=True, text=True).stdout.split()]
+    cmdlines = [open("/proc/%d/cmdline" % g, "rb").read() for g in guardians]
+    tap.ok(any(c.startswith(b"ttq-guardian") for c in cmdlines),
+           "the guardian names itself ttq-guardian (pkill -f 'tt-device-queue serve' spares it)",
+           cmdlines)
+    pidf, shf = d.path("s.pid"), d.path("sh.pid")
+    d.submit("echo $$ > %s; setsid bash -c 'echo $$ > %s; exec sleep 444' & sleep 30"
+             % (q(shf), q(pidf)))
+    pid, sh = read_pid(pidf), read_pid(shf)
+    d.kill9()
+    tap.ok(gone(sh), "the job's shell is gone within 2 s of the daemon's SIGKILL")
+    tap.ok(gone(pid), "and so is its setsid'd child")
+
+
+def test_job_environment_and_umask():
+    old = os.umask(0o022)
+    try:
+        d = Daemon().start()
+    finally:
+        os.umask(old)
+    j = d.submit("echo $TT_DEVICE_JOB_ID; umask; touch f; stat -c %a f", cwd=d.tmp)
+    d.wait_done(j["job_id"])
+    out = d.log_text(j["job_id"]).split()
+    tap.eq(out[0], j["job_id"], "TT_DEVICE_JOB_ID names the job")
+    tap.eq(out[1:], ["0022", "644"], "jobs get the umask serve was started with, not 077")
+    tap.eq(oct(os.stat(os.path.join(d.log_dir, j["job_id"])).st_mode & 0o777), "0o700",
+           "the daemon's own folders stay private")
+
+
+def test_relative_log_dir_gives_absolute_paths():
+    d = Daemon(env={"TT_DEVICE_LOG_DIR": "rel/logs"}).start()
+    j = d.submit("echo hi")
+    tap.ok(os.path.isabs(j["output_file"]), "output_file is absolute", j["output_file"])
+    d.wait_done(j["job_id"])
+    tap.eq(open(j["output_file"]).read(), "hi\n", "and names the real file")
+
+
+def test_kill_device_during_reset_says_so():
+    d = Daemon(env={"TT_DEVICE_RESET_CMD": "sleep 2; true"}).start()
+    d.post("/reset", {"device_id": 0})
+    wait_until(lambda: d.dev(0)["state"] == "resetting", 10, "card 0 resetting")
+    r = d.post("/kill", {"device_id": 0})
+    tap.ok(r.status == 409 and "reset" in r.get("error", ""), "kill --device during a reset "
+           "says a reset is running, not 'nothing running'", r)
+
+
+def test_run_gets_final_status_when_daemon_stops():
+    d = Daemon().start()
+    ready = d.path("ready")
+    p = subprocess.Popen([BINARY, "run", "--", "touch %s; sleep 30" % q(ready)],
+                         env=dict(os.environ, TT_DEVICE_URL="http://127.0.0.1:%d" % d.port),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: os.path.exists(ready), 10, "job running")
+    d.stop(signal.SIGTERM)
+    out, err = p.communicate(timeout=15)
+    tap.eq(p.returncode, 129, "run exits with the interrupted job's status (-1 -> 129), "
+           "not 'cannot connect'")
+    tap.ok(b"interrupted" in err, "its summary says the job was interrupted", err)
+    tap.ok("shutting down on SIGTERM" in d.stderr(), "the daemon logs which signal stopped it")
+
+
+def test_stalled_readers_do_not_hold_workers():
+    d = Daemon().start()
+    j = d.submit("head -c 200000 /dev/zero | tr '\\0' x")
+    d.wait_done(j["job_id"])
+    req = ("GET /logs/%s?limit=65536 HTTP/1.1\r\nHost: x\r\n\r\n" % j["job_id"]).encode()
+    socks = []
+    for _ in range(16):  # as many as TT_DEVICE_HTTP_WORKERS, each never reading
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(req * 300)
+        socks.append(s)
+    t0 = time.monotonic()
+    r = d.get("/status", timeout=30)
+    took = time.monotonic() - t0
+    tap.ok(r.status == 200 and took < 5, "a good client is served while 16 clients have "
+           "stopped reading (%.2fs; bound 5 s, expected about 1 s)" % took)
+    for s in socks:
+        s.close()
+
+
+run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_killed_when_job_ends,
+          test_setsid_straggler_killed_on_sigterm, test_setsid_straggler_killed_on_sigkill,
+          test_job_environment_and_umask, test_relative_log_dir_gives_absolute_paths,
+          test_kill_device_during_reset_says_so, test_run_gets_final_status_when_daemon_stops,
+          test_stalled_readers_do_not_hold_workers)
