@@ -48,11 +48,12 @@ tests/bin/test_store: tests/test_store.c store.o tests/tap.h | tests/bin
 tests/bin/test_proc: tests/test_proc.c proc.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_proc.c proc.o
 
-# performance figures of issue #8 against the real daemon (prints figures; not a test)
+# performance figures of issue #8 against the real daemon (prints figures; not a test);
+# BENCH_FULL=1 for the full counts, BENCH_ONLY=name,... for some figures (tests/bench.c)
 tests/bin/bench: tests/bench.c | tests/bin
 	$(CC) $(CFLAGS) -o $@ tests/bench.c $(LDLIBS)
 
-bench: $(BIN) tests/bin/bench
+bench: $(BIN) tt-device-queue-static tests/bin/bench
 	tests/bin/bench
 
 # issue #7 stress: 900 jobs from 64 clients on both cards behind a blocker (tests/t_stress.py

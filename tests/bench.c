@@ -9,16 +9,27 @@
  *   dispatch     N queued `true` jobs on one card: jobs/s / a bare loop of `bash -lc true`
  *                (the bare loop runs half before and half after, so drift cancels)
  *   submissions  POST /queue per second from 16 keep-alive clients (fsync-durable; the card is
- *                held by a running `sleep` so the jobs stay queued), client and server CPU
- *   memory       VmHWM of a fresh daemon holding 1000 queued jobs (after the /status runs)
+ *                held by a running `sleep` so the jobs stay queued), client and server CPU;
+ *                then the same with 8 requests pipelined per client (no target)
+ *   memory       VmHWM of a fresh daemon holding 1000 queued jobs (after the /status runs),
+ *                split into private and file-backed (shared library) pages; mem_static the
+ *                same for ./tt-device-queue-static (`make static`) when it exists
  *   status       GET /status p99 with those 1000 queued
- *   idle         context switches/s and CPU ms/s of the daemon: idle, then with a long-poll held
+ *   idle         context switches/s and CPU ms/s of the daemon (/proc/PID/status, schedstat):
+ *                idle, then with a job running silently and a /result?wait=60 long-poll held
  *   output       a job writing 1 GB to stdout, time / the same command into a pipe reader
+ *                (1 MiB pipe, as the daemon's, read 64 KiB at a time)
  *   round trip   submit + wait for `true` on an idle card, minus a bare `bash -lc true` (medians)
  *   start-up     exec to the first 200 of GET /status with 10,000 done jobs in the database
+ *                (filled through SQLite in the schema the daemon created)
+ *   rt_clean, disp_clean  round trip and dispatch again with HOME an empty folder for the
+ *                daemon and the bare runs alike: `bash -lc true` then takes ~4 ms instead of
+ *                the 100-400 ms of this machine's login profile, so the queue's own cost per
+ *                job is no longer hidden in the profile's noise (diagnostic, same targets)
  *
  * Environment: BENCH_FULL=1 (1000 dispatch jobs, longer runs), BENCH_JOBS, BENCH_SECONDS (the
- * submission run), BENCH_ONLY=name,name (figures to run), TTQ_BINARY (./tt-device-queue).
+ * submission run), BENCH_ONLY=name,name (figures to run), TTQ_BINARY (./tt-device-queue),
+ * TTQ_STATIC_BINARY, BENCH_KEEP=1 (leave the daemons running when the bench fails).
  * Every wait has a deadline; an alarm kills the daemons if the whole run overruns.
  */
 #include <errno.h>
@@ -990,25 +1001,30 @@ bench_output(struct daemon *d)
 {
 	static const char cmd[] = "head -c 1000000000 /dev/zero";
 	int reps = full ? 5 : 3, i;
-	double bare[8], queued[8], elapsed[8], rb, rq;
+	double bare[8], queued[8], elapsed[8], cpu[8], rb, rq;
 	struct hc c = connect_to(d);
 	char id[64];
 
 	for (i = 0; i < reps; i++) {
 		double t0;
+		struct pstat s0, s1;
 
 		bare[i] = bare_run(cmd, d->home);
+		s0 = read_pstat(d->pid);
 		t0 = now();
 		if (!submit(&c, cmd, 1, id) || !wait_done(&c, id, 60))
 			die("the 1 GB job did not finish");
 		queued[i] = now() - t0;
+		s1 = read_pstat(d->pid);
+		cpu[i] = (double)(s1.cpu_ns - s0.cpu_ns) * 1e-9;
 		elapsed[i] = body_num(&c, "elapsed");
 	}
 	rb = quantile(bare, reps, 0.5);
 	rq = quantile(queued, reps, 0.5);
 	figure("output", "output_ratio", rq / rb, "ratio", true, 1.5,
-	       "[1 GB: queued %.3f s (job elapsed %.3f s), pipe reader %.3f s; medians of %d]", rq,
-	       quantile(elapsed, reps, 0.5), rb, reps);
+	       "[1 GB: queued %.3f s (job elapsed %.3f s; daemon CPU %.3f s), pipe reader %.3f s; "
+	       "medians of %d]",
+	       rq, quantile(elapsed, reps, 0.5), quantile(cpu, reps, 0.5), rb, reps);
 	json_extra("output_queued_s", rq);
 	json_extra("output_bare_s", rb);
 	hc_close(&c);
@@ -1018,7 +1034,7 @@ static void
 bench_round_trip(struct daemon *d, const char *name, const char *key)
 {
 	int reps = full || d->home ? 60 : 30, i;
-	double bare[64], rt[64], diff[64], mb, mr;
+	double bare[64], rt[64], diff[64], sub[64], mb, mr;
 	struct hc c = connect_to(d);
 	char id[64];
 
@@ -1027,7 +1043,10 @@ bench_round_trip(struct daemon *d, const char *name, const char *key)
 
 		bare[i] = bare_run("true", d->home);
 		t0 = now();
-		if (!submit(&c, "true", 1, id) || !wait_done(&c, id, 30))
+		if (!submit(&c, "true", 1, id))
+			die("the round-trip job was refused");
+		sub[i] = now() - t0;
+		if (!wait_done(&c, id, 30))
 			die("the round-trip job did not finish");
 		rt[i] = now() - t0;
 		diff[i] = rt[i] - bare[i];
@@ -1036,9 +1055,10 @@ bench_round_trip(struct daemon *d, const char *name, const char *key)
 	mr = quantile(rt, reps, 0.5);
 	figure(name, key, (mr - mb) * 1e3, "ms", true, 2,
 	       "[submit+wait %.2f ms, bare bash -lc true %.2f ms (medians of %d); median of "
-	       "pairwise differences %.2f ms; fastest %.2f vs %.2f ms%s]",
+	       "pairwise differences %.2f ms; fastest %.2f vs %.2f ms; POST /queue answered "
+	       "(committed, started) in %.2f ms%s]",
 	       mr * 1e3, mb * 1e3, reps, quantile(diff, reps, 0.5) * 1e3, rt[0] * 1e3, bare[0] * 1e3,
-	       d->home ? "; HOME without a profile" : "");
+	       quantile(sub, reps, 0.5) * 1e3, d->home ? "; HOME without a profile" : "");
 	hc_close(&c);
 }
 
