@@ -65,14 +65,22 @@ stress: $(BIN)
 demo: $(BIN) tests/bin/test_json
 	tests/demo.sh
 
-check: test
 test: $(BIN) $(UNIT)
 	$(PROVE) --exec '' $(UNIT) $(ITESTS)
 
 # the same suite under AddressSanitizer and UndefinedBehaviorSanitizer
+# the same suite under AddressSanitizer and UndefinedBehaviorSanitizer, built in a copy of the
+# tree (build/asan-tree) so the normal build here is left alone
+ASAN_DIR   = build/asan-tree
+ASAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 asan:
-	$(MAKE) clean
-	$(MAKE) test CFLAGS='-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all' LDFLAGS='-fsanitize=address,undefined'
+	rm -rf $(ASAN_DIR) && mkdir -p $(ASAN_DIR)
+	tar -c --exclude=./build --exclude=./.git . | tar -x -C $(ASAN_DIR)
+	$(MAKE) -C $(ASAN_DIR) clean
+	$(MAKE) -C $(ASAN_DIR) test CFLAGS='$(ASAN_FLAGS)' LDFLAGS='-fsanitize=address,undefined'
+
+# everything CI runs: the suite on the normal build, then again under the sanitizers
+check: test asan
 
 # `make static`: one fully static executable for copy-deploy (libsqlite3.a from libsqlite3-dev,
 # libc.a from libc6-dev). Its own objects in build/static, so it never mixes with the default or
