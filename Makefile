@@ -43,8 +43,8 @@ tests/bin/test_http: tests/test_http.c http.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_http.c http.o
 tests/bin/test_sched: tests/test_sched.c sched.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_sched.c sched.o
-tests/bin/test_store: tests/test_store.c store.o tests/tap.h | tests/bin
-	$(CC) $(CFLAGS) -I. -o $@ tests/test_store.c store.o $(LDLIBS)
+tests/bin/test_store: tests/test_store.c store.o sched.o tests/tap.h | tests/bin
+	$(CC) $(CFLAGS) -I. -o $@ tests/test_store.c store.o sched.o $(LDLIBS)
 tests/bin/test_proc: tests/test_proc.c proc.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_proc.c proc.o
 

@@ -823,29 +823,6 @@ store_put_card(struct store *st, const struct card *c, const char *boot_id)
 	return step_done(st, S_PUT_CARD) == 0 ? 0 : write_failed(st);
 }
 
-/* The state of a fresh job record, as sched_job_init() leaves it (store.o needs no sched.o). */
-static void
-job_blank(struct job *j)
-{
-	memset(j, 0, sizeof(*j));
-	j->repeat = 1;
-	j->per_iter_estimate = SCHED_DEFAULT_ESTIMATE;
-	j->first_iteration_elapsed = j->submitted_at = j->started_at = j->finished_at = NAN;
-	j->stop_requested_at = j->stop_escalated_at = j->elapsed = NAN;
-}
-
-/* Free a job's heap strings and blank it. */
-static void
-job_free_strings(struct job *j)
-{
-	free(j->cmd);
-	free(j->cwd);
-	free(j->client_id);
-	free(j->error);
-	free(j->env_json);
-	job_blank(j);
-}
-
 static double
 col_real(sqlite3_stmt *s, int col, double null_value)
 {
@@ -890,7 +867,7 @@ row_strings(struct store *st, sqlite3_stmt *s, struct job *j)
 	j->error = col_dup(s, JC_ERROR, NULL, &failed);
 	if (!failed)
 		return 0;
-	job_free_strings(j);
+	sched_job_clear(j);
 	return oom(st, "reading job");
 }
 
@@ -933,7 +910,7 @@ row_times(sqlite3_stmt *s, struct job *j)
 static int
 row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
 {
-	job_blank(j);
+	sched_job_init(j);
 	if (row_strings(st, s, j) != 0)
 		return -1;
 	row_numbers(s, j);
@@ -1011,7 +988,7 @@ store_get_job(struct store *st, const char *id, struct job *out, char **output_f
 	bool failed = false;
 	int rc;
 
-	job_blank(out);
+	sched_job_init(out);
 	if (output_file)
 		*output_file = NULL;
 	rc = find_by_id(st, S_GET_JOB, id);
@@ -1022,7 +999,7 @@ store_get_job(struct store *st, const char *id, struct job *out, char **output_f
 	} else if (output_file) {
 		*output_file = col_dup(s, JC_OUTPUT, NULL, &failed);
 		if (failed) {
-			job_free_strings(out);
+			sched_job_clear(out);
 			rc = oom(st, "reading job");
 		}
 	}

@@ -4,8 +4,7 @@
  * Every database is opened through a pass-through VFS ("shim") registered as the default, so
  * a test can make every write fail (disk full, I/O error) at a chosen moment and then let the
  * condition clear. A second plain sqlite3 connection inspects files and builds the fixtures
- * of the earlier single-card service. The binary links store.o only: the job helpers below
- * are local copies of sched_job_init/sched_job_clear. TTQ_STORE_BENCH=1 runs more commits
+ * of the earlier single-card service. TTQ_STORE_BENCH=1 runs more commits
  * for the commits-per-second figure.
  */
 #include <errno.h>
@@ -26,29 +25,6 @@
 
 static char tmpdir[] = "/tmp/test_store.XXXXXX";
 static char errbuf[512];
-
-/* ---- local copies of the two sched helpers ---- */
-
-static void
-t_job_init(struct job *j)
-{
-	memset(j, 0, sizeof(*j));
-	j->repeat = 1;
-	j->per_iter_estimate = SCHED_DEFAULT_ESTIMATE;
-	j->first_iteration_elapsed = j->submitted_at = j->started_at = j->finished_at = NAN;
-	j->stop_requested_at = j->stop_escalated_at = j->elapsed = NAN;
-}
-
-static void
-t_job_clear(struct job *j)
-{
-	free(j->cmd);
-	free(j->cwd);
-	free(j->client_id);
-	free(j->env_json);
-	free(j->error);
-	j->cmd = j->cwd = j->client_id = j->env_json = j->error = NULL;
-}
 
 /* ---- the fault-injecting VFS ---- */
 
@@ -308,7 +284,7 @@ make_job(struct job *j, int n, int device, int status, double finished_at)
 {
 	char cmd[64];
 
-	t_job_init(j);
+	sched_job_init(j);
 	snprintf(j->id, sizeof(j->id), "%032x", (unsigned)n);
 	snprintf(cmd, sizeof(cmd), "echo job %d", n);
 	j->cmd = strdup(cmd);
@@ -335,7 +311,7 @@ put_one(struct store *st, int n, int device, int status, double finished_at)
 	rc = store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0;
 	if (!rc)
 		printf("# put_one %d: %s\n", n, store_errmsg(st));
-	t_job_clear(&j);
+	sched_job_clear(&j);
 	return rc ? 0 : -1;
 }
 
@@ -351,7 +327,7 @@ collect(void *ctx, struct job *j, const char *output_file)
 	struct got *g = ctx;
 
 	if (g->n == MAXGOT) {
-		t_job_clear(j);
+		sched_job_clear(j);
 		return -1;
 	}
 	g->jobs[g->n] = *j;
@@ -364,7 +340,7 @@ static int
 count_only(void *ctx, struct job *j, const char *output_file)
 {
 	(void)output_file;
-	t_job_clear(j);
+	sched_job_clear(j);
 	++*(int *)ctx;
 	return 0;
 }
@@ -373,7 +349,7 @@ static void
 got_free(struct got *g)
 {
 	for (int i = 0; i < g->n; i++) {
-		t_job_clear(&g->jobs[i]);
+		sched_job_clear(&g->jobs[i]);
 		free(g->out[i]);
 	}
 	g->n = 0;
@@ -468,7 +444,7 @@ test_fresh(void)
 static void
 full_job(struct job *j)
 {
-	t_job_init(j);
+	sched_job_init(j);
 	strcpy(j->id, "0123456789abcdef0123456789abcdef");
 	j->device = 3;
 	j->status = JOB_RUNNING;
@@ -548,10 +524,10 @@ test_roundtrip(struct store *st)
 	is_str(env, w.env_json, "env_json stored");
 	free(out);
 	free(env);
-	t_job_clear(&g);
-	t_job_clear(&w);
+	sched_job_clear(&g);
+	sched_job_clear(&w);
 
-	t_job_init(&w); /* all unset: NULL strings, NaN times, no exit code */
+	sched_job_init(&w); /* all unset: NULL strings, NaN times, no exit code */
 	strcpy(w.id, "ffffffffffffffffffffffffffffffff");
 	w.per_iter_estimate = NAN;
 	ok(store_begin(st) == 0 && store_put_job(st, &w, NULL) == 0 && store_commit(st) == 0,
@@ -569,7 +545,7 @@ test_roundtrip(struct store *st)
 	ok(g.error == NULL && out == NULL, "NULL error and output_file stay NULL");
 	is_int(store_get_env(st, w.id, &env), 1, "get_env finds the empty job");
 	ok(env == NULL, "no env gives NULL");
-	t_job_clear(&g);
+	sched_job_clear(&g);
 	is_int(store_get_job(st, "00000000000000000000000000000bad", &g, &out), 0,
 	       "get_job of an unknown id is 0");
 	ok(g.cmd == NULL && isnan(g.submitted_at) && out == NULL, "and leaves a blank job");
@@ -599,7 +575,7 @@ test_upsert(struct store *st)
 	ok(store_get_job(st, j.id, &g, NULL) == 1 && g.status == JOB_DONE && g.exit_code == 3 &&
 	       g.finished_at == 2000.5 && strcmp(g.cmd, "changed") == 0,
 	   "upsert updated the row");
-	t_job_clear(&g);
+	sched_job_clear(&g);
 	is_int(store_get_env(st, j.id, &env), 1, "env still there");
 	is_str(env, "{\"K\":\"V\"}", "env kept when put with NULL");
 	free(env);
@@ -609,7 +585,7 @@ test_upsert(struct store *st)
 	store_get_env(st, j.id, &env);
 	is_str(env, "{}", "a new env replaces the old");
 	free(env);
-	t_job_clear(&j);
+	sched_job_clear(&j);
 }
 
 static void
@@ -620,7 +596,7 @@ test_rollback(struct store *st)
 	make_job(&j, 600, 0, JOB_QUEUED, NAN);
 	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0, "put inside a transaction");
 	is_int(store_get_job(st, j.id, &g, NULL), 1, "visible inside the transaction");
-	t_job_clear(&g);
+	sched_job_clear(&g);
 	store_rollback(st);
 	is_int(store_get_job(st, j.id, &g, NULL), 0, "rolled-back job is gone");
 	is_int(store_commit(st), -1, "commit without begin fails");
@@ -631,7 +607,7 @@ test_rollback(struct store *st)
 	j.status = 9;
 	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == -1, "a bad status is refused");
 	is_int(store_commit(st), -1, "and that transaction does not commit");
-	t_job_clear(&j);
+	sched_job_clear(&j);
 }
 
 static void
@@ -671,11 +647,11 @@ test_active(void)
 	for (int i = 0; i < (int)NELEM(status); i++) {
 		make_job(&j, 700 + i, i % 2, status[i], status[i] == JOB_DONE ? 5000.0 + i : NAN);
 		store_put_job(st, &j, NULL);
-		t_job_clear(&j);
+		sched_job_clear(&j);
 	}
 	make_job(&j, 700, 0, JOB_RUNNING, NAN); /* update an early one: seq must not change */
 	store_put_job(st, &j, "/out/700");
-	t_job_clear(&j);
+	sched_job_clear(&j);
 	ok(store_commit(st) == 0, "commit active jobs");
 	is_int(store_load_active(st, collect, &g), 4, "load_active returns 4");
 	is_str(got_ids(&g), "700,702,703,705", "queued + running only, in seq order");
@@ -750,7 +726,7 @@ on_deleted(void *ctx, const char *id)
 	         strtoul(id, NULL, 16));
 	if (store_get_job(d->st, id, &j, NULL) == 0)
 		d->gone_at_cb++;
-	t_job_clear(&j);
+	sched_job_clear(&j);
 }
 
 static void
@@ -807,7 +783,7 @@ test_reopen(struct store *st)
 	       "the full job persisted");
 	ok(g.log_size == 5000000000LL && g.exit_code == -9 && strcmp(g.cwd, "/tmp/some dir") == 0,
 	   "with its fields");
-	t_job_clear(&g);
+	sched_job_clear(&g);
 	store_get_env(st, "0123456789abcdef0123456789abcdef", &env);
 	is_str(env, "{\"A\":\"1\",\"B\":\"two\"}", "and its env");
 	free(env);
@@ -913,7 +889,7 @@ test_migration(void)
 	   "done job fields");
 	is_str(out, "/logs/a/output", "done job output_file");
 	free(out);
-	t_job_clear(&j);
+	sched_job_clear(&j);
 	is_int(store_load_recent(st, 0, 10, collect, &g), 1, "recent on card 0");
 	got_free(&g);
 	is_int(store_load_cards(st, collect_card, &cs), 1, "one card row");
@@ -987,13 +963,13 @@ test_write_failure(void)
 		ok(strstr(store_errmsg(st), msgs[k]) != NULL, "message: %s", store_errmsg(st));
 		shim_fail_rc = 0;
 		is_int(store_get_job(st, j.id, &g, NULL), 0, "the failed commit left nothing");
-		t_job_clear(&g);
+		sched_job_clear(&g);
 		ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 &&
 		       store_commit(st) == 0,
 		   "the same commit succeeds once the condition clears");
 		is_int(store_get_job(st, j.id, &g, NULL), 1, "and the job is there");
-		t_job_clear(&g);
-		t_job_clear(&j);
+		sched_job_clear(&g);
+		sched_job_clear(&j);
 	}
 
 	/* a row bigger than the page cache spills during the put itself */
@@ -1006,17 +982,17 @@ test_write_failure(void)
 	shim_fail_rc = SQLITE_FULL;
 	is_int(store_put_job(st, &j, NULL), -1, "an 8 MiB put fails when the disk is full");
 	shim_fail_rc = 0;
-	t_job_clear(&j);
+	sched_job_clear(&j);
 	make_job(&j, 1101, 0, JOB_QUEUED, NAN);
 	is_int(store_put_job(st, &j, NULL), -1, "a later put in the failed transaction fails");
 	is_int(store_commit(st), -1, "and its commit fails");
 	ok(strstr(store_errmsg(st), "full") != NULL, "naming the first failure: %s",
 	   store_errmsg(st));
 	is_int(store_get_job(st, j.id, &g, NULL), 0, "nothing of it autocommitted");
-	t_job_clear(&g);
+	sched_job_clear(&g);
 	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0,
 	   "writes work again afterwards");
-	t_job_clear(&j);
+	sched_job_clear(&j);
 	store_close(st);
 }
 
@@ -1036,12 +1012,12 @@ test_scale(void)
 	for (int i = 0; i < 10000; i++) {
 		make_job(&j, 100000 + i, i % 2, JOB_DONE, 1e9 + i);
 		store_put_job(st, &j, "/logs/some-job/output");
-		t_job_clear(&j);
+		sched_job_clear(&j);
 	}
 	for (int i = 0; i < 20; i++) {
 		make_job(&j, 200000 + i, i % 2, JOB_QUEUED, NAN);
 		store_put_job(st, &j, NULL);
-		t_job_clear(&j);
+		sched_job_clear(&j);
 	}
 	ok(store_commit(st) == 0, "10,020 jobs committed");
 	store_close(st);
@@ -1066,7 +1042,7 @@ test_scale(void)
 		make_job(&j, 300000 + i, 0, JOB_QUEUED, NAN);
 		if (store_begin(st) || store_put_job(st, &j, NULL) || store_commit(st))
 			n = -1;
-		t_job_clear(&j);
+		sched_job_clear(&j);
 	}
 	t1 = mono_ms();
 	ok(n != -1, "%d single-job commits", commits);
