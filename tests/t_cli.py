@@ -364,6 +364,53 @@ def test_status():
            "status --device: recent jobs with OK", out)
 
 
+def test_status_banners_dead_card_and_degraded_store():
+    d = Daemon(env={"TT_DEVICE_RESET_CMD": "exit 1", "TT_DEVICE_RESET_RETRIES": "0"}).start()
+    d.post("/reset", {"device_id": 1})
+    wait_until(lambda: d.dev(1)["state"] == "dead", 10, "card 1 dead")
+    rc, out, err = d.cli("status")
+    block = out[out.index("card 1"):] if "card 1" in out else ""
+    tap.ok(rc == 0 and re.search(r"^card 1: dead", out, re.M) and "reboot" in block,
+           "human status: card 1 dead, with a banner saying it needs a reboot", out)
+    tap.ok(re.search(r"^card 0: healthy", out, re.M), "card 0 still healthy", out)
+    import sqlite3
+    con = sqlite3.connect(os.path.join(d.log_dir, "jobs.sqlite3"), isolation_level=None,
+                          timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        d.post("/queue", {"cmd": "true"}, timeout=20)  # finds the store locked: degraded
+        rc, out, err = d.cli("status")
+        tap.ok(re.search(r"(?i)degraded", out) and "locked" in out,
+               "human status: a banner for the degraded store, with the reason", out)
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    d.cleanup()
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_waiting_client_costs_no_cpu():
+    d = daemon()
+    jid, gate = blocked(d, "0")
+    before = cpu_seconds(d.proc.pid)
+    p = popen(d, "result", jid, "--wait-timeout", "3")
+    t0 = time.monotonic()
+    p.wait(15)
+    took = time.monotonic() - t0
+    used = cpu_seconds(d.proc.pid) - before
+    tap.ok(p.returncode == 124 and took >= 2.9, "result waited 3 s (%.2fs, exit %s)"
+           % (took, p.returncode))
+    # Expected: a few milliseconds (one long-poll held in the loop); bound 10x generous.
+    tap.ok(used < 0.1, "the daemon spent %.3f s CPU while a client waited 3 s" % used)
+    open_gate(gate)
+    d.wait_done(jid)
+
+
 def test_kill():
     d = daemon()
     jid, gate = blocked(d, "1")
@@ -706,4 +753,5 @@ if __name__ == "__main__":
               test_connection_target, test_client_identity, test_help_everywhere,
               test_usage_errors, test_closed_stdout, test_raw_output_bytes,
               test_client_id_cut_to_128, test_help_texts, test_exit_minus_one_summary,
-              test_log_cap_summary, test_run_daemon_gone_after_completion)
+              test_log_cap_summary, test_run_daemon_gone_after_completion,
+              test_status_banners_dead_card_and_degraded_store, test_waiting_client_costs_no_cpu)
