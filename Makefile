@@ -37,9 +37,9 @@ ttq.o: CFLAGS += -DTTQ_VERSION='"$(VERSION)"'
 tests/bin:
 	mkdir -p $@
 
-tests/bin/test_json: tests/test_json.c json.o tests/tap.h | tests/bin
+tests/bin/test_json: tests/test_json.c json.o tests/tap.h tests/guard.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_json.c json.o
-tests/bin/test_http: tests/test_http.c http.o tests/tap.h | tests/bin
+tests/bin/test_http: tests/test_http.c http.o tests/tap.h tests/guard.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_http.c http.o
 tests/bin/test_sched: tests/test_sched.c sched.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_sched.c sched.o

@@ -538,24 +538,32 @@ pretty(struct json_buf *b, const struct doc *d, int i, int level)
 	return (int)t->next;
 }
 
+/* Write a built buffer on stdout and free it; out of memory (oom or b->oom) is ST_FAIL. */
+static int
+print_buf(struct json_buf *b, int oom)
+{
+	int rc;
+
+	if (oom || b->oom) {
+		errmsg("out of memory");
+		rc = ST_FAIL;
+	} else {
+		rc = out_write(b->p, b->len);
+	}
+	json_buf_free(b);
+	return rc;
+}
+
 /* Print the document pretty-printed on stdout with a final newline. */
 static int
 print_doc(const struct doc *d)
 {
 	struct json_buf b;
-	int rc;
 
 	json_buf_init(&b);
 	pretty(&b, d, 0, 0);
 	json_buf_add(&b, "\n", 1);
-	if (b.oom) {
-		errmsg("out of memory");
-		rc = ST_FAIL;
-	} else {
-		rc = out_write(b.p, b.len);
-	}
-	json_buf_free(&b);
-	return rc;
+	return print_buf(&b, 0);
 }
 
 /* ------------------------------------------------------------------------ connection target */
@@ -1535,7 +1543,6 @@ print_job_json(const struct doc *rec, const struct sink *o)
 {
 	struct json_buf b;
 	struct json_w w;
-	int rc;
 
 	json_buf_init(&b);
 	json_buf_printf(&b, "{\n  \"job\": ");
@@ -1544,14 +1551,7 @@ print_job_json(const struct doc *rec, const struct sink *o)
 	json_w_init(&w, &b);
 	json_w_str(&w, o->buf.p ? o->buf.p : "", o->buf.len);
 	json_buf_printf(&b, ",\n  \"output_truncated\": %s\n}\n", o->cut ? "true" : "false");
-	if (b.oom || o->buf.oom) {
-		errmsg("out of memory");
-		rc = ST_FAIL;
-	} else {
-		rc = out_write(b.p, b.len);
-	}
-	json_buf_free(&b);
-	return rc;
+	return print_buf(&b, o->buf.oom);
 }
 
 /*

@@ -16,31 +16,7 @@
 
 #define REGION (64 * 1024) /* readable bytes before the guard page; > HTTP_MAX_HEAD */
 #define ALL INT_MAX        /* expected result: the whole input is the head */
-
-static char *region;
-
-static void
-guard_init(void)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-
-	region =
-	    mmap(NULL, REGION + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (region == MAP_FAILED || mprotect(region + REGION, page, PROT_NONE) != 0) {
-		perror("mmap");
-		exit(2);
-	}
-}
-
-/* A copy of s[0..n) ending at the guard page. Overwrites the previous copy. */
-static char *
-guarded(const char *s, size_t n)
-{
-	char *p = region + REGION - n;
-
-	memmove(p, s, n);
-	return p;
-}
+#include "guard.h"
 
 static int
 parse(const char *s, size_t n, struct http_request *req)

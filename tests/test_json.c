@@ -18,34 +18,11 @@
 #include "tap.h"
 
 #define REGION (8 * 1024 * 1024) /* readable bytes before the guard page */
+#include "guard.h"
 #define NTOK 256
 
-static char *region;
 static struct json_tok T[NTOK];
 static char err[128];
-
-static void
-guard_init(void)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-
-	region = mmap(NULL, REGION + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		      0);
-	if (region == MAP_FAILED || mprotect(region + REGION, page, PROT_NONE) != 0) {
-		perror("mmap");
-		exit(2);
-	}
-}
-
-/* A copy of s[0..n) ending at the guard page. Overwrites the previous copy. */
-static char *
-guarded(const char *s, size_t n)
-{
-	char *p = region + REGION - n;
-
-	memmove(p, s, n);
-	return p;
-}
 
 /* The source of the last parse, for the accessors. */
 static const char *src;
