@@ -639,6 +639,8 @@ struct active {
 	struct timer straggler;   /* shell reaped: stop waiting for EOF when it fires */
 	int stop;                 /* enum stop_reason */
 	struct conn *waiters;     /* held /result and /logs long-polls */
+	char **envp;              /* a run job's environment, kept for its iterations */
+	char *env_block;          /* the strings envp added (job_env) */
 	bool finished;            /* done; freed once committed */
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
 	int rs_step, rs_attempt;
@@ -904,6 +906,8 @@ active_free(struct active *a)
 	}
 	if (a->log.fd >= 0)
 		close(a->log.fd);
+	free(a->envp);
+	free(a->env_block);
 	sched_job_clear(&a->job);
 	free(a);
 }
@@ -3000,40 +3004,19 @@ run_iteration(struct active *a, char *const envp[])
 	}
 }
 
-/* envp of the running job, kept for its iterations. */
-struct job_envp {
-	char **envp;
-	char *block;
-};
-
-static struct job_envp *job_envs; /* indexed by card index: one running job per card */
-
 static void
 job_spawn_first(struct active *a)
 {
-	struct job_envp *e = &job_envs[card_index(a->card)];
-
-	e->envp = job_env(a, &e->block);
+	a->envp = job_env(a, &a->env_block);
 	free(a->job.env_json);
 	a->job.env_json = NULL;
-	if (!e->envp) {
+	if (!a->envp) {
 		job_finish(a, -1, "Cannot build the job's environment", NULL);
 		return;
 	}
 	timer_set(&a->deadline, mono_now + a->job.timeout);
 	logmsg("tt-device-queue: job %s started on card %d", a->job.id, a->job.device);
-	run_iteration(a, e->envp);
-}
-
-static void
-job_envp_free(struct active *a)
-{
-	struct job_envp *e = &job_envs[card_index(a->card)];
-
-	free(e->envp);
-	free(e->block);
-	e->envp = NULL;
-	e->block = NULL;
+	run_iteration(a, a->envp);
 }
 
 static const char *
@@ -3076,7 +3059,7 @@ iteration_done(struct active *a, int code)
 	} else if (code != 0 || j->repeat_current >= j->repeat) {
 		job_finish(a, code, NULL, NULL);
 	} else {
-		run_iteration(a, job_envs[card_index(a->card)].envp);
+		run_iteration(a, a->envp);
 	}
 }
 
@@ -3265,11 +3248,8 @@ job_finish(struct active *a, int exit_code, const char *error, const char *trail
 	if (!card_known(a->card))
 		return; /* a job of a card no longer configured, failed at start-up */
 	count_outcome(a);
-	if (a->card->current == j) {
+	if (a->card->current == j)
 		sched_set_current(a->card, NULL);
-		if (j->mode == JOB_MODE_RUN)
-			job_envp_free(a);
-	}
 	recent_add(a->card, j);
 	logmsg("tt-device-queue: job %s on card %d finished: exit %d in %.2fs%s%s", j->id, j->device,
 	       exit_code, j->elapsed, error ? ": " : "", error ? error : "");
@@ -4509,9 +4489,6 @@ serve_main(int argc, char **argv)
 	read_boot_id();
 	open_store();
 	setup_cards();
-	job_envs = calloc((size_t)D.sched.ncards, sizeof(*job_envs));
-	if (!job_envs)
-		return 1;
 	setup_health_check();
 	recover();
 	retention_fired(NULL);

@@ -31,35 +31,6 @@ def body_of(raw):
     return raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
 
 
-def exchange(port, data, timeout=5.0):
-    """Send data on a new connection; return the first complete response (or what came)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    buf = b""
-    try:
-        try:
-            s.sendall(data)
-        except OSError:
-            pass  # the server may answer and close before taking all of a huge request
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if b"\r\n\r\n" in buf:
-                head, body = buf.split(b"\r\n\r\n", 1)
-                for line in head.split(b"\r\n")[1:]:
-                    k, _, v = line.partition(b":")
-                    if k.strip().lower() == b"content-length" and len(body) >= int(v):
-                        return buf
-            try:
-                chunk = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
-                break
-            if not chunk:
-                break
-            buf += chunk
-        return buf
-    finally:
-        s.close()
-
-
 def req(method, path, body=None, headers=b""):
     head = b"%s %s HTTP/1.1\r\nHost: x\r\n" % (method.encode(), path.encode("latin-1"))
     if body is None:
@@ -313,7 +284,7 @@ def test_malformed_requests_exact_status():
     tap.ok(len(BAD) >= 60, "the table holds at least 60 bad inputs (%d)" % len(BAD))
     served = []
     for name, data, want in BAD:
-        raw = exchange(D.port, data)
+        raw = raw_exchange(D.port, data, first=True)
         got = status_of(raw)
         ok = tap.ok(got == want, "%s: %d" % (name, want), "got %r" % raw[:300])
         if ok and want >= 400:
@@ -323,7 +294,7 @@ def test_malformed_requests_exact_status():
                 err = None
             tap.ok(isinstance(err, str) and err, "%s: JSON error body says why" % name,
                    body_of(raw)[:200])
-        if status_of(exchange(D.port, get("/status"))) != 200:
+        if status_of(raw_exchange(D.port, get("/status"), first=True)) != 200:
             served.append(name)
     tap.eq(served, [], "the daemon answered GET /status after every bad input")
     st = D.status()

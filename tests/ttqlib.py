@@ -301,19 +301,27 @@ class Daemon:
             "utf-8", "replace")
 
 
-def raw_exchange(port, data, timeout=5.0):
-    """Send raw bytes on a new connection; return everything read until close or timeout."""
+def raw_exchange(port, data, timeout=5.0, first=False):
+    """Send raw bytes on a new connection; return everything read until close or timeout, or
+    with first=True as soon as one complete response (by Content-Length) is there."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    buf = b""
     try:
-        s.sendall(data)
-        buf = b""
+        try:
+            s.sendall(data)
+        except OSError:
+            pass  # the server may answer and close before taking all of a huge request
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if first and b"\r\n\r\n" in buf:
+                head, body = buf.split(b"\r\n\r\n", 1)
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length" and len(body) >= int(v):
+                        return buf
             try:
                 chunk = s.recv(65536)
-            except socket.timeout:
-                break
-            except ConnectionResetError:
+            except (socket.timeout, ConnectionResetError):
                 break
             if not chunk:
                 break
