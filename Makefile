@@ -37,7 +37,7 @@ ttq.o: CFLAGS += -DTTQ_VERSION='"$(VERSION)"'
 tests/bin:
 	mkdir -p $@
 
-tests/bin/test_json: tests/test_json.c json.o tests/tap.h tests/guard.h | tests/bin
+tests/bin/test_json: tests/test_json.c json.o tests/tap.h tests/guard.h tests/utf8ref.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_json.c json.o
 tests/bin/test_http: tests/test_http.c http.o tests/tap.h tests/guard.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_http.c http.o
@@ -145,7 +145,7 @@ FUZZ_CC      ?= clang
 FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZERS       = tests/bin/fuzz_json tests/bin/fuzz_http tests/bin/fuzz_query tests/bin/fuzz_utf8
 
-tests/bin/fuzz_json: tests/fuzz_json.c json.c json.h | tests/bin
+tests/bin/fuzz_json: tests/fuzz_json.c tests/utf8ref.h json.c json.h | tests/bin
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_json.c json.c
 tests/bin/fuzz_utf8: tests/fuzz_utf8.c json.c json.h | tests/bin
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_utf8.c json.c

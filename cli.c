@@ -2215,6 +2215,18 @@ after_submit(struct cli *c, const struct opts *o, const char *id, struct doc *d,
 	return rc;
 }
 
+/* Terminate the built command; ST_FAIL when building it ran out of memory. */
+static int
+cmd_done(struct opts *o)
+{
+	json_buf_add(&o->cmd, "", 1);
+	if (o->cmd.oom) {
+		errmsg("out of memory");
+		return ST_FAIL;
+	}
+	return ST_OK;
+}
+
 /* The job's command from the words after the options: one word verbatim, several quoted. */
 static int
 command_words(const struct args *a, struct opts *o)
@@ -2237,12 +2249,7 @@ command_words(const struct args *a, struct opts *o)
 			sh_quote(&o->cmd, a->argv[k]);
 		}
 	}
-	json_buf_add(&o->cmd, "", 1);
-	if (o->cmd.oom) {
-		errmsg("out of memory");
-		return ST_FAIL;
-	}
-	return ST_OK;
+	return cmd_done(o);
 }
 
 /* run and queue: submit the command after the options; run follows it. */
@@ -2468,12 +2475,7 @@ python_cmd(struct opts *o, const char *script)
 		json_buf_add(&o->cmd, " ", 1);
 		sh_quote(&o->cmd, o->pyargs[k]);
 	}
-	json_buf_add(&o->cmd, "", 1);
-	if (o->cmd.oom) {
-		errmsg("out of memory");
-		return ST_FAIL;
-	}
-	return ST_OK;
+	return cmd_done(o);
 }
 
 static int

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "utf8ref.h"
 
 #define CHECK(c)                                                                                   \
 	do {                                                                                       \
@@ -34,34 +35,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dec[1 << 16];
 
-/* Well-formed UTF-8? Written from the code point ranges, independently of json.c. */
-static int
-valid_utf8(const unsigned char *s, size_t n)
-{
-	size_t i = 0, k, len;
-	unsigned long cp;
-
-	while (i < n) {
-		len = s[i] < 0x80         ? 1
-		      : (s[i] >> 5) == 6  ? 2
-		      : (s[i] >> 4) == 14 ? 3
-		      : (s[i] >> 3) == 30 ? 4
-		                          : 0;
-		if (len == 0 || n - i < len)
-			return 0;
-		cp = len == 1 ? s[i] : s[i] & (0x7f >> len);
-		for (k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-		    (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
-			return 0;
-		i += len;
-	}
-	return 1;
-}
 
 static void
 check_string(const char *src, const struct json_tok *t)

@@ -16,6 +16,7 @@
 
 #include "json.h"
 #include "tap.h"
+#include "utf8ref.h"
 
 #define REGION (8 * 1024 * 1024) /* readable bytes before the guard page */
 #include "guard.h"
@@ -709,32 +710,6 @@ random_utf8(char *s, size_t max)
 		}
 	}
 	return n;
-}
-
-/* Is s[0..n) well-formed UTF-8?  Written independently of json.c, by code point ranges. */
-static int
-valid_utf8(const unsigned char *s, size_t n)
-{
-	size_t i = 0, k, len;
-	unsigned long cp;
-
-	while (i < n) {
-		len = s[i] < 0x80 ? 1 : (s[i] >> 5) == 6 ? 2 : (s[i] >> 4) == 14 ? 3
-			: (s[i] >> 3) == 30 ? 4 : 0;
-		if (len == 0 || n - i < len)
-			return 0;
-		cp = len == 1 ? s[i] : s[i] & (0x7f >> len);
-		for (k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-		    (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
-			return 0;
-		i += len;
-	}
-	return 1;
 }
 
 static void
