@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 
-from ttqlib import BINARY, Daemon, pid_alive, q, run_tests, tap, wait_until
+from ttqlib import BINARY, Daemon, free_port, pid_alive, q, run_tests, tap, wait_until
 
 
 def read_pid(path):
@@ -33,7 +33,7 @@ def test_second_daemon_on_same_log_dir_refused():
     j = d.submit("touch %s; sleep 1; echo end" % q(ready))
     wait_until(lambda: os.path.exists(ready), 10, "job running")
     queued = d.submit("echo queued-once >> %s" % q(d.path("count")))
-    env = dict(d.env, TT_DEVICE_PORT=str(d.port + 1 if d.port < 65535 else d.port - 1))
+    env = dict(d.env, TT_DEVICE_PORT=str(free_port()))  # a free port: only the log dir clashes
     p = subprocess.run([BINARY, "serve"], env=env, capture_output=True, timeout=10)
     tap.eq(p.returncode, 1, "a second serve on the same log dir exits 1")
     tap.ok(b"another tt-device-queue serve" in p.stderr, "saying another daemon uses it",
