@@ -820,6 +820,28 @@ def test_database_and_folders_private():
     tap.eq(mode("jobs.sqlite3"), "0o600", "an older, wider database file is tightened to 0600")
 
 
+def test_log_dir_spreads_job_folders():
+    """The log dir is a top directory for ext2/3/4's allocator (lsattr shows T), so job
+    folders are spread over block groups (issue #8); where the file system has no such flags
+    the daemon serves all the same."""
+    d = fast_daemon()
+    d.start()
+    r = run_tool(["lsattr", "-d", d.log_dir])
+    flags = r.returncode == 0
+    if flags:
+        tap.ok("T" in r.stdout.split()[0], "the log dir carries the top-directory flag",
+               r.stdout.strip())
+    else:
+        tap.ok("not supported" in r.stderr.lower() or "inappropriate" in r.stderr.lower(),
+               "no inode flags on this file system (lsattr: %s)" % r.stderr.strip())
+    d.wait_done(d.submit("true")["job_id"])
+    r = run_tool(["chattr", "-T", d.log_dir])
+    d.restart()
+    r = run_tool(["lsattr", "-d", d.log_dir])
+    tap.ok(not flags or (r.returncode == 0 and "T" in r.stdout.split()[0]),
+           "a log dir that lost it gets it back at the next start", r.stdout.strip())
+
+
 TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_start_on_full_disk_comes_up_degraded,
          test_immutable_wal_degrades_and_recovers, test_locked_database_degrades_and_recovers,
@@ -828,6 +850,6 @@ TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,
          test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
          test_database_and_folders_private, test_cancel_refused_while_degraded,
-         test_recent_forgets_deleted_jobs)
+         test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders)
 # TTQ_TESTS=substring runs only the matching tests (while working on one)
 run_tests(*[t for t in TESTS if os.environ.get("TTQ_TESTS", "") in t.__name__])
