@@ -2,7 +2,14 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+# libraries of the dynamic link (LINK=dynamic) and of the test programs
 LDLIBS  = -lsqlite3 -lm
+# LINK=static (the default): ./tt-device-queue is one fully static executable (libsqlite3.a and
+# glibc's libc.a inside, see `make static` below): no shared-library pages, so the daemon's
+# memory stays within issue #8's 4 MiB, and the file runs on any Linux host of its architecture.
+# LINK=dynamic links libsqlite3.so and glibc dynamically; `make asan` uses it, since the
+# sanitizer runtimes cannot link -static. Changing LINK relinks (build/link.* records it).
+LINK    ?= static
 PREFIX  ?= /usr/local
 DESTDIR ?=
 PROVE   ?= prove
@@ -11,14 +18,32 @@ VERSION = 0.1.0
 
 BIN     = tt-device-queue
 OBJS    = ttq.o http.o json.o sched.o store.o proc.o cli.o
-UNIT    = tests/bin/test_json tests/bin/test_http tests/bin/test_sched tests/bin/test_store tests/bin/test_proc
+UNIT    = tests/bin/test_json tests/bin/test_http tests/bin/test_sched tests/bin/test_store tests/bin/test_proc \
+          tests/bin/test_shim
 # integration tests: Python scripts that start the real daemon and print TAP
 ITESTS  = $(wildcard tests/t_*.py)
 
+# the static build's pieces (shared with `make static`, whose own objects live in build/static)
+STATIC_DIR  = build/static
+SQLITE_A   ?= $(shell $(CC) -print-file-name=libsqlite3.a)
+OBJCOPY    ?= objcopy
+HEADERS     = http.h json.h sched.h store.h proc.h cli.h
+
 all: $(BIN)
 
-$(BIN): $(OBJS)
+ifeq ($(LINK),static)
+$(BIN): $(OBJS) static_shim.o $(STATIC_DIR)/libsqlite3-shim.a build/link.$(LINK)
+	$(CC) -static $(CFLAGS) $(LDFLAGS) -o $@ $(OBJS) static_shim.o \
+		$(STATIC_DIR)/libsqlite3-shim.a -lm
+else ifeq ($(LINK),dynamic)
+$(BIN): $(OBJS) build/link.$(LINK)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
+else
+$(error LINK must be static or dynamic, not '$(LINK)')
+endif
+
+build/link.$(LINK):
+	mkdir -p build && rm -f build/link.* && touch $@
 
 ttq.o: ttq.c http.h json.h sched.h store.h proc.h cli.h health_check.inc
 http.o: http.c http.h
@@ -27,6 +52,8 @@ sched.o: sched.c sched.h
 store.o: store.c store.h sched.h
 proc.o: proc.c proc.h
 cli.o: cli.c cli.h json.h
+static_shim.o: packaging/static_shim.c packaging/static_shim.h
+	$(CC) $(CFLAGS) -c -o $@ packaging/static_shim.c
 
 # health_check.py embedded so a copied binary keeps its default health check (SPEC 4)
 health_check.inc: health_check.py
@@ -47,6 +74,8 @@ tests/bin/test_store: tests/test_store.c store.o sched.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_store.c store.o sched.o $(LDLIBS)
 tests/bin/test_proc: tests/test_proc.c proc.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_proc.c proc.o
+tests/bin/test_shim: tests/test_shim.c static_shim.o packaging/static_shim.h tests/tap.h | tests/bin
+	$(CC) $(CFLAGS) -I. -o $@ tests/test_shim.c static_shim.o
 
 # performance figures of issue #8 against the real daemon (prints figures; not a test);
 # BENCH_FULL=1 for the full counts, BENCH_ONLY=name,... for some figures (tests/bench.c)
@@ -68,45 +97,50 @@ demo: $(BIN) tests/bin/test_json
 test: $(BIN) $(UNIT)
 	$(PROVE) --exec '' $(UNIT) $(ITESTS)
 
-# the same suite under AddressSanitizer and UndefinedBehaviorSanitizer
 # the same suite under AddressSanitizer and UndefinedBehaviorSanitizer, built in a copy of the
-# tree (build/asan-tree) so the normal build here is left alone
+# tree (build/asan-tree) so the normal build here is left alone; linked dynamically (LINK)
 ASAN_DIR   = build/asan-tree
 ASAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 asan:
 	rm -rf $(ASAN_DIR) && mkdir -p $(ASAN_DIR)
 	tar -c --exclude=./build --exclude=./.git . | tar -x -C $(ASAN_DIR)
 	$(MAKE) -C $(ASAN_DIR) clean
-	$(MAKE) -C $(ASAN_DIR) test CFLAGS='$(ASAN_FLAGS)' LDFLAGS='-fsanitize=address,undefined'
+	$(MAKE) -C $(ASAN_DIR) test CFLAGS='$(ASAN_FLAGS)' LDFLAGS='-fsanitize=address,undefined' \
+		LINK=dynamic
 
 # everything CI runs: the suite on the normal build, then again under the sanitizers
 check: test asan
 
-# `make static`: one fully static executable for copy-deploy (libsqlite3.a from libsqlite3-dev,
-# libc.a from libc6-dev). Its own objects in build/static, so it never mixes with the default or
-# sanitizer builds. A static binary cannot safely use glibc's dlopen or name-resolving
-# getaddrinfo on another host: SQLite's copy gets its dl* calls renamed to the stubs of
-# packaging/static_shim.c (only extensions use them; we load none) and its
-# getaddrinfo takes numeric addresses and localhost, so the link has no warnings.
+# The static link (libsqlite3.a from libsqlite3-dev, libc.a from libc6-dev), of `make` with
+# LINK=static and of `make static`. A static binary cannot safely use glibc's dlopen or
+# name-resolving getaddrinfo on another host: SQLite's copy gets its dl* calls renamed to the
+# stubs of packaging/static_shim.c (only extensions use them; we load none) and its
+# getaddrinfo takes numeric addresses, /etc/hosts names and localhost, so the link has no
+# warnings. The hooks of SQLite's built-in extensions (FTS3/4, FTS5, R*Tree, sqlite_stmt,
+# dbstat; unused here) are renamed to no-ops there too, which keeps their code, about 320 KiB
+# of every daemon's resident memory, out of the link. `make static` builds
+# tt-device-queue-static the same way as ./tt-device-queue with LINK=static, from its own
+# objects in build/static, whatever LINK and CFLAGS say, so it never mixes with the sanitizer
+# build (tests/t_ops.py builds and runs it in that tree too).
 STATIC_BIN  = tt-device-queue-static
-STATIC_DIR  = build/static
 STATIC_OBJS = $(addprefix $(STATIC_DIR)/,$(OBJS) static_shim.o)
-SQLITE_A   ?= $(shell $(CC) -print-file-name=libsqlite3.a)
-OBJCOPY    ?= objcopy
-HEADERS     = http.h json.h sched.h store.h proc.h cli.h
 
 static: $(STATIC_BIN)
 
-$(STATIC_BIN): $(STATIC_OBJS) $(STATIC_DIR)/libsqlite3-nodl.a
-	$(CC) -static $(CFLAGS) -o $@ $(STATIC_OBJS) $(STATIC_DIR)/libsqlite3-nodl.a -lm
+$(STATIC_BIN): $(STATIC_OBJS) $(STATIC_DIR)/libsqlite3-shim.a
+	$(CC) -static $(CFLAGS) -o $@ $(STATIC_OBJS) $(STATIC_DIR)/libsqlite3-shim.a -lm
 
-$(STATIC_DIR)/libsqlite3-nodl.a: | $(STATIC_DIR)
-	$(OBJCOPY) $(foreach f,dlopen dlsym dlclose dlerror,--redefine-sym $(f)=ttq_static_$(f)) \
-		$(SQLITE_A) $@
+SQLITE_RENAMES = $(foreach f,dlopen dlsym dlclose dlerror,$(f)=ttq_static_$(f)) \
+                 sqlite3Fts3Init=ttq_static_fts3_init sqlite3Fts5Init=ttq_static_fts5_init \
+                 sqlite3RtreeInit=ttq_static_rtree_init \
+                 sqlite3StmtVtabInit=ttq_static_stmt_vtab_init \
+                 sqlite3DbstatRegister=ttq_static_dbstat_init
+$(STATIC_DIR)/libsqlite3-shim.a: $(SQLITE_A) | $(STATIC_DIR)
+	$(OBJCOPY) $(addprefix --redefine-sym ,$(SQLITE_RENAMES)) $(SQLITE_A) $@
 
 $(STATIC_DIR)/%.o: %.c $(HEADERS) | $(STATIC_DIR)
 	$(CC) $(CFLAGS) -c -o $@ $<
-$(STATIC_DIR)/static_shim.o: packaging/static_shim.c | $(STATIC_DIR)
+$(STATIC_DIR)/static_shim.o: packaging/static_shim.c packaging/static_shim.h | $(STATIC_DIR)
 	$(CC) $(CFLAGS) -c -o $@ $<
 $(STATIC_DIR)/ttq.o: health_check.inc
 $(STATIC_DIR)/ttq.o: CFLAGS += -DTTQ_VERSION='"$(VERSION)"'
@@ -114,9 +148,9 @@ $(STATIC_DIR)/ttq.o: CFLAGS += -DTTQ_VERSION='"$(VERSION)"'
 $(STATIC_DIR):
 	mkdir -p $@
 
-# `make install PREFIX=/usr/local DESTDIR=`: the executable, the man page, bash completion.
-# INSTALL_BIN=tt-device-queue-static installs the static build instead. A per-user install
-# with the systemd unit is ./install.sh.
+# `make install PREFIX=/usr/local DESTDIR=`: the executable (./tt-device-queue, static unless
+# LINK=dynamic; INSTALL_BIN=tt-device-queue-static installs `make static`'s), the man page,
+# bash completion. A per-user install with the systemd unit is ./install.sh.
 INSTALL_BIN ?= $(BIN)
 BINDIR       = $(PREFIX)/bin
 MANDIR       = $(PREFIX)/share/man/man1
@@ -165,7 +199,8 @@ fuzz: $(FUZZERS)
 	done
 
 clean:
-	rm -f $(BIN) $(OBJS) health_check.inc health_check.inc.tmp $(STATIC_BIN)
+	rm -f $(BIN) $(OBJS) static_shim.o health_check.inc health_check.inc.tmp $(STATIC_BIN)
+	rm -f build/link.*
 	rm -rf tests/bin $(STATIC_DIR)
 
 .PHONY: all test check asan clean fuzz stress demo bench static install uninstall lint

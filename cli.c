@@ -765,7 +765,10 @@ conn_open(struct cli *c)
 	hints.ai_flags = AI_NUMERICSERV;
 	gai = getaddrinfo(c->host, c->port, &hints, &res);
 	if (gai != 0)
-		return fail(c, "cannot resolve '%s': %s", c->host, gai_strerror(gai));
+		return fail(c, "cannot resolve '%s': %s%s", c->host, gai_strerror(gai),
+			    gai == EAI_NONAME ? " (give an IP address, localhost or a name in "
+						"/etc/hosts: the static build asks no DNS)"
+					      : "");
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
 		rc = connect_one(c, ai, until);
 		if (rc != ST_FAIL)
