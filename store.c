@@ -42,7 +42,15 @@
 #include "store.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
-#define BUSY_TIMEOUT_MS 2000
+/*
+ * How long a statement waits for another process's lock. At open, before the loop runs,
+ * waiting is harmless. Once serving, every wait stops the whole daemon: with 2 s, a lock held
+ * elsewhere (an operator's BEGIN in the sqlite3 shell) left /status unanswered 2 s of every
+ * 3 while the degraded store retried each second. 100 ms still lets short writes by others
+ * through without degrading.
+ */
+#define BUSY_TIMEOUT_OPEN_MS 2000
+#define BUSY_TIMEOUT_MS 100
 #define ERRLEN 512
 
 /* The tables and SQL below are laid out by hand. */
@@ -420,7 +428,7 @@ connect_db(struct store *st, const char *path)
 	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK)
 		return set_err(st, "%s", st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
-	sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+	sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_OPEN_MS);
 	return exec_sql(st, "setting synchronous=FULL", "PRAGMA synchronous = FULL");
 }
 
@@ -592,8 +600,10 @@ store_open(const char *path, char *err, size_t errlen)
 	}
 	mask = umask(077);
 	if (create_file(st, path) == 0 && connect_db(st, path) == 0 && setup_schema(st) == 0 &&
-	    set_wal(st) == 0 && prepare_all(st) == 0)
+	    set_wal(st) == 0 && prepare_all(st) == 0) {
+		sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
 		rc = 0;
+	}
 	umask(mask);
 	if (rc == 0)
 		return st;

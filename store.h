@@ -40,7 +40,8 @@ struct store_card {
 
 /*
  * Open (creating if needed, mode 0600) the database at path, set WAL, synchronous=FULL and a
- * busy timeout, create or migrate the schema. Returns the handle, or NULL with a message in
+ * busy timeout (2 s while opening, then 100 ms: a wait blocks the daemon's loop), create or
+ * migrate the schema. Returns the handle, or NULL with a message in
  * err[0..errlen) (refusals of old/new schemas say to use a fresh logs-v2/). Close with
  * store_close().
  */
