@@ -26,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ttqlib import Daemon, pid_alive, q, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import Daemon, gate, open_gate, pid_alive, q, run_tests, tap, wait_until  # noqa: E402
 
 MARK = "TTQ_DURABILITY_MARK"  # env var carried by every job of a test, to find leftovers
 DAY = 86400.0
@@ -55,16 +55,6 @@ def ledger_counts(ledger):
             return collections.Counter(f.read().split())
     except FileNotFoundError:
         return collections.Counter()
-
-
-def gate(d, name):
-    """(path, shell loop) of a file a job waits for; open_gate(path) releases it."""
-    path = d.path(name)
-    return path, "while [ ! -e %s ]; do sleep 0.02; done" % q(path)
-
-
-def open_gate(path):
-    open(path, "a").close()
 
 
 def marked_pids(mark):

@@ -9,17 +9,7 @@ import sqlite3
 import threading
 import time
 
-from ttqlib import Daemon, pid_alive, q, run_tests, tap, wait_until
-
-
-def gate(d, name):
-    """A file a job waits for; open_gate() releases it."""
-    path = d.path(name)
-    return path, "while [ ! -e %s ]; do sleep 0.02; done" % q(path)
-
-
-def open_gate(path):
-    open(path, "a").close()
+from ttqlib import Daemon, gate, open_gate, pid_alive, q, run_tests, tap, wait_until
 
 
 def read_lines(path):

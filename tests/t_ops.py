@@ -19,7 +19,7 @@ import tempfile
 import time
 
 import ttqlib
-from ttqlib import ROOT, Daemon, free_port, q, run_tests, tap, wait_until
+from ttqlib import ROOT, Daemon, free_port, gate, q, run_tests, tap, wait_until
 
 
 # ---------------------------------------------------------------- sd_notify
@@ -65,11 +65,6 @@ class NotifySocket:
 
     def close(self):
         self.sock.close()
-
-
-def gate(d, name):
-    path = d.path(name)
-    return path, "while [ ! -e %s ]; do sleep 0.02; done" % q(path)
 
 
 def ctxt_switches(pid):

@@ -64,6 +64,16 @@ def run_tests(*funcs):
     tap.done()
 
 
+def gate(d, name):
+    """(path, shell loop) of a file a job waits for; open_gate(path) releases it."""
+    path = d.path(name)
+    return path, "while [ ! -e %s ]; do sleep 0.02; done" % q(path)
+
+
+def open_gate(path):
+    open(path, "a").close()
+
+
 def wait_until(fn, timeout=10.0, what="condition", interval=0.02):
     deadline = time.monotonic() + timeout
     while True:
