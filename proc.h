@@ -37,6 +37,15 @@ struct proc_opts {
 pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen);
 
 /*
+ * Move the calling process off the CPU it runs on, then allow it again every CPU it had
+ * (issue #8). A child just started by proc_spawn was placed on the caller's CPU and may still be
+ * in exec there; the daemon's work after a start (meta.json, the next job's folder) would
+ * delay the job by 0.1-0.2 ms on that CPU. Best effort and silent: with one allowed CPU, or
+ * when a call fails, nothing changes. errno is preserved.
+ */
+void proc_step_aside(void);
+
+/*
  * The calling process's children, from /proc/self/task/<pid>/children (the daemon is one
  * thread, so these are all of them). Fills out[0..cap) and returns the count (children beyond
  * cap are left out), or -1 with errno when the file cannot be read.
