@@ -1153,9 +1153,24 @@ retention_delete(struct store *st, const struct idlist *ids)
 	return 0;
 }
 
+/* Keep in ids only those cb agrees to delete (their folders are gone); the rest wait. */
+static void
+retention_filter(struct idlist *ids, int (*cb)(void *ctx, const char *id), void *ctx)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < ids->n; i++) {
+		if (!cb || cb(ctx, ids->v[i]) == 0)
+			ids->v[k++] = ids->v[i];
+		else
+			free(ids->v[i]);
+	}
+	ids->n = k;
+}
+
 int
 store_retention(struct store *st, double older_than, long long keep,
-                void (*cb)(void *ctx, const char *id), void *ctx)
+                int (*cb)(void *ctx, const char *id), void *ctx)
 {
 	struct idlist ids = {NULL, 0, 0};
 	int rc, n;
@@ -1165,14 +1180,14 @@ store_retention(struct store *st, double older_than, long long keep,
 	if (store_begin(st) != 0)
 		return -1;
 	rc = retention_select(st, older_than, keep, &ids);
-	if (rc == 0)
+	if (rc == 0) {
+		retention_filter(&ids, cb, ctx);
 		rc = retention_delete(st, &ids);
+	}
 	if (rc == 0)
 		rc = store_commit(st);
 	else
 		rollback_quiet(st);
-	for (size_t i = 0; rc == 0 && cb && i < ids.n; i++)
-		cb(ctx, ids.v[i]);
 	n = rc == 0 ? (int)ids.n : -1;
 	idlist_free(&ids);
 	return n;

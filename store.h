@@ -98,11 +98,13 @@ int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c
 
 /*
  * Delete completed jobs finished before older_than (epoch seconds; 0 = no age limit) and all
- * completed jobs beyond the newest `keep` (keep < 0 = no count limit), in one transaction.
- * Calls cb with each deleted id after the commit, so the caller removes the job folders.
- * Returns the number deleted.
+ * completed jobs beyond the newest `keep` (keep < 0 = no count limit), in one transaction
+ * (SPEC 9, retention). Before any row goes, cb(ctx, id) removes what the caller keeps for that
+ * job (its folder): 0 lets the row be deleted, -1 keeps it for the next pass. So a folder never
+ * outlives its row: a failed removal or a crash before the commit leaves a row that the next
+ * pass finds again. cb may be NULL. Returns the number of rows deleted, or -1 (none deleted).
  */
 int store_retention(struct store *st, double older_than, long long keep,
-		    void (*cb)(void *ctx, const char *id), void *ctx);
+		    int (*cb)(void *ctx, const char *id), void *ctx);
 
 #endif

@@ -3938,17 +3938,25 @@ remove_job_dir(const char *id)
 	return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
-/* A folder left behind is a maintenance warning (SPEC 9): its disk space is not reclaimed. */
-static void
+/*
+ * The folder goes before the row (store_retention), so one that cannot be removed keeps its
+ * job: a maintenance warning (SPEC 9) at every pass until an operator clears the obstacle,
+ * and then the next pass removes both. Deleting the row first would leave the folder behind
+ * for good, known to nobody.
+ */
+static int
 retention_cb(void *ctx, const char *id)
 {
 	(void)ctx;
-	recent_forget(id);
-	if (remove_job_dir(id) == 0)
-		return;
+	if (remove_job_dir(id) == 0) {
+		recent_forget(id);
+		return 0;
+	}
 	snprintf(D.maintenance_warning, sizeof(D.maintenance_warning),
-		 "retention could not remove the folder of job %s: %s", id, strerror(errno));
+		 "retention could not remove the folder of job %s (the job is kept): %s", id,
+		 strerror(errno));
 	logmsg("tt-device-queue: %s", D.maintenance_warning);
+	return -1;
 }
 
 static void

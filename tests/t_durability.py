@@ -789,10 +789,16 @@ def test_retention_failure_is_a_warning_not_a_stop():
         warning = d.status()["worker"]["maintenance_warning"]
         tap.ok(warning and old in warning, "a folder retention cannot remove is a "
                "maintenance_warning naming the job", warning)
-        tap.eq(d.get("/job/" + old).status, 404, "the job itself is deleted all the same")
+        tap.eq(d.get("/job/" + old).status, 200,
+               "the job is kept while its folder stays, so a later pass can still find it")
         tap.eq(d.wait_done(d.submit("true")["job_id"])["exit_code"], 0, "and service goes on")
     finally:
         run_tool(["chattr", "-i", stuck])
+    d.stop()
+    d.start(env={"TT_DEVICE_RETENTION_DAYS": "1"})  # retention runs at start-up
+    tap.ok(d.get("/job/" + old).status == 404 and not os.path.exists(os.path.join(
+        d.log_dir, old)), "once the obstacle is gone, the next pass removes folder and job")
+    tap.eq(d.status()["worker"]["maintenance_warning"], None, "and the warning clears")
 
 
 # ---------------------------------------------------------------- permissions

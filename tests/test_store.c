@@ -712,21 +712,25 @@ test_cards(struct store *st)
 struct deleted {
 	struct store *st;
 	char ids[512];
-	int gone_at_cb; /* ids not found by get_job inside the callback */
+	int found_at_cb;    /* ids whose row get_job still finds inside the callback */
+	unsigned long keep; /* the callback refuses this job (its folder would not go) */
 };
 
-static void
+static int
 on_deleted(void *ctx, const char *id)
 {
 	struct deleted *d = ctx;
 	size_t len = strlen(d->ids);
+	unsigned long n = strtoul(id, NULL, 16);
 	struct job j;
 
-	snprintf(d->ids + len, sizeof(d->ids) - len, "%s%lu", len ? "," : "",
-	         strtoul(id, NULL, 16));
-	if (store_get_job(d->st, id, &j, NULL) == 0)
-		d->gone_at_cb++;
+	if (store_get_job(d->st, id, &j, NULL) == 1)
+		d->found_at_cb++;
 	sched_job_clear(&j);
+	if (n == d->keep)
+		return -1;
+	snprintf(d->ids + len, sizeof(d->ids) - len, "%s%lu", len ? "," : "", n);
+	return 0;
 }
 
 static void
@@ -734,6 +738,7 @@ test_retention(void)
 {
 	struct store *st = open_ok("retention.sqlite3");
 	struct deleted d = {.st = st, .ids = ""};
+	struct job j6;
 	int n = 0;
 
 	if (!ok(st != NULL, "open for retention"))
@@ -747,7 +752,7 @@ test_retention(void)
 	is_int(store_retention(st, 0, -1, on_deleted, &d), 0, "no limits: nothing deleted");
 	is_int(store_retention(st, 250, -1, on_deleted, &d), 2, "by age: 2 deleted");
 	is_str(d.ids, "1,2", "by age: finished before 250");
-	is_int(d.gone_at_cb, 2, "callback runs after the commit");
+	is_int(d.found_at_cb, 2, "the callback runs while the rows still exist");
 	d.ids[0] = '\0';
 	is_int(store_retention(st, 0, 2, on_deleted, &d), 2, "keep 2: 2 deleted");
 	ok(strcmp(d.ids, "3,4") == 0 || strcmp(d.ids, "4,3") == 0,
@@ -758,8 +763,14 @@ test_retention(void)
 	is_int(store_retention(st, 450, 5, on_deleted, &d), 1, "age and count together");
 	is_str(d.ids, "5", "the one older than 450");
 	d.ids[0] = '\0';
+	d.keep = 6; /* job 6's folder cannot be removed: its row stays for the next pass */
+	is_int(store_retention(st, 0, 0, on_deleted, &d), 0, "a job whose folder stays is kept");
+	ok(store_get_job(st, "00000000000000000000000000000006", &j6, NULL) == 1,
+	   "its row is still there");
+	sched_job_clear(&j6);
+	d.keep = 0;
 	is_int(store_retention(st, 0, 0, on_deleted, &d), 1, "keep 0 deletes every done job");
-	is_str(d.ids, "6", "the last done job");
+	is_str(d.ids, "6", "the last done job, once its folder goes");
 	is_int(store_load_active(st, count_only, &n), 2, "active jobs untouched");
 	is_int(store_retention(st, 1e12, 0, NULL, NULL), 0, "nothing left; NULL callback ok");
 	ok(store_begin(st) == 0 && store_retention(st, 1, 0, NULL, NULL) == -1,
