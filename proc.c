@@ -988,6 +988,39 @@ read_environ(const char *pid, char **buf, size_t *cap)
 }
 
 int
+proc_env_value(pid_t pid, const char *name, char *out, size_t outlen)
+{
+	char id[24], *buf = NULL;
+	size_t cap = 0, nlen = strlen(name), i = 0;
+	ssize_t n;
+	int found = 0;
+
+	snprintf(id, sizeof id, "%d", (int)pid);
+	n = read_environ(id, &buf, &cap);
+	if (n < 0) {
+		free(buf);
+		return -1;
+	}
+	while (i < (size_t)n && !found) {
+		const char *e = buf + i, *end = memchr(e, '\0', (size_t)n - i);
+		size_t len = end ? (size_t)(end - e) : (size_t)n - i;
+
+		if (len > nlen && e[nlen] == '=' && memcmp(e, name, nlen) == 0) {
+			size_t vlen = len - nlen - 1 < outlen ? len - nlen - 1 : outlen - 1;
+
+			if (outlen) {
+				memcpy(out, e + nlen + 1, vlen);
+				out[vlen] = '\0';
+			}
+			found = 1;
+		}
+		i += len + 1;
+	}
+	free(buf);
+	return found;
+}
+
+int
 proc_kill_marked(const char *marker)
 {
 	DIR *d = opendir("/proc");

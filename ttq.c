@@ -3138,23 +3138,44 @@ process_done(struct active *a)
 }
 
 /* A child was reaped: whatever is left of its group is killed (SPEC 6). */
+/*
+ * Whether a child of ours still belongs to a job or control command that runs: it is its
+ * process, or in its session (every one starts with setsid, so the session id is its pid), or,
+ * having left that session, it was started under the job's TT_DEVICE_JOB_ID. A background
+ * helper of a running job that came to us when its parent exited, `(server &)`, is not a stray.
+ */
 static bool
-is_running_pid(pid_t pid)
+owned_by_running(pid_t pid)
 {
-	int i;
+	pid_t sid = getsid(pid);
+	char id[40];
+	int i, env = -2;
 
-	for (i = 0; i < D.sched.ncards; i++)
-		if (D.sched.cards[i].current && active_of(D.sched.cards[i].current)->pid == pid)
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct job *j = D.sched.cards[i].current;
+		struct active *a = j ? active_of(j) : NULL;
+
+		if (!a || a->pid <= 0)
+			continue;
+		if (a->pid == pid || a->pid == sid)
 			return true;
+		if (a->job.mode == JOB_MODE_RESET)
+			continue; /* control commands carry no job id */
+		if (env == -2)
+			env = proc_env_value(pid, "TT_DEVICE_JOB_ID", id, sizeof(id));
+		if (env == 1 && strcmp(id, a->job.id) == 0)
+			return true;
+	}
 	return false;
 }
 
 /*
- * Kill our children that are not a running job or control command: descendants of a finished
- * job that left its process group (setsid) and came to us when their parent died (we are the
- * child subreaper). Their own groups go with them. Called when a process ends and whenever a
- * stray is reaped, so a chain of them unwinds one generation per reap: no straggler keeps a
- * card (SPEC 6).
+ * Kill our children that belong to no running job or control command: descendants of a
+ * finished job that came to us when their parent died (we are the child subreaper), in its
+ * session or one of their own (setsid). Their own groups go with them. Called when a process
+ * ends and whenever a stray is reaped, so a chain of them unwinds one generation per reap: no
+ * straggler keeps a card (SPEC 6), and the helpers of jobs still running on other cards, or of
+ * the same job, are left alone.
  */
 static void
 kill_strays(void)
@@ -3163,7 +3184,7 @@ kill_strays(void)
 	int n = proc_children(kids, 512), i;
 
 	for (i = 0; i < n; i++) {
-		if (kids[i] == D.guardian_pid || is_running_pid(kids[i]))
+		if (kids[i] == D.guardian_pid || owned_by_running(kids[i]))
 			continue;
 		proc_kill_group(kids[i], SIGKILL);
 		kill(kids[i], SIGKILL);

@@ -58,6 +58,28 @@ def test_setsid_straggler_killed_when_job_ends():
     tap.ok(gone(pid), "a child that left the job's session is killed when the job ends")
 
 
+def test_helpers_of_running_jobs_are_not_strays():
+    """A running job's background helpers that came to the daemon when their parent exited
+    (`(cmd &)`, or a setsid'd one) live as long as their job: neither another of its orphans
+    dying nor a job ending on the other card kills them. Once their job ends they go."""
+    d = Daemon().start()
+    ready, pidf = d.path("ready"), d.path("helper.pid")
+    a = d.submit("(sleep 0.2 &); ((sleep 1.5; echo in-session-helper-done) &); "
+                 "(setsid sh -c 'echo $$ > %s; sleep 1.5; echo own-session-helper-done; "
+                 "exec sleep 300' & ); touch %s; sleep 3" % (q(pidf), q(ready)),
+                 device_id="0")
+    wait_until(lambda: os.path.exists(ready), 10, "job on card 0 running")
+    b = d.submit("sleep 0.3", device_id="1")
+    tap.eq(d.wait_done(b["job_id"])["exit_code"], 0, "a job on card 1 ends meanwhile")
+    tap.eq(d.wait_done(a["job_id"])["exit_code"], 0, "the job with helpers ends")
+    log = d.log_text(a["job_id"])
+    tap.ok("in-session-helper-done" in log,
+           "its orphaned helper in its session finished its work", log)
+    tap.ok("own-session-helper-done" in log,
+           "so did the helper that left its session (it carries the job's id)", log)
+    tap.ok(gone(read_pid(pidf)), "which is killed once its job has ended")
+
+
 def test_setsid_straggler_killed_on_sigterm():
     d = Daemon().start()
     pidf = d.path("s.pid")
@@ -152,6 +174,7 @@ def test_stalled_readers_do_not_hold_workers():
 
 
 run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_killed_when_job_ends,
+          test_helpers_of_running_jobs_are_not_strays,
           test_setsid_straggler_killed_on_sigterm, test_setsid_straggler_killed_on_sigkill,
           test_job_environment_and_umask, test_relative_log_dir_gives_absolute_paths,
           test_kill_device_during_reset_says_so, test_run_gets_final_status_when_daemon_stops,
