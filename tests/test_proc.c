@@ -313,7 +313,8 @@ test_env_passed(void)
 static void
 test_env_value(void)
 {
-	char *const argv[] = {"/bin/sh", "-c", "echo up; exec sleep 30", NULL};
+	/* No exec after "up": read while the shell itself runs, not mid-exec of another program. */
+	char *const argv[] = {"/bin/sh", "-c", "echo up; sleep 30", NULL};
 	char *const envp[] = {"TT_DEVICE_JOB_IDX=no", "A=1", "TT_DEVICE_JOB_ID=0123abcd", "C=",
 			      NULL};
 	char v[64], small[5], *out = NULL;
@@ -330,7 +331,7 @@ test_env_value(void)
 	ok(proc_env_value(pid, "TT_DEVICE", v, sizeof v) == 0, "a prefix is not a name");
 	ok(proc_env_value(pid, "TT_DEVICE_JOB_ID", small, sizeof small) == 1 &&
 	   !strcmp(small, "0123"), "a long value is cut to the buffer, NUL-terminated");
-	kill(pid, SIGKILL);
+	proc_kill_group(pid, SIGKILL);
 	wait_code(pid, 5000);
 	close(fd);
 	ok(proc_env_value(pid, "A", v, sizeof v) == -1, "a process that is gone: -1");
