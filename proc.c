@@ -262,6 +262,18 @@ child_set_oom(const char *oom)
 	close(fd);
 }
 
+/* The soft limit the caller had before it raised its own; the hard limit stays. */
+CHILD_CODE static void
+child_set_nofile(rlim_t soft)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && soft <= rl.rlim_max) {
+		rl.rlim_cur = soft;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 /* The child side of proc_spawn: async-signal-safe calls only, never returns. */
 CHILD_CODE static _Noreturn void
 child_exec(const struct proc_opts *o, int wfd, pid_t daemon, const char *oom)
@@ -282,6 +294,8 @@ child_exec(const struct proc_opts *o, int wfd, pid_t daemon, const char *oom)
 	child_set_oom(oom);
 	if (o->set_umask)
 		umask((mode_t)o->umask);
+	if (o->set_nofile)
+		child_set_nofile((rlim_t)o->nofile);
 	execve(o->argv[0], o->argv, envp);
 	child_fail(STDERR_FILENO, "cannot run ", o->argv[0], errno);
 }

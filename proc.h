@@ -23,6 +23,8 @@ struct proc_opts {
 	int oom_score_adj;  /* written to /proc/self/oom_score_adj in the child */
 	int set_umask;      /* non-zero: the child gets `umask` (else it keeps the daemon's) */
 	unsigned umask;
+	int set_nofile;     /* non-zero: the child's RLIMIT_NOFILE soft limit becomes nofile */
+	unsigned long long nofile;
 };
 
 /*

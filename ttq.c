@@ -725,6 +725,8 @@ static struct {
 	int listen_fd, listen_slot;
 	int sig_fd, sig_slot;
 	mode_t job_umask; /* the umask serve was started with, restored for jobs */
+	bool nofile_raised; /* raise_fd_limit raised ours: jobs get job_nofile back */
+	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
 	pid_t guardian_pid;
 	long long nconns;
 	long long busy_workers;
@@ -2940,7 +2942,8 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 {
 	struct proc_opts o = {.argv = argv, .envp = envp, .cwd = cwd,
 			      .oom_score_adj = (int)cfg.oom_score_adj,
-			      .set_umask = 1, .umask = D.job_umask};
+			      .set_umask = 1, .umask = D.job_umask,
+			      .set_nofile = D.nofile_raised, .nofile = D.job_nofile};
 	int fd;
 	pid_t pid;
 
@@ -4484,6 +4487,9 @@ raise_fd_limit(void)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
+	/* Jobs get the limit back: a program that uses select() counts on staying below 1024. */
+	D.job_nofile = rl.rlim_cur;
+	D.nofile_raised = true;
 	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
 		logmsg("tt-device-queue: RLIMIT_NOFILE allows %llu descriptors, fewer than "

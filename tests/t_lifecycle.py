@@ -6,6 +6,7 @@ Each test starts its own daemon. Waits are conditions with deadlines.
 """
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -121,6 +122,22 @@ def test_job_environment_and_umask():
            "the daemon's own folders stay private")
 
 
+def test_jobs_get_the_open_file_limit_serve_was_started_with():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        d = Daemon().start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    own = [ln.split()[3] for ln in open("/proc/%d/limits" % d.proc.pid)
+           if ln.startswith("Max open files")]
+    tap.ok(own and own[0] != "1024", "the daemon raised its own limit for its connections", own)
+    j = d.submit("ulimit -Sn")
+    d.wait_done(j["job_id"])
+    tap.eq(d.log_text(j["job_id"]).strip(), "1024",
+           "a job gets the soft limit serve was started with (select() needs < 1024 fds)")
+
+
 def test_relative_log_dir_gives_absolute_paths():
     d = Daemon(env={"TT_DEVICE_LOG_DIR": "rel/logs"}).start()
     j = d.submit("echo hi")
@@ -175,6 +192,7 @@ def test_stalled_readers_do_not_hold_workers():
 
 run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_killed_when_job_ends,
           test_helpers_of_running_jobs_are_not_strays,
+          test_jobs_get_the_open_file_limit_serve_was_started_with,
           test_setsid_straggler_killed_on_sigterm, test_setsid_straggler_killed_on_sigkill,
           test_job_environment_and_umask, test_relative_log_dir_gives_absolute_paths,
           test_kill_device_during_reset_says_so, test_run_gets_final_status_when_daemon_stops,
