@@ -893,6 +893,61 @@ proc_guardian_forget(pid_t pgid)
 	errno = e;
 }
 
+/* ------------------------------------------------------------------- group liveness */
+
+/* State and process group of /proc/<name>/stat; 0, or -1 when it cannot be read. */
+static int
+stat_state_pgrp(const char *name, char *state, long *pgrp)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%s/stat", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return -1;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+	if (!p || sscanf(p + 1, " %c %*d %ld", state, pgrp) != 2)
+		return -1;
+	return 0;
+}
+
+int
+proc_group_alive(pid_t pgid)
+{
+	DIR *d;
+	struct dirent *e;
+	int alive = 0;
+
+	if (pgid <= 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (kill(-pgid, 0) == -1 && errno == ESRCH)
+		return 0;
+	d = opendir("/proc");
+	if (!d)
+		return -1;
+	while (!alive && (e = readdir(d))) {
+		char state;
+		long pgrp;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		if (stat_state_pgrp(e->d_name, &state, &pgrp) == 0 && pgrp == (long)pgid &&
+		    state != 'Z' && state != 'X')
+			alive = 1;
+	}
+	closedir(d);
+	return alive;
+}
+
 /* ---------------------------------------------------------------------------- CPU hint */
 
 /* Affinity masks as the raw syscalls take them (<sched.h> is avoided, see the includes). */

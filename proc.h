@@ -48,6 +48,14 @@ pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errle
 void proc_step_aside(void);
 
 /*
+ * Whether process group pgid still has a living member: one that is not a zombie (a zombie
+ * holds no card, SPEC 6). kill(-pgid, 0) answers the usual case, an empty group, in one call;
+ * only when it finds members is /proc read to tell the living from zombies. Returns 1 or 0, or
+ * -1 with errno for pgid <= 1 (never a job's group) or when /proc cannot be read.
+ */
+int proc_group_alive(pid_t pgid);
+
+/*
  * The calling process's children, from /proc/self/task/<pid>/children (the daemon is one
  * thread, so these are all of them). Fills out[0..cap) and returns the count (children beyond
  * cap are left out), or -1 with errno when the file cannot be read.

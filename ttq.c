@@ -16,7 +16,9 @@
  *     store degraded: that iteration's submissions are answered 503 instead, dispatch stops,
  *     and the dirty records are retried every second until a commit succeeds.
  *   - A job is finished only when its shell was reaped and its pipe reached EOF (or the
- *     straggler bound passed); then whatever is left of its process group is killed.
+ *     straggler bound passed); then whatever is left of its process group is killed, and the
+ *     card stays busy until none of it is alive (a killed process holds the card until its
+ *     memory is torn down).
  *   - The guardian process (proc.c) kills every job's process group if this process dies.
  *   - Under systemd (Type=notify) READY=1 goes out only once the listener is open and start-up
  *     recovery is committed; WATCHDOG=1 comes from a loop timer, so only a live loop pings.
@@ -76,6 +78,7 @@
 #define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
 #define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
+#define CLOSING_WARN 10.0     /* s a killed process may take to die before it is logged */
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s, SPEC 9 */
@@ -643,7 +646,11 @@ struct active {
 	double iter_started_mono; /* when the current process started */
 	struct timer deadline;    /* the whole job's timeout */
 	struct timer escalate;    /* SIGINT sent: SIGKILL when it fires */
-	struct timer straggler;   /* shell reaped: stop waiting for EOF when it fires */
+	struct timer straggler;   /* shell reaped: stop waiting for EOF (then for its group) */
+	pid_t closing_pgid;       /* shell over, its killed group not yet gone (process_done) */
+	double closing_since;     /* mono time the wait for it began */
+	double closing_backoff;   /* s until the next look */
+	bool closing_warned;      /* logged that it takes long */
 	int stop;                 /* enum stop_reason */
 	struct conn *waiters;     /* held /result and /logs long-polls */
 	char **envp;              /* a run job's environment, kept for its iterations */
@@ -3114,13 +3121,21 @@ iteration_done(struct active *a, int code)
 }
 
 static void reset_step_done(struct active *a, int code);
-static void kill_strays(void);
+static int kill_strays(void);
 
-/* The process of a was reaped and its output drained (or the straggler bound passed). */
+/*
+ * The process of a was reaped and its output drained (or the straggler bound passed). Its card
+ * is free only once nothing of it is alive: SIGKILL is not death, and a killed process keeps
+ * its files, the card's among them, until its memory is torn down (tens of ms per GiB). So
+ * its group is killed and looked at again, after 2 ms and then twice as long each time (at most
+ * 0.1 s), until it is empty (zombies aside, SPEC 6) and no stray of ours is left dying; only
+ * then does the next iteration, job or reset step start. The wait ends at the same place
+ * whether it lasted no time (the usual case: one kill(2) says the group is empty) or long.
+ */
 static void
 process_done(struct active *a)
 {
-	int code = proc_exit_code(a->wstatus);
+	int code = proc_exit_code(a->wstatus), left;
 
 	timer_stop(&a->straggler);
 	if (a->out_fd >= 0) {
@@ -3130,10 +3145,35 @@ process_done(struct active *a)
 		close(a->out_fd);
 		a->out_fd = -1;
 	}
-	proc_guardian_forget(a->pid);
-	a->pid = 0;
-	kill_strays();
-	timer_stop(&a->escalate);
+	if (a->pid > 0) {
+		a->closing_pgid = a->pid;
+		a->closing_since = mono_now;
+		a->closing_backoff = 0;
+		a->closing_warned = false;
+		a->pid = 0; /* no longer running: kill_strays takes what it left behind */
+		timer_stop(&a->escalate);
+	}
+	left = kill_strays();
+	if (proc_group_alive(a->closing_pgid) == 1) {
+		proc_kill_group(a->closing_pgid, SIGKILL);
+		left++;
+	}
+	if (left > 0) {
+		if (!a->closing_warned && mono_now - a->closing_since >= CLOSING_WARN) {
+			a->closing_warned = true;
+			logmsg("tt-device-queue: %s %s on card %d: processes still alive %.0f s after "
+			       "SIGKILL (stuck in the kernel?); the card waits for them",
+			       a->job.mode == JOB_MODE_RESET ? "reset" : "job", a->job.id,
+			       a->job.device, CLOSING_WARN);
+		}
+		a->closing_backoff = a->closing_backoff > 0 ? a->closing_backoff * 2 : 0.002;
+		if (a->closing_backoff > 0.1)
+			a->closing_backoff = 0.1;
+		timer_set(&a->straggler, mono_now + a->closing_backoff);
+		return;
+	}
+	proc_guardian_forget(a->closing_pgid); /* only now: should we die, it kills the group */
+	a->closing_pgid = 0;
 	if (a->job.mode == JOB_MODE_RESET)
 		reset_step_done(a, code);
 	else
@@ -3180,18 +3220,20 @@ owned_by_running(pid_t pid)
  * straggler keeps a card (SPEC 6), and the helpers of jobs still running on other cards, or of
  * the same job, are left alone.
  */
-static void
+static int
 kill_strays(void)
 {
 	pid_t kids[512];
-	int n = proc_children(kids, 512), i;
+	int n = proc_children(kids, 512), i, killed = 0;
 
 	for (i = 0; i < n; i++) {
 		if (kids[i] == D.guardian_pid || owned_by_running(kids[i]))
 			continue;
 		proc_kill_group(kids[i], SIGKILL);
 		kill(kids[i], SIGKILL);
+		killed++;
 	}
+	return killed; /* still dying, or dead and not yet reaped */
 }
 
 static void
@@ -3242,6 +3284,8 @@ job_timeout_fired(void *arg)
 		a->job.stop_requested_at = clock_wall();
 	if (a->pid > 0) {
 		proc_kill_group(a->pid, SIGKILL);
+	} else if (a->closing_pgid > 0) {
+		/* Already killed and awaited: process_done reports the timeout once it is gone. */
 	} else {
 		char *m = timeout_message(&a->job), trailer[256];
 

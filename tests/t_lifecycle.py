@@ -81,6 +81,34 @@ def test_helpers_of_running_jobs_are_not_strays():
     tap.ok(gone(read_pid(pidf)), "which is killed once its job has ended")
 
 
+HOLDER = """
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+fcntl.flock(f, fcntl.LOCK_EX)  # stands in for the card: held until the process is gone
+b = bytearray(1536 << 20)      # 1.5 GiB to tear down after SIGKILL: tens of ms
+for i in range(0, len(b), 4096):
+    b[i] = 1
+open(sys.argv[2], "w").close()
+time.sleep(600)
+"""
+
+
+def test_next_job_waits_until_the_killed_group_is_gone():
+    """A killed process holds its files (the card) until its memory is torn down: the next
+    job on the card must not start before then (SPEC 1: never two jobs on one card)."""
+    d = Daemon().start()
+    prog, lock, ready = d.path("holder.py"), d.path("card.lock"), d.path("ready")
+    open(prog, "w").write(HOLDER)
+    a = d.submit("python3 %s %s %s >/dev/null 2>&1 & while [ ! -e %s ]; do sleep 0.02; done"
+                 % (q(prog), q(lock), q(ready), q(ready)), device_id="0")
+    b = d.submit("flock -n %s true && echo card-free || echo card-still-held" % q(lock),
+                 device_id="0")
+    tap.eq(d.wait_done(a["job_id"], timeout=60)["exit_code"], 0, "the job with a big helper ends")
+    d.wait_done(b["job_id"])
+    tap.eq(d.log_text(b["job_id"]).strip(), "card-free",
+           "the next job starts only once the previous job's killed helper is gone")
+
+
 def test_setsid_straggler_killed_on_sigterm():
     d = Daemon().start()
     pidf = d.path("s.pid")
@@ -192,6 +220,7 @@ def test_stalled_readers_do_not_hold_workers():
 
 run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_killed_when_job_ends,
           test_helpers_of_running_jobs_are_not_strays,
+          test_next_job_waits_until_the_killed_group_is_gone,
           test_jobs_get_the_open_file_limit_serve_was_started_with,
           test_setsid_straggler_killed_on_sigterm, test_setsid_straggler_killed_on_sigkill,
           test_job_environment_and_umask, test_relative_log_dir_gives_absolute_paths,

@@ -337,6 +337,40 @@ test_env_value(void)
 	ok(proc_env_value(pid, "A", v, sizeof v) == -1, "a process that is gone: -1");
 }
 
+/*
+ * A group is alive while a member is not a zombie. Here the shell leaves a zombie child behind
+ * (sleep never waits for it), then the sleep itself is killed and left unreaped: the group
+ * still exists for kill(2), yet nothing in it can hold a card.
+ */
+static void
+test_group_alive(void)
+{
+	char *const argv[] = {"/bin/sh", "-c", "/bin/true & sleep 0.2; echo up; exec sleep 30",
+			      NULL};
+	char *out;
+	int fd, up;
+	siginfo_t si;
+	pid_t pid = spawn(argv, NULL, NULL, 0, &fd);
+
+	up = pid > 0 && strstr(out = read_until(fd, "up", 5000), "up") != NULL;
+	if (pid > 0)
+		free(out);
+	if (!ok(up, "group alive: a group with a zombie and a sleeping member"))
+		return;
+	is_int(proc_group_alive(pid), 1, "group alive: a sleeping member counts");
+	kill(pid, SIGKILL);
+	memset(&si, 0, sizeof si);
+	waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT); /* dead, not reaped: a zombie */
+	ok(kill(-pid, 0) == 0, "group alive: kill(2) still finds the group (zombies)");
+	is_int(proc_group_alive(pid), 0, "group alive: only zombies left: not alive");
+	wait_code(pid, 5000);
+	while (waitpid(-1, NULL, WNOHANG) > 0) /* the orphaned zombie came to us (subreaper) */
+		;
+	is_int(proc_group_alive(pid), 0, "group alive: an empty group");
+	ok(proc_group_alive(1) == -1 && proc_group_alive(0) == -1, "group alive: pgid <= 1: -1");
+	close(fd);
+}
+
 static void
 test_oom_and_fds(void)
 {
@@ -1093,6 +1127,7 @@ main(void)
 	test_exec_failure();
 	test_env_passed();
 	test_env_value();
+	test_group_alive();
 	test_oom_and_fds();
 	test_signal_reset();
 	test_kill_group_grandchild();
