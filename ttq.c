@@ -4343,8 +4343,22 @@ setup_cards(void)
 static int
 recent_cb(void *ctx, struct job *j, const char *output_file)
 {
+	char path[PATH_MAX];
+	struct stat st;
+
 	(void)output_file;
 	recent_add(ctx, j);
+	/*
+	 * meta.json is written one loop turn after the commit that finished its job; a crash in
+	 * between leaves a done job without it. Those jobs are among each card's newest, so the
+	 * missing files are written again here (into folders that still exist, never new ones).
+	 */
+	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
+	if (stat(path, &st) < 0 && errno == ENOENT) {
+		snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, j->id);
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			write_meta(j);
+	}
 	sched_job_clear(j);
 	return 0;
 }

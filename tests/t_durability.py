@@ -15,6 +15,7 @@ import collections
 import errno
 import hashlib
 import http.client
+import json
 import os
 import random
 import shutil
@@ -474,6 +475,37 @@ def test_recent_forgets_deleted_jobs():
     tap.eq(d.get("/job/" + ids[0]).status, 404, "the deleted job is gone")
 
 
+def test_meta_json_of_a_job_finished_just_before_a_crash():
+    """meta.json follows the commit that finished its job by one loop turn. The daemon is
+    killed (SIGKILL, by strace) exactly when it opens that file: the next start writes it."""
+    d = fast_daemon()
+    d.start()
+    if not shutil.which("strace"):
+        skip("meta.json after a crash", "strace not installed")
+        return
+    ready = d.path("ready")
+    j = d.submit("while [ ! -e %s ]; do sleep 0.02; done; echo finished" % q(ready))
+    meta = os.path.join(d.log_dir, j["job_id"], "meta.json")
+    st = subprocess.Popen(["strace", "-qq", "-p", str(d.proc.pid), "-P", meta,
+                           "-e", "trace=openat", "-e", "inject=openat:signal=SIGKILL"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: "TracerPid:\t%d" % st.pid in open(
+            "/proc/%d/status" % d.proc.pid).read(), 10, "strace to attach")
+        open(ready, "w").close()
+        d.proc.wait(20)
+    finally:
+        st.kill()
+        st.wait(10)
+    tap.eq(d.proc.returncode, -signal.SIGKILL, "the daemon died as it opened meta.json")
+    tap.ok(not os.path.exists(meta), "so the done job has no meta.json yet")
+    d.start()
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["status"], job["exit_code"]), ("done", 0), "the job was committed done")
+    tap.ok(os.path.exists(meta) and json.load(open(meta)).get("exit_code") == 0,
+           "the next start wrote its meta.json with the record")
+
+
 # ---------------------------------------------------------------- power-loss durability
 
 def strace_lines(trace):
@@ -854,6 +886,7 @@ TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,
          test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
          test_database_and_folders_private, test_cancel_refused_while_degraded,
-         test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders)
+         test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
+         test_meta_json_of_a_job_finished_just_before_a_crash)
 # TTQ_TESTS=substring runs only the matching tests (while working on one)
 run_tests(*[t for t in TESTS if os.environ.get("TTQ_TESTS", "") in t.__name__])
