@@ -4350,11 +4350,12 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
 	recent_add(ctx, j);
 	/*
 	 * meta.json is written one loop turn after the commit that finished its job; a crash in
-	 * between leaves a done job without it. Those jobs are among each card's newest, so the
-	 * missing files are written again here (into folders that still exist, never new ones).
+	 * between leaves a done job without it (or, after a power loss, with an empty one). Those
+	 * jobs are among each card's newest, so such files are written again here (into folders
+	 * that still exist, never new ones).
 	 */
 	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
-	if (stat(path, &st) < 0 && errno == ENOENT) {
+	if (stat(path, &st) < 0 ? errno == ENOENT : st.st_size == 0) {
 		snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, j->id);
 		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 			write_meta(j);
