@@ -4684,6 +4684,9 @@ serve_main(int argc, char **argv)
 	logmsg("tt-device-queue %s: serving %d cards on %s:%d, log dir %s", TTQ_VERSION,
 	       D.sched.ncards, cfg.host, cfg.port, cfg.log_dir);
 	notify_ready();
+	/* Recovered queues and pending resets start now: unprompted, the first poll may sleep
+	 * until the retention pass. */
+	loop_after();
 	while (!shutdown_done()) {
 		int n = poll(pfds, (nfds_t)nwatch, readyq.n > 0 ? 0 : timers_timeout()), i;
 

@@ -888,5 +888,4 @@ TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_database_and_folders_private, test_cancel_refused_while_degraded,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash)
-# TTQ_TESTS=substring runs only the matching tests (while working on one)
-run_tests(*[t for t in TESTS if os.environ.get("TTQ_TESTS", "") in t.__name__])
+run_tests(*TESTS)

@@ -196,7 +196,12 @@ def test_restart_recovers_queued_and_fails_running():
     d.kill9()
     wait_until(lambda: not pid_alive(pid), 2, "the running job dies with the daemon")
     tap.ok(not pid_alive(pid), "no job process outlives a SIGKILLed daemon by 2 s")
-    d.start()
+    # No request after the restart: the recovered queue must start by itself, not on the
+    # first poll wake-up (which, unprompted, is the 5-minute retention pass).
+    d.start(wait=False)
+    wait_until(lambda: len(read_lines(order)) == 4, 10, "the recovered queue to run unprompted")
+    tap.eq(read_lines(order), ["0", "1", "2", "3"], "recovered jobs start with no request")
+    wait_until(d._ready, 10, "the daemon to answer GET /status")
     job = d.wait_done(r["job_id"])
     tap.eq(job["exit_code"], -1, "a job found running at start-up fails with -1")
     tap.ok("interrupted" in d.log_text(r["job_id"]), "with a log line saying so")
