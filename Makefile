@@ -50,7 +50,7 @@ http.o: http.c http.h
 json.o: json.c json.h
 sched.o: sched.c sched.h
 store.o: store.c store.h sched.h
-proc.o: proc.c proc.h
+proc.o: proc.c proc.h json.h
 cli.o: cli.c cli.h json.h
 static_shim.o: packaging/static_shim.c packaging/static_shim.h
 	$(CC) $(CFLAGS) -c -o $@ packaging/static_shim.c
@@ -72,8 +72,8 @@ tests/bin/test_sched: tests/test_sched.c sched.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_sched.c sched.o
 tests/bin/test_store: tests/test_store.c store.o sched.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_store.c store.o sched.o $(LDLIBS)
-tests/bin/test_proc: tests/test_proc.c proc.o tests/tap.h | tests/bin
-	$(CC) $(CFLAGS) -I. -o $@ tests/test_proc.c proc.o
+tests/bin/test_proc: tests/test_proc.c proc.o json.o tests/tap.h | tests/bin
+	$(CC) $(CFLAGS) -I. -o $@ tests/test_proc.c proc.o json.o
 tests/bin/test_shim: tests/test_shim.c static_shim.o packaging/static_shim.h tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_shim.c static_shim.o
 

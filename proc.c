@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "proc.h"
 
 /* glibc's clone(2) wrapper, declared by <sched.h> (see above). */
@@ -657,6 +658,22 @@ drop_line(char *line, size_t len, const struct capfile *cf)
 }
 
 /*
+ * keep, moved back so the kept bytes do not end inside a UTF-8 sequence: the drop line after
+ * them would otherwise follow half a character. Output that is not UTF-8 is cut where asked.
+ */
+static long long
+char_boundary(int fd, long long keep)
+{
+	char tail[4]; /* an unfinished sequence has at most 3 bytes, so one more shows its start */
+	long long from = keep > 4 ? keep - 4 : 0;
+	ssize_t n = pread(fd, tail, (size_t)(keep - from), from);
+
+	if (n != keep - from || n < 2)
+		return keep;
+	return from + (long long)json_utf8_boundary(tail, (size_t)n);
+}
+
+/*
  * Cut the file's tail until a line break, the trailer (tlen bytes) and the drop line fit in
  * the cap. Cutting adds to dropped, which may lengthen the drop line by a digit, so this
  * repeats until stable (dropped only grows, so it stops after a few rounds). Returns the drop
@@ -675,7 +692,7 @@ make_room(struct capfile *cf, size_t tlen, char *line, size_t linesz)
 			need += cut ? 1 : line_open(cf);
 		if (cf->size + need <= cf->cap)
 			break;
-		keep = cf->cap - need; /* >= 0: capfile_finish bounds tlen */
+		keep = char_boundary(cf->fd, cf->cap - need); /* >= 0: capfile_finish bounds tlen */
 		cf->dropped += cf->size - keep;
 		cf->size = keep;
 		cut = 1; /* the new last byte is unknown until truncation: reserve the '\n' */

@@ -651,6 +651,52 @@ test_capfile_over(void)
 	free(text);
 }
 
+/* 1 when text[0..n) is well-formed UTF-8 (no overlong forms needed for this test). */
+static int
+utf8_whole(const unsigned char *t, size_t n)
+{
+	size_t i = 0, k, need;
+
+	while (i < n) {
+		need = t[i] < 0x80 ? 1 : (t[i] & 0xE0) == 0xC0 ? 2 : (t[i] & 0xF0) == 0xE0 ? 3 :
+		       (t[i] & 0xF8) == 0xF0 ? 4 : 0;
+		if (need == 0 || i + need > n)
+			return 0;
+		for (k = 1; k < need; k++)
+			if ((t[i + k] & 0xC0) != 0x80)
+				return 0;
+		i += need;
+	}
+	return 1;
+}
+
+/* A cut made to fit the drop line backs off to a character boundary (a 3-byte "€" here). */
+static void
+test_capfile_cut_utf8(void)
+{
+	char euro[2 + 3 * 400], name[32], path[256], *text, *mark;
+	size_t len, k;
+	int shift, whole = 0;
+
+	euro[0] = euro[1] = 'a';
+	for (k = 0; k < 400; k++)
+		memcpy(euro + 2 + 3 * k, "\xE2\x82\xAC", 3);
+	for (shift = 0; shift < 3; shift++) { /* every cut offset modulo the character length */
+		struct capfile cf;
+
+		snprintf(name, sizeof name, "utf8-%d", shift);
+		snprintf(path, sizeof path, "%s", cap_path(name));
+		capfile_open(&cf, path, 1024);
+		capfile_output(&cf, euro + 2 - shift, sizeof euro - 2 + (size_t)shift);
+		capfile_finish(&cf, NULL);
+		text = slurp_file(path, &len);
+		mark = strstr(text, "\n" PROC_MARKER " output truncated");
+		whole += mark != NULL && utf8_whole((unsigned char *)text, (size_t)(mark - text));
+		free(text);
+	}
+	is_int(whole, 3, "the stored head ends on a whole UTF-8 character before the marker");
+}
+
 static void
 test_capfile_trailer(void)
 {
@@ -1137,6 +1183,7 @@ main(void)
 	test_capfile_over();
 	test_capfile_trailer();
 	test_capfile_marker();
+	test_capfile_cut_utf8();
 	test_capfile_sweep();
 	test_capfile_drain();
 	test_capfile_flood();
