@@ -181,7 +181,7 @@ FUZZERS       = tests/bin/fuzz_json tests/bin/fuzz_http tests/bin/fuzz_query tes
 
 tests/bin/fuzz_json: tests/fuzz_json.c tests/utf8ref.h json.c json.h | tests/bin
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_json.c json.c
-tests/bin/fuzz_utf8: tests/fuzz_utf8.c json.c json.h | tests/bin
+tests/bin/fuzz_utf8: tests/fuzz_utf8.c tests/utf8ref.h json.c json.h | tests/bin
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_utf8.c json.c
 tests/bin/fuzz_http: tests/fuzz_http.c http.c http.h | tests/bin
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_http.c http.c

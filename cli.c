@@ -1938,10 +1938,33 @@ one_job_id(const struct args *a, char *id)
 static int agent_ancestor(char *out, size_t cap);
 
 /*
+ * Replace each C0 or C1 control character (NUL too) and DEL in the UTF-8 text s[0..n) by one
+ * '?', in place; returns the new length. The daemon refuses such a client_id and
+ * `status` must not pass one from an older record to the terminal.
+ */
+static size_t
+scrub_controls(char *s, size_t n)
+{
+	unsigned char *u = (unsigned char *)s;
+	size_t i, o = 0;
+
+	for (i = 0; i < n; i++) {
+		if (u[i] == 0xC2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9F) {
+			u[o++] = '?';
+			i++;
+		} else {
+			u[o++] = u[i] < 0x20 || u[i] == 0x7f ? '?' : u[i];
+		}
+	}
+	return o;
+}
+
+/*
  * Set c->client_id to s cut to CLIENT_ID_CHARS characters. The id travels as a JSON string
  * whose writer turns invalid bytes into U+FFFD, and the daemon counts the characters of what
- * it decodes, so the id is first put through that writer and read back (valid UTF-8 then)
- * and cut at a character boundary. Never an error: the id is diagnostic only.
+ * it decodes, so the id is first put through that writer and read back (valid UTF-8 then),
+ * control characters become '?' and it is cut at a character boundary. Never an error: the
+ * id is diagnostic only.
  */
 static void
 set_client_id(struct cli *c, const char *s)
@@ -1966,12 +1989,10 @@ set_client_id(struct cli *c, const char *s)
 		json_buf_free(&b);
 		return;
 	}
-	for (k = 0; k < n; k++) {
+	n = scrub_controls(text, n);
+	for (k = 0; k < n; k++)
 		if (((unsigned char)text[k] & 0xC0) != 0x80 && ++chars > CLIENT_ID_CHARS)
 			break;
-		if (text[k] == 0)
-			text[k] = '?'; /* cannot come from argv or the environment */
-	}
 	memcpy(c->client_id, text, k); /* at most 128 characters of at most 4 bytes */
 	c->client_id[k] = 0;
 	free(text);
@@ -2094,20 +2115,45 @@ write_env(struct json_w *w, const struct opts *o)
 	json_w_obj_end(w);
 }
 
-/* The POST /queue body for cmd. */
-static void
+/*
+ * 0 when s is well-formed UTF-8; else says which byte is not and returns -1. A submission is
+ * JSON text, which carries only UTF-8 (RFC 8259 section 8.1): sending U+FFFD in place of
+ * such bytes would run a command, or use a directory, other than the one given.
+ */
+static int
+utf8_or_refuse(const char *what, const char *s)
+{
+	size_t n = strlen(s), v = json_utf8_valid(s, n);
+
+	if (v == n)
+		return 0;
+	errmsg("%s is not valid UTF-8 (byte %zu is 0x%02X); a job's command, directory and "
+	       "environment must be UTF-8 text",
+	       what, v + 1, (unsigned)(unsigned char)s[v]);
+	return -1;
+}
+
+/* The POST /queue body for cmd: ST_OK, or ST_USAGE (said why) when it cannot be sent. */
+static int
 submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_buf *b)
 {
 	struct json_w w;
 	char cwd[PATH_MAX * 2], dev[24];
+	int has_cwd = cwd_value(o->cwd, cwd, sizeof cwd), k;
 
+	if (utf8_or_refuse("the command", cmd) < 0 ||
+	    (has_cwd && utf8_or_refuse("the working directory", cwd) < 0))
+		return ST_USAGE;
+	for (k = 0; k < o->nenv; k++)
+		if (utf8_or_refuse("--env", o->env[k]) < 0)
+			return ST_USAGE;
 	if (c->client_id[0] == 0)
 		client_identity(c);
 	json_w_init(&w, b);
 	json_w_obj(&w);
 	json_w_key(&w, "cmd");
 	json_w_cstr(&w, cmd);
-	if (cwd_value(o->cwd, cwd, sizeof cwd)) {
+	if (has_cwd) {
 		json_w_key(&w, "cwd");
 		json_w_cstr(&w, cwd);
 	}
@@ -2129,6 +2175,7 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	json_w_key(&w, "mode");
 	json_w_cstr(&w, "run");
 	json_w_obj_end(&w);
+	return ST_OK;
 }
 
 /*
@@ -2142,8 +2189,9 @@ submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct do
 	int rc;
 
 	json_buf_init(&b);
-	submit_body(c, o, cmd, &b);
-	rc = api(c, "POST", "/queue", &b, 0, d);
+	rc = submit_body(c, o, cmd, &b);
+	if (rc == ST_OK)
+		rc = api(c, "POST", "/queue", &b, 0, d);
 	json_buf_free(&b);
 	if (rc == ST_INTR)
 		fprintf(stderr, NOTE "interrupted before the daemon answered; the job may have "
@@ -2641,7 +2689,7 @@ palette_init(struct palette *p)
 	p->off = on ? "\033[0m" : "";
 }
 
-/* The job's command on one line, control characters as spaces, cut to CMD_SHOW bytes. */
+/* The job's command on one line, C0/C1 controls as spaces, cut to CMD_SHOW bytes. */
 static const char *
 show_cmd(const struct doc *d, int job, char *buf, size_t cap)
 {
@@ -2657,9 +2705,15 @@ show_cmd(const struct doc *d, int job, char *buf, size_t cap)
 		return buf;
 	full = json_str_decode(d->src, &d->t[i], buf + k, CMD_SHOW);
 	x = full > CMD_SHOW ? json_utf8_boundary(buf + k, CMD_SHOW) : full;
-	for (n = k; n < k + x; n++)
-		if ((unsigned char)buf[n] < 0x20 || buf[n] == 0x7f)
+	for (n = k; n < k + x; n++) {
+		unsigned char b = (unsigned char)buf[n];
+		unsigned char next = n + 1 < k + x ? (unsigned char)buf[n + 1] : 0;
+
+		if (b == 0xC2 && next >= 0x80 && next <= 0x9F) /* a C1 control, e.g. U+009B CSI */
+			buf[n] = buf[n + 1] = ' ';
+		else if (b < 0x20 || b == 0x7f)
 			buf[n] = ' ';
+	}
 	snprintf(buf + k + x, cap - k - x, "%s", full > CMD_SHOW ? "..." : "");
 	return buf;
 }
@@ -2673,7 +2727,8 @@ line_running(const struct doc *d, int j, const struct palette *p)
 	double v;
 
 	doc_str(d, j, "job_id", id, sizeof id);
-	doc_str(d, j, "client_id", who, sizeof who);
+	if (doc_str(d, j, "client_id", who, sizeof who))
+		who[scrub_controls(who, strlen(who))] = 0;
 	printf("  %srunning%s  %s ", p->bold, p->off, id);
 	if (doc_num(d, j, "running_sec", &v) == 0)
 		printf(" %s elapsed", fmt_secs(v, t, sizeof t));
@@ -2693,7 +2748,8 @@ line_queued(const struct doc *d, int j, int n, const struct palette *p)
 	double v;
 
 	doc_str(d, j, "job_id", id, sizeof id);
-	doc_str(d, j, "client_id", who, sizeof who);
+	if (doc_str(d, j, "client_id", who, sizeof who))
+		who[scrub_controls(who, strlen(who))] = 0;
 	printf("  queued   %d. %s", n, id);
 	if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
 		printf("  wait ~%s", fmt_secs(v, t, sizeof t));

@@ -122,6 +122,18 @@ json_utf8_boundary(const char *s, size_t n)
 	return n;
 }
 
+size_t
+json_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	unsigned need;
+
+	while (i < n && (u[i] < 0x80 || utf8_prefix(u + i, n - i, &need) == need))
+		i += u[i] < 0x80 ? 1 : need;
+	return i;
+}
+
 /* ------------------------------------------------------------------ escapes */
 
 static int

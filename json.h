@@ -91,6 +91,13 @@ int json_tok_int(const char *src, const struct json_tok *t, long long *out);
  */
 size_t json_utf8_boundary(const char *s, size_t n);
 
+/*
+ * Length of the longest prefix of s[0..n) that is well-formed UTF-8 (Unicode table 3-7): n when
+ * all of it is. What a JSON text may carry (RFC 8259 section 8.1), so a client refuses
+ * rather than send U+FFFD in place of its bytes.
+ */
+size_t json_utf8_valid(const char *s, size_t n);
+
 /* ------------------------------------------------------------------------ writer */
 
 struct json_buf {

@@ -2072,6 +2072,18 @@ str_field(struct conn *c, const char *body, const char *key, size_t max_chars, c
 	return 0;
 }
 
+/* 1 when UTF-8 text s holds a C0 or C1 control character or DEL. */
+static bool
+has_control(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (; *u; u++)
+		if (*u < 0x20 || *u == 0x7f || (u[0] == 0xC2 && u[1] >= 0x80 && u[1] <= 0x9F))
+			return true;
+	return false;
+}
+
 /* Validate the env object and serialize it again (compact) into *out. SPEC 5. */
 static int
 env_field(struct conn *c, const char *body, char **out)
@@ -2238,6 +2250,11 @@ submission_parse(struct conn *c, const char *body, struct submission *s)
 		return -1;
 	if (s->mode && strcmp(s->mode, "run") != 0) {
 		respond_error(c, 400, "mode must be \"run\"");
+		return -1;
+	}
+	if (s->client_id && has_control(s->client_id)) {
+		/* it is printed in the log and by `status`: no forged lines, no terminal escapes */
+		respond_error(c, 400, "client_id must not contain control characters");
 		return -1;
 	}
 	s->timeout = 0;

@@ -1,5 +1,8 @@
 /*
- * fuzz_utf8.c - libFuzzer target for json_utf8_boundary.
+ * fuzz_utf8.c - libFuzzer target for json_utf8_boundary and json_utf8_valid.
+ *
+ * json_utf8_valid's result v must be a prefix utf8ref.h calls valid, all of the input exactly
+ * when the reference says the input is valid.
  *
  * Invariants, for the input and for its last few cut points: the result r is <= n, r > 0 when
  * n > 0, n - r <= 3, and r equals a reference computed independently: decode forward from the
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 
 #include "json.h"
+#include "utf8ref.h"
 
 #define CHECK(c)                                                                                   \
 	do {                                                                                       \
@@ -103,6 +107,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(n == 0 || r > 0);
 		CHECK(n - r <= 3);
 		CHECK(r == reference(data, n));
+		r = json_utf8_valid(s, n);
+		CHECK(r <= n && valid_utf8(data, r));
+		CHECK((r == n) == valid_utf8(data, n));
 	}
 	return 0;
 }

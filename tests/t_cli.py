@@ -18,6 +18,7 @@ import re
 import select
 import signal
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -615,6 +616,53 @@ def test_client_id_cut_to_128():
            "an id with invalid bytes is cut after they become U+FFFD", err)
 
 
+def test_client_id_control_characters():
+    d = daemon()
+    rc, out, err = d.cli("queue", "--", "true",
+                         env={"TT_QUEUE_CLIENT_ID": "ci\x1b[2J\nx\u009by\x7f"})
+    tap.ok(rc == 0 and d.wait_done(job_id_of(out))["client_id"] == "ci?[2J?x?y?",
+           "control characters in the client id are sent as '?'", err)
+    # A record from before the daemon refused them: `status` must not print them raw.
+    jid, gate = blocked(d, "0")
+    queued = d.submit("true", device_id="0")["job_id"]  # stays queued behind the gated job
+    d.stop()
+    ready = d.path("ready-old")
+    with sqlite3.connect(os.path.join(d.log_dir, "jobs.sqlite3")) as db:
+        db.execute("UPDATE jobs SET client_id = ?, cmd = ? WHERE id = ?",
+                   ("old\x1b]0;title\x07\u009b31m",
+                    "echo \u009b31m \x1b[1m; touch %s; while [ ! -e %s ]; do sleep 0.05; done"
+                    % (q(ready), q(gate)), queued))
+    db.close()
+    d.start()
+    wait_until(lambda: os.path.exists(ready), 10, "the old record's job to start")
+    rc, out, err = d.cli("status")
+    line = [x for x in out.splitlines() if queued in x]
+    tap.ok(rc == 0 and len(line) == 1 and "[old?]0;title??31m]" in line[0]
+           and "\x1b" not in out and "\u009b" not in out and "\x07" not in out,
+           "status prints an old record's control characters as '?' and spaces", out)
+    open_gate(gate)
+    d.wait_done(queued)
+
+
+def test_non_utf8_submission_refused():
+    d = daemon()
+    os.mkdir(os.path.join(d.tmp.encode(), b"dir\xe9"))
+    cases = [("the command", ("queue", "--", b"echo \xff"), None),
+             ("the command", ("run", "--", "echo", b"caf\xe9"), None),
+             ("--env", ("queue", "--env", b"A=\xc3", "--", "true"), None),
+             ("the working directory", ("queue", "--", "true"),
+              os.path.join(d.tmp.encode(), b"dir\xe9"))]
+    for what, args, cwd in cases:
+        rc, out, err = d.cli(*args, cwd=cwd)
+        tap.ok(rc == 2 and "%s is not valid UTF-8" % what in err,
+               "%s with bytes that are not UTF-8 (%s): exit 2 and says so" % (what, args[0]),
+               err)
+    tap.eq([(x["current"], x["pending"], x["recent"]) for x in d.status()["devices"]],
+           [(None, [], [])] * 2, "nothing was queued (no U+FFFD stand-in ran)")
+    rc, out, err = d.cli("run", "--", "echo caf\u00e9")
+    tap.ok(rc == 0 and out == "caf\u00e9\n", "UTF-8 text is sent as it is", err)
+
+
 def test_help_texts():
     d = daemon()
     rc, out, err = d.cli("--help")
@@ -752,6 +800,7 @@ if __name__ == "__main__":
               test_status, test_kill, test_reset, test_unreachable_server,
               test_connection_target, test_client_identity, test_help_everywhere,
               test_usage_errors, test_closed_stdout, test_raw_output_bytes,
-              test_client_id_cut_to_128, test_help_texts, test_exit_minus_one_summary,
+              test_client_id_cut_to_128, test_client_id_control_characters,
+              test_non_utf8_submission_refused, test_help_texts, test_exit_minus_one_summary,
               test_log_cap_summary, test_run_daemon_gone_after_completion,
               test_status_banners_dead_card_and_degraded_store, test_waiting_client_costs_no_cpu)

@@ -482,6 +482,31 @@ test_utf8_boundary(void)
 		       "utf8_boundary case %zu (n=%zu)", i, c[i].n);
 }
 
+static void
+test_utf8_valid(void)
+{
+	static const struct {
+		const char *s;
+		size_t n, want;
+	} c[] = {
+		{"", 0, 0},
+		{"abc", 3, 3},
+		{"a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10, 10}, /* 1-4 byte chars */
+		{"ab\xff", 3, 2},                                    /* never a UTF-8 byte */
+		{"ab\xc3", 3, 2},                                    /* cut inside a char */
+		{"a\x80" "b", 3, 1},                                 /* stray continuation */
+		{"a\xc0\x80", 3, 1},                                 /* overlong NUL */
+		{"a\xed\xa0\x80", 4, 1},                             /* encoded surrogate */
+		{"a\xf4\x90\x80\x80", 5, 1},                         /* above U+10FFFF */
+		{"\xef\xbf\xbd", 3, 3},                              /* U+FFFD itself */
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof c / sizeof c[0]; i++)
+		is_int(json_utf8_valid(guarded(c[i].s, c[i].n), c[i].n), c[i].want,
+		       "utf8_valid case %zu", i);
+}
+
 /* ------------------------------------------------------------------ writer */
 
 /* Writer output so far as a C string (the buffer is not NUL-terminated). */
@@ -776,6 +801,7 @@ main(void)
 	test_str_decode();
 	test_tok_int();
 	test_utf8_boundary();
+	test_utf8_valid();
 	test_write_strings();
 	test_write_structure();
 	test_write_num();

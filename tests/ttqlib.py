@@ -300,14 +300,16 @@ class Daemon:
                 return d
         raise AssertionError("no card %s in /status" % device)
 
-    def cli(self, *args, env=None, input=None, timeout=30):
+    def cli(self, *args, env=None, input=None, timeout=30, cwd=None):
+        """Run the client (bytes arguments are passed as they are); (status, out, err)."""
         e = {k: v for k, v in os.environ.items()
              if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
         e["TT_DEVICE_URL"] = "http://127.0.0.1:%d" % self.port
         e["TT_DEVICE_CLI_SCRIPT_DIR"] = self.path("cli-scripts")
         e.update(env or {})
-        p = subprocess.run([BINARY] + [str(a) for a in args], env=e, input=input,
-                           capture_output=True, timeout=timeout, cwd=self.tmp,
+        p = subprocess.run([BINARY] + [a if isinstance(a, bytes) else str(a) for a in args],
+                           env=e, input=input, capture_output=True, timeout=timeout,
+                           cwd=cwd or self.tmp,
                            stdin=None if input is not None else subprocess.DEVNULL)
         return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode(
             "utf-8", "replace")
