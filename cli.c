@@ -1593,15 +1593,18 @@ job_finish(struct cli *c, const char *id, const struct sink *o)
 	return rc;
 }
 
-/* What a job the client stopped waiting for does: "stays queued", "keeps running". */
+/*
+ * What the client last heard of a job it stops waiting for. Only "when last asked": at the
+ * local deadline nothing is asked, so a job reported queued may have started since.
+ */
 static const char *
 left_alone(const struct cli *c)
 {
 	if (strcmp(c->job_status, "queued") == 0)
-		return "stays queued";
+		return "was queued when last asked and is not cancelled";
 	if (strcmp(c->job_status, "running") == 0)
-		return "keeps running";
-	return "is left queued or running";
+		return "was running when last asked and is not stopped";
+	return "is not stopped";
 }
 
 /* Explain a wait that ended early (ST_TIMEOUT or ST_INTR) for job id; returns rc. */
@@ -1615,7 +1618,7 @@ wait_ended(const struct cli *c, int rc, const char *id, const struct sink *o)
 	if (rc == ST_TIMEOUT)
 		fprintf(stderr, NOTE "--wait-timeout passed; job %s %s (`" PROG " kill %s` %s it)\n",
 		        id, left_alone(c), id,
-		        strcmp(c->job_status, "queued") == 0 ? "cancels" : "stops");
+		        strcmp(c->job_status, "queued") == 0 ? "cancels or stops" : "stops");
 	else
 		fprintf(stderr,
 		        NOTE "interrupted; job %s was not stopped (`" PROG " kill %s` stops it)\n",

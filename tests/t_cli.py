@@ -679,14 +679,19 @@ def test_help_texts():
     jid, gate = blocked(d, "1")
     queued = d.submit("echo q", device_id="1")["job_id"]
     rc, out, err = d.cli("result", queued, "--wait-timeout", "0.3")
-    tap.ok(rc == 124 and "stays queued" in err and "keeps running" not in err,
-           "result --wait-timeout of a queued job: it stays queued", err)
+    tap.ok(rc == 124 and "was queued when last asked and is not cancelled" in err,
+           "result --wait-timeout of a queued job: it was queued, not cancelled", err)
     rc, out, err = d.cli("run", "--device", "1", "--wait-timeout", "0.3", "--", "echo r")
-    tap.ok(rc == 124 and "stays queued" in err and "keeps running" not in err,
-           "run --wait-timeout while queued: it stays queued", err)
+    tap.ok(rc == 124 and "was queued when last asked and is not cancelled" in err,
+           "run --wait-timeout while queued: it was queued, not cancelled", err)
     rc, out, err = d.cli("result", jid, "--wait-timeout", "0.3")
-    tap.ok(rc == 124 and "keeps running" in err, "result --wait-timeout of a running job: "
-           "it keeps running", err)
+    tap.ok(rc == 124 and "was running when last asked and is not stopped" in err,
+           "result --wait-timeout of a running job: it was running, not stopped", err)
+    # --wait-timeout 0 asks nothing after the submission: the job may have started since,
+    # so the client must not claim it is still queued.
+    rc, out, err = d.cli("run", "--device", "0", "--wait-timeout", "0", "--", "true")
+    tap.ok(rc == 124 and "stays queued" not in err and "when last asked" in err,
+           "run --wait-timeout 0 on an idle card claims no more than it knows", err)
     open_gate(gate)
     d.wait_done(jid)
     wait_until(lambda: d.dev("1")["current"] is None and not d.dev("1")["pending"], 20,
