@@ -656,7 +656,12 @@ resolve_target(struct cli *c)
 		errmsg("bad host '%s'", host);
 		return ST_USAGE;
 	}
-	snprintf(c->host, sizeof c->host, "%s", host);
+	/* "[::1]" as in a URL is accepted too; getaddrinfo wants the address without brackets */
+	if (host[0] == '[' && strlen(host) > 2 && host[strlen(host) - 1] == ']')
+		snprintf(c->host, sizeof c->host, "%.*s", (int)strlen(host) - 2, host + 1);
+	else
+		snprintf(c->host, sizeof c->host, "%s", host);
+	host = c->host;
 	snprintf(c->port, sizeof c->port, "%llu", pn);
 	snprintf(c->hostport, sizeof c->hostport, strchr(host, ':') ? "[%s]:%s" : "%s:%s", c->host,
 	         c->port);

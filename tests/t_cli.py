@@ -476,6 +476,12 @@ def test_connection_target():
     for url in ("https://127.0.0.1:5741", "127.0.0.1:5741", "http://h:1/x", "http://:1"):
         rc, out, err = d.cli("status", env={"TT_DEVICE_URL": url})
         tap.ok(rc == 2 and "TT_DEVICE_URL" in err, "TT_DEVICE_URL %r: usage error" % url, err)
+    # The daemon listens on IPv4 only, so this connection is refused; what matters is that
+    # the bracketed form (as in a URL) is taken as the address ::1, not as a host name.
+    port = free_port()
+    rc, out, err = d.cli("--host", "[::1]", "--port", str(port), "status", env=env)
+    tap.ok(rc == 1 and "cannot connect to the daemon at [::1]:%d" % port in err
+           and "resolve" not in err, "--host '[::1]' is the address ::1", err)
 
 
 def test_client_identity():
