@@ -2740,8 +2740,10 @@ line_running(const struct doc *d, int j, const struct palette *p)
 	printf("  %srunning%s  %s ", p->bold, p->off, id);
 	if (doc_num(d, j, "running_sec", &v) == 0)
 		printf(" %s elapsed", fmt_secs(v, t, sizeof t));
-	if (doc_num(d, j, "estimated_remaining_sec", &v) == 0)
+	if (doc_num(d, j, "estimated_remaining_sec", &v) == 0 && v > 0)
 		printf(", ~%s left", fmt_secs(v, t, sizeof t));
+	else if (doc_num(d, j, "estimated_remaining_sec", &v) == 0)
+		printf(", past its estimate"); /* the daemon's remaining time stops at 0 */
 	if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
 	    doc_int(d, j, "repeat_current", &rc_) == 0)
 		printf(", repeat %lld/%lld", rc_, rn);
@@ -2768,14 +2770,17 @@ line_queued(const struct doc *d, int j, int n, const struct palette *p)
 static void
 line_recent(const struct doc *d, int j, const struct palette *p)
 {
-	char id[40] = "?", cmd[CMD_SHOW * 2], t[32] = "", word[32];
+	char id[40] = "?", cmd[CMD_SHOW * 2], t[32] = "", word[32], err[256] = "";
 	long long code;
 	double v;
 	int ok = 0;
 
 	doc_str(d, j, "job_id", id, sizeof id);
+	doc_str(d, j, "error", err, sizeof err);
 	if (doc_true(d, j, "timed_out"))
 		snprintf(word, sizeof word, "TIMEOUT");
+	else if (has_word(err, "cancelled")) /* never ran: "FAIL(-1)" would say it failed */
+		snprintf(word, sizeof word, "CANCELLED");
 	else if (doc_int(d, j, "exit_code", &code) < 0)
 		snprintf(word, sizeof word, "?");
 	else if ((ok = code == 0))

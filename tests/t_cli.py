@@ -363,6 +363,17 @@ def test_status():
     rc, out, err = d.cli("status", "--device", "1")
     tap.ok(re.search(r"recent\s+OK", out) and "card 0" not in out,
            "status --device: recent jobs with OK", out)
+    # The first of two iterations is quick and sets the estimate; the second overruns it.
+    first, ready, gate2 = d.path("first"), d.path("ready2"), d.path("gate2")
+    jid = d.submit("if [ -e %s ]; then touch %s; while [ ! -e %s ]; do sleep 0.05; done; "
+                   "else touch %s; fi" % (q(first), q(ready), q(gate2), q(first)),
+                   device_id="1", repeat=2)["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "the second iteration to start")
+    rc, out, err = d.cli("status", "--device", "1")
+    tap.ok(re.search(r"running\s+%s .*past its estimate" % jid, out) and "~0.00s left" not in out,
+           "a job running past its estimate says so, not '~0.00s left'", out)
+    open_gate(gate2)
+    d.wait_done(jid)
 
 
 def test_status_banners_dead_card_and_degraded_store():
@@ -418,6 +429,9 @@ def test_kill():
     queued = d.submit("echo never", device_id="1")["job_id"]
     rc, out, err = d.cli("kill", queued)
     tap.ok(rc == 0 and "cancelled" in out, "kill ID of a queued job cancels it", out + err)
+    rc, out, err = d.cli("status", "--device", "1")
+    tap.ok(re.search(r"recent\s+CANCELLED\s.*%s" % queued, out),
+           "status lists the cancelled job as CANCELLED, not as a failure", out)
     rc, out, err = d.cli("kill", "--device", "1")
     tap.ok(rc == 0 and jid in out, "kill --device 1 stops its running job", out + err)
     tap.ok(d.wait_done(jid, 10)["exit_code"] != 0, "the killed job failed")
