@@ -4533,6 +4533,8 @@ setup_health_check(void)
 	char path[PATH_MAX + 32];
 	int fd;
 
+	if (cfg.health_cmd)
+		return; /* the operator's command is used: no default script is needed */
 	snprintf(path, sizeof(path), "%s/health_check.py", cfg.repo);
 	if (access(path, R_OK) == 0) {
 		D.health_check_path = xstrdup(path);

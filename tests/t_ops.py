@@ -397,6 +397,19 @@ def test_embedded_health_check_end_to_end():
            "health_check.py beside the executable is used when present", text)
 
 
+def test_no_health_script_written_for_a_custom_health_command():
+    d = Daemon()  # TT_DEVICE_HEALTH_CHECK_CMD is the test's own script
+    os.makedirs(d.path("bin"))
+    exe = os.path.join(d.path("bin"), "tt-device-queue")
+    shutil.copy2(ttqlib.BINARY, exe)
+    with daemon_binary(exe):
+        d.start()
+    d.post("/reset", {"device_id": "0"})
+    wait_until(lambda: d.dev(0)["reset_epoch"] == 1, 10, "the reset of card 0")
+    tap.ok(not os.path.exists(os.path.join(d.log_dir, "health_check.py")),
+           "with TT_DEVICE_HEALTH_CHECK_CMD set, no unused health_check.py is written")
+
+
 def elf_program_headers(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -473,4 +486,5 @@ def test_static_binary_from_empty_dir_clean_env():
 run_tests(test_notify_ready_after_recovery_watchdog_stopping,
           test_notify_abstract_socket_no_watchdog_idle, test_metrics_parse_and_move_with_jobs,
           test_lifecycle_log_lines_and_dead_card_recovery, test_embedded_health_check_end_to_end,
+          test_no_health_script_written_for_a_custom_health_command,
           test_static_binary_from_empty_dir_clean_env)
