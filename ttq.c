@@ -208,7 +208,7 @@ static int
 parse_device_ids(const char *v, int *ids)
 {
 	const char *p = v;
-	int n = 0;
+	int n = 0, i;
 
 	while (*p) {
 		char *end;
@@ -222,6 +222,11 @@ parse_device_ids(const char *v, int *ids)
 		id = strtoll(p, &end, 10);
 		if (errno || id > 1000000 || end - p > 7)
 			config_fail("TT_DEVICE_IDS", "card number out of range in '%s'", v);
+		/* A card written twice is most likely a typo for another card (0,0 for 0,1): one
+		 * queue fewer than meant would pass unnoticed, so it is an error, not merged. */
+		for (i = 0; i < n; i++)
+			if (ids[i] == id)
+				config_fail("TT_DEVICE_IDS", "card %lld is listed twice in '%s'", id, v);
 		n = add_card_id(ids, n, id);
 		p = end;
 		while (*p == ' ')
@@ -4132,8 +4137,8 @@ notify_ready(void)
 {
 	char msg[512];
 
-	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %d cards on %s:%d", D.sched.ncards,
-		 cfg.host, cfg.port);
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %d card%s on %s:%d", D.sched.ncards,
+		 D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
 	notify_send(msg);
 	if (notify_sock.watchdog_every > 0)
 		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
@@ -4681,8 +4686,8 @@ serve_main(int argc, char **argv)
 	retention_fired(NULL);
 	raise_fd_limit();
 	open_listener();
-	logmsg("tt-device-queue %s: serving %d cards on %s:%d, log dir %s", TTQ_VERSION,
-	       D.sched.ncards, cfg.host, cfg.port, cfg.log_dir);
+	logmsg("tt-device-queue %s: serving %d card%s on %s:%d, log dir %s", TTQ_VERSION,
+	       D.sched.ncards, D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port, cfg.log_dir);
 	notify_ready();
 	/* Recovered queues and pending resets start now: unprompted, the first poll may sleep
 	 * until the retention pass. */

@@ -272,6 +272,29 @@ def test_config_errors_exit_2():
                "rc %r: %s" % (rc, d.stderr()[-300:]))
 
 
+def test_card_listed_twice_exits_2():
+    """A card listed twice is a typo (0,0 for 0,1?), not one queue: exit 2 naming it."""
+    for val, card in (("0,0", "0"), ("1, 2,01", "1")):
+        d = Daemon()
+        d.start(env={"TT_DEVICE_IDS": val}, wait=False)
+        try:
+            rc = d.proc.wait(5)
+        except Exception:  # noqa: BLE001
+            rc = None
+        d.stop()
+        err = d.stderr()
+        tap.ok(rc == 2 and "TT_DEVICE_IDS" in err and "card %s is listed twice" % card in err,
+               "TT_DEVICE_IDS=%s: exit 2 naming card %s" % (val, card),
+               "rc %r: %s" % (rc, err[-300:]))
+
+
+def test_start_line_counts_cards_in_words():
+    for ids, words in (("3", "serving 1 card on"), ("0,1", "serving 2 cards on")):
+        d = Daemon(ids=ids).start()
+        d.stop()
+        tap.ok(words in d.stderr(), "TT_DEVICE_IDS=%s: '%s'" % (ids, words), d.stderr()[-300:])
+
+
 def test_queue_bound_and_concurrent_submitters():
     d = Daemon(env={"TT_DEVICE_MAX_QUEUED_JOBS": "50"}).start()
     g, wait = gate(d, "g")
@@ -301,4 +324,5 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
           test_restart_recovers_queued_and_fails_running, test_sigterm_stops_running_keeps_queued,
           test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
+          test_card_listed_twice_exits_2, test_start_line_counts_cards_in_words,
           test_queue_bound_and_concurrent_submitters)
