@@ -3339,16 +3339,15 @@ job_stop(struct active *a, int reason)
  * write meta.json, free its card, answer its waiters. Memory is released after the commit.
  */
 static void
-job_finish(struct active *a, int exit_code, const char *error, const char *trailer)
+job_finish_at(struct active *a, double end, int exit_code, const char *error, const char *trailer)
 {
 	struct job *j = &a->job;
-	double now = clock_wall();
 
 	timer_stop(&a->deadline);
 	timer_stop(&a->escalate);
 	j->status = JOB_DONE;
-	j->finished_at = now;
-	j->elapsed = isnan(j->started_at) ? 0 : now - j->started_at;
+	j->finished_at = end;
+	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
 	j->exit_code = exit_code;
 	j->has_exit_code = true;
 	free(j->error);
@@ -3373,6 +3372,13 @@ job_finish(struct active *a, int exit_code, const char *error, const char *trail
 	recent_add(a->card, j);
 	logmsg("tt-device-queue: job %s on card %d finished: exit %d in %.2fs%s%s", j->id, j->device,
 	       exit_code, j->elapsed, error ? ": " : "", error ? error : "");
+}
+
+/* job_finish_at, the job ending now. */
+static void
+job_finish(struct active *a, int exit_code, const char *error, const char *trailer)
+{
+	job_finish_at(a, clock_wall(), exit_code, error, trailer);
 }
 
 static void
@@ -4369,6 +4375,32 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
 	return 0;
 }
 
+/*
+ * When a job found running at start-up ended. Its processes died with the daemon (the guardian
+ * kills them within 2 s), at a moment nothing recorded; the restart time would charge the
+ * downtime to the job. The last write to its output file is the latest evidence that it still
+ * ran, and only the daemon writes that file, so its mtime is a lower bound: a job silent until
+ * the crash is under-counted, never over-counted. The database's mtime is no such bound: an
+ * operator's sqlite3 shell opened after the crash checkpoints it. Clamped to [started_at, now]:
+ * the file is prepared while the job waits, and the wall clock may have been stepped.
+ */
+static double
+interrupted_at(const struct job *j, double now)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	double t;
+
+	if (isnan(j->started_at))
+		return now;
+	snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, j->id);
+	t = stat(path, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9
+				 : j->started_at;
+	if (t < j->started_at)
+		t = j->started_at;
+	return t > now ? now : t;
+}
+
 /* A job found active at start-up: queued ones return to their card, running ones fail. */
 static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
@@ -4376,6 +4408,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 	struct active *a = active_new();
 	struct card *c = sched_card(&D.sched, j->device);
 	int *counts = ctx;
+	double now = clock_wall();
 
 	(void)output_file;
 	if (!a) {
@@ -4399,14 +4432,16 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 						    "was running; it is not run again"
 						  : "the job never ran");
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
-		job_finish(a, -1, err, trailer);
+		job_finish_at(a, j->status == JOB_RUNNING ? interrupted_at(j, now) : now, -1, err,
+			      trailer);
 		counts[2]++;
 	} else if (j->status == JOB_RUNNING) {
 		sched_set_current(c, &a->job);
-		job_finish(a, -1, "Interrupted: the service stopped while the job was running "
-				  "(crash or shutdown); it is not run again",
-			   PROC_MARKER " interrupted: the service stopped while this job was running; "
-				       "it is not run again\n");
+		job_finish_at(a, interrupted_at(j, now), -1,
+			      "Interrupted: the service stopped while the job was running (crash or "
+			      "shutdown); it is not run again",
+			      PROC_MARKER " interrupted: the service stopped while this job was running; "
+					  "it is not run again\n");
 		counts[1]++;
 	} else if (c->state == CARD_DEAD) {
 		sched_enqueue(&D.sched, c, &a->job);

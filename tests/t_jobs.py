@@ -211,6 +211,24 @@ def test_restart_recovers_queued_and_fails_running():
     tap.eq(read_lines(count), ["x"], "the interrupted job never runs again")
 
 
+def test_interrupted_job_elapsed_excludes_downtime():
+    """A job that dies with a SIGKILLed daemon ends, as far as anyone can tell, at its last
+    output: its elapsed covers that much and not the time the daemon was down."""
+    d = Daemon().start()
+    r = d.submit("echo a; sleep 1; echo b; exec sleep 60", device_id="0")
+    wait_until(lambda: "b" in d.log_text(r["job_id"]), 10, "the job's second line")
+    d.kill9()
+    time.sleep(3)
+    d.start()
+    job = d.wait_done(r["job_id"])
+    tap.eq(job["exit_code"], -1, "the interrupted job failed -1")
+    tap.ok(0.9 <= job["elapsed"] <= 2.5,
+           "elapsed runs to its last output, not over 3 s of downtime", job)
+    stored = json.load(open(os.path.join(d.log_dir, r["job_id"], "meta.json")))
+    tap.eq((stored["elapsed"], stored["finished_at"]), (job["elapsed"], job["finished_at"]),
+           "meta.json says the same")
+
+
 def test_sigterm_stops_running_keeps_queued():
     d = Daemon().start()
     ready, side = d.path("ready"), d.path("side")
@@ -322,7 +340,8 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
           test_next_job_prepared_while_the_card_runs,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
-          test_restart_recovers_queued_and_fails_running, test_sigterm_stops_running_keeps_queued,
+          test_restart_recovers_queued_and_fails_running,
+          test_interrupted_job_elapsed_excludes_downtime, test_sigterm_stops_running_keeps_queued,
           test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
           test_card_listed_twice_exits_2, test_start_line_counts_cards_in_words,
           test_queue_bound_and_concurrent_submitters)
