@@ -4480,12 +4480,6 @@ recover(void)
 }
 
 /*
- * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
- * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
- * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
- * out before it reads or writes anything, and leaves no file behind.
- */
-/*
  * Mark the log dir a top directory (FS_TOPDIR_FL, `chattr +T`, as /home is) so ext2/3/4 spread
  * the job folders over block groups (the Orlov policy) instead of packing every one into the
  * log dir's group. On an ext4 without a journal each new inode is checked against the group's
@@ -4504,6 +4498,39 @@ spread_job_folders(int dirfd)
 	}
 }
 
+/*
+ * The log dir is private (0700) however it came to exist: made by hand (0755 under the usual
+ * umask), its listing of job ids would stay open to every local user. Ours, it is tightened.
+ * Another user's (an admin's shared dir) is left as it is, as changing it could break what
+ * that user set up; the files in it are private all the same, and a warning says whose it is
+ * so an operator can fix it.
+ */
+static void
+make_log_dir_private(int dirfd)
+{
+	struct stat st;
+
+	if (fstat(dirfd, &st) < 0)
+		return;
+	if (st.st_uid != geteuid()) {
+		logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s belongs to uid %u, not to this "
+		       "service's user (uid %u); its mode %04o is left as it is",
+		       cfg.log_dir, (unsigned)st.st_uid, (unsigned)geteuid(),
+		       (unsigned)(st.st_mode & 07777));
+		return;
+	}
+	if ((st.st_mode & 07777) != 0700 && fchmod(dirfd, 0700) < 0)
+		logmsg("tt-device-queue: WARNING: cannot make TT_DEVICE_LOG_DIR %s private (mode %04o): "
+		       "%s",
+		       cfg.log_dir, (unsigned)(st.st_mode & 07777), strerror(errno));
+}
+
+/*
+ * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
+ * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
+ * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
+ * out before it reads or writes anything, and leaves no file behind.
+ */
 static void
 lock_log_dir(void)
 {
@@ -4520,6 +4547,7 @@ lock_log_dir(void)
 			cfg.log_dir);
 		exit(1);
 	}
+	make_log_dir_private(fd);
 	spread_job_folders(fd);
 	/* fd stays open (close-on-exec) for the daemon's life: the lock is the open file. */
 }
