@@ -660,6 +660,7 @@ struct active {
 	struct conn *waiters;     /* held /result and /logs long-polls */
 	char **envp;              /* a run job's environment, kept for its iterations */
 	char *env_block;          /* the strings envp added (job_env) */
+	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool finished;            /* done; freed once committed */
 	bool log_prepared;        /* prepare_next_logs tried its output file */
 	bool no_env;              /* submitted without env: nothing to read back at start */
@@ -931,6 +932,7 @@ active_free(struct active *a)
 		close(a->log.fd);
 	free(a->envp);
 	free(a->env_block);
+	free(a->start_error);
 	sched_job_clear(&a->job);
 	free(a);
 }
@@ -3063,6 +3065,12 @@ run_iteration(struct active *a, char *const envp[])
 
 		job_finish(a, -1, e, NULL);
 		free(e);
+	} else if (err[0]) {
+		/* The child could not chdir or exec (its cwd removed since submission, no
+		 * /bin/bash): it exited 127 and is reaped as usual, and iteration_done gives the
+		 * record the reason its output's marker line gives, or the error would be null. */
+		free(a->start_error);
+		a->start_error = xasprintf("Cannot start the job: %s", err);
 	}
 }
 
@@ -3119,7 +3127,7 @@ iteration_done(struct active *a, int code)
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", stop_error(a));
 		job_finish(a, a->stop == STOP_SHUTDOWN ? -1 : code, stop_error(a), trailer);
 	} else if (code != 0 || j->repeat_current >= j->repeat) {
-		job_finish(a, code, NULL, NULL);
+		job_finish(a, code, a->start_error, NULL);
 	} else {
 		run_iteration(a, a->envp);
 	}

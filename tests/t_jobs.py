@@ -244,6 +244,29 @@ def test_sigterm_stops_running_keeps_queued():
     tap.eq(d.wait_done(qj["job_id"])["exit_code"], 0, "the queued job runs after the restart")
 
 
+def test_job_that_cannot_start_says_why():
+    """Its cwd vanished while it waited: the record's error and the CLI's summary give the
+    reason the output's marker line gives, not just exit 127."""
+    d = Daemon().start()
+    g, wait = gate(d, "g")
+    d.submit(wait, device_id="0")
+    wd = d.path("wd")
+    os.mkdir(wd)
+    r = d.submit("echo never", device_id="0", cwd=wd)
+    os.rmdir(wd)
+    open_gate(g)
+    job = d.wait_done(r["job_id"])
+    why = "cannot change to directory %s: No such file or directory" % wd
+    tap.eq(d.log_text(r["job_id"]), "[tt-device-queue] %s\n" % why, "the output says why")
+    tap.eq((job["exit_code"], job["error"]), (127, "Cannot start the job: " + why),
+           "GET /job: exit 127 and the same reason as its error")
+    res = d.get("/result/" + r["job_id"]).json
+    tap.eq(res["error"], job["error"], "GET /result gives it too")
+    rc, out, err = d.cli("result", r["job_id"])
+    tap.ok(rc == 127 and "on card 0: Cannot start the job: %s, exit 127" % why in err,
+           "tt-device-queue result explains it", "rc %r\n%s" % (rc, err))
+
+
 def test_long_polls_release_on_events():
     d = Daemon().start()
     j = d.submit("sleep 0.5; echo late; sleep 0.5")
@@ -342,6 +365,7 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
           test_restart_recovers_queued_and_fails_running,
           test_interrupted_job_elapsed_excludes_downtime, test_sigterm_stops_running_keeps_queued,
+          test_job_that_cannot_start_says_why,
           test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
           test_card_listed_twice_exits_2, test_start_line_counts_cards_in_words,
           test_queue_bound_and_concurrent_submitters)
