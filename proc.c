@@ -8,10 +8,10 @@
  *   posix_spawn does: no page tables are copied and no copy-on-write faults follow, which made
  *   fork the largest share of the daemon's cost per job. The daemon is suspended until the
  *   child has exec'd (or exited), so the child shares its memory but never races it. The
- *   child writes only its own stack, calls only async-signal-safe functions (no malloc, no
- *   stdio) and uninstrumented code (CHILD_CODE: a sanitizer's bookkeeping would run on a stack
- *   it does not know). Messages are assembled by hand in stack buffers; numbers are formatted
- *   before the clone.
+ *   child writes only its own stack (and, failing, the caller's error buffer: see child_fail),
+ *   calls only async-signal-safe functions (no malloc, no stdio) and uninstrumented code
+ *   (CHILD_CODE: a sanitizer's bookkeeping would run on a stack it does not know). Messages
+ *   are assembled by hand in stack buffers; numbers are formatted before the clone.
  * - All signals are blocked across the clone, so no handler of the daemon can run in the child and
  *   the child resets dispositions before anything can be delivered. The parent restores its
  *   mask; the child ends with default dispositions and an empty mask.
@@ -195,18 +195,41 @@ guardian_send(char op, pid_t pgid)
 
 /* ------------------------------------------------------------------------ the job child */
 
-/* Write "[tt-device-queue] <what><arg>: <error>\n" to fd and exit 127 (exec's convention). */
-CHILD_CODE static _Noreturn void
-child_fail(int fd, const char *what, const char *arg, int e)
-{
-	char buf[CHILD_MSG_MAX];
-	size_t n = 0;
+/*
+ * What the clone'd child needs; lives in proc_spawn's frame, which waits for the exec. err is
+ * the caller's buffer (or NULL): the one memory outside its stack the child writes.
+ */
+struct child_args {
+	const struct proc_opts *o;
+	int wfd;
+	pid_t daemon;
+	const char *oom;
+	char *err;
+	size_t errlen;
+};
 
-	put_str(buf, &n, sizeof buf - 1, PROC_MARKER " ");
+/*
+ * Write "[tt-device-queue] <what><arg>: <error>\n" to fd and exit 127 (exec's convention).
+ * The same text without the marker goes into c->err, so the daemon, which waits for this
+ * exit (CLONE_VFORK), learns why without parsing the job's output.
+ */
+CHILD_CODE static _Noreturn void
+child_fail(const struct child_args *c, int fd, const char *what, const char *arg, int e)
+{
+	static const char marker[] = PROC_MARKER " ";
+	char buf[CHILD_MSG_MAX];
+	size_t n = 0, i;
+
+	put_str(buf, &n, sizeof buf - 1, marker);
 	put_str(buf, &n, sizeof buf - 1, what);
 	put_str(buf, &n, sizeof buf - 1, arg);
 	put_str(buf, &n, sizeof buf - 1, ": ");
 	put_str(buf, &n, sizeof buf - 1, errtext(e));
+	if (c->err && c->errlen) {
+		for (i = 0; sizeof marker - 1 + i < n && i < c->errlen - 1; i++)
+			c->err[i] = buf[sizeof marker - 1 + i];
+		c->err[i] = '\0';
+	}
 	buf[n++] = '\n';
 	write_full(fd, buf, n);
 	_exit(127);
@@ -223,15 +246,15 @@ move_fd(int from, int to)
 
 /* stdout and stderr into the pipe first (so later failures can be reported), stdin /dev/null. */
 CHILD_CODE static void
-child_stdio(int wfd)
+child_stdio(const struct child_args *c)
 {
 	int nfd;
 
-	if (move_fd(wfd, STDOUT_FILENO) == -1 || move_fd(wfd, STDERR_FILENO) == -1)
-		child_fail(wfd, "cannot attach the output pipe", "", errno);
+	if (move_fd(c->wfd, STDOUT_FILENO) == -1 || move_fd(c->wfd, STDERR_FILENO) == -1)
+		child_fail(c, c->wfd, "cannot attach the output pipe", "", errno);
 	nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (nfd == -1 || move_fd(nfd, STDIN_FILENO) == -1)
-		child_fail(STDERR_FILENO, "cannot open ", "/dev/null", errno);
+		child_fail(c, STDERR_FILENO, "cannot open ", "/dev/null", errno);
 	close_from_except(3, -1); /* the pipe's ends, the guardian's, anything inherited */
 }
 
@@ -277,44 +300,35 @@ child_set_nofile(rlim_t soft)
 
 /* The child side of proc_spawn: async-signal-safe calls only, never returns. */
 CHILD_CODE static _Noreturn void
-child_exec(const struct proc_opts *o, int wfd, pid_t daemon, const char *oom)
+child_exec(const struct child_args *c)
 {
+	const struct proc_opts *o = c->o;
 	char *const *envp = o->envp ? o->envp : environ;
 
 	setsid();
 	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != daemon)
+	if (getppid() != c->daemon)
 		_exit(127);
 	child_register();
-	child_stdio(wfd);
+	child_stdio(c);
 	default_dispositions(); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
 	unblock_all();          /* the mask survives exec too */
 	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
-		child_fail(STDERR_FILENO, "cannot change to directory ", o->cwd, errno);
-	child_set_oom(oom);
+		child_fail(c, STDERR_FILENO, "cannot change to directory ", o->cwd, errno);
+	child_set_oom(c->oom);
 	if (o->set_umask)
 		umask((mode_t)o->umask);
 	if (o->set_nofile)
 		child_set_nofile((rlim_t)o->nofile);
 	execve(o->argv[0], o->argv, envp);
-	child_fail(STDERR_FILENO, "cannot run ", o->argv[0], errno);
+	child_fail(c, STDERR_FILENO, "cannot run ", o->argv[0], errno);
 }
-
-/* What the clone'd child needs; lives in proc_spawn's frame, which waits for the exec. */
-struct child_args {
-	const struct proc_opts *o;
-	int wfd;
-	pid_t daemon;
-	const char *oom;
-};
 
 CHILD_CODE static int
 child_main(void *arg)
 {
-	const struct child_args *c = arg;
-
-	child_exec(c->o, c->wfd, c->daemon, c->oom);
+	child_exec(arg);
 }
 
 /* The child's stack: mapped once, reused by every spawn (the daemon waits for each exec). */
@@ -387,7 +401,10 @@ proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen)
 		return -1;
 	}
 	snprintf(oom, sizeof oom, "%d\n", o->oom_score_adj); /* no snprintf in the child */
-	ca = (struct child_args){.o = o, .wfd = p[1], .daemon = daemon, .oom = oom};
+	if (err && errlen)
+		err[0] = '\0'; /* stays empty when the child exec's */
+	ca = (struct child_args){.o = o, .wfd = p[1], .daemon = daemon, .oom = oom, .err = err,
+				 .errlen = errlen};
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = clone(child_main, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &ca);

@@ -34,7 +34,9 @@ struct proc_opts {
  * dispositions and an empty signal mask, asks for SIGKILL when the daemon dies
  * (PR_SET_PDEATHSIG) and registers its group with the guardian before exec. When chdir or exec
  * fails in the child, it writes a PROC_MARKER line saying why into the pipe and exits 127.
- * Returns the pid (> 0), or -1 with errno set and a message in err[0..errlen).
+ * Returns the pid (> 0), or -1 with errno set and a message in err[0..errlen). With a pid, err
+ * is empty when the child exec'd, else it holds the marker line's text (without the marker
+ * and the newline): that child has exited 127 and is reaped like any other.
  */
 pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen);
 

@@ -208,7 +208,7 @@ static int
 parse_device_ids(const char *v, int *ids)
 {
 	const char *p = v;
-	int n = 0;
+	int n = 0, i;
 
 	while (*p) {
 		char *end;
@@ -222,6 +222,11 @@ parse_device_ids(const char *v, int *ids)
 		id = strtoll(p, &end, 10);
 		if (errno || id > 1000000 || end - p > 7)
 			config_fail("TT_DEVICE_IDS", "card number out of range in '%s'", v);
+		/* A card written twice is most likely a typo for another card (0,0 for 0,1): one
+		 * queue fewer than meant would pass unnoticed, so it is an error, not merged. */
+		for (i = 0; i < n; i++)
+			if (ids[i] == id)
+				config_fail("TT_DEVICE_IDS", "card %lld is listed twice in '%s'", id, v);
 		n = add_card_id(ids, n, id);
 		p = end;
 		while (*p == ' ')
@@ -655,6 +660,7 @@ struct active {
 	struct conn *waiters;     /* held /result and /logs long-polls */
 	char **envp;              /* a run job's environment, kept for its iterations */
 	char *env_block;          /* the strings envp added (job_env) */
+	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool finished;            /* done; freed once committed */
 	bool log_prepared;        /* prepare_next_logs tried its output file */
 	bool no_env;              /* submitted without env: nothing to read back at start */
@@ -926,6 +932,7 @@ active_free(struct active *a)
 		close(a->log.fd);
 	free(a->envp);
 	free(a->env_block);
+	free(a->start_error);
 	sched_job_clear(&a->job);
 	free(a);
 }
@@ -3075,6 +3082,12 @@ run_iteration(struct active *a, char *const envp[])
 
 		job_finish(a, -1, e, NULL);
 		free(e);
+	} else if (err[0]) {
+		/* The child could not chdir or exec (its cwd removed since submission, no
+		 * /bin/bash): it exited 127 and is reaped as usual, and iteration_done gives the
+		 * record the reason its output's marker line gives, or the error would be null. */
+		free(a->start_error);
+		a->start_error = xasprintf("Cannot start the job: %s", err);
 	}
 }
 
@@ -3131,7 +3144,7 @@ iteration_done(struct active *a, int code)
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", stop_error(a));
 		job_finish(a, a->stop == STOP_SHUTDOWN ? -1 : code, stop_error(a), trailer);
 	} else if (code != 0 || j->repeat_current >= j->repeat) {
-		job_finish(a, code, NULL, NULL);
+		job_finish(a, code, a->start_error, NULL);
 	} else {
 		run_iteration(a, a->envp);
 	}
@@ -3351,16 +3364,15 @@ job_stop(struct active *a, int reason)
  * write meta.json, free its card, answer its waiters. Memory is released after the commit.
  */
 static void
-job_finish(struct active *a, int exit_code, const char *error, const char *trailer)
+job_finish_at(struct active *a, double end, int exit_code, const char *error, const char *trailer)
 {
 	struct job *j = &a->job;
-	double now = clock_wall();
 
 	timer_stop(&a->deadline);
 	timer_stop(&a->escalate);
 	j->status = JOB_DONE;
-	j->finished_at = now;
-	j->elapsed = isnan(j->started_at) ? 0 : now - j->started_at;
+	j->finished_at = end;
+	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
 	j->exit_code = exit_code;
 	j->has_exit_code = true;
 	free(j->error);
@@ -3385,6 +3397,13 @@ job_finish(struct active *a, int exit_code, const char *error, const char *trail
 	recent_add(a->card, j);
 	logmsg("tt-device-queue: job %s on card %d finished: exit %d in %.2fs%s%s", j->id, j->device,
 	       exit_code, j->elapsed, error ? ": " : "", error ? error : "");
+}
+
+/* job_finish_at, the job ending now. */
+static void
+job_finish(struct active *a, int exit_code, const char *error, const char *trailer)
+{
+	job_finish_at(a, clock_wall(), exit_code, error, trailer);
 }
 
 static void
@@ -4149,8 +4168,8 @@ notify_ready(void)
 {
 	char msg[512];
 
-	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %d cards on %s:%d", D.sched.ncards,
-		 cfg.host, cfg.port);
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %d card%s on %s:%d", D.sched.ncards,
+		 D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
 	notify_send(msg);
 	if (notify_sock.watchdog_every > 0)
 		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
@@ -4381,6 +4400,32 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
 	return 0;
 }
 
+/*
+ * When a job found running at start-up ended. Its processes died with the daemon (the guardian
+ * kills them within 2 s), at a moment nothing recorded; the restart time would charge the
+ * downtime to the job. The last write to its output file is the latest evidence that it still
+ * ran, and only the daemon writes that file, so its mtime is a lower bound: a job silent until
+ * the crash is under-counted, never over-counted. The database's mtime is no such bound: an
+ * operator's sqlite3 shell opened after the crash checkpoints it. Clamped to [started_at, now]:
+ * the file is prepared while the job waits, and the wall clock may have been stepped.
+ */
+static double
+interrupted_at(const struct job *j, double now)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	double t;
+
+	if (isnan(j->started_at))
+		return now;
+	snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, j->id);
+	t = stat(path, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9
+				 : j->started_at;
+	if (t < j->started_at)
+		t = j->started_at;
+	return t > now ? now : t;
+}
+
 /* A job found active at start-up: queued ones return to their card, running ones fail. */
 static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
@@ -4388,6 +4433,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 	struct active *a = active_new();
 	struct card *c = sched_card(&D.sched, j->device);
 	int *counts = ctx;
+	double now = clock_wall();
 
 	(void)output_file;
 	if (!a) {
@@ -4411,14 +4457,16 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 						    "was running; it is not run again"
 						  : "the job never ran");
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
-		job_finish(a, -1, err, trailer);
+		job_finish_at(a, j->status == JOB_RUNNING ? interrupted_at(j, now) : now, -1, err,
+			      trailer);
 		counts[2]++;
 	} else if (j->status == JOB_RUNNING) {
 		sched_set_current(c, &a->job);
-		job_finish(a, -1, "Interrupted: the service stopped while the job was running "
-				  "(crash or shutdown); it is not run again",
-			   PROC_MARKER " interrupted: the service stopped while this job was running; "
-				       "it is not run again\n");
+		job_finish_at(a, interrupted_at(j, now), -1,
+			      "Interrupted: the service stopped while the job was running (crash or "
+			      "shutdown); it is not run again",
+			      PROC_MARKER " interrupted: the service stopped while this job was running; "
+					  "it is not run again\n");
 		counts[1]++;
 	} else if (c->state == CARD_DEAD) {
 		sched_enqueue(&D.sched, c, &a->job);
@@ -4457,12 +4505,6 @@ recover(void)
 }
 
 /*
- * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
- * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
- * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
- * out before it reads or writes anything, and leaves no file behind.
- */
-/*
  * Mark the log dir a top directory (FS_TOPDIR_FL, `chattr +T`, as /home is) so ext2/3/4 spread
  * the job folders over block groups (the Orlov policy) instead of packing every one into the
  * log dir's group. On an ext4 without a journal each new inode is checked against the group's
@@ -4481,6 +4523,39 @@ spread_job_folders(int dirfd)
 	}
 }
 
+/*
+ * The log dir is private (0700) however it came to exist: made by hand (0755 under the usual
+ * umask), its listing of job ids would stay open to every local user. Ours, it is tightened.
+ * Another user's (an admin's shared dir) is left as it is, as changing it could break what
+ * that user set up; the files in it are private all the same, and a warning says whose it is
+ * so an operator can fix it.
+ */
+static void
+make_log_dir_private(int dirfd)
+{
+	struct stat st;
+
+	if (fstat(dirfd, &st) < 0)
+		return;
+	if (st.st_uid != geteuid()) {
+		logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s belongs to uid %u, not to this "
+		       "service's user (uid %u); its mode %04o is left as it is",
+		       cfg.log_dir, (unsigned)st.st_uid, (unsigned)geteuid(),
+		       (unsigned)(st.st_mode & 07777));
+		return;
+	}
+	if ((st.st_mode & 07777) != 0700 && fchmod(dirfd, 0700) < 0)
+		logmsg("tt-device-queue: WARNING: cannot make TT_DEVICE_LOG_DIR %s private (mode %04o): "
+		       "%s",
+		       cfg.log_dir, (unsigned)(st.st_mode & 07777), strerror(errno));
+}
+
+/*
+ * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
+ * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
+ * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
+ * out before it reads or writes anything, and leaves no file behind.
+ */
 static void
 lock_log_dir(void)
 {
@@ -4497,6 +4572,7 @@ lock_log_dir(void)
 			cfg.log_dir);
 		exit(1);
 	}
+	make_log_dir_private(fd);
 	spread_job_folders(fd);
 	/* fd stays open (close-on-exec) for the daemon's life: the lock is the open file. */
 }
@@ -4700,8 +4776,8 @@ serve_main(int argc, char **argv)
 	retention_fired(NULL);
 	raise_fd_limit();
 	open_listener();
-	logmsg("tt-device-queue %s: serving %d cards on %s:%d, log dir %s", TTQ_VERSION,
-	       D.sched.ncards, cfg.host, cfg.port, cfg.log_dir);
+	logmsg("tt-device-queue %s: serving %d card%s on %s:%d, log dir %s", TTQ_VERSION,
+	       D.sched.ncards, D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port, cfg.log_dir);
 	notify_ready();
 	/* Recovered queues and pending resets start now: unprompted, the first poll may sleep
 	 * until the retention pass. */

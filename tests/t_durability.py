@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -856,6 +857,32 @@ def test_database_and_folders_private():
     tap.eq(mode("jobs.sqlite3"), "0o600", "an older, wider database file is tightened to 0600")
 
 
+def test_existing_log_dir_made_private():
+    """A log dir that already exists with a wider mode is tightened to 0700 when it is ours;
+    one that belongs to another user keeps its mode, and the daemon says so and serves."""
+    d = fast_daemon()
+    os.makedirs(d.log_dir)
+    os.chmod(d.log_dir, 0o755)
+    d.start()
+    tap.eq(oct(os.stat(d.log_dir).st_mode & 0o7777), "0o700", "an existing 0755 log dir is 0700")
+    d.stop()
+    if os.geteuid() != 0:
+        skip("log dir of another user", "chown needs root")
+        return
+    os.chmod(d.log_dir, 0o755)
+    os.chown(d.log_dir, 65534, 65534)
+    try:
+        d.start()
+        tap.eq(oct(os.stat(d.log_dir).st_mode & 0o7777), "0o755",
+               "a log dir of another user keeps its mode")
+        tap.ok(re.search(r"WARNING: TT_DEVICE_LOG_DIR \S+ belongs to uid 65534", d.stderr()),
+               "and a warning says whose it is", d.stderr()[-600:])
+        tap.eq(d.wait_done(d.submit("true")["job_id"])["exit_code"], 0, "the daemon serves")
+    finally:
+        d.stop()
+        os.chown(d.log_dir, os.geteuid(), os.getegid())
+
+
 def test_log_dir_spreads_job_folders():
     """The log dir is a top directory for ext2/3/4's allocator (lsattr shows T), so job
     folders are spread over block groups (issue #8); where the file system has no such flags
@@ -885,7 +912,8 @@ TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_migration_dead_card_same_and_new_boot, test_refuses_pre_v2_and_newer_schema,
          test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,
          test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
-         test_database_and_folders_private, test_cancel_refused_while_degraded,
+         test_database_and_folders_private, test_existing_log_dir_made_private,
+         test_cancel_refused_while_degraded,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash)
 run_tests(*TESTS)

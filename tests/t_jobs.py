@@ -211,6 +211,24 @@ def test_restart_recovers_queued_and_fails_running():
     tap.eq(read_lines(count), ["x"], "the interrupted job never runs again")
 
 
+def test_interrupted_job_elapsed_excludes_downtime():
+    """A job that dies with a SIGKILLed daemon ends, as far as anyone can tell, at its last
+    output: its elapsed covers that much and not the time the daemon was down."""
+    d = Daemon().start()
+    r = d.submit("echo a; sleep 1; echo b; exec sleep 60", device_id="0")
+    wait_until(lambda: "b" in d.log_text(r["job_id"]), 10, "the job's second line")
+    d.kill9()
+    time.sleep(3)
+    d.start()
+    job = d.wait_done(r["job_id"])
+    tap.eq(job["exit_code"], -1, "the interrupted job failed -1")
+    tap.ok(0.9 <= job["elapsed"] <= 2.5,
+           "elapsed runs to its last output, not over 3 s of downtime", job)
+    stored = json.load(open(os.path.join(d.log_dir, r["job_id"], "meta.json")))
+    tap.eq((stored["elapsed"], stored["finished_at"]), (job["elapsed"], job["finished_at"]),
+           "meta.json says the same")
+
+
 def test_sigterm_stops_running_keeps_queued():
     d = Daemon().start()
     ready, side = d.path("ready"), d.path("side")
@@ -224,6 +242,29 @@ def test_sigterm_stops_running_keeps_queued():
     d.start()
     tap.eq(d.wait_done(r["job_id"])["exit_code"], -1, "the stopped job failed with -1")
     tap.eq(d.wait_done(qj["job_id"])["exit_code"], 0, "the queued job runs after the restart")
+
+
+def test_job_that_cannot_start_says_why():
+    """Its cwd vanished while it waited: the record's error and the CLI's summary give the
+    reason the output's marker line gives, not just exit 127."""
+    d = Daemon().start()
+    g, wait = gate(d, "g")
+    d.submit(wait, device_id="0")
+    wd = d.path("wd")
+    os.mkdir(wd)
+    r = d.submit("echo never", device_id="0", cwd=wd)
+    os.rmdir(wd)
+    open_gate(g)
+    job = d.wait_done(r["job_id"])
+    why = "cannot change to directory %s: No such file or directory" % wd
+    tap.eq(d.log_text(r["job_id"]), "[tt-device-queue] %s\n" % why, "the output says why")
+    tap.eq((job["exit_code"], job["error"]), (127, "Cannot start the job: " + why),
+           "GET /job: exit 127 and the same reason as its error")
+    res = d.get("/result/" + r["job_id"]).json
+    tap.eq(res["error"], job["error"], "GET /result gives it too")
+    rc, out, err = d.cli("result", r["job_id"])
+    tap.ok(rc == 127 and "on card 0: Cannot start the job: %s, exit 127" % why in err,
+           "tt-device-queue result explains it", "rc %r\n%s" % (rc, err))
 
 
 def test_long_polls_release_on_events():
@@ -272,6 +313,29 @@ def test_config_errors_exit_2():
                "rc %r: %s" % (rc, d.stderr()[-300:]))
 
 
+def test_card_listed_twice_exits_2():
+    """A card listed twice is a typo (0,0 for 0,1?), not one queue: exit 2 naming it."""
+    for val, card in (("0,0", "0"), ("1, 2,01", "1")):
+        d = Daemon()
+        d.start(env={"TT_DEVICE_IDS": val}, wait=False)
+        try:
+            rc = d.proc.wait(5)
+        except Exception:  # noqa: BLE001
+            rc = None
+        d.stop()
+        err = d.stderr()
+        tap.ok(rc == 2 and "TT_DEVICE_IDS" in err and "card %s is listed twice" % card in err,
+               "TT_DEVICE_IDS=%s: exit 2 naming card %s" % (val, card),
+               "rc %r: %s" % (rc, err[-300:]))
+
+
+def test_start_line_counts_cards_in_words():
+    for ids, words in (("3", "serving 1 card on"), ("0,1", "serving 2 cards on")):
+        d = Daemon(ids=ids).start()
+        d.stop()
+        tap.ok(words in d.stderr(), "TT_DEVICE_IDS=%s: '%s'" % (ids, words), d.stderr()[-300:])
+
+
 def test_queue_bound_and_concurrent_submitters():
     d = Daemon(env={"TT_DEVICE_MAX_QUEUED_JOBS": "50"}).start()
     g, wait = gate(d, "g")
@@ -299,6 +363,9 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
           test_next_job_prepared_while_the_card_runs,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
-          test_restart_recovers_queued_and_fails_running, test_sigterm_stops_running_keeps_queued,
+          test_restart_recovers_queued_and_fails_running,
+          test_interrupted_job_elapsed_excludes_downtime, test_sigterm_stops_running_keeps_queued,
+          test_job_that_cannot_start_says_why,
           test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
+          test_card_listed_twice_exits_2, test_start_line_counts_cards_in_words,
           test_queue_bound_and_concurrent_submitters)

@@ -296,6 +296,45 @@ test_exec_failure(void)
 	free(out);
 }
 
+/* The spawner learns why a child could not start, as the marker line says it (no marker). */
+static void
+test_exec_failure_reason(void)
+{
+	char *const missing[] = {"/nonexistent-ttq/prog", NULL};
+	char *const t[] = {"/bin/true", NULL};
+	char *const empty[] = {NULL};
+	struct proc_opts o = {.argv = missing, .envp = empty};
+	char err[256];
+	int fd;
+	pid_t pid;
+
+	snprintf(err, sizeof err, "stale");
+	pid = proc_spawn(&o, &fd, err, sizeof err);
+	ok(pid > 0, "a child that cannot exec still has a pid");
+	is_str(err, "cannot run /nonexistent-ttq/prog: No such file or directory",
+	       "err says why it could not exec");
+	close(fd);
+	is_int(wait_code(pid, 20000), 127, "and it exited 127");
+	o.argv = t;
+	o.cwd = "/nonexistent-ttq/dir";
+	pid = proc_spawn(&o, &fd, err, sizeof err);
+	is_str(err, "cannot change to directory /nonexistent-ttq/dir: No such file or directory",
+	       "err says why it could not chdir");
+	close(fd);
+	wait_code(pid, 20000);
+	o.cwd = NULL;
+	snprintf(err, sizeof err, "stale");
+	pid = proc_spawn(&o, &fd, err, sizeof err);
+	is_str(err, "", "err is empty when the child exec'd");
+	close(fd);
+	is_int(wait_code(pid, 20000), 0, "/bin/true exits 0");
+	o.argv = missing;
+	pid = proc_spawn(&o, &fd, err, 8);
+	is_str(err, "cannot ", "err is cut to its size");
+	close(fd);
+	wait_code(pid, 20000);
+}
+
 static void
 test_env_passed(void)
 {
@@ -1171,6 +1210,7 @@ main(void)
 	test_session();
 	test_cwd();
 	test_exec_failure();
+	test_exec_failure_reason();
 	test_env_passed();
 	test_env_value();
 	test_group_alive();
