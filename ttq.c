@@ -662,6 +662,7 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool finished;            /* done; freed once committed */
+	bool log_closed;          /* its output was finished before a crash (meta_outcome) */
 	bool log_prepared;        /* prepare_next_logs tried its output file */
 	bool no_env;              /* submitted without env: nothing to read back at start */
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
@@ -3074,7 +3075,6 @@ run_iteration(struct active *a, char *const envp[])
 {
 	char *argv[] = {"/bin/bash", "-lc", a->job.cmd, NULL}, err[512];
 
-	a->job.repeat_current++;
 	if (a->job.repeat > 1 && ensure_log(a) == 0)
 		capfile_marker(&a->log, "Repeat %d/%d", a->job.repeat_current, a->job.repeat);
 	if (spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err)) < 0) {
@@ -3146,6 +3146,7 @@ iteration_done(struct active *a, int code)
 	} else if (code != 0 || j->repeat_current >= j->repeat) {
 		job_finish(a, code, a->start_error, NULL);
 	} else {
+		j->repeat_current++;
 		run_iteration(a, a->envp);
 	}
 }
@@ -3377,7 +3378,7 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	j->has_exit_code = true;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
-	if (ensure_log(a) == 0) {
+	if (!a->log_closed && ensure_log(a) == 0) {
 		capfile_finish(&a->log, trailer);
 		a->log.fd = -1;
 		j->log_size = a->log.size;
@@ -3413,6 +3414,7 @@ job_start(struct active *a)
 
 	j->status = JOB_RUNNING;
 	j->started_at = clock_wall();
+	j->repeat_current = 1; /* in the "running" commit: a crash after it shows the job ran */
 	j->reset_epoch = a->card->reset_epoch;
 	a->started_mono = mono_now;
 	sched_set_current(a->card, j);
@@ -4426,6 +4428,81 @@ interrupted_at(const struct job *j, double now)
 	return t > now ? now : t;
 }
 
+/* Member key of the object toks[0] of src as a number into *v: 0, or -1. */
+static int
+meta_num(const char *src, const char *key, double *v)
+{
+	int i = json_obj_get(src, toks, 0, key);
+	char num[64], *end;
+	size_t n;
+
+	if (i < 0 || toks[i].type != JSON_NUMBER || (n = toks[i].end - toks[i].start) >= sizeof(num))
+		return -1;
+	memcpy(num, src + toks[i].start, n);
+	num[n] = 0;
+	*v = strtod(num, &end);
+	return end == num + n ? 0 : -1;
+}
+
+/*
+ * The outcome a run job found "running" at start-up had already reached. Its meta.json is
+ * written only when it finishes, and a job that finished while the store was degraded never
+ * got its "done" commit: without this, the crash that follows would turn its true exit code
+ * into "interrupted". On success fills j's exit code, times, error, repeat and log counters
+ * from the file and returns 0; -1 when there is no complete record (the usual crash, or a
+ * power loss that left the unsynced file empty).
+ */
+static int
+meta_outcome(struct job *j)
+{
+	char path[PATH_MAX], word[8], *text = NULL;
+	struct stat st;
+	double code, elapsed, cur, done, size, dropped;
+	int fd, n = -1, i;
+	ssize_t got = -1;
+
+	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20) &&
+	    (text = malloc((size_t)st.st_size)) != NULL)
+		got = read(fd, text, (size_t)st.st_size);
+	close(fd);
+	if (got == st.st_size)
+		n = json_parse(text, (size_t)got, toks, MAX_TOKENS, NULL, 0);
+	i = n > 0 ? json_obj_get(text, toks, 0, "status") : -1;
+	if (i < 0 || json_str_decode(text, &toks[i], word, sizeof(word)) != 4 ||
+	    memcmp(word, "done", 4) != 0 || meta_num(text, "exit_code", &code) < 0 ||
+	    meta_num(text, "elapsed", &elapsed) < 0 || meta_num(text, "repeat_current", &cur) < 0 ||
+	    meta_num(text, "repeat_completed", &done) < 0 || meta_num(text, "log_size", &size) < 0 ||
+	    meta_num(text, "dropped_log_bytes", &dropped) < 0 || !(elapsed >= 0)) {
+		free(text);
+		return -1;
+	}
+	j->exit_code = (int)code;
+	j->finished_at = j->started_at + elapsed;
+	j->repeat_current = (int)cur;
+	j->repeat_completed = (int)done;
+	j->log_size = (long long)size;
+	j->dropped_log_bytes = (long long)dropped;
+	j->log_truncated = dropped > 0;
+	i = json_obj_get(text, toks, 0, "timed_out");
+	j->timed_out = i >= 0 && toks[i].type == JSON_TRUE;
+	i = json_obj_get(text, toks, 0, "error");
+	free(j->error);
+	j->error = NULL;
+	if (i >= 0 && toks[i].type == JSON_STRING) {
+		size_t len = json_str_decode(text, &toks[i], NULL, 0);
+
+		if ((j->error = malloc(len + 1)) != NULL) { /* out of memory: no error text */
+			json_str_decode(text, &toks[i], j->error, len);
+			j->error[len] = 0;
+		}
+	}
+	free(text);
+	return 0;
+}
+
 /* A job found active at start-up: queued ones return to their card, running ones fail. */
 static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
@@ -4460,6 +4537,15 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		job_finish_at(a, j->status == JOB_RUNNING ? interrupted_at(j, now) : now, -1, err,
 			      trailer);
 		counts[2]++;
+	} else if (j->status == JOB_RUNNING && j->mode == JOB_MODE_RUN && meta_outcome(&a->job) == 0) {
+		char *err = a->job.error ? xstrdup(a->job.error) : NULL;
+
+		/* It finished before the crash; only its "done" commit was lost (degraded store). */
+		sched_set_current(c, &a->job);
+		a->log_closed = true;
+		job_finish_at(a, a->job.finished_at, a->job.exit_code, err, NULL);
+		free(err);
+		counts[3]++;
 	} else if (j->status == JOB_RUNNING) {
 		sched_set_current(c, &a->job);
 		job_finish_at(a, interrupted_at(j, now), -1,
@@ -4482,7 +4568,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 static void
 recover(void)
 {
-	int counts[3] = {0, 0, 0}, i;
+	int counts[4] = {0, 0, 0, 0}, i;
 
 	for (i = 0; i < D.sched.ncards; i++)
 		if (store_load_recent(D.store, D.sched.cards[i].device, SCHED_RECENT, recent_cb,
@@ -4500,8 +4586,8 @@ recover(void)
 	store_sync();
 	meta_flush();
 	logmsg("tt-device-queue: recovered %d queued jobs; %d interrupted jobs failed; %d jobs of "
-	       "unavailable cards failed",
-	       counts[0], counts[1], counts[2]);
+	       "unavailable cards failed; %d jobs finished before the stop kept their outcome",
+	       counts[0], counts[1], counts[2], counts[3]);
 }
 
 /*

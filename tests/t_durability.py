@@ -436,6 +436,45 @@ def test_locked_database_degrades_and_recovers():
     tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
 
 
+def test_outcome_reached_while_degraded_survives_a_crash():
+    """A job ends while the store cannot be written: its "done" commit waits in memory. A
+    crash then must not turn the exit code the client was told into "interrupted" (-1)."""
+    d = fast_daemon(ids="0")
+    ready, gate_path = d.path("ready"), d.path("gate")
+    d.start()
+    jid = d.submit("echo before; touch %s; while [ ! -e %s ]; do sleep 0.02; done; "
+                   "echo after; exit 3" % (q(ready), q(gate_path)))["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "the job to run")
+    con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        open_gate(gate_path)
+        told = d.get("/result/%s?wait=20" % jid, timeout=30).json
+        tap.ok(told["status"] == "done" and told["exit_code"] == 3,
+               "while degraded the client is told exit 3", told)
+        wait_until(lambda: "locked" in (degraded_reason(d) or ""), 10,
+                   "the store to degrade on the done commit")
+        d.kill9()
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    with sqlite3.connect(db_path(d)) as db:
+        row = db.execute("SELECT status FROM jobs WHERE id = ?", (jid,)).fetchone()
+    db.close()
+    tap.eq(row, ("running",), "the crash came before the done commit")
+    d.start()
+    job = d.job(jid)
+    tap.ok(job["status"] == "done" and job["exit_code"] == 3 and job["error"] is None,
+           "after the restart the record keeps exit 3, not interrupted", job)
+    tap.ok(0 < job["elapsed"] < 10 and job["repeat_completed"] == 0,
+           "with its elapsed time and counters from before the crash", job)
+    text = d.log_text(jid)
+    tap.ok(text.count("after") == 1 and "interrupted" not in text,
+           "its output is as the job left it: no interrupted line added", text)
+    d.restart()
+    tap.eq(d.job(jid)["exit_code"], 3, "and the recovered outcome was committed")
+
+
 def test_cancel_refused_while_degraded():
     """A cancel that cannot be recorded is refused: answered "cancelled" but lost in a crash,
     the job would run after all."""
@@ -908,6 +947,7 @@ def test_log_dir_spreads_job_folders():
 TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_start_on_full_disk_comes_up_degraded,
          test_immutable_wal_degrades_and_recovers, test_locked_database_degrades_and_recovers,
+         test_outcome_reached_while_degraded_survives_a_crash,
          test_fsync_before_ack_and_spawn_group_commit, test_migration_of_earlier_service_db,
          test_migration_dead_card_same_and_new_boot, test_refuses_pre_v2_and_newer_schema,
          test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,

@@ -204,6 +204,7 @@ def test_restart_recovers_queued_and_fails_running():
     wait_until(d._ready, 10, "the daemon to answer GET /status")
     job = d.wait_done(r["job_id"])
     tap.eq(job["exit_code"], -1, "a job found running at start-up fails with -1")
+    tap.eq(job["repeat_current"], 1, "and its record says its first iteration ran")
     tap.ok("interrupted" in d.log_text(r["job_id"]), "with a log line saying so")
     for i in ids:
         tap.eq(d.wait_done(i)["device_id"], "1", "queued job back on its card")
