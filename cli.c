@@ -92,6 +92,8 @@
 #define CONNECT_TIMEOUT_SEC 5.0
 #define REQUEST_SLACK_SEC 10    /* an answer is due within the request's wait + this */
 #define MAX_WAIT_SEC 30         /* longest wait=S asked of the daemon (it accepts 0..60) */
+#define RECONNECT_SEC 60 /* default TT_DEVICE_RECONNECT_SEC: a daemon lost in a wait may take
+                          * this long to come back */
 #define LOG_CHUNK 65536         /* largest limit= asked of /logs (the daemon caps it too) */
 #define RESPONSE_HEAD_MAX 16384 /* status line + headers of one answer */
 #define RESPONSE_MAX (256u << 20)
@@ -141,6 +143,8 @@ struct cli {
 	double deadline;    /* CLOCK_MONOTONIC seconds */
 	char err[512];      /* the last failure, for the caller's message */
 	int conn_failed;    /* the last api() call failed to reach the daemon (not a refusal) */
+	int waiting;        /* in a wait on an acknowledged job: a lost daemon is waited for */
+	double gone_since;  /* CLOCK_MONOTONIC when the daemon was lost in that wait, or 0 */
 	char job_status[16]; /* the followed job's status in the last answer ("" unknown) */
 };
 
@@ -1098,7 +1102,60 @@ static int
 api(struct cli *c, const char *method, const char *path, const struct json_buf *body, int wait,
     struct doc *d)
 {
-	return api_call(c, method, path, body, wait, d, 0);
+	return api_call(c, method, path, body, wait, d, c->waiting);
+}
+
+/*
+ * The daemon could not be reached in a wait on an acknowledged job (c->err says how). A
+ * restart or an upgrade keeps the job in its database and it goes on when the daemon is back;
+ * failing here would make a pipeline submit it again, so the wait goes on: a pause, then the
+ * caller asks again, for up to RECONNECT_SEC. Returns ST_OK (ask again), ST_TIMEOUT or
+ * ST_INTR like any wait, or ST_FAIL once it has said that the daemon did not come back.
+ */
+static int
+daemon_lost(struct cli *c, const char *id)
+{
+	const char *e = env_nonempty("TT_DEVICE_RECONNECT_SEC");
+	double t = now_mono(), limit = RECONNECT_SEC;
+	int rc;
+
+	if (e != NULL && parse_secs(e, &limit) < 0) {
+		limit = RECONNECT_SEC;
+		if (c->gone_since == 0)
+			errmsg("TT_DEVICE_RECONNECT_SEC must be seconds, not '%s'; using %d", e,
+			       RECONNECT_SEC);
+	}
+	if (c->gone_since == 0) {
+		c->gone_since = t;
+		fprintf(stderr,
+		        NOTE "lost the daemon (%s); job %s is kept in its queue: waiting up to %g s "
+		             "for it to come back\n",
+		        c->err, id, limit);
+	} else if (t - c->gone_since > limit) {
+		errmsg("the daemon has not come back in %g s (%s); job %s may still run when it "
+		       "does: ask with `" PROG " result %s`",
+		       limit, c->err, id, id);
+		return ST_FAIL;
+	}
+	rc = wait_fd(c, -1, 0, t + 0.25); /* no descriptor: a pause SIGINT and --wait-timeout end */
+	return rc == R_SLOW ? ST_OK : rc;
+}
+
+/* The result of a request made in a wait: a lost daemon is waited for (daemon_lost). */
+static int
+waited(struct cli *c, const char *id, int rc, int *again)
+{
+	*again = 0;
+	if (rc == ST_FAIL && c->conn_failed) {
+		rc = daemon_lost(c, id);
+		*again = rc == ST_OK;
+		return rc;
+	}
+	if (rc == ST_OK && c->gone_since != 0) {
+		fprintf(stderr, NOTE "the daemon is back; still waiting for job %s\n", id);
+		c->gone_since = 0;
+	}
+	return rc;
 }
 
 /* Note the followed job's status from an answer's "status" member. */
@@ -1366,7 +1423,7 @@ wait_done(struct cli *c, const char *id)
 {
 	char path[128], st[16];
 	struct doc d;
-	int hold, rc, done, first = c->job_status[0] == 0;
+	int hold, rc, done, again, first = c->job_status[0] == 0;
 
 	for (;;) {
 		if ((hold = wait_budget(c)) < 0)
@@ -1375,7 +1432,12 @@ wait_done(struct cli *c, const char *id)
 			hold = 0;
 		first = 0;
 		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
-		if ((rc = api(c, "GET", path, NULL, hold, &d)) != ST_OK)
+		c->waiting = 1;
+		rc = waited(c, id, api(c, "GET", path, NULL, hold, &d), &again);
+		c->waiting = 0;
+		if (again)
+			continue;
+		if (rc != ST_OK)
 			return rc;
 		note_status(c, &d);
 		done = doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "done") == 0;
@@ -1393,12 +1455,17 @@ static int
 stream_job(struct cli *c, const char *id, struct sink *o)
 {
 	struct logpos lp = {0, 0, 0};
-	int hold, rc;
+	int hold, rc, again;
 
 	while (!o->cut) {
 		if ((hold = wait_budget(c)) < 0)
 			return ST_TIMEOUT;
-		if ((rc = logs_chunk(c, id, &lp, 0, hold, o)) != ST_OK)
+		c->waiting = 1;
+		rc = waited(c, id, logs_chunk(c, id, &lp, 0, hold, o), &again);
+		c->waiting = 0;
+		if (again)
+			continue;
+		if (rc != ST_OK)
 			return rc;
 		if (lp.complete)
 			return ST_OK;

@@ -4261,8 +4261,15 @@ shutdown_done(void)
 	 * of the job the stop just ended) are answered for a moment longer.
 	 */
 	if (!timer_armed(&D.linger) && D.linger_until == 0) {
+		struct job *j;
+
 		D.linger_until = mono_now + SHUTDOWN_LINGER;
 		timer_set(&D.linger, D.linger_until);
+		/* Long-polls on queued jobs get their answer ("queued") instead of a closed
+		 * connection: the client learns the job is kept and can wait for the restart. */
+		for (i = 0; i < D.sched.ncards; i++)
+			for (j = D.sched.cards[i].head; j; j = j->next)
+				waiters_wake(active_of(j), true);
 	}
 	return D.nconns == 0 || mono_now >= D.linger_until;
 }

@@ -11,6 +11,7 @@ file), client ids cut to 128 characters, help wording, the summary of exit_code 
 a capped log, and a daemon that goes away between a job's completion and its record.
 """
 
+import http.client
 import json
 import os
 import random
@@ -806,6 +807,54 @@ def fake_daemon(jid):
     return port, t
 
 
+def test_run_waits_through_a_daemon_restart():
+    """A `run` waiting on a queued job when the daemon restarts (an upgrade) keeps waiting and
+    gets the job's output and status; failing would make a pipeline submit it twice."""
+    d = Daemon()
+    d.start()
+    jid, gate = blocked(d, "1")
+    p = subprocess.Popen([BINARY, "run", "--device", "1", "--", "echo after-restart"],
+                         env=cli_env(d), cwd=d.tmp, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    queued = wait_until(lambda: d.dev("1")["pending"], 10, "the run's job to be queued")
+    qid = queued[0]["job_id"]
+    held = {}
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=40)
+    conn.request("GET", "/result/%s?wait=30" % qid)  # sent; the stop below takes longer
+
+    def long_poll():
+        try:
+            held["answer"] = json.loads(conn.getresponse().read())
+        except Exception as e:  # noqa: BLE001 - the failure is what the check reports
+            held["answer"] = repr(e)
+    t = threading.Thread(target=long_poll, daemon=True)
+    t.start()
+    port = d.port
+    d.stop()
+    t.join(10)
+    tap.ok(isinstance(held.get("answer"), dict) and held["answer"]["status"] == "queued",
+           "a long-poll on a queued job is answered 'queued' at the stop, not cut", held)
+    d.start(port=port)
+    out, err = p.communicate(timeout=60)
+    tap.ok(p.returncode == 0 and out == b"after-restart\n",
+           "run kept waiting through the restart and got its job's output and status",
+           "rc %r out %r err %s" % (p.returncode, out, err.decode()))
+    tap.ok(b"lost the daemon" in err and b"the daemon is back" in err,
+           "and it said so on stderr", err.decode())
+    tap.eq(d.job(qid)["exit_code"], 0, "the job ran once, after the restart")
+    # A daemon that does not come back: the wait ends with exit 1 and how to ask later.
+    jid, gate = blocked(d, "1")
+    p = subprocess.Popen([BINARY, "run", "--device", "1", "--", "true"],
+                         env=cli_env(d, {"TT_DEVICE_RECONNECT_SEC": "1"}), cwd=d.tmp,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    queued = wait_until(lambda: d.dev("1")["pending"], 10, "the second run's job to be queued")
+    d.stop()
+    out, err = p.communicate(timeout=30)
+    tap.ok(p.returncode == 1 and b"has not come back in 1 s" in err
+           and ("result %s" % queued[0]["job_id"]).encode() in err,
+           "a daemon gone for good ends the wait: exit 1, saying how to ask later", err.decode())
+
+
 def test_run_daemon_gone_after_completion():
     d = daemon()
     jid = "ab" * 16
@@ -833,4 +882,5 @@ if __name__ == "__main__":
               test_client_id_cut_to_128, test_client_id_control_characters,
               test_non_utf8_submission_refused, test_help_texts, test_exit_minus_one_summary,
               test_log_cap_summary, test_run_daemon_gone_after_completion,
+              test_run_waits_through_a_daemon_restart,
               test_status_banners_dead_card_and_degraded_store, test_waiting_client_costs_no_cpu)

@@ -171,8 +171,9 @@ class Daemon:
         os.chmod(p, 0o755)
         return p
 
-    def start(self, env=None, wait=True):
-        self.port = free_port()
+    def start(self, env=None, wait=True, port=None):
+        """Start serve (on `port`, else a free one); wait for GET /status unless told not to."""
+        self.port = port or free_port()
         e = dict(self.env)
         e["TT_DEVICE_PORT"] = str(self.port)
         e.update(env or {})
