@@ -2676,7 +2676,7 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
 {
 	unsigned long long before, want;
 	struct sink out;
-	int hold = 0, rc;
+	int hold = 0, rc, again;
 
 	sink_init(&out, ULLONG_MAX, 0);
 	for (;;) {
@@ -2686,7 +2686,12 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
 			rc = ST_TIMEOUT;
 			break;
 		}
-		if ((rc = logs_chunk(c, id, lp, want, hold, &out)) != ST_OK)
+		c->waiting = follow;
+		rc = logs_chunk(c, id, lp, want, hold, &out);
+		c->waiting = 0;
+		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
+			continue;
+		if (rc != ST_OK)
 			break;
 		left -= lp->off > before ? (lp->off - before < left ? lp->off - before : left) : 0;
 		if (lp->complete || left == 0)

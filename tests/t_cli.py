@@ -818,6 +818,9 @@ def test_run_waits_through_a_daemon_restart():
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     queued = wait_until(lambda: d.dev("1")["pending"], 10, "the run's job to be queued")
     qid = queued[0]["job_id"]
+    follow = subprocess.Popen([BINARY, "logs", qid, "--follow"], env=cli_env(d), cwd=d.tmp,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
     held = {}
     conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=40)
     conn.request("GET", "/result/%s?wait=30" % qid)  # sent; the stop below takes longer
@@ -842,6 +845,10 @@ def test_run_waits_through_a_daemon_restart():
     tap.ok(b"lost the daemon" in err and b"the daemon is back" in err,
            "and it said so on stderr", err.decode())
     tap.eq(d.job(qid)["exit_code"], 0, "the job ran once, after the restart")
+    out, err = follow.communicate(timeout=30)
+    tap.ok(follow.returncode == 0 and out == b"after-restart\n" and b"lost the daemon" in err,
+           "logs --follow waits through the restart too",
+           "rc %r out %r err %s" % (follow.returncode, out, err.decode()))
     # A daemon that does not come back: the wait ends with exit 1 and how to ask later.
     jid, gate = blocked(d, "1")
     p = subprocess.Popen([BINARY, "run", "--device", "1", "--", "true"],
