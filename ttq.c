@@ -3355,9 +3355,10 @@ job_stop(struct active *a, int reason)
 		proc_kill_group(a->pid, SIGKILL);
 		return;
 	}
+	if (timer_armed(&a->escalate))
+		return; /* already stopping: a second SIGINT would interrupt the job's cleanup */
 	proc_kill_group(a->pid, SIGINT);
-	if (!timer_armed(&a->escalate))
-		timer_set(&a->escalate, mono_now + cfg.stop_grace);
+	timer_set(&a->escalate, mono_now + cfg.stop_grace);
 }
 
 /*

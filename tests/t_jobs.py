@@ -103,6 +103,22 @@ def test_kill_running_sigint_and_escalation():
     took = time.monotonic() - t0
     tap.eq(job["exit_code"], -9, "ignoring SIGINT: SIGKILL after the grace")
     tap.ok(0.25 <= took < 3, "escalation after the 0.3 s grace (%.2fs)" % took)
+    # A second kill of a job already stopping changes nothing: no second SIGINT into its
+    # cleanup, and the grace is not restarted.
+    d2 = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "2"}).start()
+    ready = d2.path("r3")
+    j = d2.submit("trap 'echo got-int' INT; touch %s; while :; do sleep 0.05; done" % q(ready))
+    wait_until(lambda: os.path.exists(ready), 10, "job running")
+    t0 = time.monotonic()
+    d2.post("/kill", {"job_id": j["job_id"]})
+    wait_until(lambda: "got-int" in d2.log_text(j["job_id"]), 10, "the trap to run")
+    r = d2.post("/kill", {"job_id": j["job_id"]})
+    job = d2.wait_done(j["job_id"])
+    took = time.monotonic() - t0
+    tap.ok(r.status == 200 and d2.log_text(j["job_id"]).count("got-int") == 1,
+           "a second kill sends no second SIGINT", d2.log_text(j["job_id"]))
+    tap.ok(job["exit_code"] == -9 and took < 3.5,
+           "the SIGKILL comes one grace after the first kill (%.2fs)" % took)
 
 
 def test_kill_queued_never_runs():
