@@ -1599,8 +1599,8 @@ print_summary(const char *id, const struct doc *d, const struct sink *o)
 	summary_outcome(&b, d);
 	if (doc_true(d, 0, "log_truncated"))
 		json_buf_printf(&b,
-		                "; the stored log was capped (TT_DEVICE_MAX_LOG_BYTES): %lld bytes "
-		                "dropped, its tail replaced by a marker line",
+		                "; the stored log is incomplete: %lld bytes dropped (over "
+		                "TT_DEVICE_MAX_LOG_BYTES, or a write failed: its last line says which)",
 		                doc_int(d, 0, "dropped_log_bytes", &v) == 0 ? v : 0);
 	if (o->cut)
 		json_buf_printf(&b, "; output cut after %llu bytes (full log: %s)", o->shown,

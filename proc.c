@@ -49,7 +49,7 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define PIPE_SIZE (1 << 20)   /* asked for; a flooding job then needs fewer wake-ups */
 #define CHILD_MSG_MAX 1024    /* a child's failure line, cut to fit */
 #define MARKER_MAX 1024       /* a capfile_marker line, cut to fit */
-#define DROP_LINE_MAX 128     /* the "output truncated" line: fixed text and two numbers */
+#define DROP_LINE_MAX 256     /* the "output truncated" line: fixed text, numbers, strerror */
 #define DRAIN_BUF (64 * 1024) /* one read from a job pipe */
 #define GUARD_SLOTS 4096      /* groups the guardian can hold; far above cards + controls */
 #define FD_LOOP_MAX 65536     /* bound of the close() loop when close_range is missing */
@@ -583,6 +583,7 @@ capfile_open(struct capfile *cf, const char *path, long long cap)
 	cf->size = 0;
 	cf->cap = cap;
 	cf->dropped = 0;
+	cf->write_errno = 0;
 	if (cap < 1024) {
 		errno = EINVAL;
 		return -1;
@@ -612,11 +613,16 @@ capfile_output(struct capfile *cf, const void *buf, size_t n)
 		take = 0;
 	else if ((unsigned long long)room < n)
 		take = (size_t)room;
+	errno = 0;
 	if (take > 0)
 		done = write_full(cf->fd, buf, take); /* fd -1: EBADF, all counted as dropped */
 	cf->size += (long long)done;
 	cf->dropped += (long long)(n - done);
-	return done == take ? 0 : -1;
+	if (done == take)
+		return 0;
+	if (cf->write_errno == 0)
+		cf->write_errno = errno ? errno : EIO;
+	return -1;
 }
 
 /* Write n daemon bytes (room already checked). 0, or -1 with errno. */
@@ -667,9 +673,15 @@ capfile_marker(struct capfile *cf, const char *fmt, ...)
 static size_t
 drop_line(char *line, size_t len, const struct capfile *cf)
 {
-	int n = snprintf(line, len,
-	                 PROC_MARKER " output truncated: %lld bytes dropped (log cap %lld bytes)\n",
-	                 cf->dropped, cf->cap);
+	int n = cf->write_errno
+	            ? snprintf(line, len,
+	                       PROC_MARKER " output truncated: %lld bytes dropped (writing failed: "
+	                                   "%s)\n",
+	                       cf->dropped, strerror(cf->write_errno))
+	            : snprintf(line, len,
+	                       PROC_MARKER " output truncated: %lld bytes dropped (log cap %lld "
+	                                   "bytes)\n",
+	                       cf->dropped, cf->cap);
 
 	return n > 0 ? (size_t)n : 0;
 }

@@ -104,6 +104,7 @@ struct capfile {
 	long long size;     /* bytes in the file */
 	long long cap;      /* maximum file size in bytes (>= 1024) */
 	long long dropped;  /* job output bytes not stored */
+	int write_errno;    /* why the first write of job output failed (ENOSPC...), 0 if none */
 };
 
 /*
@@ -112,7 +113,10 @@ struct capfile {
  */
 int capfile_open(struct capfile *cf, const char *path, long long cap);
 
-/* Store n bytes of job output: what fits is written, the rest counted in dropped. 0 / -1. */
+/*
+ * Store n bytes of job output: what fits is written, the rest counted in dropped. 0, or -1
+ * with errno when a write failed (the first such errno is kept in write_errno).
+ */
 int capfile_output(struct capfile *cf, const void *buf, size_t n);
 
 /*

@@ -2884,6 +2884,7 @@ ensure_log(struct active *a)
 struct meta_pending {
 	char id[33];
 	struct json_buf b; /* the file's text */
+	bool warned;       /* its failure to be written is logged (once) */
 };
 static struct vec metas;
 
@@ -2910,30 +2911,45 @@ write_meta(const struct job *j)
 	}
 	snprintf(m->id, sizeof(m->id), "%s", j->id);
 	m->b = b;
+	m->warned = false;
 	vec_push(&metas, m);
 }
 
-/* Write the meta.json files of the jobs finished since the last call (SPEC 6). */
+/*
+ * Write the meta.json files of the jobs finished since the last call (SPEC 6). One the disk
+ * has no room for (ENOSPC, EDQUOT, EIO) is kept and written again at a later call: while the
+ * store is degraded its retry timer makes such calls every second, so the file appears once
+ * there is room, rather than staying empty for good.
+ */
 static void
 meta_flush(void)
 {
 	char path[PATH_MAX];
-	int i, fd;
+	int i, fd, e, kept = 0;
+	ssize_t w;
 
 	for (i = 0; i < metas.n; i++) {
 		struct meta_pending *m = metas.v[i];
 
 		snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, m->id);
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0 || write(fd, m->b.p, m->b.len) != (ssize_t)m->b.len)
-			logmsg("tt-device-queue: job %s: cannot write meta.json: %s", m->id,
-			       fd < 0 ? strerror(errno) : "short write");
+		errno = 0;
+		w = fd < 0 ? -1 : write(fd, m->b.p, m->b.len);
+		e = w == (ssize_t)m->b.len ? 0 : errno ? errno : ENOSPC; /* short: the disk filled */
 		if (fd >= 0)
 			close(fd);
+		if (e && !m->warned)
+			logmsg("tt-device-queue: job %s: cannot write meta.json: %s%s", m->id,
+			       strerror(e), e == ENOSPC || e == EDQUOT || e == EIO ? "; will retry" : "");
+		m->warned = m->warned || e;
+		if (e == ENOSPC || e == EDQUOT || e == EIO) {
+			metas.v[kept++] = m;
+			continue;
+		}
 		json_buf_free(&m->b);
 		free(m);
 	}
-	metas.n = 0;
+	metas.n = kept;
 }
 
 static void
@@ -3380,6 +3396,9 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
 	if (!a->log_closed && ensure_log(a) == 0) {
+		if (a->log.write_errno) /* the drop line cannot say it when the disk is full */
+			logmsg("tt-device-queue: job %s: output could not be stored (%s); %lld bytes "
+			       "dropped", j->id, strerror(a->log.write_errno), a->log.dropped);
 		capfile_finish(&a->log, trailer);
 		a->log.fd = -1;
 		j->log_size = a->log.size;

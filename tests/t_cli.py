@@ -751,9 +751,10 @@ def test_log_cap_summary():
     d = Daemon(env={"TT_DEVICE_MAX_LOG_BYTES": "1024"}).start()
     rc, out, err = d.cli("run", "--", "head -c 5000 /dev/zero | tr '\\0' z")
     job = last_recent(d)
-    tap.ok(rc == 0 and job["log_truncated"] and "stored log was capped" in err
+    tap.ok(rc == 0 and job["log_truncated"] and "stored log is incomplete" in err
+           and "over TT_DEVICE_MAX_LOG_BYTES" in err
            and "%d bytes dropped" % job["dropped_log_bytes"] in err,
-           "run: the summary says the stored log was capped and how many bytes were dropped",
+           "run: the summary says the stored log is incomplete and how many bytes were dropped",
            err)
     d.cleanup()
 

@@ -314,6 +314,16 @@ def full_disk_body(d):
     tap.eq(metric(d, "ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
     tap.eq(db_status(d, run1), ("done", 0), "the completion of the job that ended during the "
            "fault is recorded")
+
+    def meta_of_run1():
+        try:
+            with open(os.path.join(d.log_dir, run1, "meta.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+    meta = wait_until(meta_of_run1, 8, "meta.json of the job that ended during the fault")
+    tap.ok(meta["status"] == "done" and meta["exit_code"] == 0,
+           "its meta.json, which the full disk refused, is written once there is room", meta)
     later = d.submit(ledger_cmd(ledger, "later"), device_id="1")
     open_gate(pairs["0"][1])
     done = [d.wait_done(j)["exit_code"] for j in

@@ -709,6 +709,30 @@ utf8_whole(const unsigned char *t, size_t n)
 	return 1;
 }
 
+/* Output the disk refuses (/dev/full: ENOSPC) is dropped with its reason, not blamed on the cap. */
+static void
+test_capfile_write_error(void)
+{
+	struct capfile cf;
+	const char *path = cap_path("werr");
+	char *text;
+	size_t len;
+
+	is_int(capfile_open(&cf, "/dev/full", 4096), 0, "capfile_open of /dev/full");
+	is_int(capfile_output(&cf, "hello\n", 6), -1, "a refused write fails");
+	ok(cf.write_errno == ENOSPC && cf.dropped == 6, "ENOSPC kept, the bytes counted as dropped");
+	capfile_finish(&cf, NULL);
+	capfile_open(&cf, path, 4096);
+	capfile_output(&cf, "kept\n", 5);
+	cf.dropped = 7; /* as after a refused write once the disk has room again */
+	cf.write_errno = ENOSPC;
+	capfile_finish(&cf, NULL);
+	text = slurp_file(path, &len);
+	is_str(text, "kept\n" PROC_MARKER " output truncated: 7 bytes dropped (writing failed: "
+	             "No space left on device)\n", "the drop line names the write error, not the cap");
+	free(text);
+}
+
 /* A cut made to fit the drop line backs off to a character boundary (a 3-byte "€" here). */
 static void
 test_capfile_cut_utf8(void)
@@ -1224,6 +1248,7 @@ main(void)
 	test_capfile_trailer();
 	test_capfile_marker();
 	test_capfile_cut_utf8();
+	test_capfile_write_error();
 	test_capfile_sweep();
 	test_capfile_drain();
 	test_capfile_flood();
