@@ -1580,7 +1580,10 @@ summary_outcome(struct json_buf *b, const struct doc *d)
 		else
 			json_buf_printf(b, "; timed out");
 	}
-	if (doc_int(d, 0, "repeat", &n) == 0 && n > 1 && doc_int(d, 0, "repeat_completed", &v) == 0)
+	/* After a crash the counters are those of the job's start: no count is better than a
+	 * wrong one. */
+	if (doc_int(d, 0, "repeat", &n) == 0 && n > 1 && doc_int(d, 0, "repeat_completed", &v) == 0 &&
+	    !(why != NULL && has_word(err, "crash or shutdown")))
 		json_buf_printf(b, "; %lld of %lld iterations succeeded", v, n);
 	return why != NULL;
 }

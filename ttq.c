@@ -735,6 +735,7 @@ static struct {
 	double heartbeat_mono;
 	double started_wall;
 	char boot_id[64];
+	bool boot_known; /* boot_id was read; else dead cards are not revived (same_boot) */
 	char *health_check_path; /* the embedded script's file when no copy is beside us */
 	int listen_fd, listen_slot;
 	int sig_fd, sig_slot;
@@ -4300,6 +4301,7 @@ static void
 read_boot_id(void)
 {
 	FILE *f = fopen(cfg.boot_id_file, "re");
+	int e = errno;
 
 	D.boot_id[0] = '\0';
 	if (f) {
@@ -4307,8 +4309,13 @@ read_boot_id(void)
 			D.boot_id[strcspn(D.boot_id, "\r\n")] = '\0';
 		fclose(f);
 	}
-	if (!D.boot_id[0])
+	D.boot_known = D.boot_id[0] != '\0';
+	if (!D.boot_known) {
+		logmsg("tt-device-queue: WARNING: cannot read the boot id from %s (%s): cards found "
+		       "dead stay dead, as a new boot cannot be told from this one",
+		       cfg.boot_id_file, f ? "empty" : strerror(e));
 		snprintf(D.boot_id, sizeof(D.boot_id), "unknown");
+	}
 }
 
 static int
@@ -4347,11 +4354,18 @@ card_row_cb(void *ctx, struct store_card *c)
 	return 0;
 }
 
+/* Was a card row written in this boot? Unknown (no boot id) counts as yes: dead stays dead. */
+static bool
+same_boot_as(const char *row_boot_id)
+{
+	return !D.boot_known || (row_boot_id && strcmp(row_boot_id, D.boot_id) == 0);
+}
+
 /* Apply a stored card row: same boot keeps dead; a new boot clears it (SPEC 8). */
 static void
 apply_card_row(struct card *c, struct store_card *row)
 {
-	bool same_boot = row->boot_id && strcmp(row->boot_id, D.boot_id) == 0;
+	bool same_boot = same_boot_as(row->boot_id);
 
 	c->reset_epoch = row->reset_epoch;
 	c->last_reset_at = row->last_reset_at;
@@ -4386,8 +4400,8 @@ setup_cards(void)
 	memcpy(ids, cfg.ids, sizeof(int) * (size_t)cfg.nids);
 	/* A card dead in this boot stays listed even when its node vanished (SPEC 3). */
 	for (i = 0; i < rows.n; i++)
-		if (rows.rows[i].state == CARD_DEAD && rows.rows[i].boot_id &&
-		    strcmp(rows.rows[i].boot_id, D.boot_id) == 0 && n < MAX_CARDS)
+		if (rows.rows[i].state == CARD_DEAD && same_boot_as(rows.rows[i].boot_id) &&
+		    n < MAX_CARDS)
 			ids[n++] = rows.rows[i].device;
 	if (sched_init(&D.sched, ids, n) < 0) {
 		perror("tt-device-queue serve");
@@ -4573,6 +4587,15 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		job_finish_at(a, a->job.finished_at, a->job.exit_code, err, NULL);
 		free(err);
 		counts[3]++;
+	} else if (j->status == JOB_RUNNING && j->mode == JOB_MODE_RESET) {
+		/* The card row says resetting, so apply_card_row made the reset pending again. */
+		sched_set_current(c, &a->job);
+		job_finish_at(a, interrupted_at(j, now), -1,
+			      "Interrupted: the service stopped during the reset (crash or shutdown); "
+			      "it runs again at this start",
+			      PROC_MARKER " interrupted: the service stopped during this reset; it runs "
+					  "again\n");
+		counts[1]++;
 	} else if (j->status == JOB_RUNNING) {
 		sched_set_current(c, &a->job);
 		job_finish_at(a, interrupted_at(j, now), -1,

@@ -744,6 +744,17 @@ def test_exit_minus_one_summary():
     rc, out, err = d2.cli("result", j)
     tap.ok(rc == 129 and "interrupted by a service stop" in err and "exit -1" not in err,
            "a job interrupted by a service stop: the summary says so", (rc, err))
+    # A crash in iteration 2 of 3: the stored counters are those of the job's start, so the
+    # summary gives no iteration count rather than "0 of 3 succeeded".
+    ready = d2.path("ready2")
+    j = d2.submit("if [ -e %s ]; then sleep 30; fi; touch %s" % (q(ready), q(ready)),
+                  repeat=3)["job_id"]
+    wait_until(lambda: d2.job(j)["repeat_current"] == 2, 10, "the second iteration")
+    d2.kill9()
+    d2.start()
+    rc, out, err = d2.cli("result", j)
+    tap.ok(rc == 129 and "interrupted" in err and "iterations succeeded" not in err,
+           "a repeat job interrupted by a crash: no stale iteration count", (rc, err))
     d2.cleanup()
 
 

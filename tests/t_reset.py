@@ -405,6 +405,12 @@ def test_dead_survives_restart_same_boot():
     r = d.post("/queue", {"cmd": "true", "device_id": 0})
     tap.eq((r.status, r.get("device_state")), (503, "dead"), "9: submissions still 503")
     tap.eq(d.dev(1)["state"], "healthy", "9: card 1 healthy")
+    # A boot id that cannot be read tells nothing: the card stays dead, and the log says why.
+    d.restart(env={"TT_DEVICE_BOOT_ID_FILE": d.path("no-such-boot-id")})
+    tap.eq((d.dev(0)["state"], d.dev(0)["dead_reason"]), ("dead", reason),
+           "9: unreadable boot id: the dead card stays dead")
+    tap.ok("cannot read the boot id" in d.stderr(), "9: and a warning says so",
+           d.stderr()[-400:])
     with open(d.path("boot_id"), "w") as f:
         f.write("test-boot-2\n")
     d.restart()
@@ -456,6 +462,28 @@ def test_shutdown_mid_reset():
     tap.eq((runs(d, "slow"), runs(d, "fast"), runs(d, "health")), (1, 1, 1),
            "10: the fast reset and its health check ran once after restart")
     tap.eq(d.dev(1)["reset_epoch"], 0, "10: card 1 not reset")
+    d.cleanup()
+
+
+def test_crash_mid_reset():
+    """SIGKILL during a reset: the reset runs again at the next start, and the interrupted
+    reset job's record says so (not "it is not run again", which is said of jobs)."""
+    d = Daemon()
+    d.env.update({"TT_DEVICE_RESET_CMD": ctl(d, "slow", gate_loop(d)) + " {device}",
+                  "TT_DEVICE_HEALTH_CHECK_CMD": ctl(d, "health") + " {device}"})
+    d.start()
+    reset(d, {"device_id": 0})
+    rid = wait_reset_current(d, 0)["job_id"]
+    wait_until(lambda: runs(d, "slow"), 5, "the reset command to start")
+    d.kill9()
+    d.start(env={"TT_DEVICE_RESET_CMD": ctl(d, "fast") + " {device}"})
+    c = wait_state(d, 0, "healthy", 1)
+    tap.eq((c["state"], c["reset_epoch"], runs(d, "fast")), ("healthy", 1, 1),
+           "10b: the reset ran again after the crash: healthy, epoch 1")
+    rj = d.job(rid)
+    tap.ok(rj["exit_code"] == -1 and "runs again" in rj["error"]
+           and "not run again" not in rj["error"],
+           "10b: the interrupted reset's error says it runs again", rj["error"])
     d.cleanup()
 
 
@@ -521,5 +549,5 @@ if __name__ == "__main__":
               test_already_reset, test_argv_rules, test_retries_failing_reset,
               test_retries_failing_health, test_deep_reset_escalation,
               test_control_command_timeout, test_dead_card_drains_own_queue,
-              test_dead_survives_restart_same_boot, test_shutdown_mid_reset,
+              test_dead_survives_restart_same_boot, test_shutdown_mid_reset, test_crash_mid_reset,
               test_reset_job_record, test_no_preemption)
