@@ -1141,11 +1141,18 @@ daemon_lost(struct cli *c, const char *id)
 	return rc == R_SLOW ? ST_OK : rc;
 }
 
-/* The result of a request made in a wait: a lost daemon is waited for (daemon_lost). */
+/*
+ * The result of a request made in a wait: a daemon lost after it answered about the job is
+ * waited for (daemon_lost); one never reached is an error as anywhere else.
+ */
 static int
 waited(struct cli *c, const char *id, int rc, int *again)
 {
 	*again = 0;
+	if (rc == ST_FAIL && c->conn_failed && c->job_status[0] == 0) {
+		errmsg("%s", c->err); /* never reached about this job: nothing is known to wait for */
+		return rc;
+	}
 	if (rc == ST_FAIL && c->conn_failed) {
 		rc = daemon_lost(c, id);
 		*again = rc == ST_OK;
