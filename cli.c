@@ -144,6 +144,7 @@ struct cli {
 	char err[512];      /* the last failure, for the caller's message */
 	int conn_failed;    /* the last api() call failed to reach the daemon (not a refusal) */
 	int waiting;        /* in a wait on an acknowledged job: a lost daemon is waited for */
+	int connected;      /* a connection to the daemon succeeded once in this command */
 	double gone_since;  /* CLOCK_MONOTONIC when the daemon was lost in that wait, or 0 */
 	char job_status[16]; /* the followed job's status in the last answer ("" unknown) */
 };
@@ -753,6 +754,7 @@ connect_one(struct cli *c, const struct addrinfo *ai, double until)
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	c->fd = fd;
+	c->connected = 1;
 	return ST_OK;
 refused:
 	close(fd);
@@ -1142,15 +1144,15 @@ daemon_lost(struct cli *c, const char *id)
 }
 
 /*
- * The result of a request made in a wait: a daemon lost after it answered about the job is
+ * The result of a request made in a wait: a daemon lost after this command reached it is
  * waited for (daemon_lost); one never reached is an error as anywhere else.
  */
 static int
 waited(struct cli *c, const char *id, int rc, int *again)
 {
 	*again = 0;
-	if (rc == ST_FAIL && c->conn_failed && c->job_status[0] == 0) {
-		errmsg("%s", c->err); /* never reached about this job: nothing is known to wait for */
+	if (rc == ST_FAIL && c->conn_failed && !c->connected) {
+		errmsg("%s", c->err); /* no daemon seen at all: nothing is known to wait for */
 		return rc;
 	}
 	if (rc == ST_FAIL && c->conn_failed) {

@@ -819,6 +819,24 @@ def fake_daemon(jid):
     return port, t
 
 
+def connected_to(pid, port):
+    """True when process pid holds an established TCP connection to 127.0.0.1:port."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            x = line.split()
+            if x[3] == "01" and int(x[2].split(":")[1], 16) == port and x[9] in inodes:
+                return True
+    return False
+
+
 def test_run_waits_through_a_daemon_restart():
     """A `run` waiting on a queued job when the daemon restarts (an upgrade) keeps waiting and
     gets the job's output and status; failing would make a pipeline submit it twice."""
@@ -833,6 +851,7 @@ def test_run_waits_through_a_daemon_restart():
     follow = subprocess.Popen([BINARY, "logs", qid, "--follow"], env=cli_env(d), cwd=d.tmp,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
+    wait_until(lambda: connected_to(follow.pid, d.port), 10, "logs --follow to connect")
     held = {}
     conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=40)
     conn.request("GET", "/result/%s?wait=30" % qid)  # sent; the stop below takes longer
