@@ -4681,7 +4681,7 @@ open_store(void)
 	}
 	lock_log_dir();
 	snprintf(path, sizeof(path), "%s/jobs.sqlite3", cfg.log_dir);
-	D.store = store_open(path, err, sizeof(err));
+	D.store = store_open(path, false, err, sizeof(err), NULL);
 	if (!D.store) {
 		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
 		exit(1);

@@ -742,6 +742,8 @@ def test_refuses_pre_v2_and_newer_schema():
         tap.ok(rc not in (None, 0) and "logs-v2" in d.stderr(),
                "%s database: serve exits %s telling to use a fresh logs-v2/" % (name, rc),
                d.stderr()[-400:])
+        tap.eq(d.stderr().count(os.path.realpath(db_path(d))), 1,
+               "%s database: the message names the file once" % name)
         tap.eq((file_digest(db_path(d)), sorted(os.listdir(d.log_dir))), before,
                "%s database: the file is unchanged, nothing added beside it" % name)
         d.cleanup()
