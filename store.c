@@ -191,6 +191,8 @@ struct store {
 	sqlite3_stmt *stmt[NSTMT];
 	bool in_txn;     /* store_begin() succeeded and no commit/rollback yet */
 	bool txn_failed; /* a write in the open transaction failed; txn_err says why */
+	bool refused;    /* store_open: the file is one this build will not use */
+	int rc;          /* the SQLite result code of the last failure recorded in err */
 	char err[ERRLEN];
 	char txn_err[ERRLEN];
 };
@@ -212,7 +214,22 @@ set_err(struct store *st, const char *fmt, ...)
 static int
 db_err(struct store *st, const char *what)
 {
+	st->rc = sqlite3_errcode(st->db);
 	return set_err(st, "%s: %s", what, sqlite3_errmsg(st->db));
+}
+
+/* A database this build will not use: waiting will not change that (store_open). */
+__attribute__((format(printf, 2, 3))) static int
+refuse(struct store *st, const char *fmt, ...)
+{
+	char buf[ERRLEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	st->refused = true;
+	return set_err(st, "%s", buf);
 }
 
 static int
@@ -275,8 +292,10 @@ exec_sql(struct store *st, const char *what, const char *sql)
 	char *msg = NULL;
 	int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
 
-	if (rc != SQLITE_OK)
+	if (rc != SQLITE_OK) {
+		st->rc = rc;
 		set_err(st, "%s: %s", what, msg ? msg : sqlite3_errstr(rc));
+	}
 	sqlite3_free(msg);
 	return rc == SQLITE_OK ? 0 : -1;
 }
@@ -383,7 +402,7 @@ create_file(struct store *st, const char *path)
 		fd = open(path, O_RDWR | O_CLOEXEC);
 	}
 	if (fd < 0)
-		return set_err(st, "%s", strerror(errno));
+		return set_err(st, "creating the file: %s", strerror(errno));
 	(void)fchmod(fd, 0600); /* fails only when not the owner: then the mode is not ours */
 	close(fd);
 	if (created)
@@ -421,14 +440,16 @@ set_wal(struct store *st)
  * the file header, and a refused database must be left exactly as it was.
  */
 static int
-connect_db(struct store *st, const char *path)
+connect_db(struct store *st, const char *path, int busy_ms)
 {
 	int rc;
 
 	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-	if (rc != SQLITE_OK)
+	if (rc != SQLITE_OK) {
+		st->rc = rc;
 		return set_err(st, "%s", st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
-	sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_OPEN_MS);
+	}
+	sqlite3_busy_timeout(st->db, busy_ms);
 	return exec_sql(st, "setting synchronous=FULL", "PRAGMA synchronous = FULL");
 }
 
@@ -459,10 +480,10 @@ check_v2(struct store *st)
 			         "%s%s", *missing ? ", " : "", v2_columns[i]);
 	if (!*missing)
 		return 0;
-	return set_err(st,
-	               "a pre-v2 tt-device-queue database (its jobs table has no %s); "
-	               "it cannot be migrated: use a fresh logs-v2/ directory",
-	               missing);
+	return refuse(st,
+	              "a pre-v2 tt-device-queue database (its jobs table has no %s); "
+	              "it cannot be migrated: use a fresh logs-v2/ directory",
+	              missing);
 }
 
 /* Add every v3 job column the old table lacks (device among them) as a nullable column. */
@@ -482,10 +503,10 @@ add_job_columns(struct store *st)
 		if (mask & (1UL << i))
 			continue;
 		if (!job_columns[i].type)
-			return set_err(st,
-			               "the jobs table has no %s column; "
-			               "use a fresh logs-v2/ directory",
-			               job_columns[i].name);
+			return refuse(st,
+			              "the jobs table has no %s column; "
+			              "use a fresh logs-v2/ directory",
+			              job_columns[i].name);
 		snprintf(sql, sizeof(sql), "ALTER TABLE jobs ADD COLUMN %s %s", job_columns[i].name,
 		         job_columns[i].type);
 		if (exec_sql(st, "migrating jobs", sql) != 0)
@@ -545,11 +566,11 @@ build_schema(struct store *st)
 	if (query_int(st, "PRAGMA user_version", NULL, &version) != 0)
 		return -1;
 	if (version > STORE_SCHEMA_VERSION)
-		return set_err(st,
-		               "schema version %lld is newer than version %d of this "
-		               "tt-device-queue: use a fresh logs-v2/ directory "
-		               "(or a newer tt-device-queue)",
-		               version, STORE_SCHEMA_VERSION);
+		return refuse(st,
+		              "schema version %lld is newer than version %d of this "
+		              "tt-device-queue: use a fresh logs-v2/ directory "
+		              "(or a newer tt-device-queue)",
+		              version, STORE_SCHEMA_VERSION);
 	if (table_exists(st, "jobs", &has_jobs) != 0)
 		return -1;
 	if (!has_jobs)
@@ -573,41 +594,67 @@ setup_schema(struct store *st)
 	return -1;
 }
 
+/*
+ * Read once through the WAL. The first read after the switch creates and maps the -shm index,
+ * which needs room on the disk: failing here, the open fails (and may be tried again) rather
+ * than the caller's first load after an open that looked successful.
+ */
+static int
+first_read(struct store *st)
+{
+	return exec_sql(st, "reading the database", "SELECT count(*) FROM cards");
+}
+
 static int
 prepare_all(struct store *st)
 {
 	for (int i = 0; i < NSTMT; i++) {
 		if (sqlite3_prepare_v3(st->db, stmt_defs[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
-		                       &st->stmt[i], NULL) != SQLITE_OK)
+		                       &st->stmt[i], NULL) != SQLITE_OK) {
+			st->rc = sqlite3_errcode(st->db);
 			return set_err(st, "preparing %s: %s", stmt_defs[i].name,
 			               sqlite3_errmsg(st->db));
+		}
 	}
 	return 0;
 }
 
 struct store *
-store_open(const char *path, char *err, size_t errlen)
+store_open(const char *path, bool serving, char *err, size_t errlen, bool *refused)
 {
 	struct store *st;
 	mode_t mask;
-	int rc = -1;
+	int rc = -1, prim;
 
+	if (refused)
+		*refused = false;
 	st = calloc(1, sizeof(*st));
 	if (!st) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
 	mask = umask(077);
-	if (create_file(st, path) == 0 && connect_db(st, path) == 0 && setup_schema(st) == 0 &&
-	    set_wal(st) == 0 && prepare_all(st) == 0) {
+	if (create_file(st, path) == 0 &&
+	    connect_db(st, path, serving ? BUSY_TIMEOUT_MS : BUSY_TIMEOUT_OPEN_MS) == 0 &&
+	    setup_schema(st) == 0 && set_wal(st) == 0 && first_read(st) == 0 &&
+	    prepare_all(st) == 0) {
 		sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
 		rc = 0;
 	}
 	umask(mask);
 	if (rc == 0)
 		return st;
-	snprintf(err, errlen, "%s: %s", path, st->err);
+	/* Not a database, or a damaged one, stays so until someone replaces the file. */
+	prim = st->rc & 0xff;
+	if (refused)
+		*refused = st->refused || prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT;
+	/* A bare "disk I/O error" hides a full disk (no room for the -shm): add errno's text. */
+	if ((prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN) && st->db &&
+	    sqlite3_system_errno(st->db) != 0)
+		snprintf(err, errlen, "%s (%s)", st->err, strerror(sqlite3_system_errno(st->db)));
+	else
+		snprintf(err, errlen, "%s", st->err);
 	store_close(st);
 	return NULL;
 }

@@ -40,12 +40,15 @@ struct store_card {
 
 /*
  * Open (creating if needed, mode 0600) the database at path, set WAL, synchronous=FULL and a
- * busy timeout (2 s while opening, then 100 ms: a wait blocks the daemon's loop), create or
- * migrate the schema. Returns the handle, or NULL with a message in
- * err[0..errlen) (refusals of old/new schemas say to use a fresh logs-v2/). Close with
- * store_close().
+ * busy timeout (2 s while opening, then 100 ms: a wait blocks the daemon's loop; 100 ms from
+ * the start when `serving`, as the loop already runs), create or migrate the schema. Returns
+ * the handle, or NULL with a message in err[0..errlen) that does not repeat path, and with
+ * *refused (unless refused is NULL) telling whether the file is one this build will never
+ * use: a pre-v2 or newer schema (the message says to use a fresh logs-v2/), or no sound
+ * database at all. Any other failure (disk full, quota, I/O error, permissions, a lock held
+ * past the busy timeout) may pass, and a later call may succeed. Close with store_close().
  */
-struct store *store_open(const char *path, char *err, size_t errlen);
+struct store *store_open(const char *path, bool serving, char *err, size_t errlen, bool *refused);
 
 /* Finalize statements and close the database. NULL is allowed. */
 void store_close(struct store *st);

@@ -21,7 +21,10 @@
  *     memory is torn down).
  *   - The guardian process (proc.c) kills every job's process group if this process dies.
  *   - Under systemd (Type=notify) READY=1 goes out only once the listener is open and start-up
- *     recovery is committed; WATCHDOG=1 comes from a loop timer, so only a live loop pings.
+ *     recovery is committed, or, when the store cannot be opened yet, once it listens degraded
+ *     (open_store); WATCHDOG=1 comes from a loop timer, so only a live loop pings.
+ *   - Until the store opens, D.store is NULL and nothing touches it: no card is set up, every
+ *     request but /status and /metrics is refused, and no timer but store_retry needs it.
  *
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
  * back into it or into each other (store.h uses sched.h's plain records).
@@ -2650,7 +2653,8 @@ handle_status(struct conn *c, const struct http_request *req)
 	double now = clock_wall();
 	struct json_w w;
 
-	if (has_dev < 0 || (has_dev == 1 && !sched_card(&D.sched, (int)dev))) {
+	/* Without the store the cards are not known yet (it may list a dead one): any is taken. */
+	if (has_dev < 0 || (has_dev == 1 && D.store && !sched_card(&D.sched, (int)dev))) {
 		char list[512];
 
 		list_cards(list, sizeof(list));
@@ -2820,6 +2824,13 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 	}
 	if (post && req->content_length < 0) {
 		respond_error(c, 411, "Content-Length required");
+		return;
+	}
+	if (!D.store && !path_is(p, n, "/status") && !path_is(p, n, "/metrics")) {
+		/* Started without the store: no card or job is known until it opens. */
+		const char *why = refuse_reason(NULL);
+
+		respond_refused(c, NULL, why ? why : "The job store is not open");
 		return;
 	}
 	if (path_is(p, n, "/queue"))
@@ -4020,12 +4031,18 @@ spawn_pending(void)
 	D.spawn.n = 0;
 }
 
+static void reopen_store(void);
+
 static void
 store_retry_fired(void *arg)
 {
 	int i;
 
 	(void)arg; /* the loop's after-phase commits again */
+	if (!D.store) {
+		reopen_store(); /* started without it (open_store) */
+		return;
+	}
 	/*
 	 * Degraded with nothing left to save (only refused submissions failed): rewrite the card
 	 * rows, so a real write finds out that the store is writable again. Without it store_sync
@@ -4185,14 +4202,29 @@ notify_setup(void)
 	unsetenv("WATCHDOG_PID");
 }
 
-/* READY=1: the listener accepts and start-up recovery is committed. */
+/* What the daemon does, for its log and systemd's STATUS=. */
+static void
+serving_status(char *out, size_t cap)
+{
+	if (D.store)
+		snprintf(out, cap, "serving %d card%s on %s:%d", D.sched.ncards,
+			 D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
+	else
+		snprintf(out, cap, "serving on %s:%d without the job store (degraded)", cfg.host,
+			 cfg.port);
+}
+
+/*
+ * READY=1: the listener accepts and start-up recovery is committed, or the store could not be
+ * opened (then systemd must see the start succeed all the same, or it would restart us).
+ */
 static void
 notify_ready(void)
 {
-	char msg[512];
+	char msg[800];
 
-	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving %d card%s on %s:%d", D.sched.ncards,
-		 D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=");
+	serving_status(msg + strlen(msg), sizeof(msg) - strlen(msg));
 	notify_send(msg);
 	if (notify_sock.watchdog_every > 0)
 		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
@@ -4713,10 +4745,14 @@ lock_log_dir(void)
 	/* fd stays open (close-on-exec) for the daemon's life: the lock is the open file. */
 }
 
+/*
+ * The log dir: created, made absolute and locked. A failure here exits 1: without the dir
+ * there is nothing to lock, and the lock comes before anything is read or written.
+ */
 static void
-open_store(void)
+prepare_log_dir(void)
 {
-	char path[PATH_MAX], err[512], *abs;
+	char *abs;
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
 	if (mkdir_p(cfg.log_dir, 0700) < 0) {
@@ -4730,12 +4766,39 @@ open_store(void)
 		cfg.log_dir = abs;
 	}
 	lock_log_dir();
+}
+
+/*
+ * Open <log_dir>/jobs.sqlite3 (serving: the loop already runs, so a lock held elsewhere is
+ * waited for briefly). A database this build refuses (pre-v2, newer, not a database) exits 1,
+ * as SPEC 9 asks: no wait makes it usable, and nothing has run yet. Any other failure (disk
+ * full, quota, I/O error, the file cannot be created, a lock) may pass: -1 with the store
+ * degraded and retried every STORE_RETRY seconds. Until then the daemon answers /status and
+ * /metrics and refuses the rest, rather than exit into a restart loop that systemd gives up
+ * on: a fresh log dir, or one stopped cleanly (no -wal, -shm), needs room even to be opened.
+ */
+static int
+open_store(bool serving)
+{
+	char path[PATH_MAX], err[400], reason[sizeof(D.degraded_reason)];
+	bool refused;
+
 	snprintf(path, sizeof(path), "%s/jobs.sqlite3", cfg.log_dir);
-	D.store = store_open(path, err, sizeof(err));
-	if (!D.store) {
+	if ((D.store = store_open(path, serving, err, sizeof(err), &refused)))
+		return 0;
+	if (refused) {
 		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
 		exit(1);
 	}
+	snprintf(reason, sizeof(reason), "cannot open the job store: %s", err);
+	if (!D.degraded || strcmp(reason, D.degraded_reason) != 0)
+		logmsg("tt-device-queue: job store degraded: %s (%s); serving without it, retried "
+		       "every second",
+		       reason, path);
+	D.degraded = true;
+	memcpy(D.degraded_reason, reason, sizeof(reason));
+	timer_set(&D.store_retry, mono_now + STORE_RETRY);
+	return -1;
 }
 
 /* health_check.py beside the binary, else the copy built into it (SPEC 4). */
@@ -4760,6 +4823,37 @@ setup_health_check(void)
 		close(fd);
 	}
 	D.health_check_path = xstrdup(path);
+}
+
+/* What every start does once the store is open: cards, recovery of the jobs, retention. */
+static void
+start_from_store(void)
+{
+	setup_cards();
+	setup_health_check();
+	recover();
+	retention_fired(NULL);
+}
+
+/*
+ * The store_retry timer of a daemon started without its store: once the store opens, start
+ * as every start does; this loop turn's dispatch pass then runs the recovered queues. Not
+ * while stopping: the jobs it would recover could only be put back.
+ */
+static void
+reopen_store(void)
+{
+	char msg[800];
+
+	if (D.shutting_down || open_store(true) < 0)
+		return;
+	D.degraded = false;
+	logmsg("tt-device-queue: job store opened; recovering as at start-up");
+	start_from_store();
+	snprintf(msg, sizeof(msg), "STATUS=");
+	serving_status(msg + strlen(msg), sizeof(msg) - strlen(msg));
+	notify_send(msg);
+	logmsg("tt-device-queue: %s", msg + strlen("STATUS="));
 }
 
 /*
@@ -4874,6 +4968,8 @@ serve_usage(FILE *f)
 static int
 serve_main(int argc, char **argv)
 {
+	char status[700];
+
 	if (argc > 1) {
 		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
 
@@ -4905,15 +5001,13 @@ serve_main(int argc, char **argv)
 	timer_init(&reclaim_timer, reclaim_fired, NULL);
 	bind_listener();
 	read_boot_id();
-	open_store();
-	setup_cards();
-	setup_health_check();
-	recover();
-	retention_fired(NULL);
+	prepare_log_dir();
+	if (open_store(false) == 0)
+		start_from_store();
 	raise_fd_limit();
 	open_listener();
-	logmsg("tt-device-queue %s: serving %d card%s on %s:%d, log dir %s", TTQ_VERSION,
-	       D.sched.ncards, D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port, cfg.log_dir);
+	serving_status(status, sizeof(status));
+	logmsg("tt-device-queue %s: %s, log dir %s", TTQ_VERSION, status, cfg.log_dir);
 	notify_ready();
 	/* Recovered queues and pending resets start now: unprompted, the first poll may sleep
 	 * until the retention pass. */

@@ -286,6 +286,14 @@ def test_start_on_full_disk_comes_up_degraded():
     on_small_tmpfs("start-up on a full disk", start_full_body)
 
 
+def test_fresh_log_dir_on_full_disk_opens_the_store_later():
+    on_small_tmpfs("fresh log dir on a full disk", fresh_full_body)
+
+
+def test_clean_stop_then_full_disk_runs_the_queue_later():
+    on_small_tmpfs("clean stop, then start-up on a full disk", clean_stop_full_body)
+
+
 def full_disk_body(d):
     ledger = d.path("ledger")
     d.start()
@@ -362,6 +370,75 @@ def start_full_body(d):
     tap.eq(d.wait_done(queued)["exit_code"], 0, "it runs once there is room")
     tap.eq(db_status(d, run), ("done", -1), "the interrupted job's failure is on disk")
     tap.eq((ledger_counts(ledger)["run0"], ledger_counts(ledger)["refused"]), (1, 0),
+           "nothing ran twice, the refused job never ran")
+
+
+def fresh_full_body(d):
+    """No database yet and no room to create one: serve must come up all the same (degraded,
+    saying why), not exit 1 into a restart loop that systemd gives up on, and open the store
+    by itself once there is room."""
+    ledger = d.path("ledger")
+    filler = os.path.join(os.path.dirname(d.log_dir), "filler")
+    fill(filler)
+    d.start()
+    tap.eq(d.stop(), 0, "SIGTERM while the store is not open: exit 0")
+    d.start()
+    st = d.status()
+    reason = st["worker"]["degraded_reason"]
+    tap.ok(reason and "job store" in reason and "full" in reason,
+           "fresh log dir on a full disk: serving, degraded, saying why", reason)
+    tap.eq(st["devices"], [], "no card is listed while the store is not open")
+    tap.eq(metric(d, "ttq_store_degraded"), 1.0, "/metrics ttq_store_degraded 1")
+    r = try_post(d, {"cmd": ledger_cmd(ledger, "refused"), "device_id": "1"})
+    tap.ok(r is not None and r.status == 503 and "full" in r.get("error", ""),
+           "POST /queue 503 with the reason", r)
+    tap.eq(d.post("/reset", {"device_id": "0"}).status, 503, "POST /reset 503")
+    tap.eq(d.post("/kill", {"device_id": "0"}).status, 503, "POST /kill 503")
+    unknown = "0" * 32
+    tap.eq([d.get(p % unknown).status for p in ("/job/%s", "/result/%s?wait=1", "/logs/%s")],
+           [503, 503, 503], "job reads 503: the store that knows the job is not open")
+    os.unlink(filler)
+    wait_until(lambda: degraded_reason(d) is None, 8, "the store to open once there is room")
+    tap.eq(sorted(x["device_id"] for x in d.status()["devices"]), ["0", "1"],
+           "the store opened: both cards listed")
+    tap.eq(metric(d, "ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
+    later = d.submit(ledger_cmd(ledger, "later"), device_id="1")["job_id"]
+    tap.eq(d.wait_done(later)["exit_code"], 0, "a job submitted now runs")
+    tap.eq(db_status(d, later), ("done", 0), "and is on disk")
+    tap.eq(ledger_counts(ledger), collections.Counter(later=1), "the refused job never ran")
+
+
+def clean_stop_full_body(d):
+    """A database closed cleanly has no -wal or -shm: opening it in WAL mode creates them,
+    which a full disk refuses. serve comes up degraded; once there is room the queued job
+    runs by itself, with no request but /status polls."""
+    ledger = d.path("ledger")
+    d.start()
+    g, wait = gate(d, "g0")
+    run = d.submit(ledger_cmd(ledger, "run0", wait), device_id="0")["job_id"]
+    queued = d.submit(ledger_cmd(ledger, "queued0"), device_id="0")["job_id"]
+    wait_until(lambda: ledger_counts(ledger)["run0"], 10, "the gated job to run")
+    tap.eq(d.stop(), 0, "stopped cleanly")
+    tap.eq([f for f in os.listdir(d.log_dir) if f.startswith("jobs.sqlite3-")], [],
+           "a clean stop leaves no -wal or -shm")
+    filler = os.path.join(os.path.dirname(d.log_dir), "filler")
+    fill(filler)
+    d.start()
+    reason = degraded_reason(d)
+    tap.ok(reason and "job store" in reason, "restarted on a full disk: serving, degraded", reason)
+    r = try_post(d, {"cmd": ledger_cmd(ledger, "refused")})
+    tap.ok(r is not None and r.status == 503 and "degraded" in r.get("error", ""),
+           "submissions get 503", r)
+    time.sleep(1.5)  # NEGATIVE CHECK: at least one retry passes; the queued job must not run
+    tap.eq(ledger_counts(ledger)["queued0"], 0, "the queued job waits while the store is shut")
+    os.unlink(filler)
+    wait_until(lambda: ledger_counts(ledger)["queued0"], 8,
+               "the queued job to run by itself once the disk has room")
+    tap.eq(degraded_reason(d), None, "degraded_reason cleared")
+    tap.eq(d.wait_done(queued)["exit_code"], 0, "the queued job ran to its end")
+    tap.eq(d.job(run)["exit_code"], -1, "the job the stop interrupted keeps its failure")
+    counts = ledger_counts(ledger)
+    tap.eq((counts["run0"], counts["queued0"], counts["refused"]), (1, 1, 0),
            "nothing ran twice, the refused job never ran")
 
 
@@ -752,6 +829,8 @@ def test_refuses_pre_v2_and_newer_schema():
         tap.ok(rc not in (None, 0) and "logs-v2" in d.stderr(),
                "%s database: serve exits %s telling to use a fresh logs-v2/" % (name, rc),
                d.stderr()[-400:])
+        tap.eq(d.stderr().count(os.path.realpath(db_path(d))), 1,
+               "%s database: the message names the file once" % name)
         tap.eq((file_digest(db_path(d)), sorted(os.listdir(d.log_dir))), before,
                "%s database: the file is unchanged, nothing added beside it" % name)
         d.cleanup()
@@ -956,6 +1035,8 @@ def test_log_dir_spreads_job_folders():
 
 TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
          test_start_on_full_disk_comes_up_degraded,
+         test_fresh_log_dir_on_full_disk_opens_the_store_later,
+         test_clean_stop_then_full_disk_runs_the_queue_later,
          test_immutable_wal_degrades_and_recovers, test_locked_database_degrades_and_recovers,
          test_outcome_reached_while_degraded_survives_a_crash,
          test_fsync_before_ack_and_spawn_group_commit, test_migration_of_earlier_service_db,

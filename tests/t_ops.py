@@ -109,6 +109,35 @@ def test_notify_ready_after_recovery_watchdog_stopping():
         n.close()
 
 
+def test_notify_ready_when_the_store_cannot_be_opened_yet():
+    """Another process holds the database's write lock past the start-up busy timeout. The
+    daemon must still report READY=1 (else systemd would count a failed start and restart
+    it), say in STATUS= that it runs without its store, and update STATUS= once it opens."""
+    d = Daemon().start()
+    earlier = d.submit("true")["job_id"]
+    d.wait_done(earlier)
+    d.stop()
+    n = NotifySocket(d)
+    con = sqlite3.connect(os.path.join(d.log_dir, "jobs.sqlite3"), isolation_level=None,
+                          timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        d.start(env={"NOTIFY_SOCKET": n.env}, wait=False)
+        msg = n.until("READY=1", 15)
+        tap.ok(msg is not None and "without the job store" in msg,
+               "store locked at start: READY=1 all the same, STATUS= says it is degraded", msg)
+        reason = d.status()["worker"]["degraded_reason"]
+        tap.ok(reason is not None and "locked" in reason, "/status says why", reason)
+        con.execute("ROLLBACK")
+        msg = n.until("STATUS=", 10)
+        tap.ok(msg is not None and "serving 2 cards" in msg, "STATUS= once the store opens", msg)
+        tap.eq(d.job(earlier)["exit_code"], 0, "and the stored jobs are there again")
+        tap.eq(d.stop(), 0, "the daemon exits 0")
+    finally:
+        con.close()
+        n.close()
+
+
 def test_notify_abstract_socket_no_watchdog_idle():
     d = Daemon()
     n = NotifySocket(d, abstract=True)
@@ -484,6 +513,7 @@ def test_static_binary_from_empty_dir_clean_env():
 
 
 run_tests(test_notify_ready_after_recovery_watchdog_stopping,
+          test_notify_ready_when_the_store_cannot_be_opened_yet,
           test_notify_abstract_socket_no_watchdog_idle, test_metrics_parse_and_move_with_jobs,
           test_lifecycle_log_lines_and_dead_card_recovery, test_embedded_health_check_end_to_end,
           test_no_health_script_written_for_a_custom_health_command,

@@ -271,7 +271,7 @@ side_columns(sqlite3 *db, char *buf, size_t len)
 static struct store *
 open_ok(const char *name)
 {
-	struct store *st = store_open(path_in(name), errbuf, sizeof(errbuf));
+	struct store *st = store_open(path_in(name), false, errbuf, sizeof(errbuf), NULL);
 
 	if (!st)
 		printf("# store_open: %s\n", errbuf);
@@ -928,13 +928,20 @@ static void
 test_refusals(void)
 {
 	sqlite3 *db = side_open(path_in("prev2.sqlite3"));
+	static const char text[] = "a text file of 120 bytes: not a database at all, whatever "
+	                           "its name says; SQLite must recognise that from its header\n";
+	bool refused = false;
+	int fd;
 
 	side_exec(db, "CREATE TABLE jobs (id TEXT PRIMARY KEY, cmd TEXT, status TEXT, "
 	              "exit_code INTEGER); PRAGMA user_version = 1");
 	sqlite3_close(db);
-	ok(store_open(path_in("prev2.sqlite3"), errbuf, sizeof(errbuf)) == NULL, "pre-v2 refused");
+	ok(store_open(path_in("prev2.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL,
+	   "pre-v2 refused");
+	ok(refused, "for good (refused)");
 	ok(strstr(errbuf, "pre-v2") && strstr(errbuf, "use a fresh logs-v2/"), "message: %s",
 	   errbuf);
+	ok(!strstr(errbuf, tmpdir), "the message leaves naming the file to the caller");
 	ok(strstr(errbuf, "seq") && strstr(errbuf, "log_truncated") && !strstr(errbuf, "status"),
 	   "it names the missing columns");
 	db = side_open(path_in("prev2.sqlite3"));
@@ -946,12 +953,47 @@ test_refusals(void)
 	db = side_open(path_in("newer.sqlite3"));
 	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 4");
 	sqlite3_close(db);
-	ok(store_open(path_in("newer.sqlite3"), errbuf, sizeof(errbuf)) == NULL, "v4 refused");
+	refused = false;
+	ok(store_open(path_in("newer.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL,
+	   "v4 refused");
+	ok(refused, "for good (refused)");
 	ok(strstr(errbuf, "4") && strstr(errbuf, "3") && strstr(errbuf, "fresh logs-v2/"),
 	   "message: %s", errbuf);
 
-	ok(store_open(path_in("nodir/x.sqlite3"), errbuf, sizeof(errbuf)) == NULL,
-	   "missing directory refused: %s", errbuf);
+	fd = open(path_in("text.sqlite3"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ok(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text),
+	   "a text file where the database belongs");
+	if (fd >= 0)
+		close(fd);
+	refused = false;
+	ok(store_open(path_in("text.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL &&
+	       refused,
+	   "not a database: refused for good: %s", errbuf);
+
+	refused = true;
+	ok(store_open(path_in("nodir/x.sqlite3"), false, errbuf, sizeof(errbuf), &refused) ==
+	           NULL &&
+	       !refused,
+	   "missing directory: fails, but may pass: %s", errbuf);
+}
+
+/* A full disk at open is a failure that may pass: the same call succeeds once it clears. */
+static void
+test_open_failure_passes(void)
+{
+	struct store *st;
+	bool refused = true;
+
+	shim_fail_rc = SQLITE_FULL;
+	st = store_open(path_in("openfull.sqlite3"), true, errbuf, sizeof(errbuf), &refused);
+	shim_fail_rc = 0;
+	ok(st == NULL, "a fresh file cannot be set up on a full disk");
+	ok(!refused, "not refused: it may pass");
+	ok(strstr(errbuf, "full") && !strstr(errbuf, tmpdir), "message without the path: %s",
+	   errbuf);
+	st = store_open(path_in("openfull.sqlite3"), true, errbuf, sizeof(errbuf), &refused);
+	ok(st != NULL, "opens once the disk has room: %s", st ? "" : errbuf);
+	store_close(st);
 }
 
 /* Writes fail while shim_fail_rc is set; commit fails, later commits succeed. */
@@ -1095,6 +1137,7 @@ main(void)
 	test_retention();
 	test_migration();
 	test_refusals();
+	test_open_failure_passes();
 	test_write_failure();
 	test_scale();
 	ok(store_errmsg(NULL) != NULL, "store_errmsg(NULL) is a string");
