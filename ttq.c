@@ -740,6 +740,7 @@ static struct {
 	char boot_id[64];
 	bool boot_known; /* boot_id was read; else dead cards are not revived (same_boot) */
 	char *health_check_path; /* the embedded script's file when no copy is beside us */
+	bool health_script_written; /* that file is complete (write_health_script) */
 	int listen_fd, listen_slot;
 	int sig_fd, sig_slot;
 	mode_t job_umask; /* the umask serve was started with, restored for jobs */
@@ -3490,6 +3491,8 @@ control_command(const char *tmpl, int device, bool append_device)
 	return b.p;
 }
 
+static int write_health_script(void);
+
 static const char *
 health_template(void)
 {
@@ -3497,6 +3500,9 @@ health_template(void)
 
 	if (cfg.health_cmd)
 		return cfg.health_cmd;
+	if (!D.health_script_written && D.health_check_path &&
+	    access(D.health_check_path, F_OK) != 0) /* none beside us, and the disk refused it */
+		D.health_script_written = write_health_script() == 0;
 	if (!def)
 		def = xasprintf("~/tenstorrent/.venv/bin/python3 '%s' {device}", D.health_check_path);
 	return def;
@@ -4802,11 +4808,41 @@ open_store(bool serving)
 }
 
 /* health_check.py beside the binary, else the copy built into it (SPEC 4). */
+/*
+ * Write the built-in health_check.py to D.health_check_path: whole or not at all (a temporary
+ * file renamed over it), since python3 runs an empty file and exits 0, which would pass every
+ * health check. Returns 0, or -1 (logged) when the disk refuses it: a later reset tries again.
+ */
+static int
+write_health_script(void)
+{
+	char tmp[PATH_MAX + 40];
+	int fd, rc = -1, e = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", D.health_check_path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		e = errno;
+	else if (write(fd, embedded_health_check, sizeof(embedded_health_check)) !=
+		 (ssize_t)sizeof(embedded_health_check))
+		e = errno ? errno : ENOSPC;
+	else if (fsync(fd) < 0 || rename(tmp, D.health_check_path) < 0)
+		e = errno;
+	else
+		rc = 0;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		unlink(tmp);
+		logmsg("tt-device-queue: cannot write %s: %s", D.health_check_path, strerror(e));
+	}
+	return rc;
+}
+
 static void
 setup_health_check(void)
 {
 	char path[PATH_MAX + 32];
-	int fd;
 
 	if (cfg.health_cmd)
 		return; /* the operator's command is used: no default script is needed */
@@ -4816,13 +4852,8 @@ setup_health_check(void)
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/health_check.py", cfg.log_dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		if (write(fd, embedded_health_check, sizeof(embedded_health_check)) < 0)
-			logmsg("tt-device-queue: cannot write %s: %s", path, strerror(errno));
-		close(fd);
-	}
 	D.health_check_path = xstrdup(path);
+	D.health_script_written = write_health_script() == 0;
 }
 
 /* What every start does once the store is open: cards, recovery of the jobs, retention. */
