@@ -1033,7 +1033,65 @@ def test_log_dir_spreads_job_folders():
            "a log dir that lost it gets it back at the next start", r.stdout.strip())
 
 
-TESTS = (test_crash_safety_under_sigkill, test_full_disk_degrades_and_recovers,
+def fill_to_the_byte(path):
+    """Write zeros to path until not one more byte fits (unbuffered, ever smaller writes)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (65536, 4096, 512, 1):
+            try:
+                while os.write(fd, b"\0" * size) > 0:
+                    pass
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+    finally:
+        os.close(fd)
+
+
+def test_health_script_not_left_empty_by_a_full_disk():
+    on_small_tmpfs("built-in health_check.py on a full disk", health_script_full_body)
+
+
+def health_script_full_body(d):
+    """The built-in health_check.py is written to the log dir at each start. On a full disk
+    a truncated, empty copy would pass every health check (python3 runs an empty file and
+    exits 0); it must be absent instead, and written whole once there is room."""
+    import ttqlib
+    del d.env["TT_DEVICE_HEALTH_CHECK_CMD"]  # the default: ~/tenstorrent/.venv/bin/python3 ...
+    sizes = d.path("sizes")
+    venv = os.path.join(d.env["HOME"], "tenstorrent", ".venv", "bin")
+    os.makedirs(venv)
+    with open(os.path.join(venv, "python3"), "w") as f:  # records the script's size it got
+        f.write("#!/bin/sh\nwc -c < \"$1\" >> %s\n" % q(sizes))
+    os.chmod(os.path.join(venv, "python3"), 0o755)
+    os.makedirs(d.path("bin"))
+    exe = d.path("bin", "tt-device-queue")  # no health_check.py beside it
+    shutil.copy2(ttqlib.BINARY, exe)
+    old, ttqlib.BINARY = ttqlib.BINARY, exe
+    try:
+        d.start()
+        script = os.path.join(d.log_dir, "health_check.py")
+        want = os.path.getsize(script)
+        d.kill9()  # keeps the -wal and -shm files: the store opens on a full disk
+        os.unlink(script)
+        filler = os.path.join(os.path.dirname(d.log_dir), "filler")
+        fill_to_the_byte(filler)
+        d.start()
+        tap.ok(not os.path.exists(script) or os.path.getsize(script) == want,
+               "on a full disk no partial health_check.py is left")
+        os.unlink(filler)
+        wait_until(lambda: degraded_reason(d) is None, 10, "the store to catch up")
+        d.post("/reset", {"device_id": "0"})
+        wait_until(lambda: d.dev(0)["reset_epoch"] == 1 and not d.dev(0)["reset_pending"], 15,
+                   "the reset of card 0")
+        with open(sizes) as f:
+            got = [int(x) for x in f.read().split()]
+        tap.eq(got, [want], "the reset's health check ran the whole script")
+    finally:
+        ttqlib.BINARY = old
+
+
+TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a_full_disk, test_full_disk_degrades_and_recovers,
          test_start_on_full_disk_comes_up_degraded,
          test_fresh_log_dir_on_full_disk_opens_the_store_later,
          test_clean_stop_then_full_disk_runs_the_queue_later,
