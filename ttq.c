@@ -4625,22 +4625,20 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		job_finish_at(a, a->job.finished_at, a->job.exit_code, err, NULL);
 		free(err);
 		counts[3]++;
-	} else if (j->status == JOB_RUNNING && j->mode == JOB_MODE_RESET) {
-		/* The card row says resetting, so apply_card_row made the reset pending again. */
-		sched_set_current(c, &a->job);
-		job_finish_at(a, interrupted_at(j, now), -1,
-			      "Interrupted: the service stopped during the reset (crash or shutdown); "
-			      "it runs again at this start",
-			      PROC_MARKER " interrupted: the service stopped during this reset; it runs "
-					  "again\n");
-		counts[1]++;
 	} else if (j->status == JOB_RUNNING) {
+		/* A reset's card row says resetting: apply_card_row made it pending again. */
+		bool reset = j->mode == JOB_MODE_RESET;
+
 		sched_set_current(c, &a->job);
 		job_finish_at(a, interrupted_at(j, now), -1,
-			      "Interrupted: the service stopped while the job was running (crash or "
-			      "shutdown); it is not run again",
-			      PROC_MARKER " interrupted: the service stopped while this job was running; "
-					  "it is not run again\n");
+			      reset ? "Interrupted: the service stopped during the reset (crash or "
+				      "shutdown); it runs again at this start"
+				    : "Interrupted: the service stopped while the job was running (crash "
+				      "or shutdown); it is not run again",
+			      reset ? PROC_MARKER " interrupted: the service stopped during this reset; "
+						  "it runs again\n"
+				    : PROC_MARKER " interrupted: the service stopped while this job was "
+						  "running; it is not run again\n");
 		counts[1]++;
 	} else if (c->state == CARD_DEAD) {
 		sched_enqueue(&D.sched, c, &a->job);
