@@ -1070,6 +1070,7 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
 	struct resp r;
 	int rc;
 
+	memset(&r, 0, sizeof r);
 	memset(d, 0, sizeof *d);
 	c->conn_failed = 0;
 	if (body != NULL && body->oom) {
@@ -1084,6 +1085,20 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
 	}
 	if (rc != ST_OK)
 		return rc;
+	if (r.status == 503 && c->waiting) {
+		/* Back but not serving yet (its store not open, or stopping): for a wait that is
+		 * a daemon not back yet (daemon_lost), not a refusal of the job. */
+		struct doc e;
+		char why[sizeof c->err] = "";
+
+		if (doc_parse(c, r.body, r.len, &e) == ST_OK) {
+			doc_str(&e, 0, "error", why, sizeof why);
+			doc_free(&e);
+		}
+		snprintf(c->err, sizeof c->err, "%s", why[0] ? why : "HTTP 503");
+		c->conn_failed = 1;
+		return ST_FAIL;
+	}
 	if (r.status < 200 || r.status > 299) {
 		report_refusal(c, &r);
 		return ST_FAIL;
@@ -1130,7 +1145,7 @@ daemon_lost(struct cli *c, const char *id)
 	if (c->gone_since == 0) {
 		c->gone_since = t;
 		fprintf(stderr,
-		        NOTE "lost the daemon (%s); job %s is kept in its queue: waiting up to %g s "
+		        NOTE "lost the daemon (%s); job %s is in its database: waiting up to %g s "
 		             "for it to come back\n",
 		        c->err, id, limit);
 	} else if (t - c->gone_since > limit) {
