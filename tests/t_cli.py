@@ -370,6 +370,9 @@ def test_status():
                    "else touch %s; fi" % (q(first), q(ready), q(gate2), q(first)),
                    device_id="1", repeat=2)["job_id"]
     wait_until(lambda: os.path.exists(ready), 10, "the second iteration to start")
+    # The estimate is 2 x the first iteration's time, counted from the job's start.
+    wait_until(lambda: d.dev("1")["current"]["estimated_remaining_sec"] == 0, 10,
+               "the job to run past its estimate")
     rc, out, err = d.cli("status", "--device", "1")
     tap.ok(re.search(r"running\s+%s .*past its estimate" % jid, out) and "~0.00s left" not in out,
            "a job running past its estimate says so, not '~0.00s left'", out)
