@@ -2047,16 +2047,12 @@ static int agent_ancestor(char *out, size_t cap);
 static size_t
 scrub_controls(char *s, size_t n)
 {
-	unsigned char *u = (unsigned char *)s;
-	size_t i, o = 0;
+	size_t i = 0, o = 0, k;
 
-	for (i = 0; i < n; i++) {
-		if (u[i] == 0xC2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9F) {
-			u[o++] = '?';
-			i++;
-		} else {
-			u[o++] = u[i] < 0x20 || u[i] == 0x7f ? '?' : u[i];
-		}
+	while (i < n) {
+		k = json_control_len(s + i, n - i);
+		s[o++] = k ? '?' : s[i];
+		i += k ? k : 1;
 	}
 	return o;
 }
@@ -2801,7 +2797,7 @@ static const char *
 show_cmd(const struct doc *d, int job, char *buf, size_t cap)
 {
 	int i = doc_get(d, job, "cmd");
-	size_t n, k, x, full;
+	size_t n, k, x, full, c;
 	char mode[16];
 
 	buf[0] = 0;
@@ -2812,15 +2808,9 @@ show_cmd(const struct doc *d, int job, char *buf, size_t cap)
 		return buf;
 	full = json_str_decode(d->src, &d->t[i], buf + k, CMD_SHOW);
 	x = full > CMD_SHOW ? json_utf8_boundary(buf + k, CMD_SHOW) : full;
-	for (n = k; n < k + x; n++) {
-		unsigned char b = (unsigned char)buf[n];
-		unsigned char next = n + 1 < k + x ? (unsigned char)buf[n + 1] : 0;
-
-		if (b == 0xC2 && next >= 0x80 && next <= 0x9F) /* a C1 control, e.g. U+009B CSI */
-			buf[n] = buf[n + 1] = ' ';
-		else if (b < 0x20 || b == 0x7f)
-			buf[n] = ' ';
-	}
+	for (n = k; n < k + x; n += c ? c : 1)
+		if ((c = json_control_len(buf + n, k + x - n)) != 0)
+			memset(buf + n, ' ', c);
 	snprintf(buf + k + x, cap - k - x, "%s", full > CMD_SHOW ? "..." : "");
 	return buf;
 }

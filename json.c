@@ -134,6 +134,16 @@ json_utf8_valid(const char *s, size_t n)
 	return i;
 }
 
+size_t
+json_control_len(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	if (u[0] < 0x20 || u[0] == 0x7f)
+		return 1;
+	return n >= 2 && u[0] == 0xC2 && u[1] >= 0x80 && u[1] <= 0x9F ? 2 : 0;
+}
+
 /* ------------------------------------------------------------------ escapes */
 
 static int

@@ -2089,10 +2089,10 @@ str_field(struct conn *c, const char *body, const char *key, size_t max_chars, c
 static bool
 has_control(const char *s)
 {
-	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s), i;
 
-	for (; *u; u++)
-		if (*u < 0x20 || *u == 0x7f || (u[0] == 0xC2 && u[1] >= 0x80 && u[1] <= 0x9F))
+	for (i = 0; i < n; i++)
+		if (json_control_len(s + i, n - i))
 			return true;
 	return false;
 }

@@ -507,6 +507,19 @@ test_utf8_valid(void)
 		       "utf8_valid case %zu", i);
 }
 
+static void
+test_control_len(void)
+{
+	is_int(json_control_len("a", 1), 0, "control_len: a letter is none");
+	is_int(json_control_len("\x1b[", 2), 1, "control_len: ESC is C0");
+	is_int(json_control_len("", 1), 1, "control_len: NUL is C0");
+	is_int(json_control_len("\x7f", 1), 1, "control_len: DEL");
+	is_int(json_control_len("\xc2\x9b", 2), 2, "control_len: U+009B is C1, 2 bytes");
+	is_int(json_control_len("\xc2\x9b", 1), 0, "control_len: C1 cut after its lead is none");
+	is_int(json_control_len("\xc2\xa0", 2), 0, "control_len: U+00A0 is not a control");
+	is_int(json_control_len("\xc3\xa9", 2), 0, "control_len: e-acute is not a control");
+}
+
 /* ------------------------------------------------------------------ writer */
 
 /* Writer output so far as a C string (the buffer is not NUL-terminated). */
@@ -802,6 +815,7 @@ main(void)
 	test_tok_int();
 	test_utf8_boundary();
 	test_utf8_valid();
+	test_control_len();
 	test_write_strings();
 	test_write_structure();
 	test_write_num();
