@@ -3715,7 +3715,8 @@ reset_job_card(struct conn *c, const char *body, int i, char id[33], long long *
 	*epoch = j.reset_epoch;
 	card = sched_card(&D.sched, j.device);
 	if (!card)
-		respond_error(c, 400, "Job %s ran on card %d, which is not configured here", id, j.device);
+		respond_error(c, 400, "Job %s was queued on card %d, which is not configured here", id,
+			      j.device);
 	sched_job_clear(&j);
 	free(out);
 	return card;
@@ -3744,7 +3745,7 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	if (di >= 0 && !(card = card_from_field(c, body, di)))
 		return;
 	if (card && jcard && card != jcard) {
-		respond_error(c, 400, "job_id %s ran on card %d, not on card %d", id, jcard->device,
+		respond_error(c, 400, "job_id %s was queued on card %d, not on card %d", id, jcard->device,
 			      card->device);
 		return;
 	}

@@ -213,6 +213,29 @@ def test_already_reset():
     d.cleanup()
 
 
+def test_reset_job_names_its_card():
+    """A job_id given to /reset names the card the job is on, and never says a queued job ran."""
+    d = new_daemon()
+    d.submit(gate_loop(d), device_id=0)
+    queued = d.submit("true", device_id=0)["job_id"]
+    r = reset(d, {"job_id": queued, "device_id": 1})
+    err = r.get("error") or ""
+    tap.eq(r.status, 400, "4: job_id of card 0 with device_id 1 is refused")
+    tap.ok("card 0" in err and "card 1" in err and "ran" not in err,
+           "4: the refusal names both cards and does not say the queued job ran", err)
+    d.stop()
+    # Card 0 leaves the configuration: its queued job fails at start-up without running.
+    d.env["TT_DEVICE_IDS"] = "1"
+    d.start()
+    tap.eq(d.job(queued)["status"], "done", "4: the queued job of the removed card is done")
+    r = reset(d, {"job_id": queued})
+    err = r.get("error") or ""
+    tap.eq(r.status, 400, "4: job_id of a card no longer configured is refused")
+    tap.ok("card 0" in err and "not configured" in err and "ran" not in err,
+           "4: the refusal says the card is not configured, not that the job ran", err)
+    d.cleanup()
+
+
 # ---------------------------------------------------------------- 5. argv rules
 
 def test_argv_rules():
@@ -546,7 +569,7 @@ def test_no_preemption():
 
 if __name__ == "__main__":
     run_tests(test_preempt_one_card, test_concurrent_requests_coalesce, test_reset_all_cards,
-              test_already_reset, test_argv_rules, test_retries_failing_reset,
+              test_already_reset, test_reset_job_names_its_card, test_argv_rules, test_retries_failing_reset,
               test_retries_failing_health, test_deep_reset_escalation,
               test_control_command_timeout, test_dead_card_drains_own_queue,
               test_dead_survives_restart_same_boot, test_shutdown_mid_reset, test_crash_mid_reset,
