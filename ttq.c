@@ -704,6 +704,21 @@ vec_push(struct vec *x, void *p)
 	x->v[x->n++] = p;
 }
 
+/* Take p out of x, keeping the order of the rest; false when it is not there. */
+static bool
+vec_remove(struct vec *x, const void *p)
+{
+	int i;
+
+	for (i = 0; i < x->n; i++)
+		if (x->v[i] == p) {
+			memmove(x->v + i, x->v + i + 1, sizeof(void *) * (size_t)(x->n - i - 1));
+			x->n--;
+			return true;
+		}
+	return false;
+}
+
 struct recent {
 	char *json[SCHED_RECENT]; /* pre-rendered summaries, oldest first */
 	char id[SCHED_RECENT][33]; /* their job ids, so retention can drop them */
@@ -2965,6 +2980,24 @@ meta_flush(void)
 	metas.n = kept;
 }
 
+/* Drop the meta.json not yet written for job id (a job that is forgotten whole). */
+static void
+meta_forget(const char *id)
+{
+	int i;
+
+	for (i = 0; i < metas.n; i++) {
+		struct meta_pending *m = metas.v[i];
+
+		if (strcmp(m->id, id) == 0) {
+			vec_remove(&metas, m);
+			json_buf_free(&m->b);
+			free(m);
+			return;
+		}
+	}
+}
+
 static void
 job_pipe_event(void *arg, short revents)
 {
@@ -3921,6 +3954,8 @@ store_committed(void)
  * were never acknowledged). Dispatched jobs go back first so a refused submission that the
  * same iteration also dispatched is in its queue again when it is unlinked.
  */
+static int remove_job_dir(const char *id);
+
 static void
 store_unwind(void)
 {
@@ -3945,7 +3980,16 @@ store_unwind(void)
 		struct ack *ack = &D.acks[i];
 		struct active *a = ack->a;
 
-		sched_unlink(&D.sched, a->card, &a->job);
+		if (a->finished) {
+			/* Failed in this same turn (its card died) and never acknowledged: it is
+			 * forgotten whole, as if it had never come, not unlinked a second time. */
+			vec_remove(&D.finished, a);
+			recent_forget(a->job.id);
+			meta_forget(a->job.id);
+			remove_job_dir(a->job.id);
+		} else {
+			sched_unlink(&D.sched, a->card, &a->job);
+		}
 		ack->conn->out.len = ack->out_start;
 		respond_refused(ack->conn, a->card, "The job store is degraded; the job was not queued");
 		vec_push(&drop, a);

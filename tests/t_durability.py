@@ -588,6 +588,75 @@ def test_cancel_refused_while_degraded():
     tap.eq(ledger_counts(ledger)["queued"], 1, "exactly once")
 
 
+def proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def freeze(d):
+    """SIGSTOP the daemon and wait until it is stopped: what happens meanwhile is met in one
+    loop turn when it goes on (thaw)."""
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    wait_until(lambda: proc_state(d.proc.pid) == "T", 10, "the daemon to stop")
+
+
+def thaw(d):
+    os.kill(d.proc.pid, signal.SIGCONT)
+
+
+def test_refused_submission_whose_card_died_in_the_same_turn():
+    """One loop turn takes a submission for card 0, then sees card 0's health check fail, which
+    fails its queue with the new job in it; then the commit fails. The submission is refused
+    (503) and forgotten whole: it was unlinked and freed once more, which corrupted the queue
+    counts and crashed the daemon with a double free when the store came back. (The check's
+    output line makes its end take two turns: the connection made while the daemon is stopped
+    is accepted in the first, its request read in the second, with the end of that output.)"""
+    d = fast_daemon(env={"TT_DEVICE_RESET_RETRIES": "0"})
+    fifo, hpid = d.path("fifo"), d.path("health.pid")
+    os.mkfifo(fifo)
+    d.env["TT_DEVICE_HEALTH_CHECK_CMD"] = d.script(
+        "health.sh", "echo $$ > %s.tmp; mv %s.tmp %s; read x < %s; echo unhealthy; exit 1"
+        % (q(hpid), q(hpid), q(hpid), q(fifo))) + " {device}"
+    d.start()
+    ledger = d.path("ledger")
+    tap.eq(d.post("/reset", {"device_id": 0}).get("action"), "scheduled", "reset of card 0")
+    wait_until(lambda: os.path.exists(hpid), 10, "the health check to wait on its fifo")
+    with open(hpid) as f:
+        health = int(f.read())
+    con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
+    client = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    try:
+        freeze(d)
+        client.request("POST", "/queue", json.dumps({"cmd": ledger_cmd(ledger, "refused"),
+                                                     "device_id": "0"}),
+                       {"Content-Type": "application/json"})
+        with open(fifo, "w") as f:
+            f.write("fail\n")
+        wait_until(lambda: proc_state(health) == "Z", 10, "the health check to exit")
+        con.execute("BEGIN EXCLUSIVE")
+        thaw(d)
+        r = client.getresponse()
+        body = json.loads(r.read() or b"{}")
+        tap.ok(r.status == 503 and "not queued" in body.get("error", ""),
+               "the submission is refused: the store could not record it", (r.status, body))
+        tap.eq(d.status()["queued_total"], 0, "no queue count went below zero")
+    finally:
+        thaw(d)
+        client.close()
+        con.execute("ROLLBACK")
+        con.close()
+    wait_until(lambda: degraded_reason(d) is None, 15, "the store to be written again")
+    tap.ok(d.alive(), "the daemon lives on once the store is back (no double free)",
+           d.stderr()[-600:])
+    st = d.status()
+    tap.ok(st["queued_total"] == 0 and st["devices"][0]["state"] == "dead",
+           "card 0 is dead with nothing queued", st)
+    tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
+
+
 def test_recent_forgets_deleted_jobs():
     """Retention deletes a job: /status must not list it in recent any more."""
     d = fast_daemon()
@@ -1103,6 +1172,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
          test_database_and_folders_private, test_existing_log_dir_made_private,
          test_cancel_refused_while_degraded,
+         test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash)
 run_tests(*TESTS)
