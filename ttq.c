@@ -2711,6 +2711,10 @@ respond_kill(struct conn *c, const char *key, const struct job *j)
 	respond_json(c, 200, &body_buf, NULL);
 }
 
+static bool store_sync_now(const struct job *extra);
+static void job_finish_at(struct active *a, double end, int exit_code, const char *error,
+			  const char *trailer);
+
 static void
 kill_active(struct conn *c, struct active *a)
 {
@@ -2718,9 +2722,24 @@ kill_active(struct conn *c, struct active *a)
 		/* Not recordable now: answered as cancelled, a crash would still run it. */
 		respond_refused(c, a->card, "The job store is degraded; the cancel cannot be recorded");
 	} else if (a->job.status == JOB_QUEUED) {
+		static const char why[] = "Cancelled by a kill request before it started";
+		struct card *card = a->card;
+		struct job done = a->job; /* the record as the cancel leaves it, on disk first */
+
+		done.status = JOB_DONE;
+		done.finished_at = clock_wall();
+		done.elapsed = 0;
+		done.exit_code = -1;
+		done.has_exit_code = true;
+		done.error = (char *)why;
+		if (!store_sync_now(&done)) {
+			/* a may be gone: a submission of this turn is refused whole. */
+			respond_refused(c, card, "The job store is degraded; the cancel cannot be recorded");
+			return;
+		}
 		sched_unlink(&D.sched, a->card, &a->job);
-		job_finish(a, -1, "Cancelled by a kill request before it started",
-			   PROC_MARKER " cancelled by a kill request before it started\n");
+		job_finish_at(a, done.finished_at, -1, why,
+			      PROC_MARKER " cancelled by a kill request before it started\n");
 		respond_kill(c, "cancelled", &a->job);
 	} else if (a->job.status == JOB_RUNNING && a->job.mode == JOB_MODE_RUN) {
 		job_stop(a, STOP_KILL);
@@ -3887,22 +3906,30 @@ dispatch_pass(void)
 	}
 }
 
+/* One job record into the open transaction; -1 on failure. */
 static int
-store_write_dirty(void)
+store_put_record(const struct job *j)
+{
+	char *out = job_output_path(j->id);
+	int r = store_put_job(D.store, j, out);
+
+	free(out);
+	return r;
+}
+
+/* Every dirty record, and extra (a record not in memory yet, or NULL), in one commit. */
+static int
+store_write_dirty(const struct job *extra)
 {
 	int i;
 
 	if (store_begin(D.store) < 0)
 		return -1;
-	for (i = 0; i < D.dirty.n; i++) {
-		struct active *a = D.dirty.v[i];
-		char *out = job_output_path(a->job.id);
-		int r = store_put_job(D.store, &a->job, out);
-
-		free(out);
-		if (r < 0)
+	for (i = 0; i < D.dirty.n; i++)
+		if (store_put_record(&((struct active *)D.dirty.v[i])->job) < 0)
 			return -1;
-	}
+	if (extra && store_put_record(extra) < 0)
+		return -1;
 	for (i = 0; D.cards_dirty && i < D.sched.ncards; i++)
 		if (D.sched.cards[i].dirty &&
 		    store_put_card(D.store, &D.sched.cards[i], D.boot_id) < 0)
@@ -4032,7 +4059,7 @@ store_sync(void)
 		store_unwind(); /* not yet time to try again */
 		return;
 	}
-	if (store_write_dirty() < 0) {
+	if (store_write_dirty(NULL) < 0) {
 		char why[512];
 
 		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
@@ -4041,6 +4068,30 @@ store_sync(void)
 		return;
 	}
 	store_committed();
+}
+
+/*
+ * Commit now, in the middle of a loop turn, what is dirty so far and extra (see
+ * store_write_dirty): for a change that must be on disk before it takes effect and anyone is
+ * told, such as a cancel that would otherwise be answered and then lost in a crash. False when
+ * it could not be written: the store is then degraded (this turn's submissions are refused)
+ * and the caller leaves everything as it was.
+ */
+static bool
+store_sync_now(const struct job *extra)
+{
+	char why[512];
+
+	if (D.degraded)
+		return false;
+	if (store_write_dirty(extra) == 0) {
+		store_committed();
+		return true;
+	}
+	snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
+	store_rollback(D.store);
+	store_failed(why);
+	return false;
 }
 
 /*

@@ -588,6 +588,48 @@ def test_cancel_refused_while_degraded():
     tap.eq(ledger_counts(ledger)["queued"], 1, "exactly once")
 
 
+def test_cancel_whose_commit_fails_is_refused():
+    """The store is fine until the cancel's own commit fails (another connection holds the
+    lock). The cancel was answered "cancelled" anyway, while the job stayed queued on disk and
+    ran after a crash. It is now written before it takes effect: refused with 503, the job
+    stays queued, and it runs once, also across a crash."""
+    d = fast_daemon(ids="0")
+    ledger, ready, gate_path = d.path("ledger"), d.path("ready"), d.path("gate")
+    d.start()
+    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready), q(gate_path)))
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    queued = d.submit(ledger_cmd(ledger, "queued"))["job_id"]
+    tap.eq(degraded_reason(d), None, "the store is writable before the cancel")
+    con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        r = d.post("/kill", {"job_id": queued}, timeout=20)
+        tap.ok(r.status == 503 and "cancel cannot be recorded" in (r.get("error") or ""),
+               "the cancel its commit could not record is refused with 503", r)
+        tap.eq(d.job(queued)["status"], "queued", "the job stays queued")
+        d.kill9()
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    d.start()
+    job = d.wait_done(queued)
+    tap.eq(job["exit_code"], 0, "after the crash the job the cancel did not reach runs")
+    tap.eq(ledger_counts(ledger)["queued"], 1, "once")
+    # A cancel that was answered is on disk before the answer: a crash right after keeps it.
+    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready + "2"),
+                                                                  q(gate_path + "2")))
+    wait_until(lambda: os.path.exists(ready + "2"), 10, "second blocker running")
+    queued = d.submit(ledger_cmd(ledger, "cancelled"))["job_id"]
+    r = d.post("/kill", {"job_id": queued})
+    tap.ok(r.status == 200 and "cancelled" in r.json, "a cancel is answered when recorded", r)
+    d.kill9()
+    d.start()
+    job = d.job(queued)
+    tap.ok(job["status"] == "done" and "Cancelled" in (job["error"] or ""),
+           "after a crash the answered cancel holds", job)
+    tap.eq(ledger_counts(ledger)["cancelled"], 0, "and the job never ran")
+
+
 def proc_state(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -1171,7 +1213,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,
          test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
          test_database_and_folders_private, test_existing_log_dir_made_private,
-         test_cancel_refused_while_degraded,
+         test_cancel_refused_while_degraded, test_cancel_whose_commit_fails_is_refused,
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash)
