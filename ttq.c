@@ -1939,8 +1939,6 @@ static struct json_tok toks[MAX_TOKENS];
 static void job_stop(struct active *a, int reason);
 static void count_outcome(const struct active *a);
 static void job_finish(struct active *a, int exit_code, const char *error, const char *trailer);
-static void reset_request_card(struct card *c, long long job_epoch, const char *job_id,
-			       struct json_w *w, bool preempt_any);
 
 /* Parse a request body that must be a JSON object; on failure answer 400 and return -1. */
 static int
@@ -3715,16 +3713,16 @@ reset_hint(enum reset_action act, int device)
 	return hint;
 }
 
-/* Apply a reset request to one card and write its entry (SPEC 5 /reset). */
+/*
+ * Carry out a reset request's action on one card (decided by sched_reset_request and, when
+ * scheduled, already on disk) and write its entry (SPEC 5 /reset).
+ */
 static void
-reset_request_card(struct card *c, long long job_epoch, const char *job_id, struct json_w *w,
+reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w,
 		   bool preempt_any)
 {
-	enum reset_action act = sched_reset_request(c, job_epoch);
 	struct job *cur = c->current;
 
-	if (act == RESET_SCHEDULED)
-		card_dirty(c);
 	if ((act == RESET_SCHEDULED || act == RESET_JOINED) && cfg.reset_preempts && cur &&
 	    cur->mode == JOB_MODE_RUN && (preempt_any || (job_id && strcmp(cur->id, job_id) == 0)))
 		job_stop(active_of(cur), STOP_PREEMPT);
@@ -3779,9 +3777,10 @@ static void
 handle_reset(struct conn *c, const char *body, size_t len)
 {
 	struct card *card = NULL, *jcard = NULL;
+	enum reset_action act[MAX_CARDS];
 	long long epoch = -1;
 	char id[33];
-	int ji, di, i;
+	int ji, di, i, n;
 	struct json_w w;
 
 	if (parse_body(c, body, len) < 0)
@@ -3801,21 +3800,40 @@ handle_reset(struct conn *c, const char *body, size_t len)
 			      card->device);
 		return;
 	}
-	w = body_begin();
-	if (!card && !jcard) {
-		json_w_obj(&w);
-		json_w_key(&w, "resets");
-		json_w_arr(&w);
+	card = jcard ? jcard : card;
+	for (i = 0, n = 0; i < D.sched.ncards; i++) {
+		struct card *k = &D.sched.cards[i];
+
+		if (card && k != card)
+			continue;
+		act[i] = sched_reset_request(k, jcard ? epoch : -1);
+		if (act[i] == RESET_SCHEDULED) {
+			card_dirty(k);
+			n++;
+		}
+	}
+	/* reset_pending is on disk before the answer and before any job is preempted for it. */
+	if (n > 0 && !store_sync_now(NULL)) {
 		for (i = 0; i < D.sched.ncards; i++)
-			reset_request_card(&D.sched.cards[i], -1, NULL, &w, true);
-		json_w_arr_end(&w);
-		json_w_obj_end(&w);
-		respond_json(c, 200, &body_buf, NULL);
+			if ((!card || &D.sched.cards[i] == card) && act[i] == RESET_SCHEDULED)
+				D.sched.cards[i].reset_pending = false;
+		respond_refused(c, card, "The job store is degraded; the reset cannot be recorded");
 		return;
 	}
-	card = jcard ? jcard : card;
-	reset_request_card(card, jcard ? epoch : -1, jcard ? id : NULL, &w, !jcard);
-	respond_json(c, card->state == CARD_DEAD ? 503 : 200, &body_buf, NULL);
+	w = body_begin();
+	if (card) {
+		reset_request_card(card, act[card_index(card)], jcard ? id : NULL, &w, !jcard);
+		respond_json(c, card->state == CARD_DEAD ? 503 : 200, &body_buf, NULL);
+		return;
+	}
+	json_w_obj(&w);
+	json_w_key(&w, "resets");
+	json_w_arr(&w);
+	for (i = 0; i < D.sched.ncards; i++)
+		reset_request_card(&D.sched.cards[i], act[i], NULL, &w, true);
+	json_w_arr_end(&w);
+	json_w_obj_end(&w);
+	respond_json(c, 200, &body_buf, NULL);
 }
 
 /* GET /metrics: Prometheus text exposition 0.0.4 (SPEC 5). */

@@ -630,6 +630,42 @@ def test_cancel_whose_commit_fails_is_refused():
     tap.eq(ledger_counts(ledger)["cancelled"], 0, "and the job never ran")
 
 
+def test_reset_refused_when_it_cannot_be_recorded():
+    """A reset request must set reset_pending durably (SPEC 8). When its commit fails, or the
+    store is already degraded, it is refused with 503: it was answered "scheduled" and
+    preempted the running job, and a crash then lost the reset."""
+    d = fast_daemon(ids="0")
+    ready, gate_path = d.path("ready"), d.path("gate")
+    d.start()
+    jid = d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done"
+                   % (q(ready), q(gate_path)))["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "the job to run")
+    con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        for when in ("its own commit fails", "the store is degraded"):
+            r = d.post("/reset", {"device_id": 0}, timeout=20)
+            tap.ok(r.status == 503 and "reset cannot be recorded" in (r.get("error") or ""),
+                   "a reset request is refused with 503 when %s" % when, r)
+            dev = d.dev(0)
+            tap.ok(not dev["reset_pending"] and dev["current"]["job_id"] == jid,
+                   "nothing is pending and the running job goes on (%s)" % when, dev)
+        r = d.post("/reset", {}, timeout=20)
+        tap.eq(r.status, 503, "a reset of every card is refused the same way")
+        d.kill9()
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    d.start()
+    dev = d.dev(0)
+    tap.ok(not dev["reset_pending"] and dev["reset_epoch"] == 0,
+           "after a crash no reset was recorded, as the answers said", dev)
+    tap.ok(not os.path.exists(d.reset_log), "and no reset command ran")
+    r = d.post("/reset", {"device_id": 0})
+    tap.eq(r.get("action"), "scheduled", "with the store back a reset is scheduled")
+    wait_until(lambda: d.dev(0)["reset_epoch"] == 1, 15, "the reset to run")
+
+
 def proc_state(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -1214,6 +1250,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_retention_by_days_and_count, test_retention_failure_is_a_warning_not_a_stop,
          test_database_and_folders_private, test_existing_log_dir_made_private,
          test_cancel_refused_while_degraded, test_cancel_whose_commit_fails_is_refused,
+         test_reset_refused_when_it_cannot_be_recorded,
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash)
