@@ -660,6 +660,7 @@ struct active {
 	double closing_backoff;   /* s until the next look */
 	bool closing_warned;      /* logged that it takes long */
 	int stop;                 /* enum stop_reason */
+	int late_stop;            /* one that came after the shell ended (iteration_done) */
 	struct conn *waiters;     /* held /result and /logs long-polls */
 	char **envp;              /* a run job's environment, kept for its iterations */
 	char *env_block;          /* the strings envp added (job_env) */
@@ -3185,6 +3186,17 @@ job_spawn_first(struct active *a)
 	run_iteration(a, a->envp);
 }
 
+/*
+ * The job's shell has ended (reaped) and only what it left behind is awaited: its pipe's
+ * other holders (up to STRAGGLER_BOUND) or its killed group (process_done). Its exit status
+ * is known by then, and a stop arriving now must not rewrite it.
+ */
+static bool
+shell_ended(const struct active *a)
+{
+	return (a->pid > 0 && a->reaped) || (a->pid <= 0 && a->closing_pgid > 0);
+}
+
 static const char *
 stop_error(const struct active *a)
 {
@@ -3213,6 +3225,15 @@ iteration_done(struct active *a, int code)
 	}
 	if (code == 0)
 		j->repeat_completed++;
+	if (a->stop == STOP_NONE && a->late_stop != STOP_NONE && code == 0 &&
+	    j->repeat_current < j->repeat) {
+		/* It came after this iteration's shell ended: it stops the iterations left. */
+		a->stop = a->late_stop;
+		j->timed_out = a->stop == STOP_TIMEOUT;
+		if (isnan(j->stop_requested_at))
+			j->stop_requested_at = clock_wall();
+	}
+	a->late_stop = STOP_NONE;
 	if (a->stop == STOP_TIMEOUT) {
 		char *m = timeout_message(j);
 
@@ -3388,14 +3409,19 @@ job_timeout_fired(void *arg)
 			proc_kill_group(a->pid, SIGKILL);
 		return;
 	}
+	if (shell_ended(a)) {
+		/* It ended in time, with a status of its own (SPEC 6); only its leftovers are
+		 * awaited. The deadline stops no more than the iterations still to come. */
+		if (a->late_stop == STOP_NONE)
+			a->late_stop = STOP_TIMEOUT;
+		return;
+	}
 	a->stop = STOP_TIMEOUT;
 	a->job.timed_out = true;
 	if (isnan(a->job.stop_requested_at))
 		a->job.stop_requested_at = clock_wall();
 	if (a->pid > 0) {
 		proc_kill_group(a->pid, SIGKILL);
-	} else if (a->closing_pgid > 0) {
-		/* Already killed and awaited: process_done reports the timeout once it is gone. */
 	} else {
 		char *m = timeout_message(&a->job), trailer[256];
 
@@ -3422,7 +3448,15 @@ job_stop(struct active *a, int reason)
 {
 	if (a->job.status != JOB_RUNNING)
 		return;
-	if (a->stop == STOP_NONE || reason == STOP_SHUTDOWN)
+	if (a->job.mode == JOB_MODE_RUN && shell_ended(a)) {
+		/* Too late to change how it ended: it stops only the iterations still to come. */
+		if (a->late_stop == STOP_NONE || reason == STOP_SHUTDOWN)
+			a->late_stop = reason;
+		return;
+	}
+	/* A timed-out job was killed for its deadline: a stop of the service does not make
+	 * it "interrupted". */
+	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT))
 		a->stop = reason;
 	if (isnan(a->job.stop_requested_at)) {
 		a->job.stop_requested_at = clock_wall();

@@ -59,6 +59,66 @@ def test_setsid_straggler_killed_when_job_ends():
     tap.ok(gone(pid), "a child that left the job's session is killed when the job ends")
 
 
+def ended_shell_job(d, tag):
+    """A job whose shell exits 0 at once while a helper in a session of its own keeps its
+    output pipe open: after the shell is reaped the daemon waits up to 0.5 s for that pipe
+    (the straggler bound). Returns (job id, pid file)."""
+    pidf, left = d.path(tag + ".pid"), d.path(tag + ".left")
+    # The shell exits only once the helper has left its group, which is killed at its end.
+    j = d.submit("setsid sh -c 'touch %s; exec sleep 222' & while [ ! -e %s ]; do sleep 0.01;"
+                 " done; echo $$ > %s.tmp; mv %s.tmp %s; exit 0"
+                 % (q(left), q(left), q(pidf), q(pidf), q(pidf)), device_id=0)["job_id"]
+    wait_until(lambda: os.path.exists(pidf), 10, "the job's shell to start")
+    # Gone from /proc: the daemon has reaped it and waits for the helper's pipe.
+    wait_until(lambda: not os.path.exists("/proc/%d" % read_pid(pidf)), 10,
+               "the shell to be reaped")
+    return j
+
+
+def test_stop_after_the_shell_ended_keeps_its_outcome():
+    """A kill, a reset or a stop of the service that arrives after the job's shell exited 0,
+    while the daemon waits for a helper that holds its output, does not rewrite how it ended:
+    it was recorded as stopped, interrupted (-1) or preempted (SPEC 6: the exit code is the
+    shell's status)."""
+    d = Daemon().start()
+    j = ended_shell_job(d, "kill")
+    r = d.post("/kill", {"job_id": j})
+    tap.ok(r.status == 200 and d.job(j)["status"] == "running",
+           "the kill reached the job in its closing wait", r)
+    job = d.wait_done(j)
+    tap.ok(job["exit_code"] == 0 and job["error"] is None,
+           "a kill after the shell ended: exit 0, no error", job)
+    j = ended_shell_job(d, "reset")
+    r = d.post("/reset", {"device_id": 0})
+    tap.ok(r.get("action") == "scheduled" and d.job(j)["status"] == "running",
+           "the reset came in the closing wait", r)
+    job = d.wait_done(j)
+    tap.ok(job["exit_code"] == 0 and job["error"] is None,
+           "a reset after the shell ended: exit 0, not preempted", job)
+    wait_until(lambda: d.dev(0)["reset_epoch"] == 1, 15, "the reset to run")
+    j = ended_shell_job(d, "stop")
+    tap.eq(d.job(j)["status"], "running", "the service stops in the closing wait")
+    tap.eq(d.stop(), 0, "serve stops")
+    d.start()
+    job = d.job(j)
+    tap.ok(job["exit_code"] == 0 and job["error"] is None and
+           "interrupted" not in d.log_text(j).lower(),
+           "a stop of the service after the shell ended: exit 0, not interrupted", job)
+    # The deadline passes in the closing wait (the shell exits 0 at 1.6 s; the wait lasts
+    # until 2.1 s at least; the deadline is at 2 s).
+    j = d.submit("setsid sleep 222 & sleep 1.6; exit 0", device_id=0, timeout=2)["job_id"]
+    job = d.wait_done(j)
+    tap.ok(job["exit_code"] == 0 and not job["timed_out"],
+           "a deadline that passes after the shell ended: exit 0, not timed out", job)
+    # Iterations still to come are what a late stop does stop.
+    j = d.submit("setsid sleep 222 & sleep 1.6; exit 0", device_id=0, timeout=2,
+                 repeat=3)["job_id"]
+    job = d.wait_done(j)
+    tap.ok(job["exit_code"] == -9 and job["timed_out"] and job["repeat_completed"] == 1,
+           "with iterations left the deadline still stops the job", job)
+    d.cleanup()
+
+
 def test_helpers_of_running_jobs_are_not_strays():
     """A running job's background helpers that came to the daemon when their parent exited
     (`(cmd &)`, or a setsid'd one) live as long as their job: neither another of its orphans
@@ -225,4 +285,5 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_setsid_straggler_killed_on_sigterm, test_setsid_straggler_killed_on_sigkill,
           test_job_environment_and_umask, test_relative_log_dir_gives_absolute_paths,
           test_kill_device_during_reset_says_so, test_run_gets_final_status_when_daemon_stops,
-          test_stalled_readers_do_not_hold_workers)
+          test_stalled_readers_do_not_hold_workers,
+          test_stop_after_the_shell_ended_keeps_its_outcome)
