@@ -2434,6 +2434,17 @@ query_wait(struct conn *c, const struct http_request *req, unsigned long long *w
 	return 0;
 }
 
+/*
+ * Whether a long-poll on a would wait for nothing: a queued job does not start while the
+ * service stops, so the answer ("queued": it is kept) is given at once rather than held until
+ * the connection is cut (SPEC 9).
+ */
+static bool
+waits_in_vain(const struct active *a)
+{
+	return D.shutting_down && a->job.status == JOB_QUEUED;
+}
+
 static void
 hold(struct conn *c, struct active *a, int kind, unsigned long long wait)
 {
@@ -2478,7 +2489,7 @@ handle_result(struct conn *c, const struct http_request *req, const char *id)
 	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
 		return;
 	if (r == 1) {
-		if (a->job.status != JOB_DONE && wait > 0)
+		if (a->job.status != JOB_DONE && wait > 0 && !waits_in_vain(a))
 			hold(c, a, HELD_RESULT, wait);
 		else
 			respond_result_active(c, a);
@@ -2580,7 +2591,8 @@ handle_logs(struct conn *c, const struct http_request *req, const char *id)
 		free(out);
 		return;
 	}
-	if (wait > 0 && a->job.status != JOB_DONE && current_log_size(a) <= (long long)offset) {
+	if (wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
+	    current_log_size(a) <= (long long)offset) {
 		c->held_offset = offset;
 		c->held_limit = limit;
 		hold(c, a, HELD_LOGS, wait);

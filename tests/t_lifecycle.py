@@ -5,6 +5,8 @@ group, the job environment, shutdown while clients wait, and clients that stop r
 Each test starts its own daemon. Waits are conditions with deadlines.
 """
 
+import http.client
+import json
 import os
 import resource
 import signal
@@ -258,6 +260,37 @@ def test_run_gets_final_status_when_daemon_stops():
     tap.ok("shutting down on SIGTERM" in d.stderr(), "the daemon logs which signal stopped it")
 
 
+def test_long_poll_on_a_queued_job_while_stopping_is_answered():
+    """A long-poll on a queued job that arrives while the service stops (on a connection it
+    already had) is answered "queued" at once: it was held until the connection was cut."""
+    d = Daemon(ids="0").start()
+    ready = d.path("ready")
+    d.submit("touch %s; exec sleep 30" % q(ready))
+    queued = d.submit("true")["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "the first job to run")
+    conns = [http.client.HTTPConnection("127.0.0.1", d.port, timeout=10) for _ in range(2)]
+    for c in conns:  # kept alive: the listening socket closes when the stop begins
+        c.request("GET", "/status")
+        c.getresponse().read()
+    d.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: "shutting down" in d.stderr(), 10, "the stop to begin")
+    for c, path in zip(conns, ("/result/%s?wait=30", "/logs/%s?wait=30")):
+        t0 = time.monotonic()
+        c.request("GET", path % queued)
+        r = c.getresponse()
+        body = r.read()
+        took = time.monotonic() - t0
+        tap.ok(r.status == 200 and took < 5 and
+               (path.startswith("/logs") or json.loads(body)["status"] == "queued"),
+               "%s of a queued job while stopping: answered at once (%.2f s)"
+               % (path.split("/")[1], took), (r.status, body[:200]))
+        c.close()
+    tap.eq(d.proc.wait(15), 0, "serve stops")
+    d.start()
+    tap.eq(d.wait_done(queued)["exit_code"], 0, "the queued job is kept and runs after the restart")
+    d.cleanup()
+
+
 def test_stalled_readers_do_not_hold_workers():
     d = Daemon().start()
     j = d.submit("head -c 200000 /dev/zero | tr '\\0' x")
@@ -286,4 +319,5 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_job_environment_and_umask, test_relative_log_dir_gives_absolute_paths,
           test_kill_device_during_reset_says_so, test_run_gets_final_status_when_daemon_stops,
           test_stalled_readers_do_not_hold_workers,
-          test_stop_after_the_shell_ended_keeps_its_outcome)
+          test_stop_after_the_shell_ended_keeps_its_outcome,
+          test_long_poll_on_a_queued_job_while_stopping_is_answered)
