@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -52,6 +54,8 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define DROP_LINE_MAX 256     /* the "output truncated" line: fixed text, numbers, strerror */
 #define DRAIN_BUF (64 * 1024) /* one read from a job pipe */
 #define GUARD_SLOTS 4096      /* groups the guardian can hold; far above cards + controls */
+#define GUARD_WAIT_MS 30000   /* longest wait for killed groups to be gone (guardian_wait_gone) */
+#define GUARD_POLL_MS 10      /* between two looks at them */
 #define FD_LOOP_MAX 65536     /* bound of the close() loop when close_range is missing */
 #define CHILD_STACK (256 * 1024) /* the spawned child's stack, below it one guard page */
 
@@ -864,12 +868,43 @@ apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
  * pipe's read end and stderr, so it holds no listening socket, database or job pipe open,
  * and above all no write end of its own pipe, which would keep EOF from ever coming.
  */
+/*
+ * After the kills: wait until no group has a living member and no marked process is found,
+ * killing again every 0.1 s, for at most GUARD_WAIT_MS. A killed process is not gone at once:
+ * it holds its card until its memory is torn down (tens of ms per GiB), and the instance lock
+ * this process holds tells the next daemon when that is over.
+ */
+static void
+guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)
+{
+	struct timespec pause = {0, GUARD_POLL_MS * 1000000L};
+	int round;
+	size_t i;
+
+	for (round = 0; round < GUARD_WAIT_MS / GUARD_POLL_MS; round++) {
+		bool alive = false, again = round % (100 / GUARD_POLL_MS) == 0;
+
+		for (i = 0; i < n; i++)
+			if (proc_group_alive(groups[i]) == 1) {
+				alive = true;
+				if (again)
+					kill(-groups[i], SIGKILL);
+			}
+		if (marker && proc_kill_marked(marker) > 0)
+			alive = true;
+		if (!alive)
+			return;
+		nanosleep(&pause, NULL);
+	}
+}
+
 static _Noreturn void
-guardian_main(int rfd, int wfd, const char *marker, char *title, size_t title_len)
+guardian_main(int rfd, int wfd, int lock_fd, const char *marker, char *title, size_t title_len)
 {
 	pid_t groups[GUARD_SLOTS];
 	struct guard_msg m;
 	size_t n = 0, i;
+	int lo = rfd, hi = lock_fd;
 
 	prctl(PR_SET_NAME, "ttq-guardian");
 	if (title && title_len > 0) {
@@ -889,7 +924,18 @@ guardian_main(int rfd, int wfd, const char *marker, char *title, size_t title_le
 		close(STDIN_FILENO);
 	if (rfd != STDOUT_FILENO)
 		close(STDOUT_FILENO);
-	close_from_except(3, rfd);
+	if (lock_fd < 0 || lock_fd == rfd) {
+		close_from_except(3, rfd);
+	} else {
+		if (lock_fd < rfd) {
+			lo = lock_fd;
+			hi = rfd;
+		}
+		if (lo > 3)
+			close_fds(3, (unsigned)lo - 1);
+		close_fds((unsigned)lo + 1, (unsigned)hi - 1);
+		close_fds((unsigned)hi + 1, ~0U);
+	}
 	while (read_msg(rfd, &m))
 		n = apply_msg(groups, n, &m);
 	for (i = 0; i < n; i++)
@@ -897,11 +943,13 @@ guardian_main(int rfd, int wfd, const char *marker, char *title, size_t title_le
 	/* Stragglers that left their group; again while a dying shell may still fork. */
 	for (i = 0; marker && i < 5 && proc_kill_marked(marker) > 0; i++)
 		;
-	_exit(0);
+	if (lock_fd >= 0)
+		guardian_wait_gone(groups, n, marker);
+	_exit(0); /* the instance lock is released with the last open copy of its file */
 }
 
 pid_t
-proc_guardian_start(const char *marker, char *title, size_t title_len)
+proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_len)
 {
 	sigset_t all, old;
 	pid_t pid;
@@ -917,7 +965,7 @@ proc_guardian_start(const char *marker, char *title, size_t title_len)
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = fork();
 	if (pid == 0)
-		guardian_main(p[0], p[1], marker, title, title_len);
+		guardian_main(p[0], p[1], lock_fd, marker, title, title_len);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(p[0]);

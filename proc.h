@@ -152,10 +152,13 @@ ssize_t capfile_drain(struct capfile *cf, int fd, size_t budget);
  * and SIGHUP and closes every other descriptor. When title is not NULL, the guardian writes
  * "ttq-guardian" over title[0..title_len) (the daemon's argv strings) so /proc/PID/cmdline
  * names it and `pkill -f 'tt-device-queue serve'` does not take it down with the daemon.
- * Call it first in `serve`, before any other descriptor is opened. Returns the guardian's
- * pid, or -1 with errno.
+ * lock_fd, when >= 0, is an open file holding the daemon's instance lock (flock); the guardian
+ * keeps its copy and, after the kills, waits until every group and marked process is gone (at
+ * most 30 s, killing again every 0.1 s) before it exits, so the lock is free only then: a
+ * killed job holds its card until its memory is torn down (SPEC 1). Call it in `serve` before
+ * any job or control command starts. Returns the guardian's pid, or -1 with errno.
  */
-pid_t proc_guardian_start(const char *marker, char *title, size_t title_len);
+pid_t proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_len);
 
 /* Tell the guardian that group pgid has ended (after it was killed and reaped). */
 void proc_guardian_forget(pid_t pgid);

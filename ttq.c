@@ -4910,6 +4910,55 @@ lock_log_dir(void)
 }
 
 /*
+ * The instance lock, <log dir>/guardian.lock: taken here and kept by the guardian, which
+ * inherits the open file and, when this daemon dies, lets it go only once every process of
+ * its jobs is gone (proc_guardian_start). A daemon started right after a crash therefore
+ * waits here until the jobs the guardian killed have released their cards: a job tearing down
+ * gigabytes of memory holds its card for a while after SIGKILL (SPEC 1: no two jobs on one
+ * card). A stop request meanwhile ends the wait. Returns the descriptor (close-on-exec), or
+ * -1 with a warning when the file cannot be made (a full disk): serving comes first.
+ */
+static int
+wait_instance_lock(void)
+{
+	struct timespec pause = {0, 10000000};
+	char path[PATH_MAX];
+	double t0 = clock_mono(), next = 0;
+	sigset_t pending;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		/* A full disk (no inode) must not keep the service down: serve without it. */
+		logmsg("tt-device-queue: WARNING: cannot open %s (%s); a restart after a crash will "
+		       "not wait for the killed jobs to be gone", path, strerror(errno));
+		return -1;
+	}
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			logmsg("tt-device-queue: WARNING: cannot lock %s (%s); a restart after a crash "
+			       "will not wait for the killed jobs to be gone", path, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		if (clock_mono() - t0 >= next) {
+			logmsg("tt-device-queue: waiting for the processes of the previous instance to "
+			       "end (its guardian holds %s)", path);
+			next += 10;
+		}
+		sigpending(&pending); /* blocked since setup_signals: looked at, not delivered */
+		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))
+			exit(0);
+		nanosleep(&pause, NULL);
+	}
+	if (next > 0)
+		logmsg("tt-device-queue: the previous instance's processes are gone after %.1f s",
+		       clock_mono() - t0);
+	return fd;
+}
+
+/*
  * The log dir: created, made absolute and locked. A failure here exits 1: without the dir
  * there is nothing to lock, and the lock comes before anything is read or written.
  */
@@ -5158,6 +5207,7 @@ static int
 serve_main(int argc, char **argv)
 {
 	char status[700];
+	int opened;
 
 	if (argc > 1) {
 		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
@@ -5173,10 +5223,6 @@ serve_main(int argc, char **argv)
 		return 1;
 	}
 	memcpy(instance_marker, "TT_DEVICE_QUEUE_INSTANCE=", 25);
-	if ((D.guardian_pid = proc_guardian_start(instance_marker, argv_area, argv_area_len)) < 0) {
-		perror("tt-device-queue serve: guardian");
-		return 1;
-	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	setup_signals();
 	mono_now = clock_mono();
@@ -5191,7 +5237,13 @@ serve_main(int argc, char **argv)
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
-	if (open_store(false) == 0)
+	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
+	if ((D.guardian_pid = proc_guardian_start(instance_marker, wait_instance_lock(), argv_area,
+						  argv_area_len)) < 0) {
+		perror("tt-device-queue serve: guardian");
+		return 1;
+	}
+	if (opened == 0)
 		start_from_store();
 	raise_fd_limit();
 	open_listener();

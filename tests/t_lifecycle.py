@@ -291,6 +291,28 @@ def test_long_poll_on_a_queued_job_while_stopping_is_answered():
     d.cleanup()
 
 
+def test_restart_after_a_crash_waits_for_the_killed_jobs():
+    """kill -9 of the daemon: its guardian SIGKILLs the running job, whose process then tears
+    down gigabytes of memory while it still holds its card (a lock file stands for the card:
+    a process lets its files go only after its memory). A daemon started at once ran the next
+    job meanwhile, two jobs on one card (SPEC 1); it now waits for the guardian."""
+    d = Daemon(ids="0").start()
+    card, ready, hog = d.path("card.lock"), d.path("ready"), d.path("hog.py")
+    with open(hog, "w") as f:
+        f.write("import time\nb = b'x' * (3 << 30)\nopen(%r, 'w').close()\ntime.sleep(300)\n"
+                % ready)
+    d.submit("exec 9>%s; flock 9; exec python3 %s" % (q(card), q(hog)))
+    second = d.submit("exec 9>%s; if flock -n 9; then echo alone; else echo OVERLAP; fi"
+                      % q(card))["job_id"]
+    wait_until(lambda: os.path.exists(ready), 60, "the first job to hold 3 GiB")
+    d.kill9()
+    d.start()
+    d.wait_done(second, timeout=60)
+    tap.eq(d.log_text(second).strip(), "alone",
+           "the next job started only once the killed one had let its card go")
+    d.cleanup()
+
+
 def test_stalled_readers_do_not_hold_workers():
     d = Daemon().start()
     j = d.submit("head -c 200000 /dev/zero | tr '\\0' x")
@@ -320,4 +342,5 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_kill_device_during_reset_says_so, test_run_gets_final_status_when_daemon_stops,
           test_stalled_readers_do_not_hold_workers,
           test_stop_after_the_shell_ended_keeps_its_outcome,
-          test_long_poll_on_a_queued_job_while_stopping_is_answered)
+          test_long_poll_on_a_queued_job_while_stopping_is_answered,
+          test_restart_after_a_crash_waits_for_the_killed_jobs)

@@ -995,8 +995,8 @@ fake_daemon(int report)
 {
 	pid_t r[R_N] = {0};
 
-	r[R_GUARD] = proc_guardian_start(NULL, NULL, 0);
-	r[R_BUSY] = proc_guardian_start(NULL, NULL, 0) == -1 && errno == EBUSY;
+	r[R_GUARD] = proc_guardian_start(NULL, -1, NULL, 0);
+	r[R_BUSY] = proc_guardian_start(NULL, -1, NULL, 0) == -1 && errno == EBUSY;
 	r[R_BG1] = fake_job(&r[R_SHELL1]);
 	r[R_BG2] = fake_job(&r[R_SHELL2]);
 	proc_guardian_forget(r[R_SHELL2]);
