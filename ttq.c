@@ -91,6 +91,7 @@
 #define MAX_CWD_CHARS 4096
 #define MAX_ENV_ENTRIES 256
 #define MAX_ENV_BYTES (256 * 1024)
+#define MAX_EXEC_STRING (32 * 4096) /* MAX_ARG_STRLEN: exec refuses a longer argv or env string */
 #define MAX_CLIENT_ID 128
 #define DRAIN_BUDGET (1024 * 1024)
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
@@ -2149,6 +2150,9 @@ env_field(struct conn *c, const char *body, char **out)
 			why = "env values must not contain NUL";
 		else if ((total += strlen(name) + strlen(val) + 2) > MAX_ENV_BYTES)
 			why = "env is larger than 256 KiB";
+		else if (strlen(name) + strlen(val) + 2 > MAX_EXEC_STRING)
+			why = "an env entry (NAME=value) must be under 128 KiB in UTF-8; Linux runs "
+			      "no job with a longer one (MAX_ARG_STRLEN)";
 		else {
 			json_w_key(&w, name);
 			json_w_cstr(&w, val);
@@ -2269,6 +2273,12 @@ submission_parse(struct conn *c, const char *body, struct submission *s)
 		return -1;
 	if (!s->cmd[0] || blank(s->cmd)) {
 		respond_error(c, 400, "cmd must not be empty");
+		return -1;
+	}
+	if (strlen(s->cmd) >= MAX_EXEC_STRING) {
+		/* Refused now, not hours later when exec fails with E2BIG at its start. */
+		respond_error(c, 400, "cmd is %zu bytes in UTF-8; Linux runs no single argument of "
+			      "128 KiB or more (MAX_ARG_STRLEN)", strlen(s->cmd));
 		return -1;
 	}
 	if (str_field(c, body, "cwd", MAX_CWD_CHARS, &s->cwd) < 0 ||

@@ -314,6 +314,27 @@ def test_persisted_and_private():
     tap.eq((meta["job_id"], meta["exit_code"]), (j["job_id"], 0), "meta.json holds the record")
 
 
+def test_exec_string_limit_checked_at_submission():
+    """Linux execs no argv or env string of 128 KiB or more (MAX_ARG_STRLEN), whatever the
+    character count: such a job was taken with 200 and failed 127 (E2BIG) when it started."""
+    d = Daemon(ids="0").start()
+    big = "true #" + "\u65e5" * 43690  # 131076 bytes in UTF-8, 43696 characters
+    r = d.post("/queue", {"cmd": big})
+    tap.ok(r.status == 400 and "128 KiB" in (r.get("error") or ""),
+           "a command of 128 KiB in UTF-8 (under the character limit) is refused with 400", r)
+    r = d.post("/queue", {"cmd": "echo ${#BIG}", "env": {"BIG": "x" * 200000}})
+    tap.ok(r.status == 400 and "128 KiB" in (r.get("error") or ""),
+           "an env entry of 128 KiB or more is refused with 400", r)
+    ok_cmd = "true #" + "\u65e5" * 43688  # 131070 bytes: the longest kind that runs
+    job = d.wait_done(d.submit(ok_cmd)["job_id"])
+    tap.ok(job["exit_code"] == 0 and job["error"] is None,
+           "a command just under the limit runs", job)
+    job = d.wait_done(d.submit("echo ${#BIG}", env={"BIG": "x" * 131000})["job_id"])
+    tap.eq((job["exit_code"], d.log_text(job["job_id"]).strip()), (0, "131000"),
+           "an env entry just under the limit reaches the job")
+    d.cleanup()
+
+
 def test_config_errors_exit_2():
     for var, val in (("TT_DEVICE_PORT", "x"), ("TT_DEVICE_IDS", "0,,1"),
                      ("TT_DEVICE_STOP_GRACE_SEC", "-1"), ("TT_DEVICE_MAX_LOG_BYTES", "10"),
@@ -385,4 +406,5 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_job_that_cannot_start_says_why,
           test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
           test_card_listed_twice_exits_2, test_start_line_counts_cards_in_words,
-          test_queue_bound_and_concurrent_submitters)
+          test_queue_bound_and_concurrent_submitters,
+          test_exec_string_limit_checked_at_submission)
