@@ -3001,11 +3001,14 @@ meta_flush(void)
 
 		snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, m->id);
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		errno = 0;
-		w = fd < 0 ? -1 : write(fd, m->b.p, m->b.len);
-		e = w == (ssize_t)m->b.len ? 0 : errno ? errno : ENOSPC; /* short: the disk filled */
-		if (fd >= 0)
+		if (fd < 0) {
+			e = errno; /* its folder removed (ENOENT), no inode left (ENOSPC)... */
+		} else {
+			errno = 0;
+			w = write(fd, m->b.p, m->b.len);
+			e = w == (ssize_t)m->b.len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
 			close(fd);
+		}
 		if (e && !m->warned)
 			logmsg("tt-device-queue: job %s: cannot write meta.json: %s%s", m->id,
 			       strerror(e), e == ENOSPC || e == EDQUOT || e == EIO ? "; will retry" : "");

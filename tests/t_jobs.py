@@ -4,6 +4,7 @@ environment, restarts and crashes (SPEC 6, 7, 9). Each test starts its own daemo
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import threading
@@ -165,6 +166,27 @@ def test_next_job_prepared_while_the_card_runs():
     job = d.wait_done(b["job_id"])
     tap.eq((job["exit_code"], d.log_text(b["job_id"])), (0, "B-RAN from-env\n"),
            "after a restart the prepared job runs once, with its env, into its own output")
+
+
+def test_meta_json_failure_names_its_cause():
+    """A job folder removed behind the daemon's back: meta.json cannot be written, and the log
+    says why (no such file), not "No space left on device; will retry" for ever."""
+    d = Daemon(ids="0").start()
+    ready = d.path("ready")
+    g, wait = gate(d, "g")
+    d.submit("touch %s; %s" % (q(ready), wait))
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    b = d.submit("echo B")["job_id"]
+    folder = os.path.join(d.log_dir, b)
+    wait_until(lambda: os.path.isfile(os.path.join(folder, "output")), 10, "B prepared")
+    shutil.rmtree(folder)
+    open_gate(g)
+    d.wait_done(b)
+    wait_until(lambda: "%s: cannot write meta.json" % b in d.stderr(), 10, "the log line")
+    line = [x for x in d.stderr().splitlines() if "%s: cannot write meta.json" % b in x][0]
+    tap.ok("No such file or directory" in line and "retry" not in line,
+           "the log names the cause and does not promise a retry", line)
+    d.cleanup()
 
 
 def test_env_scrub_and_pythonpath():
@@ -407,4 +429,4 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
           test_card_listed_twice_exits_2, test_start_line_counts_cards_in_words,
           test_queue_bound_and_concurrent_submitters,
-          test_exec_string_limit_checked_at_submission)
+          test_exec_string_limit_checked_at_submission, test_meta_json_failure_names_its_cause)
