@@ -3178,7 +3178,8 @@ control_env(void)
 static void
 run_iteration(struct active *a, char *const envp[])
 {
-	char *argv[] = {"/bin/bash", "-lc", a->job.cmd, NULL}, err[512];
+	/* "--": a command that starts with "-" is a command, not options of bash. */
+	char *argv[] = {"/bin/bash", "-lc", "--", a->job.cmd, NULL}, err[512];
 
 	if (a->job.repeat > 1 && ensure_log(a) == 0)
 		capfile_marker(&a->log, "Repeat %d/%d", a->job.repeat_current, a->job.repeat);

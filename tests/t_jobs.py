@@ -357,6 +357,19 @@ def test_exec_string_limit_checked_at_submission():
     d.cleanup()
 
 
+def test_command_starting_with_a_dash_is_a_command():
+    """bash -lc CMD took a CMD that starts with "-" for its own options."""
+    d = Daemon(ids="0").start()
+    job = d.wait_done(d.submit("--version")["job_id"])
+    text = d.log_text(job["job_id"])
+    tap.ok(job["exit_code"] == 127 and "--version: command not found" in text,
+           "'--version' is looked up as a command", (job["exit_code"], text))
+    job = d.wait_done(d.submit("-x; echo fine")["job_id"])
+    tap.ok("fine" in d.log_text(job["job_id"]), "'-x; echo fine' runs its second command",
+           d.log_text(job["job_id"]))
+    d.cleanup()
+
+
 def test_config_errors_exit_2():
     for var, val in (("TT_DEVICE_PORT", "x"), ("TT_DEVICE_IDS", "0,,1"),
                      ("TT_DEVICE_STOP_GRACE_SEC", "-1"), ("TT_DEVICE_MAX_LOG_BYTES", "10"),
@@ -429,4 +442,5 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_long_polls_release_on_events, test_persisted_and_private, test_config_errors_exit_2,
           test_card_listed_twice_exits_2, test_start_line_counts_cards_in_words,
           test_queue_bound_and_concurrent_submitters,
-          test_exec_string_limit_checked_at_submission, test_meta_json_failure_names_its_cause)
+          test_exec_string_limit_checked_at_submission, test_meta_json_failure_names_its_cause,
+          test_command_starting_with_a_dash_is_a_command)
