@@ -1878,6 +1878,9 @@ conn_flush(struct conn *c)
 		c->request_started = true;
 		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
 		conn_ready(c);
+	} else if (c->peer_eof) {
+		conn_close(c); /* answered a client that half-closed (nc -N): nothing more comes */
+		return;
 	} else {
 		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
 	}

@@ -375,6 +375,27 @@ def test_head_answer_closes():
                raw[:300])
 
 
+def test_half_closed_client_gets_answer_and_close():
+    """A client that half-closes after its request (nc -N, shutdown(SHUT_WR)) gets its answer
+    and then the end of the connection, not a 10 s wait for the idle timeout."""
+    for path in ("/status", "/nope"):
+        s = socket.create_connection(("127.0.0.1", D.port), timeout=15)
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+        s.shutdown(socket.SHUT_WR)
+        t0 = time.monotonic()
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        took = time.monotonic() - t0
+        tap.ok(status_of(got) in (200, 404) and took < 5,
+               "GET %s then half-close: answered and closed (%.2f s; bound 5 s, about 0 "
+               "expected)" % (path, took), got[:100])
+        s.close()
+
+
 def test_idle_connection_closed():
     s = socket.create_connection(("127.0.0.1", D.port), timeout=15)
     t0 = time.monotonic()
@@ -419,4 +440,5 @@ run_tests(test_malformed_requests_exact_status, test_keep_alive_and_pipelining,
           test_http10_and_connection_close, test_expect_continue,
           test_response_headers_and_trailing_slash, test_head_answer_closes,
           test_other_clients_served_while_one_stalls,
-          test_idle_connection_closed, test_dribbled_request_closed)
+          test_idle_connection_closed, test_dribbled_request_closed,
+          test_half_closed_client_gets_answer_and_close)
