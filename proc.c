@@ -588,6 +588,7 @@ capfile_open(struct capfile *cf, const char *path, long long cap)
 	cf->cap = cap;
 	cf->dropped = 0;
 	cf->write_errno = 0;
+	cf->dropped_floor = 0;
 	if (cap < 1024) {
 		errno = EINVAL;
 		return -1;
@@ -677,15 +678,17 @@ capfile_marker(struct capfile *cf, const char *fmt, ...)
 static size_t
 drop_line(char *line, size_t len, const struct capfile *cf)
 {
+	const char *floor = cf->dropped_floor ? "at least " : "";
 	int n = cf->write_errno
 	            ? snprintf(line, len,
-	                       PROC_MARKER " output truncated: %lld bytes dropped (writing failed: "
+	                       PROC_MARKER " output truncated: %s%lld bytes dropped (writing failed: "
 	                                   "%s)\n",
-	                       cf->dropped, strerror(cf->write_errno))
+	                       floor, cf->dropped, strerror(cf->write_errno))
 	            : snprintf(line, len,
-	                       PROC_MARKER " output truncated: %lld bytes dropped (log cap %lld "
-	                                   "bytes)\n",
-	                       cf->dropped, cf->cap);
+	                       PROC_MARKER " output truncated: %s%lld bytes dropped (log cap %lld "
+	                                   "bytes)%s\n",
+	                       floor, cf->dropped, cf->cap,
+	                       cf->dropped_floor ? "; the count stopped at a crash" : "");
 
 	return n > 0 ? (size_t)n : 0;
 }

@@ -105,6 +105,7 @@ struct capfile {
 	long long cap;      /* maximum file size in bytes (>= 1024) */
 	long long dropped;  /* job output bytes not stored */
 	int write_errno;    /* why the first write of job output failed (ENOSPC...), 0 if none */
+	int dropped_floor;  /* non-zero: dropped is a lower bound (counting stopped at a crash) */
 };
 
 /*

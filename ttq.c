@@ -1141,14 +1141,20 @@ static void
 render_active_job(struct json_w *w, struct active *a)
 {
 	char *out = job_output_path(a->job.id);
-	long long saved = a->job.log_size;
+	struct job saved = a->job; /* the live counts are shown, the record keeps its own */
 
 	a->job.log_size = current_log_size(a);
+	if (a->log.fd >= 0) {
+		a->job.dropped_log_bytes = a->log.dropped;
+		a->job.log_truncated = a->log.dropped > 0;
+	}
 	json_w_obj(w);
 	render_record(w, &a->job, out);
 	render_live(w, a, false);
 	json_w_obj_end(w);
-	a->job.log_size = saved;
+	a->job.log_size = saved.log_size;
+	a->job.dropped_log_bytes = saved.dropped_log_bytes;
+	a->job.log_truncated = saved.log_truncated;
 	free(out);
 }
 
@@ -3052,6 +3058,13 @@ job_pipe_event(void *arg, short revents)
 
 	(void)revents;
 	n = capfile_drain(&a->log, a->out_fd, DRAIN_BUDGET);
+	if (a->log.dropped > 0 && !a->job.log_truncated) {
+		/* Saved once when output starts being dropped: after a crash the record then says
+		 * the log is incomplete (at least this much), not that nothing was dropped. */
+		a->job.log_truncated = true;
+		a->job.dropped_log_bytes = a->log.dropped;
+		mark_dirty(a);
+	}
 	if (n > 0) {
 		waiters_wake(a, false);
 		return;
@@ -4807,6 +4820,9 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		bool reset = j->mode == JOB_MODE_RESET;
 
 		sched_set_current(c, &a->job);
+		/* Output dropped before the crash was counted only up to the last save. */
+		if (a->job.log_truncated && ensure_log(a) == 0)
+			a->log.dropped_floor = 1;
 		job_finish_at(a, interrupted_at(j, now), -1,
 			      reset ? "Interrupted: the service stopped during the reset (crash or "
 				      "shutdown); it runs again at this start"

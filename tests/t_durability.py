@@ -669,6 +669,35 @@ def test_reset_refused_when_it_cannot_be_recorded():
     wait_until(lambda: d.dev(0)["reset_epoch"] == 1, 15, "the reset to run")
 
 
+def test_dropped_count_after_a_crash_is_a_floor():
+    """Output over the log cap, then kill -9: the count of dropped bytes lived in memory, so the
+    record said 0 (or the few bytes cut at the restart) with confidence. The first drop is now
+    saved, and the restart's line says the count is a lower bound."""
+    d = fast_daemon(ids="0", env={"TT_DEVICE_MAX_LOG_BYTES": "1024"})
+    d.start()
+    jid = d.submit("head -c 5000 /dev/zero | tr '\\0' b; echo; "
+                   "head -c 3000 /dev/zero | tr '\\0' c; echo; exec sleep 60")["job_id"]
+
+    def saved():
+        with sqlite3.connect(db_path(d)) as db:
+            row = db.execute("SELECT log_truncated, dropped_log_bytes FROM jobs WHERE id = ?",
+                             (jid,)).fetchone()
+        db.close()
+        return row if row and row[0] else None
+    row = wait_until(saved, 10, "the first drop to be saved")
+    tap.ok(row[1] > 0, "the record on disk says output was dropped while the job runs", row)
+    wait_until(lambda: d.job(jid)["dropped_log_bytes"] >= 6977, 10, "all the output dropped")
+    d.kill9()
+    d.start()
+    job = d.job(jid)
+    text = d.log_text(jid)
+    last = text.rstrip("\n").rsplit("\n", 1)[-1]
+    tap.ok(job["log_truncated"] and job["dropped_log_bytes"] >= row[1],
+           "after the crash the record says the log is incomplete", job)
+    tap.ok("at least" in last and "crash" in last,
+           "its last line gives the count as a lower bound", last)
+
+
 def proc_state(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -1254,6 +1283,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_database_and_folders_private, test_existing_log_dir_made_private,
          test_cancel_refused_while_degraded, test_cancel_whose_commit_fails_is_refused,
          test_reset_refused_when_it_cannot_be_recorded,
+         test_dropped_count_after_a_crash_is_a_floor,
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash)
