@@ -2,8 +2,9 @@
 
 Opens only /dev/tenstorrent/N through tt_umd (TTDevice.create takes that PCI
 device number, a physical id, never a UMD logical id), reads its ARC clock
-telemetry and prints it. Exit 0: AICLK reads a plausible value; 1: it reads 0
-or 0xFFFFFFFF (a dead PCIe read) or tt_umd raised; 2: usage error or tt_umd
+telemetry and prints it. Exit 0: AICLK reads a plausible value (1 to 10000 MHz);
+1: it reads 0, 0xFFFFFFFF (a dead PCIe read), anything else outside that range,
+or tt_umd raised; 2: usage error or tt_umd
 cannot be imported. It deliberately opens no other card: no enumeration, no
 topology discovery, none of the all-card scan that tt-smi -s does, so checking
 one card never touches a card that is busy running another queue's job.
@@ -15,6 +16,7 @@ USAGE = ("usage: health_check.py N\n"
          "  Open only /dev/tenstorrent/N through tt_umd and read its clock\n"
          "  telemetry. Exit 0 healthy, 1 unhealthy, 2 usage error or no tt_umd.\n")
 DEAD_READ = 0xFFFFFFFF
+MAX_AICLK_MHZ = 10000  # an AI clock reads a few hundred to ~1400 MHz; above 10 GHz is garbage
 EXTRA_TAGS = ("ARCCLK", "AXICLK")  # printed when available; never decide health
 
 
@@ -74,10 +76,11 @@ def check(tt_umd, card):
         print("card %d: tt_umd error: %s: %s: unhealthy"
               % (card, type(e).__name__, e))
         return 1
-    if aiclk == 0 or aiclk == DEAD_READ:
-        print("card %d: AICLK 0x%X (%d): %s: unhealthy"
-              % (card, aiclk, aiclk,
-                 "dead PCIe read" if aiclk == DEAD_READ else "clock is zero"))
+    if aiclk == DEAD_READ or not 0 < aiclk <= MAX_AICLK_MHZ:
+        why = ("dead PCIe read" if aiclk == DEAD_READ else "clock is zero" if aiclk == 0
+               else "not a clock in MHz (1 to %d)" % MAX_AICLK_MHZ)
+        print("card %d: AICLK %s (%d): %s: unhealthy"
+              % (card, hex(aiclk), aiclk, why))
         return 1
     parts = ["AICLK %d MHz" % aiclk] + read_extras(tt_umd, reader)
     print("card %d: %s: healthy" % (card, ", ".join(parts)))

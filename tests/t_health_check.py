@@ -189,6 +189,13 @@ r = Run(["1"], env={"FAKE_UMD_AICLK": "0"})
 ok(r.code == 1, "AICLK 0 exits 1", r.diag())
 ok("unhealthy" in r.out and "card 1" in r.out, "AICLK 0 says unhealthy", r.diag())
 
+for bad in ("-5", "0x1FFFFFFFF", "10001"):
+    r = Run(["1"], env={"FAKE_UMD_AICLK": bad})
+    ok(r.code == 1 and "unhealthy" in r.out,
+       "AICLK %s is no clock reading: exits 1, unhealthy" % bad, r.diag())
+r = Run(["1"], env={"FAKE_UMD_AICLK": "10000"})
+ok(r.code == 0, "AICLK 10000 MHz, the top of the range, is healthy", r.diag())
+
 r = Run(["1"], env={"FAKE_UMD_AICLK": "0xFFFFFFFF"})
 ok(r.code == 1, "AICLK 0xFFFFFFFF exits 1", r.diag())
 ok("unhealthy" in r.out and "FFFFFFFF" in r.out.upper(),
