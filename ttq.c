@@ -4094,6 +4094,7 @@ store_unwind(void)
 		}
 		a->job.status = JOB_QUEUED;
 		a->job.started_at = NAN;
+		a->job.repeat_current = 0; /* as it was queued: job_start set it for the commit */
 		sched_requeue_front(&D.sched, a->card, &a->job);
 	}
 	D.spawn.n = 0;

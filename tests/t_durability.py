@@ -698,6 +698,31 @@ def test_dropped_count_after_a_crash_is_a_floor():
            "its last line gives the count as a lower bound", last)
 
 
+def test_start_whose_commit_fails_leaves_the_job_as_queued():
+    """The commit that makes the next job running fails: the job goes back to the head of its
+    queue exactly as it was (its process never started), not with the start's counters."""
+    d = fast_daemon(ids="0")
+    ledger, ready, gate_path = d.path("ledger"), d.path("ready"), d.path("gate")
+    d.start()
+    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready), q(gate_path)))
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    queued = d.submit(ledger_cmd(ledger, "next"))["job_id"]
+    con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        open_gate(gate_path)
+        wait_until(lambda: "locked" in (degraded_reason(d) or ""), 10,
+                   "the commit of the start to fail")
+        job = d.job(queued)
+        tap.ok(job["status"] == "queued" and job["repeat_current"] == 0 and
+               job["started_at"] is None, "the job is queued as before", job)
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    tap.eq(d.wait_done(queued)["exit_code"], 0, "it runs once the store is back")
+    tap.eq(ledger_counts(ledger)["next"], 1, "once")
+
+
 def proc_state(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -1284,6 +1309,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_cancel_refused_while_degraded, test_cancel_whose_commit_fails_is_refused,
          test_reset_refused_when_it_cannot_be_recorded,
          test_dropped_count_after_a_crash_is_a_floor,
+         test_start_whose_commit_fails_leaves_the_job_as_queued,
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash)
