@@ -990,6 +990,25 @@ proc_guardian_forget(pid_t pgid)
 	errno = e;
 }
 
+pid_t
+proc_guardian_replace(const char *marker, int lock_fd, char *title, size_t title_len)
+{
+	if (guardian_fd != -1) {
+		close(guardian_fd); /* the dead one's pipe: its groups are registered again */
+		guardian_fd = -1;
+	}
+	return proc_guardian_start(marker, lock_fd, title, title_len);
+}
+
+void
+proc_guardian_adopt(pid_t pgid)
+{
+	int e = errno;
+
+	guardian_send('+', pgid);
+	errno = e;
+}
+
 /* ------------------------------------------------------------------- group liveness */
 
 /* State and process group of /proc/<name>/stat; 0, or -1 when it cannot be read. */

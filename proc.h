@@ -161,6 +161,16 @@ ssize_t capfile_drain(struct capfile *cf, int fd, size_t budget);
  */
 pid_t proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_len);
 
+/*
+ * After the guardian died (reaped by the caller): close the pipe to it and start a new one
+ * with proc_guardian_start's arguments. The caller then registers every group still running
+ * with proc_guardian_adopt, or the new guardian would not know them. Returns its pid, or -1.
+ */
+pid_t proc_guardian_replace(const char *marker, int lock_fd, char *title, size_t title_len);
+
+/* Register process group pgid with the guardian, as a spawned child does itself. */
+void proc_guardian_adopt(pid_t pgid);
+
 /* Tell the guardian that group pgid has ended (after it was killed and reaped). */
 void proc_guardian_forget(pid_t pgid);
 

@@ -764,9 +764,10 @@ static struct {
 	bool nofile_raised; /* raise_fd_limit raised ours: jobs get job_nofile back */
 	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
 	pid_t guardian_pid;
+	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
 	long long nconns;
 	long long busy_workers;
-} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1};
+} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1};
 
 static void __attribute__((format(printf, 1, 2)))
 logmsg(const char *fmt, ...)
@@ -3409,6 +3410,36 @@ kill_strays(void)
 	return killed; /* still dying, or dead and not yet reaped */
 }
 
+/*
+ * The guardian died (killed by hand, the OOM killer): without it a crash of this daemon would
+ * leave every job running. A new one is started and told every group that still runs.
+ */
+static void
+guardian_replace(int wstatus)
+{
+	int i;
+
+	D.guardian_pid = proc_guardian_replace(instance_marker, D.lock_fd, argv_area, argv_area_len);
+	if (D.guardian_pid < 0) {
+		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d) and a new "
+		       "one cannot be started (%s); job processes will not be cleaned up if this "
+		       "daemon is killed", wstatus, strerror(errno));
+		D.guardian_pid = 0;
+		return;
+	}
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct job *j = D.sched.cards[i].current;
+		struct active *a = j ? active_of(j) : NULL;
+
+		if (a && a->pid > 0)
+			proc_guardian_adopt(a->pid);
+		if (a && a->closing_pgid > 0 && a->closing_pgid != a->pid)
+			proc_guardian_adopt(a->closing_pgid);
+	}
+	logmsg("tt-device-queue: WARNING: the guardian process exited (status %d); a new one "
+	       "(pid %d) took over the running jobs", wstatus, (int)D.guardian_pid);
+}
+
 static void
 child_reaped(pid_t pid, int wstatus)
 {
@@ -3427,10 +3458,7 @@ child_reaped(pid_t pid, int wstatus)
 		return;
 	}
 	if (pid == D.guardian_pid) {
-		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d); job "
-		       "processes will not be cleaned up if this daemon is killed",
-		       wstatus);
-		D.guardian_pid = 0;
+		guardian_replace(wstatus);
 		return;
 	}
 	kill_strays(); /* a stray died: its own children may have come to us */
@@ -5272,7 +5300,8 @@ serve_main(int argc, char **argv)
 	read_boot_id();
 	prepare_log_dir();
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
-	if ((D.guardian_pid = proc_guardian_start(instance_marker, wait_instance_lock(), argv_area,
+	D.lock_fd = wait_instance_lock();
+	if ((D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd, argv_area,
 						  argv_area_len)) < 0) {
 		perror("tt-device-queue serve: guardian");
 		return 1;

@@ -313,6 +313,40 @@ def test_restart_after_a_crash_waits_for_the_killed_jobs():
     d.cleanup()
 
 
+def guardian_of(pid):
+    """The pid of the daemon's ttq-guardian child, or None."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if comm == "ttq-guardian" and int(rest.split()[1]) == pid and rest.split()[0] != "Z":
+            return int(name)
+    return None
+
+
+def test_a_dead_guardian_is_replaced():
+    """The guardian killed (by hand, by the OOM killer): a crash of the daemon then left its
+    jobs running. A new guardian takes over the running jobs' groups."""
+    d = Daemon(ids="0").start()
+    pidf = d.path("job.pid")
+    d.submit("echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 300" % (q(pidf), q(pidf), q(pidf)))
+    job = read_pid(pidf)
+    first = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
+    os.kill(first, signal.SIGKILL)
+    second = wait_until(lambda: (guardian_of(d.proc.pid) or first) != first and
+                        guardian_of(d.proc.pid), 10, "a new guardian")
+    tap.ok(second != first, "a new guardian runs (%d after %d)" % (second, first))
+    tap.ok("a new one" in d.stderr(), "the daemon's log says so")
+    d.kill9()
+    tap.ok(gone(job, 5.0), "after a crash the new guardian kills the running job")
+    d.cleanup()
+
+
 def test_stalled_readers_do_not_hold_workers():
     d = Daemon().start()
     j = d.submit("head -c 200000 /dev/zero | tr '\\0' x")
@@ -343,4 +377,4 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_stalled_readers_do_not_hold_workers,
           test_stop_after_the_shell_ended_keeps_its_outcome,
           test_long_poll_on_a_queued_job_while_stopping_is_answered,
-          test_restart_after_a_crash_waits_for_the_killed_jobs)
+          test_restart_after_a_crash_waits_for_the_killed_jobs, test_a_dead_guardian_is_replaced)
