@@ -591,17 +591,23 @@ def test_cancel_refused_while_degraded():
     tap.eq(ledger_counts(ledger)["queued"], 1, "exactly once")
 
 
+def blocker_and_queued(d, token):
+    """On a started daemon: a running job that waits for its gate, and one that writes token
+    to the ledger queued behind it. Returns (queued job id, ledger, gate path)."""
+    ledger, ready, gate_path = d.path("ledger"), d.path("ready"), d.path("gate")
+    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready), q(gate_path)))
+    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
+    return d.submit(ledger_cmd(ledger, token))["job_id"], ledger, gate_path
+
+
 def test_cancel_whose_commit_fails_is_refused():
     """The store is fine until the cancel's own commit fails (another connection holds the
     lock). The cancel was answered "cancelled" anyway, while the job stayed queued on disk and
     ran after a crash. It is now written before it takes effect: refused with 503, the job
     stays queued, and it runs once, also across a crash."""
     d = fast_daemon(ids="0")
-    ledger, ready, gate_path = d.path("ledger"), d.path("ready"), d.path("gate")
     d.start()
-    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready), q(gate_path)))
-    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
-    queued = d.submit(ledger_cmd(ledger, "queued"))["job_id"]
+    queued, ledger, gate_path = blocker_and_queued(d, "queued")
     tap.eq(degraded_reason(d), None, "the store is writable before the cancel")
     con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
     try:
@@ -619,10 +625,8 @@ def test_cancel_whose_commit_fails_is_refused():
     tap.eq(job["exit_code"], 0, "after the crash the job the cancel did not reach runs")
     tap.eq(ledger_counts(ledger)["queued"], 1, "once")
     # A cancel that was answered is on disk before the answer: a crash right after keeps it.
-    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready + "2"),
-                                                                  q(gate_path + "2")))
-    wait_until(lambda: os.path.exists(ready + "2"), 10, "second blocker running")
-    queued = d.submit(ledger_cmd(ledger, "cancelled"))["job_id"]
+    os.unlink(d.path("ready"))  # the first blocker, interrupted by the crash, never got its gate
+    queued = blocker_and_queued(d, "cancelled")[0]
     r = d.post("/kill", {"job_id": queued})
     tap.ok(r.status == 200 and "cancelled" in r.json, "a cancel is answered when recorded", r)
     d.kill9()
@@ -702,11 +706,8 @@ def test_start_whose_commit_fails_leaves_the_job_as_queued():
     """The commit that makes the next job running fails: the job goes back to the head of its
     queue exactly as it was (its process never started), not with the start's counters."""
     d = fast_daemon(ids="0")
-    ledger, ready, gate_path = d.path("ledger"), d.path("ready"), d.path("gate")
     d.start()
-    d.submit("touch %s; while [ ! -e %s ]; do sleep 0.02; done" % (q(ready), q(gate_path)))
-    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
-    queued = d.submit(ledger_cmd(ledger, "next"))["job_id"]
+    queued, ledger, gate_path = blocker_and_queued(d, "next")
     con = sqlite3.connect(db_path(d), isolation_level=None, timeout=0)
     try:
         con.execute("BEGIN EXCLUSIVE")
