@@ -268,15 +268,19 @@ child_stdio(const struct child_args *c)
  * nobody knows. Written by the child, the '+' is in the pipe before the child can exec, and
  * the pipe cannot reach EOF before that since the child holds a write end until exec.
  * PR_SET_PDEATHSIG alone would not do: it reaches only this process (the shell), never the
- * background children it starts, which would then keep the card. SIGPIPE is ignored for the
- * write so a dead guardian cannot kill the job (signals are still blocked here; a pending
- * SIGPIPE would be delivered as soon as the mask is cleared).
+ * background children it starts, which would then keep the card. A dead guardian (the daemon
+ * replaces it when it reaps it) must not kill the job: signals are blocked here, and a blocked
+ * signal is kept pending even while ignored, so the SIGPIPE of a write to its closed pipe
+ * would kill the shell as soon as the mask is cleared. Setting SIG_IGN again after the write
+ * discards a pending SIGPIPE (POSIX sigaction: "shall cause the pending signal to be
+ * discarded, whether or not it is blocked").
  */
 CHILD_CODE static void
 child_register(void)
 {
 	ignore_signal(SIGPIPE);
 	guardian_send('+', getpid());
+	ignore_signal(SIGPIPE);
 }
 
 CHILD_CODE static void

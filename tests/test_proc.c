@@ -1085,6 +1085,57 @@ test_guardian(void)
 	ok(wait_gone(r[R_BG2], now_ms() + 2000), "cleanup");
 }
 
+/* In a child: the exit code of `exit 0` spawned while the guardian is dead, then replaced. */
+static _Noreturn void
+spawn_past_dead_guardian(int report)
+{
+	char *const argv[] = {"/bin/sh", "-c", "exit 0", NULL};
+	char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
+	struct proc_opts o = {.argv = argv, .envp = envp};
+	pid_t g = proc_guardian_start(NULL, -1, NULL, 0), pid;
+	int r[2] = {NO_EXIT, NO_EXIT}, fd;
+
+	kill(g, SIGKILL);
+	waitpid(g, NULL, 0);
+	if ((pid = proc_spawn(&o, &fd, NULL, 0)) > 0) {
+		r[0] = wait_code(pid, 5000);
+		close(fd);
+	}
+	g = proc_guardian_replace(NULL, -1, NULL, 0);
+	if (g > 0 && (pid = proc_spawn(&o, &fd, NULL, 0)) > 0) {
+		r[1] = wait_code(pid, 5000);
+		close(fd);
+	}
+	if (write(report, r, sizeof r) != (ssize_t)sizeof r)
+		_exit(1);
+	_exit(0);
+}
+
+/*
+ * A job's registration meets a dead guardian's pipe: the SIGPIPE it raises while the child's
+ * signals are blocked must not stay pending and kill the shell once they are unblocked.
+ */
+static void
+test_dead_guardian(void)
+{
+	int p[2], r[2] = {NO_EXIT, NO_EXIT};
+	pid_t child;
+
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return;
+	child = fork();
+	if (child == 0) {
+		close(p[0]);
+		spawn_past_dead_guardian(p[1]);
+	}
+	close(p[1]);
+	is_int(read(p[0], r, sizeof r), (long long)sizeof r, "the child reports two exit codes");
+	close(p[0]);
+	is_int(r[0], 0, "a job started while the guardian is dead runs (no SIGPIPE death)");
+	is_int(r[1], 0, "a job started under the replaced guardian runs");
+	is_int(wait_code(child, 5000), 0, "the child exits");
+}
+
 static void
 remove_tmpdir(void)
 {
@@ -1253,6 +1304,7 @@ main(void)
 	test_capfile_drain();
 	test_capfile_flood();
 	test_guardian();
+	test_dead_guardian();
 	test_children_and_marked();
 	test_umask();
 	test_step_aside();
