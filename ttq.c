@@ -4980,6 +4980,37 @@ lock_log_dir(void)
  * card). A stop request meanwhile ends the wait. Returns the descriptor (close-on-exec), or
  * -1 with a warning when the file cannot be made (a full disk): serving comes first.
  */
+/*
+ * The lock file holds the instance entry (TT_DEVICE_QUEUE_INSTANCE=...) of the daemon that
+ * held it last. Had its guardian lived, that daemon's jobs would be gone; if both died at
+ * once (kill -9 of both, the OOM killer) they may still run: whatever still carries that entry
+ * is killed now, before any job starts (SPEC 1, 6), and waited for up to 3 s. Then the file
+ * takes this daemon's entry. Failures only warn: the next start just cannot do the same.
+ */
+static void
+kill_previous_instance(int fd)
+{
+	struct timespec pause = {0, 10000000};
+	size_t len = strlen(instance_marker);
+	char prev[sizeof(instance_marker)];
+	ssize_t n = pread(fd, prev, sizeof(prev) - 1, 0);
+	int found = 0, k, round;
+
+	if (n == (ssize_t)len && memcmp(prev, instance_marker, 25) == 0) {
+		prev[n] = '\0';
+		for (round = 0; round < 300 && (k = proc_kill_marked(prev)) > 0; round++) {
+			found = found ? found : k;
+			nanosleep(&pause, NULL);
+		}
+	}
+	if (found > 0)
+		logmsg("tt-device-queue: killed %d processes the previous instance left running "
+		       "(it died with its guardian)", found);
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, instance_marker, len, 0) != (ssize_t)len)
+		logmsg("tt-device-queue: WARNING: cannot record this instance in the lock file (%s)",
+		       strerror(errno));
+}
+
 static int
 wait_instance_lock(void)
 {
@@ -5017,6 +5048,7 @@ wait_instance_lock(void)
 	if (next > 0)
 		logmsg("tt-device-queue: the previous instance's processes are gone after %.1f s",
 		       clock_mono() - t0);
+	kill_previous_instance(fd);
 	return fd;
 }
 

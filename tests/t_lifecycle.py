@@ -347,6 +347,26 @@ def test_a_dead_guardian_is_replaced():
     d.cleanup()
 
 
+def test_restart_kills_what_a_daemon_and_its_guardian_left():
+    """The daemon and its guardian die together (kill -9 of both): nothing killed the job's
+    background processes, and a new serve ran the next job beside them. It now kills what
+    carries the previous instance's TT_DEVICE_QUEUE_INSTANCE entry before it starts a job."""
+    d = Daemon(ids="0").start()
+    pidf = d.path("bg.pid")
+    d.submit("sleep 300 & echo $! > %s.tmp; mv %s.tmp %s; wait" % (q(pidf), q(pidf), q(pidf)))
+    bg = read_pid(pidf)
+    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
+    os.kill(d.proc.pid, signal.SIGSTOP)  # it must not replace the guardian first
+    os.kill(guardian, signal.SIGKILL)
+    d.kill9()
+    tap.ok(not gone(bg, 1.0), "with no guardian the job's background process survived")
+    d.start()
+    tap.ok(gone(bg, 5.0), "the next serve kills it before it starts anything")
+    tap.ok("killed 1 processes the previous instance left running" in d.stderr(),
+           "and says so", d.stderr()[-500:])
+    d.cleanup()
+
+
 def test_stalled_readers_do_not_hold_workers():
     d = Daemon().start()
     j = d.submit("head -c 200000 /dev/zero | tr '\\0' x")
@@ -377,4 +397,5 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_stalled_readers_do_not_hold_workers,
           test_stop_after_the_shell_ended_keeps_its_outcome,
           test_long_poll_on_a_queued_job_while_stopping_is_answered,
-          test_restart_after_a_crash_waits_for_the_killed_jobs, test_a_dead_guardian_is_replaced)
+          test_restart_after_a_crash_waits_for_the_killed_jobs, test_a_dead_guardian_is_replaced,
+          test_restart_kills_what_a_daemon_and_its_guardian_left)
