@@ -2160,7 +2160,8 @@ env_field(struct conn *c, const char *body, char **out)
 			why = "env values must not contain NUL";
 		else if ((total += strlen(name) + strlen(val) + 2) > MAX_ENV_BYTES)
 			why = "env is larger than 256 KiB";
-		else if (strlen(name) + strlen(val) + 2 > MAX_EXEC_STRING)
+		else if (strlen(name) + strlen(val) + 2 +
+			 (strcmp(name, "PYTHONPATH") == 0 ? 2 : 0) > MAX_EXEC_STRING) /* ".:" added */
 			why = "an env entry (NAME=value) must be under 128 KiB in UTF-8; Linux runs "
 			      "no job with a longer one (MAX_ARG_STRLEN)";
 		else {

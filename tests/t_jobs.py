@@ -351,6 +351,9 @@ def test_exec_string_limit_checked_at_submission():
     job = d.wait_done(d.submit(ok_cmd)["job_id"])
     tap.ok(job["exit_code"] == 0 and job["error"] is None,
            "a command just under the limit runs", job)
+    r = d.post("/queue", {"cmd": "true", "env": {"PYTHONPATH": "a" * 131060}})
+    tap.ok(r.status == 400 and "128 KiB" in (r.get("error") or ""),
+           "a PYTHONPATH that the job's '.:' would take over the limit is refused", r)
     job = d.wait_done(d.submit("echo ${#BIG}", env={"BIG": "x" * 131000})["job_id"])
     tap.eq((job["exit_code"], d.log_text(job["job_id"]).strip()), (0, "131000"),
            "an env entry just under the limit reaches the job")
