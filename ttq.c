@@ -1950,6 +1950,7 @@ static struct json_tok toks[MAX_TOKENS];
 
 static void job_stop(struct active *a, int reason);
 static void count_outcome(const struct active *a);
+static void count_outcome_by(const struct active *a, int n);
 static void job_finish(struct active *a, int exit_code, const char *error, const char *trailer);
 
 /* Parse a request body that must be a JSON object; on failure answer 400 and return -1. */
@@ -3991,6 +3992,13 @@ handle_metrics(struct conn *c)
 static void
 count_outcome(const struct active *a)
 {
+	count_outcome_by(a, 1);
+}
+
+/* Add n (1, or -1 to take a count back) to the /metrics counter of a's outcome. */
+static void
+count_outcome_by(const struct active *a, int n)
+{
 	const struct job *j = &a->job;
 	int k;
 
@@ -3999,7 +4007,7 @@ count_outcome(const struct active *a)
 	k = j->timed_out ? OUT_TIMEOUT : isnan(j->started_at) ? OUT_CANCELLED
 				       : j->exit_code == 0    ? OUT_OK
 							      : OUT_FAILED;
-	finished_count[card_index(a->card)][k]++;
+	finished_count[card_index(a->card)][k] += n;
 }
 
 /* ------------------------------------------------------------------------ store sync */
@@ -4135,6 +4143,7 @@ store_unwind(void)
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
 			vec_remove(&D.finished, a);
+			count_outcome_by(a, -1);
 			recent_forget(a->job.id);
 			meta_forget(a->job.id);
 			remove_job_dir(a->job.id);

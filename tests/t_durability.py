@@ -791,6 +791,8 @@ def test_refused_submission_whose_card_died_in_the_same_turn():
     tap.ok(st["queued_total"] == 0 and st["devices"][0]["state"] == "dead",
            "card 0 is dead with nothing queued", st)
     tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
+    tap.eq(metric(d, 'ttq_jobs_finished_total{device="0",outcome="cancelled"}'), 0.0,
+           "nor is it counted in /metrics")
 
 
 def test_recent_forgets_deleted_jobs():
