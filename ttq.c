@@ -5296,6 +5296,23 @@ loop_after(void)
 	bury_dead();
 }
 
+/*
+ * A serve started with stdin, stdout or stderr closed (as some daemonisers leave it) would give
+ * those numbers to the first files it opens: the log dir's lock or the listening socket would
+ * then pass for stderr, which the guardian keeps and log lines are written to. /dev/null takes
+ * them first.
+ */
+static void
+stdio_open(void)
+{
+	int fd;
+
+	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= STDERR_FILENO)
+		;
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
 static void
 serve_usage(FILE *f)
 {
@@ -5320,6 +5337,7 @@ serve_main(int argc, char **argv)
 		return help ? 0 : 2;
 	}
 	tzset();
+	stdio_open();
 	config_load();
 	notify_setup();
 	if (new_job_id(instance_marker + 25) < 0) {

@@ -367,6 +367,36 @@ def test_restart_kills_what_a_daemon_and_its_guardian_left():
     d.cleanup()
 
 
+def test_serve_with_stdio_closed_gives_the_guardian_nothing_else():
+    """serve started with fds 0-2 closed (some daemonisers): the log dir's lock landed on fd 2,
+    which the guardian keeps as its stderr, so after a crash the next serve found the log dir
+    taken and exited 1 instead of waiting."""
+    d = Daemon(ids="0")
+    port = free_port()
+
+    def close_stdio():
+        for fd in (0, 1, 2):
+            os.close(fd)
+    p = subprocess.Popen([BINARY, "serve"], env=dict(d.env, TT_DEVICE_PORT=str(port)),
+                         preexec_fn=close_stdio)
+
+    def up():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return guardian_of(p.pid)
+        except OSError:
+            return None
+    guardian = wait_until(up, 10, "serve to listen")
+    fds = "/proc/%d/fd" % guardian
+    links = sorted(os.readlink(os.path.join(fds, n)) for n in os.listdir(fds))
+    tap.ok(all(x.startswith("pipe:") or x == "/dev/null" or x.endswith("/guardian.lock")
+               for x in links), "the guardian holds only its pipe, the instance lock and "
+           "/dev/null", links)
+    p.kill()
+    p.wait()
+    d.cleanup()
+
+
 def test_stalled_readers_do_not_hold_workers():
     d = Daemon().start()
     j = d.submit("head -c 200000 /dev/zero | tr '\\0' x")
@@ -398,4 +428,5 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_stop_after_the_shell_ended_keeps_its_outcome,
           test_long_poll_on_a_queued_job_while_stopping_is_answered,
           test_restart_after_a_crash_waits_for_the_killed_jobs, test_a_dead_guardian_is_replaced,
-          test_restart_kills_what_a_daemon_and_its_guardian_left)
+          test_restart_kills_what_a_daemon_and_its_guardian_left,
+          test_serve_with_stdio_closed_gives_the_guardian_nothing_else)
