@@ -5397,6 +5397,9 @@ serve_main(int argc, char **argv)
 	meta_flush();
 	flush_all();
 	store_close(D.store);
+	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
+	if (D.lock_fd >= 0 && ftruncate(D.lock_fd, 0) < 0)
+		logmsg("tt-device-queue: WARNING: cannot clear the lock file: %s", strerror(errno));
 	logmsg("tt-device-queue: stopped");
 	return 0;
 }

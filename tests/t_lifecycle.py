@@ -364,6 +364,12 @@ def test_restart_kills_what_a_daemon_and_its_guardian_left():
     tap.ok(gone(bg, 5.0), "the next serve kills it before it starts anything")
     tap.ok("killed 1 processes the previous instance left running" in d.stderr(),
            "and says so", d.stderr()[-500:])
+    lock = os.path.join(d.log_dir, "guardian.lock")
+    with open(lock) as f:
+        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
+               "the lock file names the running instance")
+    tap.eq(d.stop(), 0, "serve stops")
+    tap.eq(os.path.getsize(lock), 0, "a clean stop clears it: the next start has nothing to find")
     d.cleanup()
 
 
