@@ -870,12 +870,6 @@ apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
 }
 
 /*
- * The guardian process. Its own session keeps terminal signals (^C, ^\) and kills of the
- * daemon's group away from it; it ignores the termination signals anyway. It keeps only the
- * pipe's read end and stderr, so it holds no listening socket, database or job pipe open,
- * and above all no write end of its own pipe, which would keep EOF from ever coming.
- */
-/*
  * After the kills: wait until no group has a living member and no marked process is found,
  * killing again every 0.1 s, for at most GUARD_WAIT_MS. A killed process is not gone at once:
  * it holds its card until its memory is torn down (tens of ms per GiB), and the instance lock
@@ -905,6 +899,13 @@ guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)
 	}
 }
 
+/*
+ * The guardian process. Its own session keeps terminal signals (^C, ^\) and kills of the
+ * daemon's group away from it; it ignores the termination signals anyway. It keeps only the
+ * pipe's read end, stderr and the instance lock (lock_fd), so it holds no listening socket,
+ * database or job pipe open, and above all no write end of its own pipe, which would keep
+ * EOF from ever coming.
+ */
 static _Noreturn void
 guardian_main(int rfd, int wfd, int lock_fd, const char *marker, char *title, size_t title_len)
 {
@@ -927,9 +928,9 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker, char *title, si
 	ignore_signal(SIGQUIT);
 	unblock_all();
 	close(wfd); /* first: a daemon started without stderr may have got it as fd 2 */
-	if (rfd != STDIN_FILENO)
+	if (rfd != STDIN_FILENO && lock_fd != STDIN_FILENO)
 		close(STDIN_FILENO);
-	if (rfd != STDOUT_FILENO)
+	if (rfd != STDOUT_FILENO && lock_fd != STDOUT_FILENO)
 		close(STDOUT_FILENO);
 	if (lock_fd < 0 || lock_fd == rfd) {
 		close_from_except(3, rfd);

@@ -4982,15 +4982,6 @@ lock_log_dir(void)
 }
 
 /*
- * The instance lock, <log dir>/guardian.lock: taken here and kept by the guardian, which
- * inherits the open file and, when this daemon dies, lets it go only once every process of
- * its jobs is gone (proc_guardian_start). A daemon started right after a crash therefore
- * waits here until the jobs the guardian killed have released their cards: a job tearing down
- * gigabytes of memory holds its card for a while after SIGKILL (SPEC 1: no two jobs on one
- * card). A stop request meanwhile ends the wait. Returns the descriptor (close-on-exec), or
- * -1 with a warning when the file cannot be made (a full disk): serving comes first.
- */
-/*
  * The lock file holds the instance entry (TT_DEVICE_QUEUE_INSTANCE=...) of the daemon that
  * held it last. Had its guardian lived, that daemon's jobs would be gone; if both died at
  * once (kill -9 of both, the OOM killer) they may still run: whatever still carries that entry
@@ -5021,6 +5012,15 @@ kill_previous_instance(int fd)
 		       strerror(errno));
 }
 
+/*
+ * The instance lock, <log dir>/guardian.lock: taken here and kept by the guardian, which
+ * inherits the open file and, when this daemon dies, lets it go only once every process of
+ * its jobs is gone (proc_guardian_start). A daemon started right after a crash therefore
+ * waits here until the jobs the guardian killed have released their cards: a job tearing down
+ * gigabytes of memory holds its card for a while after SIGKILL (SPEC 1: no two jobs on one
+ * card). A stop request meanwhile ends the wait. Returns the descriptor (close-on-exec), or
+ * -1 with a warning when the file cannot be made (a full disk): serving comes first.
+ */
 static int
 wait_instance_lock(void)
 {
