@@ -342,16 +342,23 @@ def full_disk_body(d):
            "the refused job never ran; nothing ran twice")
 
 
+def start_gated_and_queued(d):
+    """Start d with a job running on card 0 behind a gate that never opens (run0 in the
+    ledger) and one queued behind it (queued0). Returns (ledger, running id, queued id)."""
+    ledger = d.path("ledger")
+    d.start()
+    wait = gate(d, "g0")[1]
+    run = d.submit(ledger_cmd(ledger, "run0", wait), device_id="0")["job_id"]
+    queued = d.submit(ledger_cmd(ledger, "queued0"), device_id="0")["job_id"]
+    wait_until(lambda: ledger_counts(ledger)["run0"], 10, "the gated job to run")
+    return ledger, run, queued
+
+
 def start_full_body(d):
     """A restart after a crash finds the disk full: the daemon must come up degraded (answer,
     say why, keep the interrupted job's failure in memory) rather than exit and leave the
     host with no queue at all; it catches up once there is room."""
-    ledger = d.path("ledger")
-    d.start()
-    g, wait = gate(d, "g0")
-    run = d.submit(ledger_cmd(ledger, "run0", wait), device_id="0")["job_id"]
-    queued = d.submit(ledger_cmd(ledger, "queued0"), device_id="0")["job_id"]
-    wait_until(lambda: ledger_counts(ledger)["run0"], 10, "the gated job to run")
+    ledger, run, queued = start_gated_and_queued(d)
     d.kill9()
     filler = os.path.join(os.path.dirname(d.log_dir), "filler")
     fill(filler)
@@ -412,12 +419,7 @@ def clean_stop_full_body(d):
     """A database closed cleanly has no -wal or -shm: opening it in WAL mode creates them,
     which a full disk refuses. serve comes up degraded; once there is room the queued job
     runs by itself, with no request but /status polls."""
-    ledger = d.path("ledger")
-    d.start()
-    g, wait = gate(d, "g0")
-    run = d.submit(ledger_cmd(ledger, "run0", wait), device_id="0")["job_id"]
-    queued = d.submit(ledger_cmd(ledger, "queued0"), device_id="0")["job_id"]
-    wait_until(lambda: ledger_counts(ledger)["run0"], 10, "the gated job to run")
+    ledger, run, queued = start_gated_and_queued(d)
     tap.eq(d.stop(), 0, "stopped cleanly")
     tap.eq([f for f in os.listdir(d.log_dir) if f.startswith("jobs.sqlite3-")], [],
            "a clean stop leaves no -wal or -shm")
@@ -1301,7 +1303,8 @@ def health_script_full_body(d):
         ttqlib.BINARY = old
 
 
-TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a_full_disk, test_full_disk_degrades_and_recovers,
+TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a_full_disk,
+         test_full_disk_degrades_and_recovers,
          test_start_on_full_disk_comes_up_degraded,
          test_fresh_log_dir_on_full_disk_opens_the_store_later,
          test_clean_stop_then_full_disk_runs_the_queue_later,

@@ -989,6 +989,30 @@ fake_job(pid_t *shell)
 	return bg; /* fd stays open: the daemon is about to be killed */
 }
 
+/*
+ * Fork a child that runs fn with the write end of a pipe (fn never returns) and read its
+ * report of len bytes into buf, checking the length under `what`. The child's pid, or -1.
+ */
+static pid_t
+fork_reporter(void (*fn)(int), void *buf, size_t len, const char *what)
+{
+	int p[2];
+	pid_t child;
+
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return -1;
+	child = fork();
+	if (child == 0) {
+		close(p[0]);
+		fn(p[1]);
+		_exit(1);
+	}
+	close(p[1]);
+	is_int(read(p[0], buf, len), (long long)len, what);
+	close(p[0]);
+	return child;
+}
+
 /* The fake daemon: guardian, two jobs, the second forgotten; reports pids, then waits. */
 static _Noreturn void
 fake_daemon(int report)
@@ -1051,18 +1075,9 @@ test_guardian(void)
 	char path[64], *comm;
 	long long deadline;
 	size_t len;
-	int p[2];
 
-	if (pipe2(p, O_CLOEXEC) == -1)
+	if ((daemon = fork_reporter(fake_daemon, r, sizeof r, "the fake daemon reports its jobs")) < 0)
 		return;
-	daemon = fork();
-	if (daemon == 0) {
-		close(p[0]);
-		fake_daemon(p[1]);
-	}
-	close(p[1]);
-	is_int(read(p[0], r, sizeof r), (long long)sizeof r, "the fake daemon reports its jobs");
-	close(p[0]);
 	ok(r[R_GUARD] > 0 && r[R_BG1] > 0 && r[R_BG2] > 0, "guardian and both jobs started");
 	ok(r[R_BUSY], "a second proc_guardian_start fails with EBUSY");
 	snprintf(path, sizeof path, "/proc/%d/comm", (int)r[R_GUARD]);
@@ -1118,19 +1133,12 @@ spawn_past_dead_guardian(int report)
 static void
 test_dead_guardian(void)
 {
-	int p[2], r[2] = {NO_EXIT, NO_EXIT};
-	pid_t child;
+	int r[2] = {NO_EXIT, NO_EXIT};
+	pid_t child = fork_reporter(spawn_past_dead_guardian, r, sizeof r,
+				    "the child reports two exit codes");
 
-	if (pipe2(p, O_CLOEXEC) == -1)
+	if (child < 0)
 		return;
-	child = fork();
-	if (child == 0) {
-		close(p[0]);
-		spawn_past_dead_guardian(p[1]);
-	}
-	close(p[1]);
-	is_int(read(p[0], r, sizeof r), (long long)sizeof r, "the child reports two exit codes");
-	close(p[0]);
 	is_int(r[0], 0, "a job started while the guardian is dead runs (no SIGPIPE death)");
 	is_int(r[1], 0, "a job started under the replaced guardian runs");
 	is_int(wait_code(child, 5000), 0, "the child exits");
