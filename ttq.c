@@ -2936,24 +2936,120 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 
 extern char **environ;
 
-static int
-ensure_log(struct active *a)
+/*
+ * The spare job folder: <log dir>/.next-job, holding an empty output file, made at the end of
+ * a loop turn so that a job starting on an idle card takes it with one rename (0.02-0.03 ms)
+ * instead of creating a folder and a file (0.15-0.3 ms on a lab host's disk) between its
+ * commit and its start (issue #8). No job id starts with a dot, so nothing else ever reads
+ * it; a start removes one a crash left behind and a clean stop removes its own.
+ */
+#define SPARE_FOLDER ".next-job"
+static bool spare_ready;  /* SPARE_FOLDER exists, made by this daemon, unused */
+static bool spare_wanted; /* make it at the end of this turn (cleared by a failure) */
+static bool spare_off;    /* the log dir's file system cannot rename without replacing */
+
+static void drop_spare(void);
+
+/*
+ * Rename the spare folder to the job's (never over an existing one, as a job restarted from
+ * the store keeps its output). False when there is none or it cannot be used: the caller
+ * creates the folder itself.
+ */
+static bool
+take_spare(const char *folder)
+{
+	char spare[PATH_MAX];
+
+	if (!spare_ready)
+		return false;
+	snprintf(spare, sizeof(spare), "%s/" SPARE_FOLDER, cfg.log_dir);
+	if (renameat2(AT_FDCWD, spare, AT_FDCWD, folder, RENAME_NOREPLACE) == 0) {
+		spare_ready = false;
+		spare_wanted = true;
+		return true;
+	}
+	spare_ready = errno == EEXIST; /* the job's folder exists; the spare is still there */
+	spare_wanted = !spare_ready;
+	if (errno == EINVAL) { /* a file system without RENAME_NOREPLACE: no spares on it */
+		spare_off = true;
+		drop_spare();
+	}
+	return false;
+}
+
+static void
+make_spare(void)
 {
 	char path[PATH_MAX];
+	int fd;
+
+	if (spare_ready || !spare_wanted || spare_off || D.shutting_down)
+		return;
+	spare_wanted = false; /* a failure (a full disk) waits for the next job's own folder */
+	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
+	if (mkdir(path, 0700) < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER "/output", cfg.log_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		close(fd);
+		spare_ready = true;
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
+	rmdir(path);
+}
+
+static int remove_folder(const char *name);
+
+/* Remove the spare folder: a crash's at a start, ours at a clean stop. */
+static void
+drop_spare(void)
+{
+	if (remove_folder(SPARE_FOLDER) < 0)
+		logmsg("tt-device-queue: WARNING: cannot remove %s/" SPARE_FOLDER ": %s",
+		       cfg.log_dir, strerror(errno));
+	spare_ready = false;
+}
+
+/*
+ * Open the job's output file, creating its folder (from the spare when use_spare) if need be.
+ * -1 with errno when it cannot be created or opened.
+ */
+static int
+open_log(struct active *a, bool use_spare)
+{
+	char path[PATH_MAX];
+	bool spared;
 
 	if (a->log.fd >= 0)
 		return 0;
 	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
+	spared = use_spare && take_spare(path);
+	if (spared) {
+		/* Dated now, not when the spare was made: `ls -t` of the log dir lists jobs in order. */
+		utimensat(AT_FDCWD, path, NULL, 0);
+	} else {
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return -1;
+		spare_wanted = true; /* there is room for folders again */
+	}
 	snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, a->job.id);
 	if (capfile_open(&a->log, path, cfg.max_log_bytes) < 0) {
 		a->log.fd = -1;
 		return -1;
 	}
+	if (spared)
+		futimens(a->log.fd, NULL);
 	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
 	a->log.dropped = a->job.dropped_log_bytes;
 	return 0;
+}
+
+static int
+ensure_log(struct active *a)
+{
+	return open_log(a, true);
 }
 
 /*
@@ -4246,7 +4342,7 @@ prepare_next_logs(void)
 		if (!c->current || !a || a->log_prepared)
 			continue;
 		a->log_prepared = true;
-		ensure_log(a);
+		open_log(a, false); /* the spare stays for a job that starts on an idle card */
 	}
 }
 
@@ -4289,18 +4385,16 @@ store_retry_fired(void *arg)
 			card_dirty(&D.sched.cards[i]);
 }
 
-/* Remove a deleted job's folder (absent is fine); -1 with errno when it is still there. */
+/* Remove a folder of the log dir and its files (absent is fine); -1 with errno when it stays. */
 static int
-remove_job_dir(const char *id)
+remove_folder(const char *name)
 {
 	char path[PATH_MAX];
 	DIR *d;
 	struct dirent *e;
 	int fd;
 
-	if (!valid_job_id(id, strlen(id)))
-		return 0; /* only a direct child of the log dir named as a job id */
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, name);
 	/* Never through a link: a job folder replaced by one must not empty its target. */
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
@@ -4315,6 +4409,15 @@ remove_job_dir(const char *id)
 		close(fd);
 	}
 	return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Remove a deleted job's folder (absent is fine); -1 with errno when it is still there. */
+static int
+remove_job_dir(const char *id)
+{
+	if (!valid_job_id(id, strlen(id)))
+		return 0; /* only a direct child of the log dir named as a job id */
+	return remove_folder(id);
 }
 
 /*
@@ -5292,6 +5395,7 @@ loop_after(void)
 		prepare_next_logs();
 		flush_all();
 	} while (readyq.n > 0 && ++rounds < 8);
+	make_spare(); /* after the answers */
 	watch_sweep();
 	bury_dead();
 }
@@ -5361,6 +5465,8 @@ serve_main(int argc, char **argv)
 	prepare_log_dir();
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
 	D.lock_fd = wait_instance_lock();
+	drop_spare(); /* a crash's: made for a job that never came, or half made */
+	spare_wanted = true;
 	if ((D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd, argv_area,
 						  argv_area_len)) < 0) {
 		perror("tt-device-queue serve: guardian");
@@ -5397,6 +5503,7 @@ serve_main(int argc, char **argv)
 	meta_flush();
 	flush_all();
 	store_close(D.store);
+	drop_spare();
 	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
 	if (D.lock_fd >= 0 && ftruncate(D.lock_fd, 0) < 0)
 		logmsg("tt-device-queue: WARNING: cannot clear the lock file: %s", strerror(errno));

@@ -168,6 +168,45 @@ def test_next_job_prepared_while_the_card_runs():
            "after a restart the prepared job runs once, with its env, into its own output")
 
 
+def test_spare_job_folder():
+    """A job on an idle card takes the folder made ahead for it (<log dir>/.next-job, issue
+    #8): one a crash left, with output in it, is replaced at start; the job's folder and
+    output are private, hold only its own output and are dated when it starts, not when the
+    spare was made; a clean stop leaves no spare behind."""
+    d = Daemon(ids="0")
+    spare = os.path.join(d.log_dir, ".next-job")
+    os.makedirs(spare)
+    with open(os.path.join(spare, "output"), "w") as f:
+        f.write("STALE OUTPUT OF A CRASH\n")
+    d.start()
+    out = os.path.join(spare, "output")
+    wait_until(lambda: os.path.isfile(out) and os.path.getsize(out) == 0, 10,
+               "an empty spare in place of the crash's")
+    old = time.time() - 3600
+    os.utime(out, (old, old))
+    os.utime(spare, (old, old))
+    t0 = time.time()
+    g, wait = gate(d, "g")
+    ready = d.path("ready")
+    j = d.submit("touch %s; %s; echo FRESH" % (q(ready), wait))["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "the job running")
+    folder = os.path.join(d.log_dir, j)
+    tap.ok(os.stat(folder).st_mtime >= t0 - 1 and
+           os.stat(os.path.join(folder, "output")).st_mtime >= t0 - 1,
+           "folder and output are dated at the job's start, not the spare's making")
+    open_gate(g)
+    d.wait_done(j)
+    tap.eq(d.log_text(j), "FRESH\n", "the job's output holds only its own lines")
+    tap.eq((oct(os.stat(folder).st_mode & 0o777), oct(os.stat(os.path.join(folder, "output"))
+                                                       .st_mode & 0o777)),
+           ("0o700", "0o600"), "its folder and output are private")
+    wait_until(lambda: os.path.isfile(out), 10, "a new spare after the start")
+    tap.eq(os.listdir(spare), ["output"], "the new spare holds one empty output file")
+    tap.eq(d.stop(), 0, "a clean stop")
+    tap.ok(not os.path.exists(spare), "leaves no spare folder behind")
+    d.cleanup()
+
+
 def test_meta_json_failure_names_its_cause():
     """A job folder removed behind the daemon's back: meta.json cannot be written, and the log
     says why (no such file), not "No space left on device; will retry" for ever."""
@@ -437,7 +476,7 @@ def test_queue_bound_and_concurrent_submitters():
 run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_first_failure,
           test_timeout_kills_process_group, test_flood_capped_and_counted,
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
-          test_next_job_prepared_while_the_card_runs,
+          test_next_job_prepared_while_the_card_runs, test_spare_job_folder,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
           test_restart_recovers_queued_and_fails_running,
           test_interrupted_job_elapsed_excludes_downtime, test_sigterm_stops_running_keeps_queued,
