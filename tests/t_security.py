@@ -115,12 +115,15 @@ def test_files_private():
     j = d.submit("echo private")
     d.wait_done(j["job_id"])
     job_dir = os.path.join(d.log_dir, j["job_id"])
+    spare = os.path.join(d.log_dir, ".next-job")
+    wait_until(lambda: os.path.isfile(os.path.join(spare, "output")), 10, "the spare job folder")
     want = {d.log_dir: "0o700", job_dir: "0o700",
-            os.path.join(job_dir, "output"): "0o600", os.path.join(job_dir, "meta.json"): "0o600"}
+            os.path.join(job_dir, "output"): "0o600", os.path.join(job_dir, "meta.json"): "0o600",
+            spare: "0o700", os.path.join(spare, "output"): "0o600"}
     for name in os.listdir(d.log_dir):
         if name.startswith("jobs.sqlite3"):
             want[os.path.join(d.log_dir, name)] = "0o600"
-    tap.ok(len(want) >= 6, "the store and its WAL files are there", sorted(want))
+    tap.ok(len(want) >= 8, "the store and its WAL files are there", sorted(want))
     got = {p: mode(p) for p in want}
     tap.eq(got, want, "started with umask 000, every folder is 0700 and every file 0600")
     d.cleanup()
@@ -160,8 +163,10 @@ def test_no_path_outside_the_log_dir():
     tap.eq(os.listdir(cwd), [], "the daemon wrote nothing into the job's cwd")
     tap.ok(not os.path.exists("/tmp/ttq-client-x"), "a client_id is never a path")
     extra = sorted(n for n in os.listdir(d.log_dir)
-                   if n not in (j["job_id"], "guardian.lock") and not n.startswith("jobs.sqlite3"))
-    tap.eq(extra, [], "the log dir holds only the job's folder, the store and the instance lock")
+                   if n not in (j["job_id"], "guardian.lock", ".next-job")
+                   and not n.startswith("jobs.sqlite3"))
+    tap.eq(extra, [], "the log dir holds only the job's folder, the store, the instance lock "
+           "and the spare job folder")
     for path in ("/logs/..%2F..%2F..%2Fetc%2Fpasswd", "/logs/" + "../" * 10 + "etc/passwd",
                  "/job/%s/../../jobs.sqlite3" % j["job_id"], "/result/" + "%2e" * 32):
         r = d.get(path)
