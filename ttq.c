@@ -37,6 +37,7 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -2947,8 +2948,28 @@ extern char **environ;
 static bool spare_ready;  /* SPARE_FOLDER exists, made by this daemon, unused */
 static bool spare_wanted; /* make it at the end of this turn (cleared by a failure) */
 static bool spare_off;    /* the log dir's file system cannot rename without replacing */
+static struct stat spare_dir_st, spare_out_st; /* what make_spare made: taken only if intact */
 
 static void drop_spare(void);
+
+/*
+ * Whether the spare is still the private, empty folder make_spare made. Anything running as
+ * the service user (a job, too) can write to the log dir: bytes written into the spare's
+ * output, a link or a file in its place, a subfolder or other modes must never become a job's.
+ */
+static bool
+spare_intact(const char *spare)
+{
+	char out[PATH_MAX + 8];
+	struct stat d, o;
+
+	snprintf(out, sizeof(out), "%s/output", spare);
+	return lstat(spare, &d) == 0 && S_ISDIR(d.st_mode) && d.st_dev == spare_dir_st.st_dev &&
+	       d.st_ino == spare_dir_st.st_ino && (d.st_mode & 07777) == 0700 && d.st_nlink == 2 &&
+	       lstat(out, &o) == 0 && S_ISREG(o.st_mode) && o.st_dev == spare_out_st.st_dev &&
+	       o.st_ino == spare_out_st.st_ino && (o.st_mode & 07777) == 0600 && o.st_nlink == 1 &&
+	       o.st_size == 0;
+}
 
 /*
  * Rename the spare folder to the job's (never over an existing one, as a job restarted from
@@ -2963,6 +2984,13 @@ take_spare(const char *folder)
 	if (!spare_ready)
 		return false;
 	snprintf(spare, sizeof(spare), "%s/" SPARE_FOLDER, cfg.log_dir);
+	if (!spare_intact(spare)) {
+		logmsg("tt-device-queue: %s was changed by someone else; not used, made anew",
+		       spare);
+		drop_spare();
+		spare_wanted = true;
+		return false;
+	}
 	if (renameat2(AT_FDCWD, spare, AT_FDCWD, folder, RENAME_NOREPLACE) == 0) {
 		spare_ready = false;
 		spare_wanted = true;
@@ -2989,24 +3017,39 @@ make_spare(void)
 	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
 	if (mkdir(path, 0700) < 0)
 		return;
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER "/output", cfg.log_dir);
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		close(fd);
-		spare_ready = true;
-		return;
+	if (lstat(path, &spare_dir_st) == 0) {
+		snprintf(path, sizeof(path), "%s/" SPARE_FOLDER "/output", cfg.log_dir);
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			spare_ready = fstat(fd, &spare_out_st) == 0;
+			close(fd);
+			if (spare_ready)
+				return;
+			unlink(path);
+		}
 	}
 	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
 	rmdir(path);
 }
 
-static int remove_folder(const char *name);
+static int
+remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st, (void)type, (void)ftw;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
 
-/* Remove the spare folder: a crash's at a start, ours at a clean stop. */
+/*
+ * Remove the spare folder, whatever stands there (a crash's at a start, one changed by
+ * someone else, ours at a clean stop): depth first, never through a link (FTW_PHYS).
+ */
 static void
 drop_spare(void)
 {
-	if (remove_folder(SPARE_FOLDER) < 0)
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
+	if (nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
 		logmsg("tt-device-queue: WARNING: cannot remove %s/" SPARE_FOLDER ": %s",
 		       cfg.log_dir, strerror(errno));
 	spare_ready = false;
@@ -3027,7 +3070,8 @@ open_log(struct active *a, bool use_spare)
 	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
 	spared = use_spare && take_spare(path);
 	if (spared) {
-		/* Dated now, not when the spare was made: `ls -t` of the log dir lists jobs in order. */
+		/* Dated now, not when the spare was made (maybe an idle night ago): a job's folder
+		 * and output never predate the job. */
 		utimensat(AT_FDCWD, path, NULL, 0);
 	} else {
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
@@ -3039,8 +3083,11 @@ open_log(struct active *a, bool use_spare)
 		a->log.fd = -1;
 		return -1;
 	}
-	if (spared)
+	if (spared) {
 		futimens(a->log.fd, NULL);
+		if (a->log.size != 0 && ftruncate(a->log.fd, 0) == 0) /* written between check and open */
+			a->log.size = 0;
+	}
 	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
 	a->log.dropped = a->job.dropped_log_bytes;
 	return 0;

@@ -170,12 +170,12 @@ def test_next_job_prepared_while_the_card_runs():
 
 def test_spare_job_folder():
     """A job on an idle card takes the folder made ahead for it (<log dir>/.next-job, issue
-    #8): one a crash left, with output in it, is replaced at start; the job's folder and
+    #8): one left behind, with output and a subfolder in it, is replaced at start; the job's folder and
     output are private, hold only its own output and are dated when it starts, not when the
     spare was made; a clean stop leaves no spare behind."""
     d = Daemon(ids="0")
     spare = os.path.join(d.log_dir, ".next-job")
-    os.makedirs(spare)
+    os.makedirs(os.path.join(spare, "sub"))
     with open(os.path.join(spare, "output"), "w") as f:
         f.write("STALE OUTPUT OF A CRASH\n")
     d.start()
@@ -204,6 +204,57 @@ def test_spare_job_folder():
     tap.eq(os.listdir(spare), ["output"], "the new spare holds one empty output file")
     tap.eq(d.stop(), 0, "a clean stop")
     tap.ok(not os.path.exists(spare), "leaves no spare folder behind")
+    d.cleanup()
+
+
+def test_tampered_spare_is_not_used():
+    """Anything running as the service user can change .next-job while the daemon runs: bytes
+    in its output, a link, a file or a subfolder in its place, other modes. A job on an idle
+    card never takes such a spare: it gets a private folder holding only its own output."""
+    d = Daemon(ids="0").start()
+    spare = os.path.join(d.log_dir, ".next-job")
+    out = os.path.join(spare, "output")
+    elsewhere = d.path("elsewhere")
+    os.mkdir(elsewhere)
+    with open(os.path.join(elsewhere, "keep"), "w") as f:
+        f.write("keep\n")
+
+    def stale_bytes():
+        with open(out, "a") as f:
+            f.write("STALE\n")
+
+    def link():
+        shutil.rmtree(spare)
+        os.symlink(elsewhere, spare)
+
+    def a_file():
+        shutil.rmtree(spare)
+        with open(spare, "w") as f:
+            f.write("j\n")
+
+    def subfolder():
+        os.mkdir(os.path.join(spare, "sub"))
+
+    def modes():
+        os.chmod(spare, 0o755)
+        os.chmod(out, 0o644)
+
+    for tamper in (stale_bytes, link, a_file, subfolder, modes):
+        wait_until(lambda: os.path.isdir(spare) and not os.path.islink(spare) and
+                   os.path.isfile(out) and os.path.getsize(out) == 0 and
+                   (os.stat(spare).st_mode & 0o777) == 0o700, 10, "a fresh spare")
+        tamper()
+        j = d.submit("echo OWN")["job_id"]
+        rec = d.wait_done(j)
+        folder = os.path.join(d.log_dir, j)
+        got = (rec["exit_code"], d.log_text(j), os.path.islink(folder),
+               oct(os.stat(folder).st_mode & 0o777),
+               oct(os.stat(os.path.join(folder, "output")).st_mode & 0o777),
+               sorted(os.listdir(folder)))
+        tap.eq(got, (0, "OWN\n", False, "0o700", "0o600", ["meta.json", "output"]),
+               "%s: the job gets a private folder of its own" % tamper.__name__)
+    tap.eq(os.listdir(elsewhere), ["keep"],
+           "nothing was written or removed through the link")
     d.cleanup()
 
 
@@ -477,6 +528,7 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_timeout_kills_process_group, test_flood_capped_and_counted,
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
           test_next_job_prepared_while_the_card_runs, test_spare_job_folder,
+          test_tampered_spare_is_not_used,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
           test_restart_recovers_queued_and_fails_running,
           test_interrupted_job_elapsed_excludes_downtime, test_sigterm_stops_running_keeps_queued,
