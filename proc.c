@@ -582,10 +582,9 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 /* --------------------------------------------------------------------- capped output file */
 
 int
-capfile_open(struct capfile *cf, const char *path, long long cap)
+capfile_adopt(struct capfile *cf, int fd, long long cap)
 {
 	struct stat st;
-	int e;
 
 	cf->fd = -1;
 	cf->size = 0;
@@ -597,18 +596,35 @@ capfile_open(struct capfile *cf, const char *path, long long cap)
 		errno = EINVAL;
 		return -1;
 	}
-	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open. */
-	cf->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (cf->fd == -1)
+	if (fstat(fd, &st) == -1)
 		return -1;
-	if (fstat(cf->fd, &st) == -1) {
-		e = errno;
-		close(cf->fd);
+	cf->fd = fd;
+	cf->size = st.st_size;
+	return 0;
+}
+
+int
+capfile_open(struct capfile *cf, const char *path, long long cap)
+{
+	int fd, e;
+
+	if (cap < 1024) {
 		cf->fd = -1;
+		errno = EINVAL;
+		return -1;
+	}
+	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open. */
+	fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd == -1) {
+		cf->fd = -1;
+		return -1;
+	}
+	if (capfile_adopt(cf, fd, cap) == -1) {
+		e = errno;
+		close(fd);
 		errno = e;
 		return -1;
 	}
-	cf->size = st.st_size;
 	return 0;
 }
 

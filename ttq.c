@@ -37,7 +37,6 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -2939,69 +2938,166 @@ extern char **environ;
 
 /*
  * The spare job folder: <log dir>/.next-job, holding an empty output file, made at the end of
- * a loop turn so that a job starting on an idle card takes it with one rename (0.02-0.03 ms)
- * instead of creating a folder and a file (0.15-0.3 ms on a lab host's disk) between its
- * commit and its start (issue #8). No job id starts with a dot, so nothing else ever reads
- * it; a start removes one a crash left behind and a clean stop removes its own.
+ * a loop turn so that the next job needing a folder not prepared ahead (a start on an idle
+ * card, mostly; also a cancel or a failure before its start) takes it with one rename
+ * (0.02-0.03 ms) instead of creating a folder and a file (0.15-0.3 ms on a lab host's disk)
+ * between its commit and its start (issue #8). No job id starts with a dot, so nothing else
+ * ever reads it; a start removes one a crash left behind and a clean stop removes its own.
  */
 #define SPARE_FOLDER ".next-job"
-static bool spare_ready;  /* SPARE_FOLDER exists, made by this daemon, unused */
-static bool spare_wanted; /* make it at the end of this turn (cleared by a failure) */
-static bool spare_off;    /* the log dir's file system cannot rename without replacing */
+static bool spare_ready;       /* SPARE_FOLDER was made by this daemon and not taken since */
+static bool spare_wanted;      /* make it at the end of this turn (cleared by a failure) */
+static bool spare_off;         /* the log dir's file system cannot rename without replacing */
+static bool spare_warned;      /* "cannot remove" is logged once until a removal works */
+static int spare_out_fd = -1;  /* the spare's output, open (O_RDWR | O_APPEND) while ready */
 static struct stat spare_dir_st, spare_out_st; /* what make_spare made: taken only if intact */
 
-static void drop_spare(void);
+/* Nesting that remove_tree follows; a deeper tree stays (and is reported) rather than costing
+ * a descriptor and a directory buffer per level without bound. */
+#define REMOVE_DEPTH 16
 
 /*
- * Whether the spare is still the private, empty folder make_spare made. Anything running as
- * the service user (a job, too) can write to the log dir: bytes written into the spare's
- * output, a link or a file in its place, a subfolder or other modes must never become a job's.
+ * Remove name under the folder dirfd and everything in it, never through a link: a link or a
+ * file is unlinked itself, a folder emptied depth first through descriptors, so a folder
+ * swapped for a link on the way never empties the link's target. 0 when nothing stays (absent
+ * is fine); -1 with errno (the first failure) when something does.
  */
-static bool
-spare_intact(const char *spare)
+static int
+remove_tree(int dirfd, const char *name, int depth)
 {
-	char out[PATH_MAX + 8];
-	struct stat d, o;
+	struct dirent *e;
+	int fd, err = 0;
+	DIR *d;
 
-	snprintf(out, sizeof(out), "%s/output", spare);
-	return lstat(spare, &d) == 0 && S_ISDIR(d.st_mode) && d.st_dev == spare_dir_st.st_dev &&
-	       d.st_ino == spare_dir_st.st_ino && (d.st_mode & 07777) == 0700 && d.st_nlink == 2 &&
-	       lstat(out, &o) == 0 && S_ISREG(o.st_mode) && o.st_dev == spare_out_st.st_dev &&
-	       o.st_ino == spare_out_st.st_ino && (o.st_mode & 07777) == 0600 && o.st_nlink == 1 &&
-	       o.st_size == 0;
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR)
+		return -1;
+	if (depth >= REMOVE_DEPTH) {
+		errno = ELOOP;
+		return -1;
+	}
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	d = fdopendir(fd);
+	if (!d) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    remove_tree(fd, e->d_name, depth + 1) < 0 && !err)
+			err = errno;
+	closedir(d);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return -1;
+	errno = err;
+	return err ? -1 : 0;
 }
 
 /*
- * Rename the spare folder to the job's (never over an existing one, as a job restarted from
- * the store keeps its output). False when there is none or it cannot be used: the caller
- * creates the folder itself.
+ * Remove the spare folder, whatever stands there (a crash's at a start, one changed by
+ * someone else, ours at a clean stop), and forget ours.
+ */
+static void
+drop_spare(void)
+{
+	char path[PATH_MAX];
+
+	if (spare_out_fd >= 0)
+		close(spare_out_fd);
+	spare_out_fd = -1;
+	spare_ready = false;
+	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
+	if (remove_tree(AT_FDCWD, path, 0) == 0)
+		spare_warned = false;
+	else if (!spare_warned) {
+		spare_warned = true;
+		logmsg("tt-device-queue: WARNING: cannot remove %s: %s", path, strerror(errno));
+	}
+}
+
+static bool
+same_inode(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
+	       a->st_nlink == b->st_nlink;
+}
+
+/*
+ * Whether folder (the spare, just renamed to a job's) is still the private, empty folder
+ * make_spare made: anything running as the service user (a job, too) can write to the log dir,
+ * and bytes written into the spare's output, a link or a file in its place, a subfolder, an
+ * extra file or other modes must never become a job's. Links and modes are compared with what
+ * make_spare saw, not constants (a btrfs folder has one link; a setgid log dir passes its bit
+ * on). Bytes in the output are cut from our own open file, never through a path.
  */
 static bool
-take_spare(const char *folder)
+spare_intact(const char *folder)
+{
+	struct stat d, o;
+	struct dirent *e;
+	int fd, n = 0;
+	DIR *dir;
+
+	fd = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &d) < 0 || !same_inode(&d, &spare_dir_st) ||
+	    fstatat(fd, "output", &o, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(&o, &spare_out_st) ||
+	    (o.st_size != 0 && ftruncate(spare_out_fd, 0) < 0) || !(dir = fdopendir(fd))) {
+		close(fd);
+		return false;
+	}
+	while ((e = readdir(dir)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	if (n == 1) /* dated now, not when the spare was made (maybe an idle night ago) */
+		futimens(fd, NULL);
+	closedir(dir);
+	return n == 1;
+}
+
+/*
+ * Rename the spare folder to the job's folder and give its output to log, dated now. Never
+ * over an existing folder: a job restarted from the store keeps its output. False when there
+ * is none or it cannot be used; the caller then creates the folder itself.
+ */
+static bool
+take_spare(const char *folder, struct capfile *log)
 {
 	char spare[PATH_MAX];
+	int fd;
 
 	if (!spare_ready)
 		return false;
 	snprintf(spare, sizeof(spare), "%s/" SPARE_FOLDER, cfg.log_dir);
-	if (!spare_intact(spare)) {
-		logmsg("tt-device-queue: %s was changed by someone else; not used, made anew",
-		       spare);
+	if (renameat2(AT_FDCWD, spare, AT_FDCWD, folder, RENAME_NOREPLACE) < 0) {
+		if (errno == EEXIST) /* the job's folder exists; the spare stays for the next */
+			return false;
+		/* No rename without replacing on this file system (EINVAL) or kernel (ENOSYS):
+		 * no spares. Anything else (EIO, ENOSPC...): made anew after the next job. */
+		spare_off = errno == EINVAL || errno == ENOSYS;
 		drop_spare();
-		spare_wanted = true;
+		spare_wanted = !spare_off;
 		return false;
 	}
-	if (renameat2(AT_FDCWD, spare, AT_FDCWD, folder, RENAME_NOREPLACE) == 0) {
-		spare_ready = false;
-		spare_wanted = true;
+	/* Checked after the rename, on what now has the job's name, so that nothing can be
+	 * swapped in between the check and the rename. */
+	spare_ready = false;
+	spare_wanted = true;
+	fd = spare_out_fd;
+	spare_out_fd = -1;
+	if (spare_intact(folder) && capfile_adopt(log, fd, cfg.max_log_bytes) == 0) {
+		futimens(fd, NULL);
 		return true;
 	}
-	spare_ready = errno == EEXIST; /* the job's folder exists; the spare is still there */
-	spare_wanted = !spare_ready;
-	if (errno == EINVAL) { /* a file system without RENAME_NOREPLACE: no spares on it */
-		spare_off = true;
-		drop_spare();
-	}
+	close(fd);
+	logmsg("tt-device-queue: %s was changed by someone else; removed, not used", spare);
+	if (remove_tree(AT_FDCWD, folder, 0) < 0)
+		logmsg("tt-device-queue: WARNING: cannot remove %s: %s", folder, strerror(errno));
 	return false;
 }
 
@@ -3009,50 +3105,27 @@ static void
 make_spare(void)
 {
 	char path[PATH_MAX];
-	int fd;
+	int fd, tries;
 
 	if (spare_ready || !spare_wanted || spare_off || D.shutting_down)
 		return;
 	spare_wanted = false; /* a failure (a full disk) waits for the next job's own folder */
 	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	if (mkdir(path, 0700) < 0)
-		return;
-	if (lstat(path, &spare_dir_st) == 0) {
-		snprintf(path, sizeof(path), "%s/" SPARE_FOLDER "/output", cfg.log_dir);
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			spare_ready = fstat(fd, &spare_out_st) == 0;
-			close(fd);
-			if (spare_ready)
-				return;
-			unlink(path);
-		}
+	for (tries = 0; mkdir(path, 0700) < 0; tries++) {
+		if (errno != EEXIST || tries)
+			return;
+		drop_spare(); /* someone else's, or one a failed rename left */
 	}
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	rmdir(path);
-}
-
-static int
-remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st, (void)type, (void)ftw;
-	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-/*
- * Remove the spare folder, whatever stands there (a crash's at a start, one changed by
- * someone else, ours at a clean stop): depth first, never through a link (FTW_PHYS).
- */
-static void
-drop_spare(void)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	if (nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
-		logmsg("tt-device-queue: WARNING: cannot remove %s/" SPARE_FOLDER ": %s",
-		       cfg.log_dir, strerror(errno));
-	spare_ready = false;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &spare_dir_st) == 0) {
+		spare_out_fd = openat(fd, "output", O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
+						     O_CLOEXEC, 0600);
+		spare_ready = spare_out_fd >= 0 && fstat(spare_out_fd, &spare_out_st) == 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (!spare_ready)
+		drop_spare();
 }
 
 /*
@@ -3063,30 +3136,19 @@ static int
 open_log(struct active *a, bool use_spare)
 {
 	char path[PATH_MAX];
-	bool spared;
 
 	if (a->log.fd >= 0)
 		return 0;
 	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
-	spared = use_spare && take_spare(path);
-	if (spared) {
-		/* Dated now, not when the spare was made (maybe an idle night ago): a job's folder
-		 * and output never predate the job. */
-		utimensat(AT_FDCWD, path, NULL, 0);
-	} else {
+	if (!use_spare || !take_spare(path, &a->log)) {
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
 			return -1;
 		spare_wanted = true; /* there is room for folders again */
-	}
-	snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, a->job.id);
-	if (capfile_open(&a->log, path, cfg.max_log_bytes) < 0) {
-		a->log.fd = -1;
-		return -1;
-	}
-	if (spared) {
-		futimens(a->log.fd, NULL);
-		if (a->log.size != 0 && ftruncate(a->log.fd, 0) == 0) /* written between check and open */
-			a->log.size = 0;
+		snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, a->job.id);
+		if (capfile_open(&a->log, path, cfg.max_log_bytes) < 0) {
+			a->log.fd = -1;
+			return -1;
+		}
 	}
 	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
 	a->log.dropped = a->job.dropped_log_bytes;
@@ -4432,39 +4494,16 @@ store_retry_fired(void *arg)
 			card_dirty(&D.sched.cards[i]);
 }
 
-/* Remove a folder of the log dir and its files (absent is fine); -1 with errno when it stays. */
-static int
-remove_folder(const char *name)
-{
-	char path[PATH_MAX];
-	DIR *d;
-	struct dirent *e;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, name);
-	/* Never through a link: a job folder replaced by one must not empty its target. */
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
-		return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
-	d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (d) {
-		while ((e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				unlinkat(dirfd(d), e->d_name, 0);
-		closedir(d);
-	} else if (fd >= 0) {
-		close(fd);
-	}
-	return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* Remove a deleted job's folder (absent is fine); -1 with errno when it is still there. */
+/* Remove a deleted job's folder and all in it (absent is fine); -1 with errno when it stays. */
 static int
 remove_job_dir(const char *id)
 {
+	char path[PATH_MAX];
+
 	if (!valid_job_id(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
-	return remove_folder(id);
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
+	return remove_tree(AT_FDCWD, path, 0);
 }
 
 /*

@@ -185,12 +185,14 @@ def test_spare_job_folder():
     old = time.time() - 3600
     os.utime(out, (old, old))
     os.utime(spare, (old, old))
+    spare_ino = os.stat(spare).st_ino
     t0 = time.time()
     g, wait = gate(d, "g")
     ready = d.path("ready")
     j = d.submit("touch %s; %s; echo FRESH" % (q(ready), wait))["job_id"]
     wait_until(lambda: os.path.exists(ready), 10, "the job running")
     folder = os.path.join(d.log_dir, j)
+    tap.eq(os.stat(folder).st_ino, spare_ino, "the job's folder is the spare, renamed")
     tap.ok(os.stat(folder).st_mtime >= t0 - 1 and
            os.stat(os.path.join(folder, "output")).st_mtime >= t0 - 1,
            "folder and output are dated at the job's start, not the spare's making")
@@ -239,7 +241,16 @@ def test_tampered_spare_is_not_used():
         os.chmod(spare, 0o755)
         os.chmod(out, 0o644)
 
-    for tamper in (stale_bytes, link, a_file, subfolder, modes):
+    def extra_file():
+        with open(os.path.join(spare, "notes"), "w") as f:
+            f.write("n\n")
+
+    def output_replaced():
+        os.unlink(out)
+        with open(out, "w") as f:
+            f.write("")
+
+    for tamper in (stale_bytes, link, a_file, subfolder, modes, extra_file, output_replaced):
         wait_until(lambda: os.path.isdir(spare) and not os.path.islink(spare) and
                    os.path.isfile(out) and os.path.getsize(out) == 0 and
                    (os.stat(spare).st_mode & 0o777) == 0o700, 10, "a fresh spare")

@@ -195,7 +195,32 @@ def test_retention_does_not_follow_symlinks():
     d.cleanup()
 
 
+def test_retention_removes_what_a_job_put_in_its_folder():
+    """A job can write into its own folder (it knows TT_DEVICE_LOG_DIR's layout): retention still
+    removes the whole folder, subfolders and all, and a link in it is removed, not followed."""
+    d = daemon(TT_DEVICE_MAX_COMPLETED_JOBS=0).start()
+    j = d.submit("echo old")
+    d.wait_done(j["job_id"])
+    d.stop()
+    victim = d.path("victim")
+    os.mkdir(victim)
+    with open(os.path.join(victim, "precious"), "w") as f:
+        f.write("keep me\n")
+    job_dir = os.path.join(d.log_dir, j["job_id"])
+    os.makedirs(os.path.join(job_dir, "sub", "deeper"))
+    with open(os.path.join(job_dir, "sub", "deeper", "data"), "w") as f:
+        f.write("x\n")
+    os.symlink(victim, os.path.join(job_dir, "sub", "link"))
+    d.start()  # retention runs at start-up
+    wait_until(lambda: d.get("/job/" + j["job_id"]).status == 404, 10, "retention")
+    tap.ok(not os.path.lexists(job_dir), "the job's folder is gone, subfolders and all")
+    tap.eq(os.listdir(victim), ["precious"], "nothing was removed through the link in it")
+    tap.eq(d.status()["worker"]["maintenance_warning"], None, "no maintenance warning")
+    d.cleanup()
+
+
 run_tests(test_default_bind_is_loopback, test_warns_when_bound_elsewhere,
           test_control_configuration_never_reaches_jobs, test_files_private,
           test_job_ids_unguessable, test_no_path_outside_the_log_dir,
-          test_retention_does_not_follow_symlinks)
+          test_retention_does_not_follow_symlinks,
+          test_retention_removes_what_a_job_put_in_its_folder)
