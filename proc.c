@@ -581,17 +581,23 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 
 /* --------------------------------------------------------------------- capped output file */
 
-int
-capfile_adopt(struct capfile *cf, int fd, long long cap)
+static void
+capfile_reset(struct capfile *cf, long long cap)
 {
-	struct stat st;
-
 	cf->fd = -1;
 	cf->size = 0;
 	cf->cap = cap;
 	cf->dropped = 0;
 	cf->write_errno = 0;
 	cf->dropped_floor = 0;
+}
+
+int
+capfile_adopt(struct capfile *cf, int fd, long long cap)
+{
+	struct stat st;
+
+	capfile_reset(cf, cap);
 	if (cap < 1024) {
 		errno = EINVAL;
 		return -1;
@@ -608,17 +614,16 @@ capfile_open(struct capfile *cf, const char *path, long long cap)
 {
 	int fd, e;
 
+	capfile_reset(cf, cap);
 	if (cap < 1024) {
-		cf->fd = -1;
 		errno = EINVAL;
 		return -1;
 	}
-	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open. */
-	fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (fd == -1) {
-		cf->fd = -1;
+	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open.
+	 * O_NOFOLLOW: a job's output replaced by a link must not write into the link's target. */
+	fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1)
 		return -1;
-	}
 	if (capfile_adopt(cf, fd, cap) == -1) {
 		e = errno;
 		close(fd);

@@ -110,7 +110,7 @@ struct capfile {
 
 /*
  * Open (create 0600, or append to an existing file) path as a capped file. The containing
- * folder must exist. Returns 0, or -1 with errno.
+ * folder must exist; a link at path is refused (ELOOP). Returns 0, or -1 with errno.
  */
 int capfile_open(struct capfile *cf, const char *path, long long cap);
 

@@ -2992,8 +2992,8 @@ remove_tree(int dirfd, const char *name, int depth)
 		    remove_tree(fd, e->d_name, depth + 1) < 0 && !err)
 			err = errno;
 	closedir(d);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return -1;
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && !err)
+		err = errno;
 	errno = err;
 	return err ? -1 : 0;
 }
@@ -3036,7 +3036,7 @@ same_inode(const struct stat *a, const struct stat *b)
  * on). Bytes in the output are cut from our own open file, never through a path.
  */
 static bool
-spare_intact(const char *folder)
+spare_intact(const char *folder, int out_fd)
 {
 	struct stat d, o;
 	struct dirent *e;
@@ -3048,7 +3048,7 @@ spare_intact(const char *folder)
 		return false;
 	if (fstat(fd, &d) < 0 || !same_inode(&d, &spare_dir_st) ||
 	    fstatat(fd, "output", &o, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(&o, &spare_out_st) ||
-	    (o.st_size != 0 && ftruncate(spare_out_fd, 0) < 0) || !(dir = fdopendir(fd))) {
+	    (o.st_size != 0 && ftruncate(out_fd, 0) < 0) || !(dir = fdopendir(fd))) {
 		close(fd);
 		return false;
 	}
@@ -3062,27 +3062,28 @@ spare_intact(const char *folder)
 
 /*
  * Rename the spare folder to the job's folder and give its output to log, dated now. Never
- * over an existing folder: a job restarted from the store keeps its output. False when there
- * is none or it cannot be used; the caller then creates the folder itself.
+ * over an existing folder: a job restarted from the store keeps its output. 1 when taken; 0
+ * when there is none or it cannot be used, and the caller creates the folder itself; -1 with
+ * errno when a changed spare took the job's name and could not be moved out of its way.
  */
-static bool
-take_spare(const char *folder, struct capfile *log)
+static int
+take_spare(const char *folder, const char *id, struct capfile *log)
 {
-	char spare[PATH_MAX];
+	char spare[PATH_MAX], aside[PATH_MAX];
 	int fd;
 
 	if (!spare_ready)
-		return false;
+		return 0;
 	snprintf(spare, sizeof(spare), "%s/" SPARE_FOLDER, cfg.log_dir);
 	if (renameat2(AT_FDCWD, spare, AT_FDCWD, folder, RENAME_NOREPLACE) < 0) {
 		if (errno == EEXIST) /* the job's folder exists; the spare stays for the next */
-			return false;
+			return 0;
 		/* No rename without replacing on this file system (EINVAL) or kernel (ENOSYS):
 		 * no spares. Anything else (EIO, ENOSPC...): made anew after the next job. */
 		spare_off = errno == EINVAL || errno == ENOSYS;
 		drop_spare();
 		spare_wanted = !spare_off;
-		return false;
+		return 0;
 	}
 	/* Checked after the rename, on what now has the job's name, so that nothing can be
 	 * swapped in between the check and the rename. */
@@ -3090,15 +3091,24 @@ take_spare(const char *folder, struct capfile *log)
 	spare_wanted = true;
 	fd = spare_out_fd;
 	spare_out_fd = -1;
-	if (spare_intact(folder) && capfile_adopt(log, fd, cfg.max_log_bytes) == 0) {
+	if (spare_intact(folder, fd) && capfile_adopt(log, fd, cfg.max_log_bytes) == 0) {
 		futimens(fd, NULL);
-		return true;
+		return 1;
 	}
 	close(fd);
-	logmsg("tt-device-queue: %s was changed by someone else; removed, not used", spare);
-	if (remove_tree(AT_FDCWD, folder, 0) < 0)
-		logmsg("tt-device-queue: WARNING: cannot remove %s: %s", folder, strerror(errno));
-	return false;
+	if (remove_tree(AT_FDCWD, folder, 0) == 0) {
+		logmsg("tt-device-queue: %s was changed by someone else; removed, not used", spare);
+		return 0;
+	}
+	/* What cannot be removed must not stay under the job's name, or the job would write
+	 * into whatever it holds: it goes aside under a dot name, which nothing reads. */
+	snprintf(aside, sizeof(aside), "%s/.changed-spare-%s", cfg.log_dir, id);
+	logmsg("tt-device-queue: WARNING: %s was changed by someone else and cannot be removed "
+	       "(%s); moved to %s", spare, strerror(errno), aside);
+	if (renameat2(AT_FDCWD, folder, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
+		return 0;
+	logmsg("tt-device-queue: cannot move %s aside: %s", folder, strerror(errno));
+	return -1;
 }
 
 static void
@@ -3117,7 +3127,9 @@ make_spare(void)
 		drop_spare(); /* someone else's, or one a failed rename left */
 	}
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 && fstat(fd, &spare_dir_st) == 0) {
+	/* The folder taken as the spare's reference must be the private one made just now. */
+	if (fd >= 0 && fstat(fd, &spare_dir_st) == 0 && (spare_dir_st.st_mode & 0777) == 0700 &&
+	    spare_dir_st.st_uid == geteuid()) {
 		spare_out_fd = openat(fd, "output", O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
 						     O_CLOEXEC, 0600);
 		spare_ready = spare_out_fd >= 0 && fstat(spare_out_fd, &spare_out_st) == 0;
@@ -3136,11 +3148,15 @@ static int
 open_log(struct active *a, bool use_spare)
 {
 	char path[PATH_MAX];
+	int spared;
 
 	if (a->log.fd >= 0)
 		return 0;
 	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
-	if (!use_spare || !take_spare(path, &a->log)) {
+	spared = use_spare ? take_spare(path, a->job.id, &a->log) : 0;
+	if (spared < 0)
+		return -1;
+	if (!spared) {
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
 			return -1;
 		spare_wanted = true; /* there is room for folders again */

@@ -192,7 +192,8 @@ def test_spare_job_folder():
     j = d.submit("touch %s; %s; echo FRESH" % (q(ready), wait))["job_id"]
     wait_until(lambda: os.path.exists(ready), 10, "the job running")
     folder = os.path.join(d.log_dir, j)
-    tap.eq(os.stat(folder).st_ino, spare_ino, "the job's folder is the spare, renamed")
+    tap.ok(os.stat(folder).st_ino == spare_ino and "someone else" not in d.stderr(),
+           "the job's folder is the spare, renamed")
     tap.ok(os.stat(folder).st_mtime >= t0 - 1 and
            os.stat(os.path.join(folder, "output")).st_mtime >= t0 - 1,
            "folder and output are dated at the job's start, not the spare's making")
@@ -210,9 +211,11 @@ def test_spare_job_folder():
 
 
 def test_tampered_spare_is_not_used():
-    """Anything running as the service user can change .next-job while the daemon runs: bytes
-    in its output, a link, a file or a subfolder in its place, other modes. A job on an idle
-    card never takes such a spare: it gets a private folder holding only its own output."""
+    """Anything running as the service user can change .next-job while the daemon runs: a link,
+    a file or a subfolder in its place, an extra file, other modes, its output replaced, a tree
+    too deep to remove. A job on an idle card never takes such a spare: it gets a private
+    folder holding only its own output, and the log says so. Bytes written into the spare's
+    own output are cut, and that spare is used."""
     d = Daemon(ids="0").start()
     spare = os.path.join(d.log_dir, ".next-job")
     out = os.path.join(spare, "output")
@@ -220,6 +223,7 @@ def test_tampered_spare_is_not_used():
     os.mkdir(elsewhere)
     with open(os.path.join(elsewhere, "keep"), "w") as f:
         f.write("keep\n")
+    changed = "was changed by someone else"
 
     def stale_bytes():
         with open(out, "a") as f:
@@ -250,10 +254,15 @@ def test_tampered_spare_is_not_used():
         with open(out, "w") as f:
             f.write("")
 
-    for tamper in (stale_bytes, link, a_file, subfolder, modes, extra_file, output_replaced):
+    def too_deep():
+        os.makedirs(os.path.join(spare, *["d"] * 20))
+
+    for tamper in (stale_bytes, link, a_file, subfolder, modes, extra_file, output_replaced,
+                   too_deep):
         wait_until(lambda: os.path.isdir(spare) and not os.path.islink(spare) and
                    os.path.isfile(out) and os.path.getsize(out) == 0 and
                    (os.stat(spare).st_mode & 0o777) == 0o700, 10, "a fresh spare")
+        said = d.stderr().count(changed)
         tamper()
         j = d.submit("echo OWN")["job_id"]
         rec = d.wait_done(j)
@@ -261,9 +270,15 @@ def test_tampered_spare_is_not_used():
         got = (rec["exit_code"], d.log_text(j), os.path.islink(folder),
                oct(os.stat(folder).st_mode & 0o777),
                oct(os.stat(os.path.join(folder, "output")).st_mode & 0o777),
-               sorted(os.listdir(folder)))
-        tap.eq(got, (0, "OWN\n", False, "0o700", "0o600", ["meta.json", "output"]),
-               "%s: the job gets a private folder of its own" % tamper.__name__)
+               sorted(os.listdir(folder)), d.stderr().count(changed) - said)
+        tap.eq(got, (0, "OWN\n", False, "0o700", "0o600", ["meta.json", "output"],
+                     0 if tamper is stale_bytes else 1),
+               "%s: the job gets a private folder of its own%s" %
+               (tamper.__name__, ", from the spare" if tamper is stale_bytes
+                else "; the change is logged"))
+    aside = os.path.join(d.log_dir, ".changed-spare-" + j)
+    tap.ok(os.path.isdir(os.path.join(aside, *["d"] * 20)) and "moved to " + aside in d.stderr(),
+           "a changed spare that cannot be removed is moved aside under a dot name, and logged")
     tap.eq(os.listdir(elsewhere), ["keep"],
            "nothing was written or removed through the link")
     d.cleanup()
