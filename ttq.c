@@ -3038,26 +3038,32 @@ same_inode(const struct stat *a, const struct stat *b)
 static bool
 spare_intact(const char *folder, int out_fd)
 {
+	/* Room for ".", ".." and "output" (80 bytes) and more: entries are counted with
+	 * getdents64 on the stack, not a DIR and its 32 KiB buffer, at every start. */
+	char ents[512];
+	struct dirent64 *e;
 	struct stat d, o;
-	struct dirent *e;
+	ssize_t len, off;
 	int fd, n = 0;
-	DIR *dir;
 
 	fd = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	if (fstat(fd, &d) < 0 || !same_inode(&d, &spare_dir_st) ||
 	    fstatat(fd, "output", &o, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(&o, &spare_out_st) ||
-	    (o.st_size != 0 && ftruncate(out_fd, 0) < 0) || !(dir = fdopendir(fd))) {
+	    (o.st_size != 0 && ftruncate(out_fd, 0) < 0)) {
 		close(fd);
 		return false;
 	}
-	while ((e = readdir(dir)))
-		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-	if (n == 1) /* dated now, not when the spare was made (maybe an idle night ago) */
+	while (n <= 1 && (len = getdents64(fd, ents, sizeof(ents))) > 0)
+		for (off = 0; off < len; off += e->d_reclen) {
+			e = (struct dirent64 *)(ents + off);
+			n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+		}
+	if (n == 1 && len == 0) /* dated now, not when the spare was made (maybe an idle night) */
 		futimens(fd, NULL);
-	closedir(dir);
-	return n == 1;
+	close(fd);
+	return n == 1 && len == 0;
 }
 
 /*
@@ -3070,7 +3076,7 @@ static int
 take_spare(const char *folder, const char *id, struct capfile *log)
 {
 	char spare[PATH_MAX], aside[PATH_MAX];
-	int fd;
+	int fd, e;
 
 	if (!spare_ready)
 		return 0;
@@ -3107,7 +3113,9 @@ take_spare(const char *folder, const char *id, struct capfile *log)
 	       "(%s); moved to %s", spare, strerror(errno), aside);
 	if (renameat2(AT_FDCWD, folder, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
 		return 0;
-	logmsg("tt-device-queue: cannot move %s aside: %s", folder, strerror(errno));
+	e = errno;
+	logmsg("tt-device-queue: cannot move %s aside: %s", folder, strerror(e));
+	errno = e;
 	return -1;
 }
 
