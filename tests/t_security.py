@@ -175,7 +175,9 @@ def test_no_path_outside_the_log_dir():
     d.cleanup()
 
 
-def test_retention_does_not_follow_symlinks():
+def stopped_with_a_done_job_and_a_victim():
+    """A stopped daemon whose next start's retention deletes its one done job, that job's
+    folder, and a folder outside the log dir holding a file nothing may remove."""
     d = daemon(TT_DEVICE_MAX_COMPLETED_JOBS=0).start()
     j = d.submit("echo old")
     d.wait_done(j["job_id"])
@@ -184,7 +186,11 @@ def test_retention_does_not_follow_symlinks():
     os.mkdir(victim)
     with open(os.path.join(victim, "precious"), "w") as f:
         f.write("keep me\n")
-    job_dir = os.path.join(d.log_dir, j["job_id"])
+    return d, j, os.path.join(d.log_dir, j["job_id"]), victim
+
+
+def test_retention_does_not_follow_symlinks():
+    d, j, job_dir, victim = stopped_with_a_done_job_and_a_victim()
     shutil.rmtree(job_dir)
     os.symlink(victim, job_dir)  # the job's folder replaced by a link to somewhere else
     d.start()  # retention runs at start-up: TT_DEVICE_MAX_COMPLETED_JOBS=0 deletes the job
@@ -198,15 +204,7 @@ def test_retention_does_not_follow_symlinks():
 def test_retention_removes_what_a_job_put_in_its_folder():
     """A job can write into its own folder (it knows TT_DEVICE_LOG_DIR's layout): retention still
     removes the whole folder, subfolders and all, and a link in it is removed, not followed."""
-    d = daemon(TT_DEVICE_MAX_COMPLETED_JOBS=0).start()
-    j = d.submit("echo old")
-    d.wait_done(j["job_id"])
-    d.stop()
-    victim = d.path("victim")
-    os.mkdir(victim)
-    with open(os.path.join(victim, "precious"), "w") as f:
-        f.write("keep me\n")
-    job_dir = os.path.join(d.log_dir, j["job_id"])
+    d, j, job_dir, victim = stopped_with_a_done_job_and_a_victim()
     os.makedirs(os.path.join(job_dir, "sub", "deeper"))
     with open(os.path.join(job_dir, "sub", "deeper", "data"), "w") as f:
         f.write("x\n")
