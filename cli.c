@@ -3246,7 +3246,7 @@ print_global_help(void)
 	    "one at a time. Name the queue that matches the card your code opens (--device N).\n\n"
 	    "subcommands:\n"
 	    "  run           submit a command, stream its output, exit with its status\n"
-	    "  queue         submit a command, print its job id\n"
+	    "  queue         submit a command, print job_id=... and other key=value lines\n"
 	    "  queue-python  submit a Python script (a file, or - for stdin)\n"
 	    "  job ID        print a job's record as JSON\n"
 	    "  logs ID       print a job's output (--follow to stream it)\n"

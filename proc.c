@@ -610,7 +610,7 @@ capfile_adopt(struct capfile *cf, int fd, long long cap)
 }
 
 int
-capfile_open(struct capfile *cf, const char *path, long long cap)
+capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 {
 	int fd, e;
 
@@ -621,7 +621,7 @@ capfile_open(struct capfile *cf, const char *path, long long cap)
 	}
 	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open.
 	 * O_NOFOLLOW: a job's output replaced by a link must not write into the link's target. */
-	fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = openat(dirfd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd == -1)
 		return -1;
 	if (capfile_adopt(cf, fd, cap) == -1) {

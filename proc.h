@@ -109,10 +109,11 @@ struct capfile {
 };
 
 /*
- * Open (create 0600, or append to an existing file) path as a capped file. The containing
- * folder must exist; a link at path is refused (ELOOP). Returns 0, or -1 with errno.
+ * Open (create 0600, or append to an existing file) path, relative to the folder dirfd
+ * (openat(2); AT_FDCWD), as a capped file. The containing folder must exist; a link at path
+ * is refused (ELOOP). Returns 0, or -1 with errno.
  */
-int capfile_open(struct capfile *cf, const char *path, long long cap);
+int capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap);
 
 /*
  * As capfile_open, for a file already open as fd (O_RDWR | O_APPEND, as capfile_open opens

@@ -2948,75 +2948,147 @@ extern char **environ;
 static bool spare_ready;       /* SPARE_FOLDER was made by this daemon and not taken since */
 static bool spare_wanted;      /* make it at the end of this turn (cleared by a failure) */
 static bool spare_off;         /* the log dir's file system cannot rename without replacing */
-static bool spare_warned;      /* "cannot remove" is logged once until a removal works */
+static bool spare_warned;      /* "cannot remove" is logged once until it works again */
 static int spare_out_fd = -1;  /* the spare's output, open (O_RDWR | O_APPEND) while ready */
 static struct stat spare_dir_st, spare_out_st; /* what make_spare made: taken only if intact */
 
-/* Nesting that remove_tree follows; a deeper tree stays (and is reported) rather than costing
- * a descriptor and a directory buffer per level without bound. */
-#define REMOVE_DEPTH 16
+/*
+ * Nesting that remove_tree follows (node_modules trees nest deeply); a deeper tree stays, and
+ * is reported, rather than costing a descriptor and 1 KiB of stack per level without bound.
+ */
+#define REMOVE_DEPTH 128
 
 /*
- * Remove name under the folder dirfd and everything in it, never through a link: a link or a
- * file is unlinked itself, a folder emptied depth first through descriptors, so a folder
- * swapped for a link on the way never empties the link's target. 0 when nothing stays (absent
- * is fine); -1 with errno (the first failure) when something does.
+ * Remove name under the folder dirfd and everything in it, never through a link and never
+ * into another mount: a link or a file is unlinked itself; a folder is emptied depth first
+ * through descriptors, so a folder swapped for a link on the way never empties the link's
+ * target, and one on another mount than parent (a bind or FUSE mount made in a job folder)
+ * is left whole (EXDEV), as rm --one-file-system would. The service user's own folders that
+ * it cannot write (a Go module cache's are 0555) are made writable first. 0 when nothing
+ * stays (absent is fine); -1 with errno (the first failure) when something does.
  */
 static int
-remove_tree(int dirfd, const char *name, int depth)
+remove_tree(int dirfd, const char *name, const struct statx *parent, int depth)
 {
-	struct dirent *e;
+	char ents[1024], self[32];
+	struct dirent64 *e;
+	struct statx sx;
+	ssize_t len, off;
 	int fd, err = 0;
-	DIR *d;
 
 	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
 		return 0;
 	if (errno != EISDIR)
 		return -1;
 	if (depth >= REMOVE_DEPTH) {
-		errno = ELOOP;
+		errno = ENAMETOOLONG;
 		return -1;
 	}
-	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* O_PATH: a folder its owner made unreadable can still be made writable. */
+	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;
-	d = fdopendir(fd);
-	if (!d) {
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_MODE | STATX_UID, &sx) < 0) {
 		err = errno;
-		close(fd);
-		errno = err;
-		return -1;
+	} else if (sx.stx_dev_major != parent->stx_dev_major ||
+		   sx.stx_dev_minor != parent->stx_dev_minor ||
+		   (sx.stx_mask & parent->stx_mask & STATX_MNT_ID &&
+		    sx.stx_mnt_id != parent->stx_mnt_id)) {
+		err = EXDEV;
+	} else if ((sx.stx_mode & 0700) != 0700 && sx.stx_uid == geteuid()) {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd); /* fchmod refuses O_PATH */
+		chmod(self, (sx.stx_mode & 07777) | 0700);
 	}
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-		    remove_tree(fd, e->d_name, depth + 1) < 0 && !err)
+	if (!err) {
+		int rd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (rd < 0)
 			err = errno;
-	closedir(d);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && !err)
+		while (rd >= 0 && (len = getdents64(rd, ents, sizeof(ents))) != 0) {
+			if (len < 0) {
+				err = err ? err : errno;
+				break;
+			}
+			for (off = 0; off < len; off += e->d_reclen) {
+				e = (struct dirent64 *)(ents + off);
+				if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+				    remove_tree(rd, e->d_name, &sx, depth + 1) < 0 && !err)
+					err = errno;
+			}
+		}
+		if (rd >= 0)
+			close(rd);
+	}
+	close(fd);
+	if (!err && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		err = errno;
 	errno = err;
 	return err ? -1 : 0;
 }
 
+/* The log dir's mount and device, which no removal under it leaves (see remove_tree). */
+static struct statx log_dir_sx;
+
+/* Remove <log dir>/name with remove_tree; 0, or -1 with errno. */
+static int
+remove_in_log_dir(const char *name)
+{
+	char path[PATH_MAX];
+
+	if (!log_dir_sx.stx_mask &&
+	    statx(AT_FDCWD, cfg.log_dir, 0, STATX_MNT_ID, &log_dir_sx) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, name);
+	return remove_tree(AT_FDCWD, path, &log_dir_sx, 0);
+}
+
+/*
+ * A spare that was changed and cannot be removed goes out of the way, to
+ * <log dir>/.changed-spare-<tag>, a dot name that nothing reads, for an operator to look at.
+ * Logged when moved; 0, or -1 with errno when it could not be (the caller says so).
+ */
+static int
+set_spare_aside(const char *from, const char *tag, int why)
+{
+	char aside[PATH_MAX];
+
+	snprintf(aside, sizeof(aside), "%s/.changed-spare-%s", cfg.log_dir, tag);
+	if (renameat2(AT_FDCWD, from, AT_FDCWD, aside, RENAME_NOREPLACE) < 0)
+		return -1;
+	logmsg("tt-device-queue: WARNING: %s/" SPARE_FOLDER " was changed by someone else and "
+	       "cannot be removed (%s); moved to %s", cfg.log_dir, strerror(why), aside);
+	return 0;
+}
+
 /*
  * Remove the spare folder, whatever stands there (a crash's at a start, one changed by
- * someone else, ours at a clean stop), and forget ours.
+ * someone else, ours at a clean stop), and forget ours. One that cannot be removed is set
+ * aside, so that a new spare can be made.
  */
 static void
 drop_spare(void)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], tag[32];
+	static unsigned n;
+	int why;
 
 	if (spare_out_fd >= 0)
 		close(spare_out_fd);
 	spare_out_fd = -1;
 	spare_ready = false;
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	if (remove_tree(AT_FDCWD, path, 0) == 0)
+	if (remove_in_log_dir(SPARE_FOLDER) == 0) {
 		spare_warned = false;
-	else if (!spare_warned) {
+		return;
+	}
+	why = errno;
+	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
+	snprintf(tag, sizeof(tag), "%lld-%u", (long long)time(NULL), n++);
+	if (set_spare_aside(path, tag, why) == 0) {
+		spare_warned = false;
+	} else if (!spare_warned) { /* once, not at every job, until it works again */
 		spare_warned = true;
-		logmsg("tt-device-queue: WARNING: cannot remove %s: %s", path, strerror(errno));
+		logmsg("tt-device-queue: WARNING: %s can neither be removed (%s) nor moved aside "
+		       "(%s)", path, strerror(why), strerror(errno));
 	}
 }
 
@@ -3024,7 +3096,7 @@ static bool
 same_inode(const struct stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
-	       a->st_nlink == b->st_nlink;
+	       a->st_nlink == b->st_nlink && a->st_uid == b->st_uid && a->st_gid == b->st_gid;
 }
 
 /*
@@ -3075,8 +3147,8 @@ spare_intact(const char *folder, int out_fd)
 static int
 take_spare(const char *folder, const char *id, struct capfile *log)
 {
-	char spare[PATH_MAX], aside[PATH_MAX];
-	int fd, e;
+	char spare[PATH_MAX];
+	int fd, e, why;
 
 	if (!spare_ready)
 		return 0;
@@ -3102,19 +3174,19 @@ take_spare(const char *folder, const char *id, struct capfile *log)
 		return 1;
 	}
 	close(fd);
-	if (remove_tree(AT_FDCWD, folder, 0) == 0) {
+	if (remove_in_log_dir(id) == 0) {
 		logmsg("tt-device-queue: %s was changed by someone else; removed, not used", spare);
 		return 0;
 	}
 	/* What cannot be removed must not stay under the job's name, or the job would write
-	 * into whatever it holds: it goes aside under a dot name, which nothing reads. */
-	snprintf(aside, sizeof(aside), "%s/.changed-spare-%s", cfg.log_dir, id);
-	logmsg("tt-device-queue: WARNING: %s was changed by someone else and cannot be removed "
-	       "(%s); moved to %s", spare, strerror(errno), aside);
-	if (renameat2(AT_FDCWD, folder, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
+	 * into whatever it holds. */
+	why = errno;
+	if (set_spare_aside(folder, id, why) == 0)
 		return 0;
 	e = errno;
-	logmsg("tt-device-queue: cannot move %s aside: %s", folder, strerror(e));
+	logmsg("tt-device-queue: WARNING: %s was changed by someone else and can neither be "
+	       "removed (%s) nor moved aside (%s); the job cannot start", folder, strerror(why),
+	       strerror(e));
 	errno = e;
 	return -1;
 }
@@ -3149,6 +3221,20 @@ make_spare(void)
 }
 
 /*
+ * Open the job's folder as an O_PATH descriptor for openat, never through a link: a folder
+ * replaced by a link must not take the daemon's writes (output, meta.json) elsewhere. -1 with
+ * errno (ELOOP, ENOTDIR, ENOENT).
+ */
+static int
+job_dir_open(const char *id)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
+	return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/*
  * Open the job's output file, creating its folder (from the spare when use_spare) if need be.
  * -1 with errno when it cannot be created or opened.
  */
@@ -3156,7 +3242,7 @@ static int
 open_log(struct active *a, bool use_spare)
 {
 	char path[PATH_MAX];
-	int spared;
+	int spared, dfd, e;
 
 	if (a->log.fd >= 0)
 		return 0;
@@ -3168,11 +3254,16 @@ open_log(struct active *a, bool use_spare)
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
 			return -1;
 		spare_wanted = true; /* there is room for folders again */
-		snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, a->job.id);
-		if (capfile_open(&a->log, path, cfg.max_log_bytes) < 0) {
+		dfd = job_dir_open(a->job.id);
+		if (dfd < 0 || capfile_open(&a->log, dfd, "output", cfg.max_log_bytes) < 0) {
+			e = errno;
+			if (dfd >= 0)
+				close(dfd);
 			a->log.fd = -1;
+			errno = e;
 			return -1;
 		}
+		close(dfd);
 	}
 	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
 	a->log.dropped = a->job.dropped_log_bytes;
@@ -3233,18 +3324,20 @@ write_meta(const struct job *j)
 static void
 meta_flush(void)
 {
-	char path[PATH_MAX];
-	int i, fd, e, kept = 0;
+	int i, fd, dfd, e, kept = 0;
 	ssize_t w;
 
 	for (i = 0; i < metas.n; i++) {
 		struct meta_pending *m = metas.v[i];
 
-		snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, m->id);
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			e = errno; /* its folder removed (ENOENT), no inode left (ENOSPC)... */
-		} else {
+		dfd = job_dir_open(m->id);
+		fd = dfd < 0 ? -1
+			     : openat(dfd, "meta.json",
+				      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		e = errno; /* its folder removed (ENOENT) or a link (ELOOP), no inode left... */
+		if (dfd >= 0)
+			close(dfd);
+		if (fd >= 0) {
 			errno = 0;
 			w = write(fd, m->b.p, m->b.len);
 			e = w == (ssize_t)m->b.len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
@@ -4522,12 +4615,9 @@ store_retry_fired(void *arg)
 static int
 remove_job_dir(const char *id)
 {
-	char path[PATH_MAX];
-
 	if (!valid_job_id(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
-	return remove_tree(AT_FDCWD, path, 0);
+	return remove_in_log_dir(id);
 }
 
 /*

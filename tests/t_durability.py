@@ -816,7 +816,8 @@ def test_recent_forgets_deleted_jobs():
 
 def test_meta_json_of_a_job_finished_just_before_a_crash():
     """meta.json follows the commit that finished its job by one loop turn. The daemon is
-    killed (SIGKILL, by strace) exactly when it opens that file: the next start writes it."""
+    killed (SIGKILL, by strace) exactly when it opens the job's folder to write that file
+    (the only openat of the folder itself after the start): the next start writes it."""
     d = fast_daemon()
     d.start()
     if not shutil.which("strace"):
@@ -825,7 +826,8 @@ def test_meta_json_of_a_job_finished_just_before_a_crash():
     ready = d.path("ready")
     j = d.submit("while [ ! -e %s ]; do sleep 0.02; done; echo finished" % q(ready))
     meta = os.path.join(d.log_dir, j["job_id"], "meta.json")
-    st = subprocess.Popen(["strace", "-qq", "-p", str(d.proc.pid), "-P", meta,
+    st = subprocess.Popen(["strace", "-qq", "-p", str(d.proc.pid), "-P",
+                           os.path.dirname(meta),
                            "-e", "trace=openat", "-e", "inject=openat:signal=SIGKILL"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

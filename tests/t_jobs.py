@@ -254,11 +254,14 @@ def test_tampered_spare_is_not_used():
         with open(out, "w") as f:
             f.write("")
 
-    def too_deep():
-        os.makedirs(os.path.join(spare, *["d"] * 20))
+    def owner():
+        os.chown(out, 65534, 65534)
+
+    def too_deep():  # deeper than the daemon follows when it removes a tree
+        os.makedirs(os.path.join(spare, *["d"] * 130))
 
     for tamper in (stale_bytes, link, a_file, subfolder, modes, extra_file, output_replaced,
-                   too_deep):
+                   owner, too_deep):
         wait_until(lambda: os.path.isdir(spare) and not os.path.islink(spare) and
                    os.path.isfile(out) and os.path.getsize(out) == 0 and
                    (os.stat(spare).st_mode & 0o777) == 0o700, 10, "a fresh spare")
@@ -277,7 +280,7 @@ def test_tampered_spare_is_not_used():
                (tamper.__name__, ", from the spare" if tamper is stale_bytes
                 else "; the change is logged"))
     aside = os.path.join(d.log_dir, ".changed-spare-" + j)
-    tap.ok(os.path.isdir(os.path.join(aside, *["d"] * 20)) and "moved to " + aside in d.stderr(),
+    tap.ok(os.path.isdir(os.path.join(aside, *["d"] * 130)) and "moved to " + aside in d.stderr(),
            "a changed spare that cannot be removed is moved aside under a dot name, and logged")
     tap.eq(os.listdir(elsewhere), ["keep"],
            "nothing was written or removed through the link")

@@ -637,7 +637,7 @@ test_capfile_small(void)
 	char *text, big[1024];
 	size_t len;
 
-	is_int(capfile_open(&cf, path, 1024), 0, "capfile_open");
+	is_int(capfile_open(&cf, AT_FDCWD, path, 1024), 0, "capfile_open");
 	ok(fcntl(cf.fd, F_GETFD) & FD_CLOEXEC, "capfile is close-on-exec");
 	capfile_output(&cf, "hello\n", 6);
 	is_int(capfile_finish(&cf, NULL), 0, "finish");
@@ -650,7 +650,7 @@ test_capfile_small(void)
 
 	path = cap_path("exact");
 	memset(big, 'a', sizeof big);
-	capfile_open(&cf, path, 1024);
+	capfile_open(&cf, AT_FDCWD, path, 1024);
 	capfile_output(&cf, big, 1000);
 	capfile_output(&cf, big, 24);
 	capfile_finish(&cf, NULL);
@@ -660,7 +660,7 @@ test_capfile_small(void)
 	free(text);
 
 	errno = 0;
-	is_int(capfile_open(&cf, cap_path("tiny"), 1023), -1, "cap below 1024 refused");
+	is_int(capfile_open(&cf, AT_FDCWD, cap_path("tiny"), 1023), -1, "cap below 1024 refused");
 	is_int(errno, EINVAL, "... with EINVAL");
 }
 
@@ -702,7 +702,7 @@ test_capfile_over(void)
 	int i;
 
 	memset(chunk, 'a', sizeof chunk);
-	capfile_open(&cf, path, 1024);
+	capfile_open(&cf, AT_FDCWD, path, 1024);
 	for (i = 0; i < 30; i++)
 		capfile_output(&cf, chunk, sizeof chunk);
 	is_int(cf.size, 1024, "output stops at the cap");
@@ -746,11 +746,11 @@ test_capfile_write_error(void)
 	char *text;
 	size_t len;
 
-	is_int(capfile_open(&cf, "/dev/full", 4096), 0, "capfile_open of /dev/full");
+	is_int(capfile_open(&cf, AT_FDCWD, "/dev/full", 4096), 0, "capfile_open of /dev/full");
 	is_int(capfile_output(&cf, "hello\n", 6), -1, "a refused write fails");
 	ok(cf.write_errno == ENOSPC && cf.dropped == 6, "ENOSPC kept, the bytes counted as dropped");
 	capfile_finish(&cf, NULL);
-	capfile_open(&cf, path, 4096);
+	capfile_open(&cf, AT_FDCWD, path, 4096);
 	capfile_output(&cf, "kept\n", 5);
 	cf.dropped = 7; /* as after a refused write once the disk has room again */
 	cf.write_errno = ENOSPC;
@@ -777,7 +777,7 @@ test_capfile_cut_utf8(void)
 
 		snprintf(name, sizeof name, "utf8-%d", shift);
 		snprintf(path, sizeof path, "%s", cap_path(name));
-		capfile_open(&cf, path, 1024);
+		capfile_open(&cf, AT_FDCWD, path, 1024);
 		capfile_output(&cf, euro + 2 - shift, sizeof euro - 2 + (size_t)shift);
 		capfile_finish(&cf, NULL);
 		text = slurp_file(path, &len);
@@ -797,7 +797,7 @@ test_capfile_trailer(void)
 	char big[1024], *text, *t;
 	size_t len, stored;
 
-	capfile_open(&cf, path, 1024);
+	capfile_open(&cf, AT_FDCWD, path, 1024);
 	capfile_output(&cf, "x\n", 2);
 	capfile_finish(&cf, trailer);
 	text = slurp_file(path, &len);
@@ -806,7 +806,7 @@ test_capfile_trailer(void)
 
 	path = cap_path("trailer-full");
 	memset(big, 'a', sizeof big);
-	capfile_open(&cf, path, 1024);
+	capfile_open(&cf, AT_FDCWD, path, 1024);
 	capfile_output(&cf, big, sizeof big);
 	is_int(cf.dropped, 0, "full, nothing dropped yet");
 	capfile_finish(&cf, trailer);
@@ -830,7 +830,7 @@ test_capfile_marker(void)
 	long long size, dropped;
 	size_t len;
 
-	capfile_open(&cf, path, 2048);
+	capfile_open(&cf, AT_FDCWD, path, 2048);
 	capfile_marker(&cf, "Repeat %d/%d", 1, 5);
 	capfile_output(&cf, "partial", 7);
 	capfile_marker(&cf, "Repeat %d/%d", 2, 5);
@@ -858,10 +858,10 @@ test_capfile_marker(void)
 	ok(cf.size <= 2048, "finished under cap");
 
 	path = cap_path("append");
-	capfile_open(&cf, path, 1024);
+	capfile_open(&cf, AT_FDCWD, path, 1024);
 	capfile_output(&cf, "old\n", 4);
 	capfile_finish(&cf, NULL);
-	capfile_open(&cf, path, 1024);
+	capfile_open(&cf, AT_FDCWD, path, 1024);
 	is_int(cf.size, 4, "reopen: size from the existing file");
 	capfile_output(&cf, "new\n", 4);
 	capfile_finish(&cf, NULL);
@@ -913,7 +913,7 @@ test_capfile_sweep(void)
 	for (total = 900; total <= 1200 && !bad[0]; total++) {
 		for (t = 0; t < 2 && !bad[0]; t++) {
 			unlink(path);
-			capfile_open(&cf, path, 1024);
+			capfile_open(&cf, AT_FDCWD, path, 1024);
 			for (i = 0; i < total; i += 13)
 				capfile_output(&cf, content + i, total - i < 13 ? total - i : 13);
 			capfile_finish(&cf, t ? trailer : NULL);
@@ -939,7 +939,7 @@ test_capfile_drain(void)
 	int p[2];
 
 	ok(pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0, "pipe");
-	capfile_open(&cf, cap_path("drain"), 1024);
+	capfile_open(&cf, AT_FDCWD, cap_path("drain"), 1024);
 	errno = 0;
 	r = capfile_drain(&cf, p[0], 4);
 	ok(r == -1 && errno == EAGAIN, "empty pipe: -1 EAGAIN");
@@ -972,7 +972,7 @@ test_capfile_flood(void)
 	int fd;
 	pid_t pid = spawn(argv, (char *const[]){NULL}, NULL, 0, &fd);
 
-	capfile_open(&cf, path, 4096);
+	capfile_open(&cf, AT_FDCWD, path, 4096);
 	while (r != 0 && now_ms() < end) {
 		pfd.fd = fd;
 		pfd.events = POLLIN;

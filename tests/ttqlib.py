@@ -171,16 +171,23 @@ class Daemon:
         os.chmod(p, 0o755)
         return p
 
-    def start(self, env=None, wait=True, port=None):
-        """Start serve (on `port`, else a free one); wait for GET /status unless told not to."""
+    def start(self, env=None, wait=True, port=None, uid=None):
+        """Start serve (on `port`, else a free one); wait for GET /status unless told not to.
+        uid: run it as that user and group (the temp dir becomes theirs; needs root)."""
         self.port = port or free_port()
         e = dict(self.env)
         e["TT_DEVICE_PORT"] = str(self.port)
         e.update(env or {})
         self.err = open(self.path("serve.err"), "ab")
+        who = {}
+        if uid is not None:
+            for top, dirs, files in os.walk(self.tmp):
+                for n in [top] + [os.path.join(top, x) for x in dirs + files]:
+                    os.lchown(n, uid, uid)
+            who = {"user": uid, "group": uid, "extra_groups": []}
         self.proc = subprocess.Popen([BINARY, "serve"], env=e, cwd=self.tmp,
                                      stdin=subprocess.DEVNULL, stdout=self.err,
-                                     stderr=self.err, start_new_session=True)
+                                     stderr=self.err, start_new_session=True, **who)
         if wait:
             wait_until(self._ready, 10, "the daemon to answer GET /status")
         return self
