@@ -287,6 +287,25 @@ def test_tampered_spare_is_not_used():
     d.cleanup()
 
 
+def test_stuck_spare_at_start_is_set_aside():
+    """A spare a crash left that cannot be removed (too deep a tree) is moved aside at start,
+    with a log line, and spares work again: the next job on an idle card takes a fresh one."""
+    d = Daemon(ids="0")
+    spare = os.path.join(d.log_dir, ".next-job")
+    os.makedirs(os.path.join(spare, *["d"] * 130))
+    d.start()
+    wait_until(lambda: os.path.isfile(os.path.join(spare, "output")), 10, "a fresh spare")
+    aside = [n for n in os.listdir(d.log_dir) if n.startswith(".changed-spare-")]
+    tap.ok(len(aside) == 1 and "moved to %s/%s" % (d.log_dir, aside[0]) in d.stderr(),
+           "the stuck spare is moved aside, and logged", aside)
+    ino = os.stat(spare).st_ino
+    j = d.submit("echo OWN")["job_id"]
+    d.wait_done(j)
+    tap.eq((os.stat(os.path.join(d.log_dir, j)).st_ino, d.log_text(j)), (ino, "OWN\n"),
+           "the next job takes the fresh spare")
+    d.cleanup()
+
+
 def test_meta_json_failure_names_its_cause():
     """A job folder removed behind the daemon's back: meta.json cannot be written, and the log
     says why (no such file), not "No space left on device; will retry" for ever."""
@@ -558,6 +577,7 @@ run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_f
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
           test_next_job_prepared_while_the_card_runs, test_spare_job_folder,
           test_tampered_spare_is_not_used,
+          test_stuck_spare_at_start_is_set_aside,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
           test_restart_recovers_queued_and_fails_running,
           test_interrupted_job_elapsed_excludes_downtime, test_sigterm_stops_running_keeps_queued,
