@@ -893,8 +893,7 @@ bench_dispatch(struct daemon *d, const char *name, const char *key, int n, int c
 {
 	const char *e = getenv("BENCH_JOBS");
 	double t0, bare = 0, floor_t = 0, dt = 0, cpu = 0, commit_s, ratio, se = NAN, fratio, fse = NAN;
-	double bare_k[MAX_CHUNKS], floor_k[MAX_CHUNKS], dt_k[MAX_CHUNKS], r[MAX_CHUNKS],
-		f[MAX_CHUNKS];
+	double r[MAX_CHUNKS], f[MAX_CHUNKS]; /* each chunk's ratios: bare, floor / queued */
 	char id[64], blocker[64], k2[64], path[300], extra[512];
 	struct hc c;
 	bool ok = true;
@@ -909,12 +908,12 @@ bench_dispatch(struct daemon *d, const char *name, const char *key, int n, int c
 		ffd = durable_file(d->dir, path, sizeof(path));
 	for (k = 0; k < chunks && ok; k++) {
 		struct pstat s0, s1;
+		double bare_k = 0, floor_k = 0, dt_k;
 
-		bare_k[k] = floor_k[k] = 0;
 		for (i = 0; i < m; i++)
-			bare_k[k] += bare_run("true", d->home);
+			bare_k += bare_run("true", d->home);
 		for (i = 0; ffd >= 0 && i < m; i++)
-			floor_k[k] += bare_run_durable("true", d->home, ffd, i);
+			floor_k += bare_run_durable("true", d->home, ffd, i);
 		c = connect_to(d); /* a new one: the daemon closes one idle for 10 s */
 		ok = submit(&c, "exec sleep 120", 0, blocker);
 		for (i = 0; i < m && ok; i++)
@@ -924,15 +923,15 @@ bench_dispatch(struct daemon *d, const char *name, const char *key, int n, int c
 		if (ok)
 			kill_job(&c, blocker);
 		ok = ok && wait_done(&c, id, 5.0 * m + 30);
-		dt_k[k] = now() - t0;
+		dt_k = now() - t0;
 		s1 = read_pstat(d->pid);
 		cpu += (double)(s1.cpu_ns - s0.cpu_ns) * 1e-9;
 		hc_close(&c);
-		bare += bare_k[k];
-		floor_t += floor_k[k];
-		dt += dt_k[k];
-		r[k] = bare_k[k] / dt_k[k];
-		f[k] = floor_k[k] / dt_k[k];
+		bare += bare_k;
+		floor_t += floor_k;
+		dt += dt_k;
+		r[k] = bare_k / dt_k;
+		f[k] = floor_k / dt_k;
 	}
 	if (ffd >= 0) {
 		close(ffd);
