@@ -73,16 +73,21 @@ enum jcol {
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
 
-/* The v3 schema. jobs is the earlier service's table plus `device` (last, as ALTER puts it). */
-static const char schema_jobs[] =
-	"CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
-	"cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, mode TEXT, "
-	"client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, exit_code INTEGER, "
-	"elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, "
-	"repeat_current INTEGER, repeat_completed INTEGER, first_iteration_elapsed REAL, "
-	"per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "
-	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
-	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)";
+/*
+ * The v3 jobs table: the earlier service's columns, without its NOT NULL constraints (this
+ * build writes NULL for an env it keeps and for absent times), plus `device`.
+ */
+#define JOBS_TABLE_BODY                                                                            \
+	"(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "                        \
+	"cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, mode TEXT, "          \
+	"client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, exit_code INTEGER, "    \
+	"elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, "                      \
+	"repeat_current INTEGER, repeat_completed INTEGER, first_iteration_elapsed REAL, "         \
+	"per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "             \
+	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "  \
+	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)"
+
+static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
 
 static const char schema_cards[] =
 	"CREATE TABLE IF NOT EXISTS cards (device INTEGER PRIMARY KEY, state TEXT, "
@@ -97,24 +102,17 @@ static const char schema_indexes[] =
 	"CREATE INDEX IF NOT EXISTS jobs_recent ON jobs(device, finished_at, seq) "
 	"WHERE status = 'done';";
 
-/* Every column of the v3 jobs table with the type a migration adds it with (NULL: cannot). */
-static const struct column {
-	const char *name, *type;
-} job_columns[] = {
-	{"seq", NULL}, {"id", NULL}, {"cmd", "TEXT"}, {"cwd", "TEXT"}, {"timeout", "INTEGER"},
-	{"repeat", "INTEGER"}, {"env_json", "TEXT"}, {"mode", "TEXT"}, {"client_id", "TEXT"},
-	{"reset_epoch", "INTEGER"}, {"submitted", "REAL"}, {"status", NULL},
-	{"exit_code", "INTEGER"}, {"elapsed", "REAL"}, {"output_file", "TEXT"},
-	{"started_at", "REAL"}, {"finished_at", "REAL"}, {"repeat_current", "INTEGER"},
-	{"repeat_completed", "INTEGER"}, {"first_iteration_elapsed", "REAL"},
-	{"per_iter_estimate_sec", "REAL"}, {"stop_requested_at", "REAL"},
-	{"stop_escalated_at", "REAL"}, {"log_size", "INTEGER"}, {"log_truncated", NULL},
-	{"dropped_log_bytes", NULL}, {"timed_out", "INTEGER"}, {"error", "TEXT"},
-	{"updated_at", "REAL"}, {"device", "INTEGER NOT NULL DEFAULT 0"},
-};
+/* Every column of the v3 jobs table: those an older table has are copied by the migration. */
+static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", "repeat",
+	"env_json", "mode", "client_id", "reset_epoch", "submitted", "status", "exit_code",
+	"elapsed", "output_file", "started_at", "finished_at", "repeat_current",
+	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
+	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
+	"dropped_log_bytes", "timed_out", "error", "updated_at", "device"};
 
 /* The columns without which a database is pre-v2 (SPEC 9). */
-static const char *const v2_columns[] = {"seq", "status", "log_truncated", "dropped_log_bytes"};
+static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
+	"dropped_log_bytes"};
 
 /* The earlier service's device_state columns copied into cards row 0, in cards order. */
 static const char *const card_columns[] = {"state", "reset_epoch", "reset_pending", "boot_id",
@@ -486,32 +484,39 @@ check_v2(struct store *st)
 	              missing);
 }
 
-/* Add every v3 job column the old table lacks (device among them) as a nullable column. */
+/*
+ * Rebuild the earlier service's jobs table as the v3 one, following SQLite's procedure for
+ * changes ALTER TABLE cannot make (https://www.sqlite.org/lang_altertable.html, "Making Other
+ * Kinds Of Table Schema Changes"): create the new table, copy the rows, drop the old table
+ * (its indexes go with it), rename the new one; migrate() then creates the indexes. Adding
+ * `device` with ALTER would keep the old NOT NULL constraints, and the first save of a job
+ * whose env this build keeps (env_json NULL) would fail: a store degraded for good. Columns
+ * the old table lacks start NULL (device 0: its jobs are card 0's). No foreign keys are
+ * declared or enabled; foreign_key_check confirms the copy broke none.
+ */
 static int
-add_job_columns(struct store *st)
+rebuild_jobs(struct store *st)
 {
-	char sql[160];
+	char cols[512] = "", copy[1200];
 	unsigned long mask;
-	const char *names[NELEM(job_columns)];
-	size_t i;
+	long long broken = 0;
+	size_t i, len = 0;
 
-	for (i = 0; i < NELEM(job_columns); i++)
-		names[i] = job_columns[i].name;
-	if (column_mask(st, "jobs", names, NELEM(names), &mask) != 0)
+	if (column_mask(st, "jobs", job_columns, NELEM(job_columns), &mask) != 0)
 		return -1;
-	for (i = 0; i < NELEM(job_columns); i++) {
+	for (i = 0; i < NELEM(job_columns); i++)
 		if (mask & (1UL << i))
-			continue;
-		if (!job_columns[i].type)
-			return refuse(st,
-			              "the jobs table has no %s column; "
-			              "use a fresh logs-v2/ directory",
-			              job_columns[i].name);
-		snprintf(sql, sizeof(sql), "ALTER TABLE jobs ADD COLUMN %s %s", job_columns[i].name,
-		         job_columns[i].type);
-		if (exec_sql(st, "migrating jobs", sql) != 0)
-			return -1;
-	}
+			len += (size_t)snprintf(cols + len, sizeof(cols) - len, "%s%s", len ? ", " : "",
+			                        job_columns[i]);
+	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
+	if (exec_sql(st, "migrating jobs", "CREATE TABLE jobs_new " JOBS_TABLE_BODY) != 0 ||
+	    exec_sql(st, "migrating jobs", copy) != 0 ||
+	    exec_sql(st, "migrating jobs", "DROP TABLE jobs") != 0 ||
+	    exec_sql(st, "migrating jobs", "ALTER TABLE jobs_new RENAME TO jobs") != 0 ||
+	    query_int(st, "SELECT count(*) FROM pragma_foreign_key_check", NULL, &broken) != 0)
+		return -1;
+	if (broken > 0)
+		return set_err(st, "migrating jobs: %lld foreign key violations", broken);
 	return 0;
 }
 
@@ -544,7 +549,7 @@ migrate(struct store *st)
 {
 	bool has_state;
 
-	if (check_v2(st) != 0 || add_job_columns(st) != 0)
+	if (check_v2(st) != 0 || rebuild_jobs(st) != 0)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0 ||
 	    table_exists(st, "device_state", &has_state) != 0)

@@ -7,10 +7,11 @@
  * loop iteration (group commit) and only then answers, starts processes or forgets jobs.
  * Completed jobs live only here. No output text is ever stored (output files are the log).
  *
- * Schema version 3 (PRAGMA user_version): the earlier single-card service's jobs table plus a
- * `device` column, and a `cards` table with one row per card. Version 1/2 databases of the
- * earlier service are migrated in place (their jobs and state become card 0's); a pre-v2 file
- * or a newer version is refused with a message telling to use a fresh logs-v2/.
+ * Schema version 3 (PRAGMA user_version): the earlier single-card service's jobs columns
+ * (without its NOT NULL constraints) plus a `device` column, and a `cards` table with one row
+ * per card. Version 1/2 databases of the earlier service are migrated in place (the jobs
+ * table rebuilt to version 3's, its jobs and state become card 0's); a pre-v2 file or a newer
+ * version is refused with a message telling to use a fresh logs-v2/.
  *
  * Every function returning int gives 0 (or a count / 1 found) on success and -1 on failure,
  * with store_errmsg() describing the last failure. Statements are prepared once at open and

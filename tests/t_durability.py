@@ -916,52 +916,101 @@ def test_fsync_before_ack_and_spawn_group_commit():
 
 # ---------------------------------------------------------------- migration and refusal
 
-OLD_JOBS = (
-    "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
-    "cmd TEXT NOT NULL, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, mode TEXT, "
-    "client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, exit_code INTEGER, "
-    "elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, repeat_current INTEGER, "
-    "repeat_completed INTEGER, first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
-    "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, log_truncated INTEGER, "
-    "dropped_log_bytes INTEGER, timed_out INTEGER, error TEXT, updated_at REAL)")
-OLD_STATE = (
-    "CREATE TABLE device_state (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), "
-    "state TEXT, reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
-    "dead_since REAL, dead_reason TEXT, updated_at REAL)")
-A, B, C = "a" * 32, "b" * 32, "c" * 32
+# The earlier single-card service's schema, exactly as it creates it.
+OLD_JOBS = """CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, cmd TEXT NOT NULL,
+    cwd TEXT NOT NULL, timeout INTEGER NOT NULL, repeat INTEGER NOT NULL,
+    env_json TEXT NOT NULL, mode TEXT NOT NULL, client_id TEXT NOT NULL,
+    reset_epoch INTEGER NOT NULL, submitted REAL NOT NULL, status TEXT NOT NULL,
+    exit_code INTEGER, elapsed REAL, output_file TEXT NOT NULL, started_at REAL,
+    finished_at REAL, repeat_current INTEGER NOT NULL, repeat_completed INTEGER NOT NULL,
+    first_iteration_elapsed REAL, per_iter_estimate_sec REAL NOT NULL,
+    stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER NOT NULL,
+    log_truncated INTEGER NOT NULL, dropped_log_bytes INTEGER NOT NULL,
+    timed_out INTEGER NOT NULL, error TEXT, updated_at REAL NOT NULL)"""
+OLD_STATE = """CREATE TABLE IF NOT EXISTS device_state (
+    singleton INTEGER PRIMARY KEY CHECK(singleton = 1), state TEXT NOT NULL,
+    reset_epoch INTEGER NOT NULL, reset_pending INTEGER NOT NULL, boot_id TEXT NOT NULL,
+    last_reset_at REAL, dead_since REAL, dead_reason TEXT, updated_at REAL NOT NULL)"""
+OLD_INDEXES = """CREATE INDEX idx_jobs_status_seq ON jobs(status, seq);
+CREATE INDEX idx_jobs_finished ON jobs(finished_at DESC);"""
+# Jobs of the fixture in submission order: done (A, F), the one running at the stop (B),
+# queued (C with repeat 2 and an env, then D).
+A, F, B, C, D = "a" * 32, "f" * 32, "b" * 32, "c" * 32, "d" * 32
+OLD_COLS = ("id", "cmd", "cwd", "timeout", "repeat", "env_json", "mode", "client_id",
+            "reset_epoch", "submitted", "status", "exit_code", "elapsed", "output_file",
+            "started_at", "finished_at", "repeat_current", "repeat_completed",
+            "first_iteration_elapsed", "per_iter_estimate_sec", "stop_requested_at",
+            "stop_escalated_at", "log_size", "log_truncated", "dropped_log_bytes", "timed_out",
+            "error", "updated_at")
 
 
-def build_old_db(d, version=2, state=("healthy", None), epoch=3):
-    """The earlier single-card service's database: a done (A), a running (B) and a queued (C)
-    job, and its device_state row (state, boot id). Times are REAL epoch seconds."""
-    os.makedirs(os.path.join(d.log_dir, A), mode=0o700)
-    with open(os.path.join(d.log_dir, A, "output"), "w") as f:
-        f.write("old output\n")
-    now = time.time()
-    con = sqlite3.connect(db_path(d))
-    con.execute(OLD_JOBS)
-    cols = ("id, cmd, cwd, timeout, repeat, env_json, mode, client_id, reset_epoch, submitted, "
-            "status, exit_code, elapsed, output_file, started_at, finished_at, repeat_current, "
-            "repeat_completed, per_iter_estimate_sec, log_size, log_truncated, "
-            "dropped_log_bytes, timed_out, updated_at")
+def old_job(d, job_id, cmd, submitted, epoch, **fields):
+    """A row as the earlier service writes it: every NOT NULL column set, env_json '{}' when
+    the job has no env, REAL epoch times, output_file <log dir>/<id>/output named (and its
+    folder made) at submission, log_size and counters as of its last save."""
+    row = dict(id=job_id, cmd=cmd, cwd=d.tmp, timeout=3600, repeat=1, env_json="{}",
+               mode="run", client_id="cli-1000", reset_epoch=epoch, submitted=submitted,
+               status="queued", exit_code=None, elapsed=None,
+               output_file=os.path.join(d.log_dir, job_id, "output"), started_at=None,
+               finished_at=None, repeat_current=0, repeat_completed=0,
+               first_iteration_elapsed=None, per_iter_estimate_sec=10.0,
+               stop_requested_at=None, stop_escalated_at=None, log_size=0, log_truncated=0,
+               dropped_log_bytes=0, timed_out=0, error=None, updated_at=submitted)
+    row.update(fields)
+    os.makedirs(os.path.join(d.log_dir, job_id), mode=0o700)
+    return row
+
+
+def old_output(d, job_id, text, meta=None):
+    with open(os.path.join(d.log_dir, job_id, "output"), "w") as f:
+        f.write(text)
+    if meta is not None:  # the earlier service's final record beside a done job's output
+        with open(os.path.join(d.log_dir, job_id, "meta.json"), "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+
+
+def build_old_db(d, version=2, state=("healthy", "test-boot-1"), epoch=3, stop="crash"):
+    """The earlier service's logs-v2/ as it leaves it after a crash (B still `running`) or a
+    clean stop (B ended by SIGINT, exit -2), with its device_state row (state, boot id)."""
+    ledger = d.path("ledger")
+    t = time.time() - 300
     rows = [
-        (A, "echo old", "", 60, 1, "{}", "run", "alice", epoch, now - 300, "done", 0, 2.5,
-         os.path.join(d.log_dir, A, "output"), now - 299, now - 296.5, 1, 1, 2.5, 11, 0, 0, 0,
-         now - 296.5),
-        (B, "sleep 1000", "", 60, 1, None, "run", "bob", epoch, now - 200, "running", None,
-         None, os.path.join(d.log_dir, B, "output"), now - 199, None, 1, 0, 10, 0, 0, 0, 0,
-         now - 199),
-        (C, ledger_cmd(d.path("ledger"), "oldqueued_$OLD"), "", 60, 1, '{"OLD": "env"}', "run",
-         "carol", epoch, now - 100, "queued", None, None, None, None, None, 0, 0, 10, 0, 0, 0,
-         0, now - 100),
+        old_job(d, A, "echo old", t, epoch, status="done", exit_code=0, elapsed=2.25,
+                started_at=t + 0.01, finished_at=t + 2.26, repeat_current=1,
+                repeat_completed=1, first_iteration_elapsed=2.22,
+                per_iter_estimate_sec=2.2249, log_size=11, updated_at=t + 2.26),
+        old_job(d, F, "echo failing; exit 3", t + 3, epoch, status="done", exit_code=3,
+                elapsed=1.04, started_at=t + 3.01, finished_at=t + 4.05, repeat_current=1,
+                log_size=8, updated_at=t + 4.05),
+        old_job(d, B, ledger_cmd(ledger, "b_ran", "sleep 1000"), t + 5, epoch,
+                status="running", started_at=t + 5.01, repeat_current=1,
+                updated_at=t + 5.02),
+        old_job(d, C, ledger_cmd(ledger, "c_$OLD$TWO"), t + 6, epoch, repeat=2,
+                env_json='{"OLD": "env", "TWO": "2"}'),
+        old_job(d, D, ledger_cmd(ledger, "d"), t + 7, epoch),
     ]
-    con.executemany("INSERT INTO jobs (%s) VALUES (%s)" % (cols, ", ".join("?" * 24)), rows)
+    old_output(d, A, "old output\n", {"job_id": A, "status": "done", "exit_code": 0})
+    old_output(d, F, "failing\n", {"job_id": F, "status": "done", "exit_code": 3})
+    old_output(d, B, "started\n")
+    if stop == "clean":
+        rows[2].update(status="done", exit_code=-2, elapsed=4.34, finished_at=t + 9.35,
+                       stop_requested_at=t + 9.33, log_size=8, updated_at=t + 9.35)
+        old_output(d, B, "started\n", {"job_id": B, "status": "done", "exit_code": -2})
+    con = sqlite3.connect(db_path(d))
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.execute(OLD_JOBS)
+    con.execute(OLD_STATE)
+    con.executescript(OLD_INDEXES)
+    con.executemany("INSERT INTO jobs (%s) VALUES (%s)" % (", ".join(OLD_COLS),
+                                                           ", ".join("?" * len(OLD_COLS))),
+                    [tuple(r[c] for c in OLD_COLS) for r in rows])
     if state:
-        con.execute(OLD_STATE)
         dead = state[0] == "dead"
         con.execute("INSERT INTO device_state VALUES (1, ?, ?, 0, ?, ?, ?, ?, ?)",
-                    (state[0], epoch, state[1], now - 1000, now - 50 if dead else None,
-                     "old reset failed" if dead else None, now - 50))
+                    (state[0], epoch, state[1], t - 1000, t + 1 if dead else None,
+                     "old reset failed" if dead else None, t + 1))
     con.execute("PRAGMA user_version = %d" % version)
     con.commit()
     con.close()
@@ -971,32 +1020,64 @@ def new_log_dir(d):
     os.makedirs(d.log_dir, mode=0o700)
 
 
-def test_migration_of_earlier_service_db():
+def check_upgrade(stop):
+    """Start on the earlier service's logs-v2/ left by a crash or a clean stop."""
     d = fast_daemon()
     new_log_dir(d)
-    build_old_db(d, version=2, state=("healthy", "test-boot-1"))
+    build_old_db(d, stop=stop)
+    ledger = d.path("ledger")
     d.start()
+    what = "after a %s of the earlier service" % stop
+    c, dd = d.wait_done(C), d.wait_done(D)
+    tap.eq(degraded_reason(d), None, "%s: the migrated store works (not degraded)" % what)
+    tap.eq((c["device_id"], c["exit_code"], c["repeat"], c["repeat_completed"]),
+           ("0", 0, 2, 2), "%s: its queued job ran on card 0 with its repeat" % what)
+    with open(ledger) as f:
+        tap.eq(f.read().split(), ["c_env2", "c_env2", "d"],
+               "%s: its queued jobs ran in their order, with their env, once each" % what)
+    tap.eq((dd["device_id"], dd["exit_code"]), ("0", 0), "%s: and the next one too" % what)
+    b = d.job(B)
+    if stop == "crash":
+        tap.ok(b["device_id"] == "0" and b["exit_code"] == -1 and "nterrupted" in b["error"],
+               "%s: the job it left running ended -1 on card 0" % what, b)
+    else:
+        tap.eq((b["device_id"], b["status"], b["exit_code"]), ("0", "done", -2),
+               "%s: the job it stopped keeps its outcome" % what)
+    tap.eq(ledger_counts(ledger)["b_ran"], 0, "%s: and was not run again" % what)
     a = d.job(A)
     tap.eq((a["device_id"], a["status"], a["exit_code"], a["cmd"], a["client_id"]),
-           ("0", "done", 0, "echo old", "alice"), "the old done job is card 0's, readable")
+           ("0", "done", 0, "echo old", "cli-1000"), "%s: its done job reads back" % what)
     tap.ok(isinstance(a["finished_at"], str) and a["finished_at"][:2] == "20",
-           "REAL epoch times read back as ISO times", a["finished_at"])
-    tap.eq(d.get("/logs/" + A).json["content"], "old output\n", "its output file is read")
-    b = d.wait_done(B)
-    tap.ok(b["device_id"] == "0" and b["exit_code"] == -1 and "nterrupted" in b["error"],
-           "the old running job failed -1 interrupted", b)
-    c = d.wait_done(C)
-    tap.eq((c["device_id"], c["exit_code"]), ("0", 0), "the old queued job ran on queue 0")
-    tap.eq(ledger_counts(d.path("ledger"))["oldqueued_env"], 1, "exactly once, with its env")
+           "%s: REAL epoch times read back as ISO times" % what, a["finished_at"])
+    tap.eq(d.cli("result", A)[:2], (0, "old output\n"), "%s: with its output" % what)
+    tap.eq(d.cli("result", F)[:2], (3, "failing\n"), "%s: and its status" % what)
+    for card in ("0", "1"):
+        rc, out, err = d.cli("run", "--device", card, "--", "echo new on $TT_DEVICE_JOB_ID")
+        tap.ok(rc == 0 and out.startswith("new on "),
+               "%s: a new job runs on card %s" % (what, card), (rc, out, err))
     card0, card1 = d.dev(0), d.dev(1)
-    tap.eq((card0["state"], card0["reset_epoch"]), ("healthy", 3), "card 0 has the old state")
-    tap.eq((card1["state"], card1["reset_epoch"]), ("healthy", 0), "card 1 starts fresh")
+    tap.eq((card0["state"], card0["reset_epoch"]), ("healthy", 3),
+           "%s: card 0 has the old state" % what)
+    tap.eq((card1["state"], card1["reset_epoch"]), ("healthy", 0),
+           "%s: card 1 starts fresh" % what)
     d.stop()
-    tap.eq(db_rows(d, "PRAGMA user_version"), [(3,)], "user_version 3 after the migration")
+    tap.eq(db_rows(d, "PRAGMA user_version"), [(3,)], "%s: user_version 3" % what)
     tap.eq(db_rows(d, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"),
-           [(0,)], "device_state moved into cards")
+           [(0,)], "%s: device_state moved into cards" % what)
+    before, seen = ledger_counts(ledger), len(d.stderr())
     d.start()
-    tap.eq(d.job(A)["status"], "done", "the migrated database opens again")
+    tap.ok("recovered 0 queued jobs; 0 interrupted" in d.stderr()[seen:],
+           "%s: a restart is clean (nothing to recover)" % what, d.stderr()[seen:])
+    tap.eq(d.wait_done(d.submit("true", device_id="0")["job_id"])["exit_code"], 0,
+           "%s: the restarted daemon takes jobs" % what)
+    tap.eq((degraded_reason(d), ledger_counts(ledger), d.job(A)["status"]),
+           (None, before, "done"), "%s: after the restart nothing ran again" % what)
+    d.cleanup()
+
+
+def test_migration_of_earlier_service_db():
+    for stop in ("crash", "clean"):
+        check_upgrade(stop)
 
 
 def test_migration_dead_card_same_and_new_boot():

@@ -803,15 +803,45 @@ test_reopen(struct store *st)
 	store_close(st);
 }
 
-static const char old_jobs_sql[] =
-    "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
-    "cmd TEXT NOT NULL, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
-    "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
-    "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, "
-    "repeat_current INTEGER, repeat_completed INTEGER, first_iteration_elapsed REAL, "
-    "per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "
-    "log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
-    "error TEXT, updated_at REAL);";
+/* The earlier service's schema, exactly as it creates it (its constraints included). */
+static const char old_schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS jobs ("
+    "    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, cmd TEXT NOT NULL,"
+    "    cwd TEXT NOT NULL, timeout INTEGER NOT NULL, repeat INTEGER NOT NULL,"
+    "    env_json TEXT NOT NULL, mode TEXT NOT NULL, client_id TEXT NOT NULL,"
+    "    reset_epoch INTEGER NOT NULL, submitted REAL NOT NULL, status TEXT NOT NULL,"
+    "    exit_code INTEGER, elapsed REAL, output_file TEXT NOT NULL, started_at REAL,"
+    "    finished_at REAL, repeat_current INTEGER NOT NULL, repeat_completed INTEGER NOT NULL,"
+    "    first_iteration_elapsed REAL, per_iter_estimate_sec REAL NOT NULL,"
+    "    stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER NOT NULL,"
+    "    log_truncated INTEGER NOT NULL, dropped_log_bytes INTEGER NOT NULL,"
+    "    timed_out INTEGER NOT NULL, error TEXT, updated_at REAL NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS device_state ("
+    "    singleton INTEGER PRIMARY KEY CHECK(singleton = 1), state TEXT NOT NULL,"
+    "    reset_epoch INTEGER NOT NULL, reset_pending INTEGER NOT NULL, boot_id TEXT NOT NULL,"
+    "    last_reset_at REAL, dead_since REAL, dead_reason TEXT, updated_at REAL NOT NULL);"
+    "CREATE INDEX idx_jobs_status_seq ON jobs(status, seq);"
+    "CREATE INDEX idx_jobs_finished ON jobs(finished_at DESC);";
+
+/*
+ * Rows as the earlier service writes them: every NOT NULL column, env_json '{}' for no env,
+ * REAL epoch times, a queued job's output_file named before the file exists.
+ */
+static const char old_rows_sql[] =
+    "INSERT INTO jobs (id, cmd, cwd, timeout, repeat, env_json, mode, client_id, "
+    "reset_epoch, submitted, status, exit_code, elapsed, output_file, started_at, "
+    "finished_at, repeat_current, repeat_completed, first_iteration_elapsed, "
+    "per_iter_estimate_sec, stop_requested_at, stop_escalated_at, log_size, log_truncated, "
+    "dropped_log_bytes, timed_out, error, updated_at) VALUES "
+    "('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'make test', '/src', 3600, 1, '{}', 'run', "
+    " 'alice', 0, 1600000000.5, 'done', 0, 12.5, '/logs/a/output', 1600000001, "
+    " 1600000013.5, 1, 1, 12.49, 12.49, NULL, NULL, 4096, 0, 0, 0, NULL, 1600000013.5), "
+    "('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', 'sleep 100', '', 60, 2, '{}', 'run', 'bob', "
+    " 1, 1600000100, 'running', NULL, NULL, '/logs/b/output', 1600000101, NULL, 1, 0, "
+    " NULL, 10.0, NULL, NULL, 0, 0, 0, 0, NULL, 1600000101), "
+    "('cccccccccccccccccccccccccccccccc', 'true', '/', 60, 1, '{\"X\": \"y\"}', 'run', "
+    " 'cli-1000', 1, 1600000200, 'queued', NULL, NULL, '/logs/c/output', NULL, NULL, 0, 0, "
+    " NULL, 10.0, NULL, NULL, 0, 0, 0, 0, NULL, 1600000200);";
 
 static int
 build_old(const char *name, int version, bool with_state)
@@ -822,39 +852,29 @@ build_old(const char *name, int version, bool with_state)
 
 	if (!db)
 		return -1;
-	rc = side_exec(db, old_jobs_sql);
-	rc |= side_exec(
-	    db,
-	    "INSERT INTO jobs (id, cmd, cwd, timeout, repeat, env_json, mode, client_id, "
-	    "reset_epoch, submitted, status, exit_code, elapsed, output_file, started_at, "
-	    "finished_at, repeat_current, repeat_completed, per_iter_estimate_sec, log_size, "
-	    "log_truncated, dropped_log_bytes, timed_out, updated_at) VALUES "
-	    "('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'make test', '/src', 3600, 1, '{\"X\":\"y\"}', "
-	    " 'run', 'alice', 0, 1600000000.5, 'done', 0, 12.5, '/logs/a/output', 1600000001, "
-	    " 1600000013.5, 1, 1, 12.5, 4096, 0, 0, 0, 1600000013.5), "
-	    "('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', 'sleep 100', '', 60, 2, NULL, 'run', 'bob', "
-	    " 1, 1600000100, 'running', NULL, NULL, '/logs/b/output', 1600000101, NULL, 1, 0, "
-	    " 10, 10, 0, 0, 0, 1600000101), "
-	    "('cccccccccccccccccccccccccccccccc', 'true', '/', 60, 1, '{}', 'run', NULL, 1, "
-	    " 1600000200, 'queued', NULL, NULL, NULL, NULL, NULL, 0, 0, 10, 0, 0, 0, 0, NULL)");
-	if (with_state) {
-		rc |= side_exec(db, "CREATE TABLE device_state (singleton INTEGER PRIMARY KEY "
-		                    "CHECK (singleton = 1), state TEXT, reset_epoch INTEGER, "
-		                    "reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
-		                    "dead_since REAL, dead_reason TEXT, updated_at REAL)");
+	rc = side_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
+	rc |= side_exec(db, old_schema_sql);
+	rc |= side_exec(db, old_rows_sql);
+	if (with_state)
 		rc |= side_exec(db, "INSERT INTO device_state VALUES (1, 'dead', 4, 0, 'boot-old', "
 		                    "1599999000.5, 1600000050.25, 'reset failed', 1600000050.25)");
-	}
+	else
+		rc |= side_exec(db, "DROP TABLE device_state");
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
 	rc |= side_exec(db, sql);
 	sqlite3_close(db);
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
+/* Every jobs column with its type, NOT NULL flag and default, in table order. */
+#define TABLE_SHAPE                                                                                \
+	"SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' || "                  \
+	"ifnull(dflt_value, '-'), ',') FROM pragma_table_info('jobs')"
+
 static void
 check_migrated_db(const char *name)
 {
-	char fresh[512], migrated[512];
+	char fresh[2048], migrated[2048];
 	sqlite3 *db = side_open(path_in(name)), *fdb = side_open(path_in("fresh.sqlite3"));
 
 	is_int(side_int(db, "PRAGMA user_version"), 3, "migrated to user_version 3");
@@ -864,6 +884,16 @@ check_migrated_db(const char *name)
 	is_str(side_columns(db, migrated, sizeof(migrated)),
 	       side_columns(fdb, fresh, sizeof(fresh)),
 	       "migrated jobs columns equal a fresh v3 table's");
+	is_str(side_text(db, TABLE_SHAPE, migrated, sizeof(migrated)),
+	       side_text(fdb, TABLE_SHAPE, fresh, sizeof(fresh)),
+	       "with the same types and constraints (no NOT NULL left from the old table)");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'idx_jobs_%'"), 0,
+	       "the old table's indexes went with it");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_sequence WHERE name = 'jobs' AND "
+	                    "seq >= (SELECT max(seq) FROM jobs)"),
+	       1, "the AUTOINCREMENT counter is the jobs table's");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_new'"), 0,
+	       "no table left from the rebuild");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
 	                    "name LIKE 'jobs_%'"),
 	       3, "indexes created");
@@ -878,7 +908,7 @@ test_migration(void)
 	struct cards cs = {.n = 0};
 	struct store *st;
 	struct job j;
-	char *out = NULL;
+	char *out = NULL, *env = NULL;
 
 	ok(build_old("old.sqlite3", 2, true) == 0, "build a v2 fixture");
 	st = open_ok("old.sqlite3");
@@ -889,10 +919,27 @@ test_migration(void)
 	       g.jobs[0].device == 0 && g.jobs[0].reset_epoch == 1 && g.jobs[0].repeat == 2,
 	   "the running job, on card 0");
 	ok(g.n == 2 && g.jobs[1].id[0] == 'c' && g.jobs[1].status == JOB_QUEUED &&
-	       g.jobs[1].device == 0 && strcmp(g.jobs[1].client_id, "anon") == 0 &&
+	       g.jobs[1].device == 0 && strcmp(g.jobs[1].client_id, "cli-1000") == 0 &&
 	       isnan(g.jobs[1].started_at),
 	   "the queued job, on card 0");
+	if (g.n == 2) { /* what start-up recovery does first: the running job ends, env kept */
+		g.jobs[0].status = JOB_DONE;
+		g.jobs[0].has_exit_code = true;
+		g.jobs[0].exit_code = -1;
+		g.jobs[0].finished_at = 1600000150;
+		bool saved = store_begin(st) == 0 && store_put_job(st, &g.jobs[0], g.out[0]) == 0 &&
+		             store_commit(st) == 0;
+
+		ok(saved, "a migrated job saves again with its env left as stored (%s)",
+		   saved ? "saved" : store_errmsg(st));
+	}
 	got_free(&g);
+	is_int(store_get_env(st, "cccccccccccccccccccccccccccccccc", &env), 1, "queued job's env");
+	is_str(env, "{\"X\": \"y\"}", "reads back as the earlier service wrote it");
+	free(env);
+	is_int(store_get_env(st, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", &env), 1, "saved job's env");
+	is_str(env, "{}", "is kept by the save");
+	free(env);
 	is_int(store_get_job(st, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", &j, &out), 1, "the done job");
 	ok(j.status == JOB_DONE && j.has_exit_code && j.exit_code == 0 && j.elapsed == 12.5 &&
 	       j.finished_at == 1600000013.5 && j.log_size == 4096 &&
@@ -901,7 +948,7 @@ test_migration(void)
 	is_str(out, "/logs/a/output", "done job output_file");
 	free(out);
 	sched_job_clear(&j);
-	is_int(store_load_recent(st, 0, 10, collect, &g), 1, "recent on card 0");
+	is_int(store_load_recent(st, 0, 10, collect, &g), 2, "recent on card 0: the two done");
 	got_free(&g);
 	is_int(store_load_cards(st, collect_card, &cs), 1, "one card row");
 	ok(cs.n == 1 && cs.c[0].device == 0 && cs.c[0].state == CARD_DEAD &&
