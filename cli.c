@@ -7,7 +7,8 @@
  *   write and read waits in one ppoll() helper, wait_fd(), which knows two deadlines: the
  *   request's own (connect 5 s; an answer within the request's `wait` + 10 s) and the
  *   command's local --wait-timeout. Reaching the local deadline abandons the connection and the
- *   command exits 124 without asking the daemon anything: the job keeps running.
+ *   command exits 124: the job keeps running. A wait always asks the daemon once first, even
+ *   when that deadline has passed already (`--wait-timeout 0`), so a finished job is reported.
  * - Every wait is one of the daemon's long-polls (/logs?wait=S, /result?wait=S). There is no
  *   sleep and no loop that does not block inside the daemon.
  * - SIGINT only sets `interrupted` (sigaction without SA_RESTART). wait_fd() blocks SIGINT
@@ -32,8 +33,10 @@
  *   shell program used verbatim; several are an argv, each word single-quoted for bash unless
  *   it consists only of characters that need no quoting (keeps stored commands readable).
  * - A TT_DEVICE_URL without a port means port 80, as for any http URL.
- * - `result` and `run` print the same JSON with --json: {"job": GET /job record, "output",
- *   "output_truncated"}; both exit with the job's status in either mode.
+ * - `result`, `run` and `queue-python --wait` print the same JSON with --json: one flat
+ *   object, the GET /job record's members plus "output" and "output_truncated", as the
+ *   earlier client of the same name did (scripts read `jq .exit_code`); all exit with the
+ *   job's status in either mode.
  * - `logs ID` without --limit prints everything the log holds now (several chunks);
  *   `--limit N` prints at most N bytes. When the job is not complete afterwards (more bytes
  *   remain or may still come) it prints `next_offset=N` on stderr.
@@ -140,6 +143,7 @@ struct cli {
 	int fd;             /* -1 when not connected */
 	struct json_buf in; /* bytes of the current answer */
 	int has_deadline;   /* a local --wait-timeout is running */
+	int ask_once;       /* it passed before the wait asked anything: this request ignores it */
 	double deadline;    /* CLOCK_MONOTONIC seconds */
 	char err[512];      /* the last failure, for the caller's message */
 	int conn_failed;    /* the last api() call failed to reach the daemon (not a refusal) */
@@ -694,7 +698,7 @@ wait_fd(struct cli *c, int fd, short events, double until)
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
 	for (;;) {
-		local = c->has_deadline && c->deadline <= until;
+		local = c->has_deadline && !c->ask_once && c->deadline <= until;
 		end = local ? c->deadline : until;
 		left = end - now_mono();
 		if (left <= 0)
@@ -1438,6 +1442,20 @@ set_deadline(struct cli *c, double secs)
 }
 
 /*
+ * Seconds to hold a wait's next long-poll, or -1 once its local deadline passed. The first
+ * request (asked 0) is made in any case, holding nothing and free of the local deadline: a
+ * `result ID --wait-timeout 0` loop would otherwise never see its job finish.
+ */
+static int
+next_hold(struct cli *c, int asked)
+{
+	int hold = wait_budget(c);
+
+	c->ask_once = hold < 0 && !asked;
+	return c->ask_once ? 0 : hold;
+}
+
+/*
  * Hold GET /result/ID?wait=S until the job is done. The first request does not wait
  * (unless the status is known already), so a wait cut short by --wait-timeout can say
  * whether the job is queued or running. Returns ST_OK or a failure code.
@@ -1447,17 +1465,19 @@ wait_done(struct cli *c, const char *id)
 {
 	char path[128], st[16];
 	struct doc d;
-	int hold, rc, done, again, first = c->job_status[0] == 0;
+	int hold, rc, done, again, asked, first = c->job_status[0] == 0;
 
-	for (;;) {
-		if ((hold = wait_budget(c)) < 0)
+	for (asked = 0;; asked = 1) {
+		if ((hold = next_hold(c, asked)) < 0)
 			return ST_TIMEOUT;
 		if (first)
 			hold = 0;
 		first = 0;
 		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
 		c->waiting = 1;
-		rc = waited(c, id, api(c, "GET", path, NULL, hold, &d), &again);
+		rc = api(c, "GET", path, NULL, hold, &d);
+		c->ask_once = 0;
+		rc = waited(c, id, rc, &again);
 		c->waiting = 0;
 		if (again)
 			continue;
@@ -1479,13 +1499,15 @@ static int
 stream_job(struct cli *c, const char *id, struct sink *o)
 {
 	struct logpos lp = {0, 0, 0};
-	int hold, rc, again;
+	int hold, rc, again, asked;
 
-	while (!o->cut) {
-		if ((hold = wait_budget(c)) < 0)
+	for (asked = 0; !o->cut; asked = 1) {
+		if ((hold = next_hold(c, asked)) < 0)
 			return ST_TIMEOUT;
 		c->waiting = 1;
-		rc = waited(c, id, logs_chunk(c, id, &lp, 0, hold, o), &again);
+		rc = logs_chunk(c, id, &lp, 0, hold, o);
+		c->ask_once = 0;
+		rc = waited(c, id, rc, &again);
 		c->waiting = 0;
 		if (again)
 			continue;
@@ -1639,21 +1661,42 @@ print_summary(const char *id, const struct doc *d, const struct sink *o)
 	json_buf_free(&b);
 }
 
-/* {"job": record, "output": text, "output_truncated": bool} on stdout. */
+/*
+ * Print the answer object d pretty-printed with more members after its own: `more` holds
+ * them as `"key": value` lines of two-space indent joined by ",\n" (taken over and freed).
+ */
+static int
+print_doc_with(const struct doc *d, struct json_buf *more, int oom)
+{
+	struct json_buf b;
+
+	json_buf_init(&b);
+	pretty(&b, d, 0, 0);
+	if (!b.oom && more->len > 0) {
+		b.len -= d->t[0].size ? 2 : 1; /* "\n}" or "}": the object stays open */
+		json_buf_add(&b, d->t[0].size ? ",\n" : "\n", d->t[0].size ? 2 : 1);
+		json_buf_add(&b, more->p, more->len);
+		json_buf_add(&b, "\n}", 2);
+	}
+	json_buf_add(&b, "\n", 1);
+	oom |= more->oom;
+	json_buf_free(more);
+	return print_buf(&b, oom);
+}
+
+/* The job's record members, "output" and "output_truncated" in one object on stdout. */
 static int
 print_job_json(const struct doc *rec, const struct sink *o)
 {
-	struct json_buf b;
+	struct json_buf more;
 	struct json_w w;
 
-	json_buf_init(&b);
-	json_buf_printf(&b, "{\n  \"job\": ");
-	pretty(&b, rec, 0, 1);
-	json_buf_printf(&b, ",\n  \"output\": ");
-	json_w_init(&w, &b);
+	json_buf_init(&more);
+	json_buf_printf(&more, "  \"output\": ");
+	json_w_init(&w, &more);
 	json_w_str(&w, o->buf.p ? o->buf.p : "", o->buf.len);
-	json_buf_printf(&b, ",\n  \"output_truncated\": %s\n}\n", o->cut ? "true" : "false");
-	return print_buf(&b, o->buf.oom);
+	json_buf_printf(&more, ",\n  \"output_truncated\": %s", o->cut ? "true" : "false");
+	return print_doc_with(rec, &more, o->buf.oom);
 }
 
 /*
@@ -2304,23 +2347,36 @@ submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct do
 	return ST_OK;
 }
 
-/* `queue` output: job_id=... and the other key=value lines, or the answer as JSON. */
+/*
+ * `queue` output: job_id=... and the other key=value lines, or the answer as JSON; for
+ * queue-python the script's path too (script_file, after job_id, as the earlier client).
+ */
 static int
 print_queued(const struct cli *c, const struct doc *d, const char *script)
 {
 	static const char *const keys[] = {
 	    "job_id",  "device_id", "position",   "estimated_wait_sec", "estimated_run_sec",
 	    "timeout", "repeat",    "output_file"};
+	struct json_buf more;
+	struct json_w w;
 	char v[4096];
 	size_t k;
 
-	if (c->json)
+	if (c->json && script == NULL)
 		return print_doc(d);
-	for (k = 0; k < sizeof keys / sizeof keys[0]; k++)
+	if (c->json) {
+		json_buf_init(&more);
+		json_buf_printf(&more, "  \"script_file\": ");
+		json_w_init(&w, &more);
+		json_w_cstr(&w, script);
+		return print_doc_with(d, &more, 0);
+	}
+	for (k = 0; k < sizeof keys / sizeof keys[0]; k++) {
 		if (doc_scalar(d, 0, keys[k], v, sizeof v) != NULL)
 			printf("%s=%s\n", keys[k], v);
-	if (script != NULL)
-		printf("script=%s\n", script);
+		if (k == 0 && script != NULL)
+			printf("script_file=%s\n", script);
+	}
 	return ST_OK;
 }
 
@@ -2648,7 +2704,7 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 			unlink(script);
 		return rc;
 	}
-	return after_submit(c, o, id, &d, follow, limit, stored ? script : NULL);
+	return after_submit(c, o, id, &d, follow, limit, script);
 }
 
 /* ------------------------------------------------------------------------ job, logs, result */
@@ -2763,6 +2819,7 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 	set_deadline(c, o->wait_timeout);
 	if ((rc = wait_done(c, id)) != ST_OK)
 		return wait_ended(c, rc, id, NULL);
+	c->has_deadline = 0; /* the job is done: its output is read in any case */
 	sink_init(&out, limit, c->json);
 	rc = copy_output(c, id, &out);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
@@ -3172,8 +3229,8 @@ static const struct subcmd subcmds[] = {
      "Submit CMD to a card's queue, print its output while it runs, then a summary line on\n"
      "stderr. One argument after -- is a complete shell program (quote it to keep pipes,\n"
      "redirects, assignments and &&); several are a command and its arguments, each quoted\n"
-     "for bash. With --json, wait silently and print {\"job\", \"output\",\n"
-     "\"output_truncated\"}.\n\n" H_STATUS "\noptions:\n" H_SUBMIT H_WAIT H_JSON H_HELP},
+     "for bash. With --json, wait silently and print one object: the job's record with\n"
+     "\"output\" and \"output_truncated\" added.\n\n" H_STATUS "\noptions:\n" H_SUBMIT H_WAIT H_JSON H_HELP},
     {"queue", cmd_queue, run_opts, 1,
      "queue [--device N] [--cwd D] [--timeout S] [--repeat N] [--env K=V]... -- CMD...",
      "Submit CMD to a card's queue and print job_id=... and other key=value lines (the\n"
@@ -3185,8 +3242,9 @@ static const struct subcmd subcmds[] = {
      "script from stdin and store it (0600) in TT_DEVICE_CLI_SCRIPT_DIR, else\n"
      "<dir of this program>/logs-v2/cli-scripts, else\n"
      "${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts; stored scripts older\n"
-     "than 7 days are removed, and so is this one if the submission fails. With --wait it\n"
-     "behaves like `run`.\n\noptions:\n" H_SUBMIT
+     "than 7 days are removed, and so is this one if the submission fails. It prints what\n"
+     "`queue` prints plus script_file=PATH (the file the job runs); with --wait it behaves\n"
+     "like `run`.\n\noptions:\n" H_SUBMIT
      "  --python P         the interpreter (default python3)\n"
      "  --python-arg A     an argument for the script (repeatable)\n"
      "  --wait             stream the output and exit with the job's status, like `run`\n" H_WAIT
@@ -3204,7 +3262,8 @@ static const struct subcmd subcmds[] = {
      "  --json             print the daemon's /logs answer for one chunk\n" H_HELP},
     {"result", cmd_result, result_opts, 0, "result ID [--wait-timeout S] [--output-limit B]",
      "Wait for the job to finish, print its output and a summary line on stderr, and exit\n"
-     "with its status. With --json print {\"job\", \"output\", \"output_truncated\"}.\n\n" H_STATUS
+     "with its status. With --json print one object: the job's record with \"output\" and\n"
+     "\"output_truncated\" added. --wait-timeout 0 asks once: a finished job is reported.\n\n" H_STATUS
      "\noptions:\n" H_WAIT H_JSON H_HELP},
     {"status", cmd_status, device_opts, 0, "status [--device N]",
      "Show every card (or card N): its state (healthy, resetting, dead), warnings, the\n"

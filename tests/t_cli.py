@@ -177,11 +177,14 @@ def test_run_output_limit_and_json():
     tap.eq(out, "z" * 7, "run: TT_DEVICE_RESULT_BYTES limits the output")
     rc, out, err = d.cli("--json", "run", "--output-limit", "4", "--", cmd)
     js = json.loads(out)
-    tap.eq((rc, js["output"], js["output_truncated"], js["job"]["exit_code"]),
-           (0, "zzzz", True, 0), "run --json: one object with the record and the cut output")
+    tap.eq((rc, js["output"], js["output_truncated"], js["exit_code"], js["status"]),
+           (0, "zzzz", True, 0, "done"),
+           "run --json: one flat object, the record's fields beside the cut output")
+    tap.ok("job" not in js and {"job_id", "device_id", "cmd", "elapsed"} <= set(js),
+           "run --json: the record is not nested (scripts read `jq .exit_code`)", js)
     rc, out, err = d.cli("run", "--json", "--", "echo j; exit 4")
     js = json.loads(out)
-    tap.eq((rc, js["output"], js["output_truncated"], HEX32.match(js["job"]["job_id"]) is not None),
+    tap.eq((rc, js["output"], js["output_truncated"], HEX32.match(js["job_id"]) is not None),
            (4, "j\n", False, True), "run --json (after the subcommand) exits with the status")
 
 
@@ -256,8 +259,8 @@ def test_queue_job_logs_result():
     tap.eq(json.loads(out)["content"], "lin", "logs --json prints the /logs answer")
     rc, out, err = d.cli("--json", "result", jid, "--output-limit", "3")
     js = json.loads(out)
-    tap.eq((rc, js["output"], js["output_truncated"]), (5, "lin", True),
-           "result --json --output-limit")
+    tap.eq((rc, js["output"], js["output_truncated"], js["job_id"], js["exit_code"]),
+           (5, "lin", True, jid, 5), "result --json --output-limit: one flat object")
     rc, out, err = d.cli("--json", "queue", "--device", "1", "--", "true")
     js = json.loads(out)
     tap.eq((rc, js["device_id"], js["status"]), (0, "1", "queued"), "queue --json")
@@ -279,8 +282,19 @@ def test_logs_follow_and_result_wait_timeout():
     rc, out, err = d.cli("logs", jid, "--follow", "--wait-timeout", "0.3")
     tap.eq(rc, 124, "logs --follow --wait-timeout: 124")
     tap.eq(d.job(jid)["status"], "running", "the job keeps running")
+    rc, out, err = d.cli("result", jid, "--wait-timeout", "0")
+    tap.ok(rc == 124 and "was running when last asked" in err,
+           "result --wait-timeout 0 of a running job: asks once, 124", (rc, err))
     open_gate(gate)
     tap.eq(d.wait_done(jid)["exit_code"], 0, "and finishes")
+    done = queue(d, "--", "echo finished; exit 6")
+    d.wait_done(done)
+    rc, out, err = d.cli("result", done, "--wait-timeout", "0")
+    tap.eq((rc, out), (6, "finished\n"),
+           "result --wait-timeout 0 of a done job: its output and its status")
+    rc, out, err = d.cli("--json", "result", done, "--wait-timeout", "0")
+    tap.eq((rc, json.loads(out)["exit_code"] if rc == 6 else out), (6, 6),
+           "result --json --wait-timeout 0 of a done job: its record")
 
 
 # ---------------------------------------------------------------- queue-python
@@ -307,10 +321,16 @@ def test_queue_python_stdin():
                "the script dir is created 0700")
     rc, out, err = d.cli("queue-python", "-", input=b"print('later')\n")
     jid = job_id_of(out)
-    tap.ok(rc == 0 and jid and re.search(r"^script=/", out, re.M),
-           "queue-python without --wait prints job_id= and script=", out)
+    m = re.search(r"^script_file=(/.*)$", out, re.M)
+    tap.ok(rc == 0 and jid and m and os.path.dirname(m.group(1)) == d.path("cli-scripts"),
+           "queue-python - without --wait prints job_id= and script_file= (the stored file)",
+           out)
     d.wait_done(jid)
     tap.eq(d.log_text(jid), "later\n", "the queued script ran")
+    rc, out, err = d.cli("--json", "queue-python", "--wait", "-", input=b"print('j')\n")
+    js = json.loads(out)
+    tap.eq((rc, js["output"], js["exit_code"], js["status"]), (0, "j\n", 0, "done"),
+           "queue-python --wait --json: one flat object like run's")
 
 
 def test_queue_python_failure_and_pruning():
@@ -342,6 +362,16 @@ def test_queue_python_file_and_args():
     job = last_recent(d, "1")
     tap.ok(os.path.realpath(script) in job["cmd"], "the script is used by its absolute path",
            job["cmd"])
+    rc, out, err = d.cli("queue-python", "s p.py")
+    tap.ok(rc == 0 and job_id_of(out) and
+           ("script_file=%s\n" % os.path.realpath(script)) in out,
+           "queue-python FILE prints script_file= with its absolute path", out)
+    d.wait_done(job_id_of(out))
+    rc, out, err = d.cli("--json", "queue-python", "s p.py")
+    js = json.loads(out)
+    tap.eq((rc, js["script_file"], js["status"]), (0, os.path.realpath(script), "queued"),
+           "queue-python --json: the answer with script_file")
+    d.wait_done(js["job_id"])
     rc, out, err = d.cli("queue-python", "--wait", "missing.py")
     tap.eq(rc, 2, "queue-python with a missing file: usage error")
 
@@ -716,11 +746,10 @@ def test_help_texts():
     rc, out, err = d.cli("result", jid, "--wait-timeout", "0.3")
     tap.ok(rc == 124 and "was running when last asked and is not stopped" in err,
            "result --wait-timeout of a running job: it was running, not stopped", err)
-    # --wait-timeout 0 asks nothing after the submission: the job may have started since,
-    # so the client must not claim it is still queued.
-    rc, out, err = d.cli("run", "--device", "0", "--wait-timeout", "0", "--", "true")
-    tap.ok(rc == 124 and "stays queued" not in err and "when last asked" in err,
-           "run --wait-timeout 0 on an idle card claims no more than it knows", err)
+    # --wait-timeout 0 asks once after the submission, and says what that answer said.
+    rc, out, err = d.cli("run", "--device", "1", "--wait-timeout", "0", "--", "echo r")
+    tap.ok(rc == 124 and "was queued when last asked and is not cancelled" in err,
+           "run --wait-timeout 0 behind a running job: asked once, it was queued", err)
     open_gate(gate)
     d.wait_done(jid)
     wait_until(lambda: d.dev("1")["current"] is None and not d.dev("1")["pending"], 20,
