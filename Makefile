@@ -51,13 +51,18 @@ json.o: json.c json.h
 sched.o: sched.c sched.h
 store.o: store.c store.h sched.h
 proc.o: proc.c proc.h json.h
-cli.o: cli.c cli.h json.h
+cli.o: cli.c cli.h json.h skill.inc
 static_shim.o: packaging/static_shim.c packaging/static_shim.h
 	$(CC) $(CFLAGS) -c -o $@ packaging/static_shim.c
 
-# health_check.py embedded so a copied binary keeps its default health check (SPEC 4)
+# files embedded in the executable as C array initializers, so a copied binary carries them:
+# health_check.py (its default health check) and the agent skill (`tt-device-queue skill`)
+EMBED = od -An -v -tx1 $< | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g' > $@.tmp && mv $@.tmp $@
+SKILL = skills/tt-device-queue/SKILL.md
 health_check.inc: health_check.py
-	od -An -v -tx1 $< | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g' > $@.tmp && mv $@.tmp $@
+	$(EMBED)
+skill.inc: $(SKILL)
+	$(EMBED)
 
 ttq.o: CFLAGS += -DTTQ_VERSION='"$(VERSION)"'
 
@@ -143,6 +148,7 @@ $(STATIC_DIR)/%.o: %.c $(HEADERS) | $(STATIC_DIR)
 $(STATIC_DIR)/static_shim.o: packaging/static_shim.c packaging/static_shim.h | $(STATIC_DIR)
 	$(CC) $(CFLAGS) -c -o $@ $<
 $(STATIC_DIR)/ttq.o: health_check.inc
+$(STATIC_DIR)/cli.o: skill.inc
 $(STATIC_DIR)/ttq.o: CFLAGS += -DTTQ_VERSION='"$(VERSION)"'
 
 $(STATIC_DIR):
@@ -199,7 +205,8 @@ fuzz: $(FUZZERS)
 	done
 
 clean:
-	rm -f $(BIN) $(OBJS) static_shim.o health_check.inc health_check.inc.tmp $(STATIC_BIN)
+	rm -f $(BIN) $(OBJS) static_shim.o health_check.inc health_check.inc.tmp skill.inc \
+		skill.inc.tmp $(STATIC_BIN)
 	rm -f build/link.*
 	rm -rf tests/bin $(STATIC_DIR)
 

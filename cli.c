@@ -126,6 +126,11 @@ enum {
 
 #define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
 
+/* skills/tt-device-queue/SKILL.md, built in so that a copied executable can teach an agent. */
+static const unsigned char embedded_skill[] = {
+#include "skill.inc"
+};
+
 static volatile sig_atomic_t interrupted; /* set by SIGINT; the only global mutable state */
 
 struct cli {
@@ -3221,6 +3226,7 @@ static const struct optspec no_opts[] = {{NULL, 0, 0}};
 
 static int cmd_help(struct cli *c, struct args *a, struct opts *o);
 static int cmd_serve(struct cli *c, struct args *a, struct opts *o);
+static int cmd_skill(struct cli *c, struct args *a, struct opts *o);
 
 static const struct subcmd subcmds[] = {
     {"run", cmd_run, run_opts, 1,
@@ -3279,6 +3285,12 @@ static const struct subcmd subcmds[] = {
      "and may interrupt its running job. Check `" PROG " status` for completion.\n\n"
      "options:\n"
      "  --device N         reset card N only\n" H_JSON H_HELP},
+    {"skill", cmd_skill, no_opts, 0, "skill",
+     "Print the agent skill built into this executable (SKILL.md, Agent Skills format):\n"
+     "how a coding agent uses the queue. Install it where the agent looks, e.g.\n"
+     "  mkdir -p ~/.agents/skills/tt-device-queue\n"
+     "  " PROG " skill > ~/.agents/skills/tt-device-queue/SKILL.md\n\n"
+     "options:\n" H_HELP},
     {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]",
      "Show the help of a subcommand, or the overview.\n"},
     {"serve", cmd_serve, no_opts, 0, "serve",
@@ -3313,6 +3325,7 @@ print_global_help(void)
 	    "  status        show every card's queue\n"
 	    "  kill          stop a running job or cancel a queued one\n"
 	    "  reset         schedule a card reset\n"
+	    "  skill         print the agent skill (SKILL.md) for coding agents\n"
 	    "  serve         run the daemon\n"
 	    "Each subcommand answers --help.\n\n"
 	    "global options (before the subcommand):\n"
@@ -3340,6 +3353,16 @@ cmd_help(struct cli *c, struct args *a, struct opts *o)
 	if ((s = find_subcmd(a->pos[0])) == NULL)
 		return usage_err(a->cmd, "unknown subcommand '%s'", a->pos[0]);
 	return print_help(s);
+}
+
+static int
+cmd_skill(struct cli *c, struct args *a, struct opts *o)
+{
+	(void)c;
+	(void)o;
+	if (a->npos > 0)
+		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[0]);
+	return out_write(embedded_skill, sizeof embedded_skill);
 }
 
 static int

@@ -13,6 +13,9 @@
 #    executable already in this folder (say a `make static` build copied here with this script).
 # 3. ~/.local/bin/tt-device-queue: a symlink to this folder's executable (--copy: a copy), and
 #    the same for the man page and the bash completion under ${XDG_DATA_HOME:-~/.local/share}.
+#    The agent skill the executable prints (`tt-device-queue skill`) is written to
+#    ~/.agents/skills/tt-device-queue/SKILL.md and ~/.claude/skills/tt-device-queue/SKILL.md,
+#    replacing the symlink the earlier Python service's install.sh left there.
 # 4. The systemd user unit tt-device-queue.service (written from the template below) is
 #    enabled and restarted; the daemon keeps its database and job output in this folder's
 #    logs-v2/. Where no user systemd answers (`systemctl --user show-environment` fails), it
@@ -38,24 +41,25 @@ log_dir=$here/logs-v2
 unit_marker="# Written by tt-device-queue's install.sh"
 watchdog_sec=60 # the daemon pings at half this; a loop stuck this long is restarted
 
-force=0 copy=0 build=1 tests=1 uninstall=0
+force=0 copy=0 build=1 tests=full uninstall=0
 
 usage() {
 	cat <<EOF
 usage: ./install.sh [--force] [--copy] [--no-test] [--no-build]
        ./install.sh --uninstall [--force]
 
-Install tt-device-queue for this user: build, test, put the CLI in ~/.local/bin and
-(re)start the systemd user service. Refuses while the queue has running or queued work.
+Install tt-device-queue for this user: build, run the tests, put the CLI in
+~/.local/bin and the agent skill in ~/.agents/skills and ~/.claude/skills, and (re)start
+the systemd user service. Refuses while the queue has running or queued work.
 
   --force      go on even when jobs are running or queued (running ones fail with
                exit -1 when the service restarts; queued ones are kept)
   --copy       copy the executable (and man page, completion) instead of symlinking
                them to this checkout
   --no-test    build but skip \`make test\`
-  --no-build   skip make and make test; install ./tt-device-queue as it is
-  --uninstall  stop and remove the service, the CLI, man page and completion;
-               logs-v2/ is never touched
+  --no-build   skip make and the tests; install ./tt-device-queue as it is
+  --uninstall  stop and remove the service, the CLI, man page, completion and agent
+               skill; logs-v2/ is never touched
   -h, --help   show this help
 
 The daemon checked for idleness is TT_DEVICE_URL (or TT_DEVICE_HOST/TT_DEVICE_PORT), as
@@ -73,8 +77,8 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--force) force=1 ;;
 	--copy) copy=1 ;;
-	--no-test) tests=0 ;;
-	--no-build) build=0 tests=0 ;;
+	--no-test) tests=none ;;
+	--no-build) build=0 tests=none ;;
 	--uninstall) uninstall=1 ;;
 	-h | --help)
 		usage
@@ -280,6 +284,30 @@ EOF
 	fi
 }
 
+# Where agents look for skills: the Agent Skills folder and Claude Code's.
+skill_dirs=("$HOME/.agents/skills/tt-device-queue" "$HOME/.claude/skills/tt-device-queue")
+
+# Write the executable's built-in skill as SKILL.md into each skill folder. A symlink there
+# (the earlier install linked its checkout's folder) is replaced, never written through.
+install_skill() {
+	local dir tmp
+	for dir in "${skill_dirs[@]}"; do
+		if [ -L "$dir" ]; then
+			say "replacing $dir (a link to $(readlink "$dir"), left by an earlier install)"
+			rm -f "$dir"
+		fi
+		mkdir -p "$dir"
+		tmp=$dir/SKILL.md.tmp.$$
+		if ! "$here/tt-device-queue" skill >"$tmp"; then
+			rm -f "$tmp"
+			die "$here/tt-device-queue skill failed; not installing the agent skill"
+		fi
+		chmod 644 "$tmp"
+		mv -f "$tmp" "$dir/SKILL.md"
+		say "installed $dir/SKILL.md (the agent skill)"
+	done
+}
+
 removed=0
 remove_path() {
 	if [ -L "$1" ] || [ -e "$1" ]; then
@@ -290,6 +318,7 @@ remove_path() {
 }
 
 do_uninstall() {
+	local dir
 	[ "$force" -eq 1 ] || check_idle
 	if [ -e "$unit_dest" ]; then
 		grep -qF "$unit_marker" "$unit_dest" ||
@@ -311,6 +340,14 @@ do_uninstall() {
 	fi
 	remove_path "$man_dest"
 	remove_path "$comp_dest"
+	for dir in "${skill_dirs[@]}"; do
+		if [ -L "$dir" ]; then
+			remove_path "$dir"
+		else
+			remove_path "$dir/SKILL.md"
+			rmdir "$dir" 2>/dev/null || true
+		fi
+	done
 	[ "$removed" -gt 0 ] || say "nothing was installed; nothing removed"
 	if [ "$daemon_answered" -eq 1 ] && ! have_user_systemd; then
 		say "a daemon started by hand still answers at $(daemon_url); stop it with kill PID"
@@ -323,8 +360,8 @@ do_install() {
 	if [ "$build" -eq 1 ]; then
 		say "building (make)"
 		(cd "$here" && make)
-		if [ "$tests" -eq 1 ]; then
-			say "running the tests (make test)"
+		if [ "$tests" = full ]; then
+			say "running the whole test suite (make test)"
 			(cd "$here" && make test)
 		fi
 	fi
@@ -340,6 +377,7 @@ do_install() {
 	if [ -f "$here/completions/tt-device-queue.bash" ]; then
 		place "$here/completions/tt-device-queue.bash" "$comp_dest" 644
 	fi
+	install_skill
 	case ":$PATH:" in
 	*":$bin_dir:"*) ;;
 	*) say "note: $bin_dir is not on your PATH; add it (e.g. in ~/.profile)" ;;

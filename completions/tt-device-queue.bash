@@ -32,7 +32,7 @@ _tt_device_queue_jobs() {
 
 _tt_device_queue() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local subcommands="run queue queue-python job logs result status kill reset serve"
+	local subcommands="run queue queue-python job logs result status kill reset skill serve"
 	local global="--host --port --client-id --json --help --version"
 	local submit="--device --cwd --timeout --repeat --env --json --help"
 	local i sub="" opts="" dashdash=0 words
@@ -79,7 +79,7 @@ _tt_device_queue() {
 	result) opts="--wait-timeout --output-limit --json --help" ;;
 	status) opts="--device --json --help" ;;
 	kill | reset) opts="--device --json --help" ;;
-	serve) opts="--help" ;;
+	serve | skill) opts="--help" ;;
 	*) return 0 ;;
 	esac
 

@@ -23,7 +23,7 @@ from ttqlib import BINARY, ROOT, Daemon, free_port, q, run_tests, tap, wait_unti
 
 FAKE_MAKE = """#!/bin/bash
 echo "make $PWD $*" >> %(calls)s
-if [ "$1" = test ] && [ -n "${FAKE_MAKE_TEST_FAILS:-}" ]; then echo 'tests failed' >&2; exit 1; fi
+case $1 in test | unit-test) [ -z "${FAKE_MAKE_TEST_FAILS:-}" ] || { echo 'tests failed' >&2; exit 1; } ;; esac
 exit 0
 """
 FAKE_SYSTEMCTL = """#!/bin/bash
@@ -216,10 +216,55 @@ def test_copy_mode_and_no_test():
     tap.ok(os.path.islink(c.cli), "without --copy the copy is replaced by a symlink")
 
 
+def test_agent_skill_installed_and_removed():
+    c = Checkout(systemd=False)
+    p = subprocess.run([os.path.join(c.co, "tt-device-queue"), "skill"], capture_output=True,
+                       timeout=10)
+    with open(os.path.join(ROOT, "skills", "tt-device-queue", "SKILL.md"), "rb") as f:
+        source = f.read()
+    tap.ok(p.returncode == 0 and p.stdout == source and
+           not os.path.exists(os.path.join(c.co, "skills")),
+           "a copied executable prints skills/tt-device-queue/SKILL.md (built in)")
+    head = source.decode().split("\n---\n")[0].split("\n")
+    fields = dict(line.split(": ", 1) for line in head[1:] if ": " in line)
+    tap.ok(head[0] == "---" and fields.get("name") == "tt-device-queue" and
+           "Use it whenever" in fields.get("description", ""),
+           "Agent Skills front matter: name, and a description saying when to use it", head)
+    # The earlier install linked ~/.agents/skills/tt-device-queue to its checkout's folder;
+    # a link to a folder since removed is left where a Claude Code skill would be.
+    old = os.path.join(c.tmp, "old-checkout", "skills", "tt-device-queue")
+    os.makedirs(old)
+    with open(os.path.join(old, "SKILL.md"), "w") as f:
+        f.write("old skill\n")
+    agents, claude = (c.h(x, "skills", "tt-device-queue") for x in (".agents", ".claude"))
+    for link, target in ((agents, old), (claude, os.path.join(c.tmp, "removed"))):
+        os.makedirs(os.path.dirname(link))
+        os.symlink(target, link)
+    rc, out = c.run("--no-build")
+    tap.eq(rc, 0, "install with the earlier install's skill links succeeds")
+    for d in (agents, claude):
+        f = os.path.join(d, "SKILL.md")
+        tap.ok(not os.path.islink(d) and os.path.isfile(f) and open(f, "rb").read() == source
+               and stat.S_IMODE(os.stat(f).st_mode) == 0o644,
+               "%s: the link replaced by a folder holding the skill" % os.path.relpath(d, c.home),
+               out)
+    tap.eq(open(os.path.join(old, "SKILL.md")).read(), "old skill\n",
+           "nothing written through the old link")
+    tap.ok("replacing" in out and "installed %s/SKILL.md" % agents in out,
+           "it says what it replaced and installed", out)
+    before = c.home_tree()
+    tap.eq((c.run("--no-build")[0], c.home_tree()), (0, before), "a second install: the same")
+    rc, out = c.run("--uninstall")
+    tap.ok(rc == 0 and not os.path.lexists(agents) and not os.path.lexists(claude),
+           "--uninstall removes the skill", out)
+    tap.ok(os.path.isdir(c.h(".agents", "skills")) and os.path.isdir(old),
+           "and nothing else (the skills folders, the old checkout)")
+
+
 def test_failed_tests_install_nothing():
     c = Checkout(systemd=False)
     rc, out = c.run(env={"FAKE_MAKE_TEST_FAILS": "1"})
-    tap.ok(rc != 0, "install.sh fails when make test fails", out)
+    tap.ok(rc != 0, "install.sh fails when the tests fail", out)
     tap.eq(c.home_tree(), {}, "and installs nothing")
     c2 = Checkout(systemd=False, with_binary=False)
     rc, out = c2.run("--no-build")
@@ -421,6 +466,7 @@ def cleanup_checkouts():
 
 
 run_tests(test_fallback_install_idempotent_and_manual_start, test_copy_mode_and_no_test,
+          test_agent_skill_installed_and_removed,
           test_failed_tests_install_nothing, test_refuses_while_busy, test_uninstall_keeps_logs,
           test_systemd_unit_with_fake_systemctl, test_completion, test_docs_and_lint,
           cleanup_checkouts)
