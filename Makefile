@@ -102,6 +102,10 @@ demo: $(BIN) tests/bin/test_json
 test: $(BIN) $(UNIT)
 	$(PROVE) --exec '' $(UNIT) $(ITESTS)
 
+# only the unit test binaries (seconds; what install.sh runs by default)
+unit-test: $(UNIT)
+	$(PROVE) --exec '' $(UNIT)
+
 # the same suite under AddressSanitizer and UndefinedBehaviorSanitizer, built in a copy of the
 # tree (build/asan-tree) so the normal build here is left alone; linked dynamically (LINK)
 ASAN_DIR   = build/asan-tree
@@ -210,4 +214,4 @@ clean:
 	rm -f build/link.*
 	rm -rf tests/bin $(STATIC_DIR)
 
-.PHONY: all test check asan clean fuzz stress demo bench static install uninstall lint
+.PHONY: all test unit-test check asan clean fuzz stress demo bench static install uninstall lint

@@ -2,15 +2,17 @@
 # install.sh - install tt-device-queue for this user on a lab host (SPEC 11; README section
 # "Operating on a lab host").
 #
-#   ./install.sh [--force] [--copy] [--no-test] [--no-build]
+#   ./install.sh [--force] [--copy] [--full-test | --no-test] [--no-build]
 #   ./install.sh --uninstall [--force]
 #
 # 1. Refuses while the daemon has work: a running job or reset, a queued job, a pending reset
 #    (--force goes on anyway). It asks the daemon the CLI would ask: TT_DEVICE_URL, else
 #    TT_DEVICE_HOST/TT_DEVICE_PORT, else those in the env file below, else 127.0.0.1:5741.
 #    No answer means nothing to wait for.
-# 2. make, then make test. --no-test skips the tests; --no-build skips both and installs the
-#    executable already in this folder (say a `make static` build copied here with this script).
+# 2. make, then the unit tests (make unit-test, seconds); --full-test runs the whole suite
+#    instead (make test, minutes). --no-test skips the tests; --no-build skips both and installs
+#    the executable already in this folder (say a `make static` build copied here with this
+#    script).
 # 3. ~/.local/bin/tt-device-queue: a symlink to this folder's executable (--copy: a copy), and
 #    the same for the man page and the bash completion under ${XDG_DATA_HOME:-~/.local/share}.
 #    The agent skill the executable prints (`tt-device-queue skill`) is written to
@@ -41,14 +43,14 @@ log_dir=$here/logs-v2
 unit_marker="# Written by tt-device-queue's install.sh"
 watchdog_sec=60 # the daemon pings at half this; a loop stuck this long is restarted
 
-force=0 copy=0 build=1 tests=full uninstall=0
+force=0 copy=0 build=1 tests=unit uninstall=0
 
 usage() {
 	cat <<EOF
-usage: ./install.sh [--force] [--copy] [--no-test] [--no-build]
+usage: ./install.sh [--force] [--copy] [--full-test | --no-test] [--no-build]
        ./install.sh --uninstall [--force]
 
-Install tt-device-queue for this user: build, run the tests, put the CLI in
+Install tt-device-queue for this user: build, run the unit tests, put the CLI in
 ~/.local/bin and the agent skill in ~/.agents/skills and ~/.claude/skills, and (re)start
 the systemd user service. Refuses while the queue has running or queued work.
 
@@ -56,7 +58,9 @@ the systemd user service. Refuses while the queue has running or queued work.
                exit -1 when the service restarts; queued ones are kept)
   --copy       copy the executable (and man page, completion) instead of symlinking
                them to this checkout
-  --no-test    build but skip \`make test\`
+  --full-test  run the whole suite (\`make test\`, minutes) instead of the unit tests
+               (\`make unit-test\`, seconds)
+  --no-test    build but run no tests
   --no-build   skip make and the tests; install ./tt-device-queue as it is
   --uninstall  stop and remove the service, the CLI, man page, completion and agent
                skill; logs-v2/ is never touched
@@ -77,6 +81,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--force) force=1 ;;
 	--copy) copy=1 ;;
+	--full-test) tests=full ;;
 	--no-test) tests=none ;;
 	--no-build) build=0 tests=none ;;
 	--uninstall) uninstall=1 ;;
@@ -360,7 +365,10 @@ do_install() {
 	if [ "$build" -eq 1 ]; then
 		say "building (make)"
 		(cd "$here" && make)
-		if [ "$tests" = full ]; then
+		if [ "$tests" = unit ]; then
+			say "running the unit tests (make unit-test; --full-test runs make test)"
+			(cd "$here" && make unit-test)
+		elif [ "$tests" = full ]; then
 			say "running the whole test suite (make test)"
 			(cd "$here" && make test)
 		fi

@@ -136,8 +136,8 @@ def test_fallback_install_idempotent_and_manual_start():
     c = Checkout(systemd=False)
     rc, out = c.run()
     tap.eq(rc, 0, "install without a user systemd succeeds")
-    tap.eq(c.calls("make"), ["make %s " % c.co, "make %s test" % c.co],
-           "it builds, then runs the tests, in the checkout")
+    tap.eq(c.calls("make"), ["make %s " % c.co, "make %s unit-test" % c.co],
+           "it builds, then runs the unit tests (not the integration suite), in the checkout")
     tap.ok("no user systemd answers" in out and "serve" in out and "setsid" in out,
            "it says there is no user systemd and how to start the daemon by hand", out)
     tap.eq(os.readlink(c.cli), os.path.join(c.co, "tt-device-queue"),
@@ -214,6 +214,26 @@ def test_copy_mode_and_no_test():
     rc, out = c.run("--no-build")
     tap.eq((rc, c.calls("make")), (0, ["make %s " % c.co]), "--no-build runs no make at all")
     tap.ok(os.path.islink(c.cli), "without --copy the copy is replaced by a symlink")
+
+
+def test_full_test_and_what_unit_test_runs():
+    c = Checkout(systemd=False)
+    rc, out = c.run("--full-test")
+    tap.eq((rc, c.calls("make")), (0, ["make %s " % c.co, "make %s test" % c.co]),
+           "--full-test runs the whole suite (make test)")
+    rc, out = c.run("--help")
+    tap.ok(rc == 0 and "--full-test" in out and "make unit-test" in out,
+           "--help tells both test modes apart", out)
+    # What the default runs, asked of the real Makefile without running anything.
+    p = subprocess.run(["make", "-n", "-C", ROOT, "unit-test"], capture_output=True,
+                       text=True, timeout=60)
+    words = p.stdout.split()
+    unit = sorted(os.path.basename(w) for w in words if w.startswith("tests/bin/test_"))
+    want = sorted(n[:-2] for n in os.listdir(os.path.join(ROOT, "tests"))
+                  if re.match(r"test_.*\.c$", n))
+    tap.ok(p.returncode == 0 and unit == want and not [w for w in words if w.endswith(".py")],
+           "make unit-test runs every unit test binary and no integration test",
+           p.stdout + p.stderr)
 
 
 def test_agent_skill_installed_and_removed():
@@ -466,7 +486,7 @@ def cleanup_checkouts():
 
 
 run_tests(test_fallback_install_idempotent_and_manual_start, test_copy_mode_and_no_test,
-          test_agent_skill_installed_and_removed,
+          test_full_test_and_what_unit_test_runs, test_agent_skill_installed_and_removed,
           test_failed_tests_install_nothing, test_refuses_while_busy, test_uninstall_keeps_logs,
           test_systemd_unit_with_fake_systemctl, test_completion, test_docs_and_lint,
           cleanup_checkouts)
