@@ -2760,18 +2760,19 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
 {
 	unsigned long long before, want;
 	struct sink out;
-	int hold = 0, rc, again;
+	int hold = 0, rc, again, asked;
 
 	sink_init(&out, ULLONG_MAX, 0);
-	for (;;) {
+	for (asked = 0;; asked = 1) {
 		before = lp->off;
 		want = left < LOG_CHUNK ? left : LOG_CHUNK;
-		if (follow && (hold = wait_budget(c)) < 0) {
+		if (follow && (hold = next_hold(c, asked)) < 0) {
 			rc = ST_TIMEOUT;
 			break;
 		}
 		c->waiting = follow;
 		rc = logs_chunk(c, id, lp, want, hold, &out);
+		c->ask_once = 0;
 		c->waiting = 0;
 		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
 			continue;

@@ -292,6 +292,8 @@ def test_logs_follow_and_result_wait_timeout():
     rc, out, err = d.cli("result", done, "--wait-timeout", "0")
     tap.eq((rc, out), (6, "finished\n"),
            "result --wait-timeout 0 of a done job: its output and its status")
+    rc, out, err = d.cli("logs", done, "--follow", "--wait-timeout", "0")
+    tap.eq((rc, out), (0, "finished\n"), "logs --follow --wait-timeout 0 of a done job: all of it")
     rc, out, err = d.cli("--json", "result", done, "--wait-timeout", "0")
     tap.eq((rc, json.loads(out)["exit_code"] if rc == 6 else out), (6, 6),
            "result --json --wait-timeout 0 of a done job: its record")
