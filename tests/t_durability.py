@@ -997,9 +997,29 @@ def build_old_db(d, version=2, state=("healthy", "test-boot-1"), epoch=3, stop="
         rows[2].update(status="done", exit_code=-2, elapsed=4.34, finished_at=t + 9.35,
                        stop_requested_at=t + 9.33, log_size=8, updated_at=t + 9.35)
         old_output(d, B, "started\n", {"job_id": B, "status": "done", "exit_code": -2})
+    # A crash leaves what was committed last in the -wal (no checkpoint at a close): the
+    # rows are written by a child that dies without closing; a clean stop checkpoints.
+    pid = os.fork() if stop == "crash" else 0
+    if pid:
+        _, st = os.waitpid(pid, 0)
+        assert st == 0 and os.path.getsize(db_path(d) + "-wal") > 0, "the crash left no -wal"
+        return
+    try:
+        con = write_old_db(d, rows, state, epoch, version, t)
+    except BaseException:
+        if stop == "crash":
+            os._exit(1)  # the child never goes on with the tests
+        raise
+    if stop == "crash":
+        os._exit(0)
+    con.close()  # the last close checkpoints the -wal, as a clean stop does
+
+
+def write_old_db(d, rows, state, epoch, version, t):
     con = sqlite3.connect(db_path(d))
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
     con.execute(OLD_JOBS)
     con.execute(OLD_STATE)
     con.executescript(OLD_INDEXES)
@@ -1013,7 +1033,7 @@ def build_old_db(d, version=2, state=("healthy", "test-boot-1"), epoch=3, stop="
                      "old reset failed" if dead else None, t + 1))
     con.execute("PRAGMA user_version = %d" % version)
     con.commit()
-    con.close()
+    return con
 
 
 def new_log_dir(d):
