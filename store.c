@@ -506,8 +506,8 @@ rebuild_jobs(struct store *st)
 		return -1;
 	for (i = 0; i < NELEM(job_columns); i++)
 		if (mask & (1UL << i))
-			len += (size_t)snprintf(cols + len, sizeof(cols) - len, "%s%s", len ? ", " : "",
-			                        job_columns[i]);
+			len += (size_t)snprintf(cols + len, sizeof(cols) - len, "%s%s",
+			                        len ? ", " : "", job_columns[i]);
 	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
 	if (exec_sql(st, "migrating jobs", "CREATE TABLE jobs_new " JOBS_TABLE_BODY) != 0 ||
 	    exec_sql(st, "migrating jobs", copy) != 0 ||

@@ -868,7 +868,7 @@ build_old(const char *name, int version, bool with_state)
 
 /* Every jobs column with its type, NOT NULL flag and default, in table order. */
 #define TABLE_SHAPE                                                                                \
-	"SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' || "                  \
+	"SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' || "                 \
 	"ifnull(dflt_value, '-'), ',') FROM pragma_table_info('jobs')"
 
 static void
