@@ -3497,12 +3497,17 @@ job_env(struct active *a, char **block)
 	return proc_build_env(environ, extra, (size_t)k);
 }
 
-/* The control commands' environment: the daemon's own plus the instance marker. */
+/*
+ * The control commands' environment: the daemon's own without TT_VISIBLE_DEVICES, plus the
+ * instance marker. tt-smi skips a card that variable hides and still exits 0, so a reset
+ * would silently do nothing; the controls name their card by its /dev number anyway.
+ */
 static char **
 control_env(void)
 {
+	static const char hidden[] = "TT_VISIBLE_DEVICES=";
 	static char **envp;
-	size_t n = 0;
+	size_t n = 0, k = 0;
 
 	if (envp)
 		return envp;
@@ -3511,8 +3516,10 @@ control_env(void)
 	envp = calloc(n + 2, sizeof(char *));
 	if (!envp)
 		return environ;
-	memcpy(envp, environ, sizeof(char *) * n);
-	envp[n] = instance_marker;
+	for (n = 0; environ[n]; n++)
+		if (strncmp(environ[n], hidden, sizeof(hidden) - 1) != 0)
+			envp[k++] = environ[n];
+	envp[k] = instance_marker;
 	return envp;
 }
 
