@@ -49,6 +49,7 @@ sched_init(struct sched *s, const int *devices, int n)
 		s->cards[k].state = CARD_HEALTHY;
 		s->cards[k].last_reset_at = NAN;
 		s->cards[k].dead_since = NAN;
+		s->cards[k].held_at = NAN;
 		k++;
 	}
 	s->ncards = k;
@@ -61,8 +62,12 @@ sched_free(struct sched *s)
 {
 	int i;
 
-	for (i = 0; i < s->ncards; i++)
+	for (i = 0; i < s->ncards; i++) {
 		free(s->cards[i].dead_reason);
+		free(s->cards[i].held_by);
+		free(s->cards[i].hold_reason);
+		free(s->cards[i].control_error);
+	}
 	free(s->cards);
 	memset(s, 0, sizeof(*s));
 }

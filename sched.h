@@ -64,6 +64,12 @@ struct card {
 	long long reset_epoch;
 	double last_reset_at, dead_since; /* NAN when not set */
 	char *dead_reason;   /* heap or NULL */
+	/* A maintenance hold (durable): nothing more starts on the card until it is released. */
+	bool held;
+	char *held_by;       /* heap or NULL: the client id that held it */
+	double held_at;      /* NAN when not held */
+	char *hold_reason;   /* heap or NULL */
+	char *control_error; /* heap or NULL: its last reset could not run a control command */
 	bool dirty;          /* durable fields changed since the last commit */
 	struct job *current; /* the running job or reset, or NULL */
 	struct job *head, *tail; /* queued jobs, FIFO */
@@ -89,7 +95,10 @@ enum reset_action { RESET_SCHEDULED = 0, RESET_JOINED, RESET_ALREADY_RESET, RESE
  */
 int sched_init(struct sched *s, const int *devices, int n);
 
-/* Release the card array and the cards' strings (not the jobs, which the caller owns). */
+/*
+ * Release the card array and the cards' heap strings (dead_reason, held_by, hold_reason,
+ * control_error; not the jobs, which the caller owns).
+ */
 void sched_free(struct sched *s);
 
 /* The card with this device number, or NULL when it is not configured. O(log n). */
