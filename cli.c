@@ -2882,6 +2882,17 @@ line_recent(const struct doc *d, int j, const struct palette *p)
 	       show_cmd(d, j, cmd, sizeof cmd));
 }
 
+/* The banner for a control command that could not run. */
+static void
+hold_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
+{
+	char why[4200] = "";
+
+	(void)id;
+	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
+		printf("  %s!! %s%s\n", p->red, why, p->off);
+}
+
 /* Banners for a dead card, a resetting card, or a pending reset. */
 static void
 card_banner(const struct doc *d, int dev, const char *id, const char *state,
@@ -2894,9 +2905,9 @@ card_banner(const struct doc *d, int dev, const char *id, const char *state,
 		doc_str(d, dev, "dead_reason", why, sizeof why);
 		printf("  %s!! card %s is DEAD since %s%s%s%s\n", p->red, id, since,
 		       why[0] ? ": " : "", why, p->off);
-		printf("  %s!! submissions to it are refused; it needs a host reboot or operator "
-		       "recovery%s\n",
-		       p->red, p->off);
+		printf("  %s!! submissions to it are refused; reboot the host, or run its recovery "
+		       "again: " PROG " reset --device %s%s\n",
+		       p->red, id, p->off);
 	} else if (strcmp(state, "resetting") == 0) {
 		printf("  %s!! card %s is resetting; its queue waits for the reset%s\n", p->yellow,
 		       id, p->off);
@@ -2927,6 +2938,7 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 		printf("  %s(reset epoch %lld)%s", p->dim, epoch, p->off);
 	putchar('\n');
 	card_banner(d, dev, id, state, p);
+	hold_banner(d, dev, id, p);
 	if (cur >= 0)
 		line_running(d, cur, p);
 	else
@@ -2960,6 +2972,8 @@ status_header(const struct doc *d, const struct palette *p)
 		printf("%s!! STORE DEGRADED: %s\n!! submissions are refused and no card starts new "
 		       "work until writes succeed again%s\n",
 		       p->red, text, p->off);
+	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0])
+		printf("%s!! configuration: %s%s\n", p->red, text, p->off);
 	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0])
 		printf("%snote: maintenance: %s%s\n", p->yellow, text, p->off);
 }
@@ -3217,7 +3231,9 @@ static const struct subcmd subcmds[] = {
     {"reset", cmd_reset, device_opts, 0, "reset [--device N] [ID]",
      "Schedule a card reset and return at once: card N, the card recorded on job ID, or\n"
      "every card when neither is given. Duplicate requests coalesce; a reset holds its queue\n"
-     "and may interrupt its running job. Check `" PROG " status` for completion.\n\n"
+     "and may interrupt its running job. Check `" PROG " status` for completion. A dead\n"
+     "card is reset only by --device N alone, which runs its whole recovery again (reset,\n"
+     "retries, health check, deep reset): healthy again, or dead with the new reason.\n\n"
      "options:\n"
      "  --device N         reset card N only\n" H_JSON H_HELP},
     {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]",
@@ -3253,7 +3269,8 @@ print_global_help(void)
 	    "  result ID     wait for a job, print its output, exit with its status\n"
 	    "  status        show every card's queue\n"
 	    "  kill          stop a running job or cancel a queued one\n"
-	    "  reset         schedule a card reset\n"
+	    "  reset         schedule a card reset (on a dead card: run its recovery again)\n"
+
 	    "  serve         run the daemon\n"
 	    "Each subcommand answers --help.\n\n"
 	    "global options (before the subcommand):\n"

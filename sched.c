@@ -169,11 +169,11 @@ enum sched_action
 sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 {
 	*out = NULL;
-	if (c->current || c->state == CARD_DEAD || !store_ok)
+	if (c->current || !store_ok)
 		return SCHED_IDLE;
 	if (c->reset_pending || c->state == CARD_RESETTING)
 		return SCHED_START_RESET;
-	if (!c->head)
+	if (c->state == CARD_DEAD || !c->head)
 		return SCHED_IDLE;
 	*out = c->head;
 	sched_unlink(s, c, c->head);
@@ -239,12 +239,12 @@ sched_queued_position(const struct card *c, const struct job *j)
 }
 
 enum reset_action
-sched_reset_request(struct card *c, long long job_epoch)
+sched_reset_request(struct card *c, long long job_epoch, bool revive)
 {
-	if (c->state == CARD_DEAD)
-		return RESET_DEAD;
 	if (c->reset_pending || c->state == CARD_RESETTING)
 		return RESET_JOINED;
+	if (c->state == CARD_DEAD && !revive)
+		return RESET_DEAD;
 	if (job_epoch >= 0 && job_epoch < c->reset_epoch)
 		return RESET_ALREADY_RESET;
 	c->reset_pending = true;

@@ -120,10 +120,11 @@ void sched_unlink(struct sched *s, struct card *c, struct job *j);
 void sched_requeue_front(struct sched *s, struct card *c, struct job *j);
 
 /*
- * Decide what card c starts now. A card starts only when nothing is current, it is not dead,
- * and the store is writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
- * caller creates the reset job); else the head job is unlinked and returned in *out
- * (SCHED_START_JOB). The caller makes the job current with sched_set_current(). SPEC 7.
+ * Decide what card c starts now. A card starts only when nothing is current and the store is
+ * writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
+ * caller creates the reset job), on a dead card too (its recovery asked for again); else a
+ * card that is not dead has its head job unlinked and returned in *out (SCHED_START_JOB).
+ * The caller makes the job current with sched_set_current().
  */
 enum sched_action sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out);
 
@@ -150,13 +151,14 @@ int sched_submit_position(const struct card *c);
 int sched_queued_position(const struct card *c, const struct job *j);
 
 /*
- * Apply a reset request to card c (SPEC 8). job_epoch is the reset_epoch recorded on the named
- * job for a job-based request, or -1 for a card request. Dead: RESET_DEAD. Pending or
- * resetting already: RESET_JOINED. job_epoch below the card's epoch: RESET_ALREADY_RESET.
- * Otherwise sets reset_pending (card becomes dirty) and returns RESET_SCHEDULED; the caller
- * stops the running job when preemption applies.
+ * Apply a reset request to card c. job_epoch is the reset_epoch recorded on the named job for
+ * a job-based request, or -1 for a card request. revive: the request names this one card
+ * alone, which is how an operator runs a dead card's recovery again. Pending or resetting
+ * already: RESET_JOINED. Dead without revive: RESET_DEAD. job_epoch below the card's epoch:
+ * RESET_ALREADY_RESET. Otherwise sets reset_pending (card becomes dirty) and returns
+ * RESET_SCHEDULED; the caller stops the running job when preemption applies.
  */
-enum reset_action sched_reset_request(struct card *c, long long job_epoch);
+enum reset_action sched_reset_request(struct card *c, long long job_epoch, bool revive);
 
 /* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
 const char *sched_status_name(int status);

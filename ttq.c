@@ -36,6 +36,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -673,6 +674,7 @@ struct active {
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
 	int rs_step, rs_attempt;
 	bool rs_deep_done;
+	bool rs_was_dead; /* the recovery of a dead card, asked for again */
 	double rs_step_deadline_len;
 };
 
@@ -749,6 +751,7 @@ static struct {
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
+	char control_warning[1024]; /* a control command's program is missing (check_controls) */
 	struct timer store_retry, retention, shutdown_deadline, linger;
 	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
@@ -2672,6 +2675,7 @@ render_card(struct json_w *w, struct card *card, double now)
 	w_time(w, "last_reset_at", card->last_reset_at);
 	w_time(w, "dead_since", card->dead_since);
 	w_str(w, "dead_reason", card->dead_reason);
+	w_str(w, "control_error", card->control_error);
 	json_w_key(w, "current");
 	if (card->current)
 		render_summary(w, card->current, now, NAN);
@@ -2719,6 +2723,7 @@ handle_status(struct conn *c, const struct http_request *req)
 	w_num(&w, "heartbeat_age_sec", mono_now - D.heartbeat_mono);
 	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
 	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
+	w_str(&w, "control_warning", D.control_warning[0] ? D.control_warning : NULL);
 	json_w_obj_end(&w);
 	w_int(&w, "queued_total", D.sched.queued_total);
 	w_int(&w, "max_queued_jobs", cfg.max_queued);
@@ -3978,6 +3983,8 @@ control_command(const char *tmpl, int device, bool append_device)
 
 static int write_health_script(void);
 
+#define DEFAULT_PYTHON "~/tenstorrent/.venv/bin/python3" /* the default health check's */
+
 static const char *
 health_template(void)
 {
@@ -3989,18 +3996,128 @@ health_template(void)
 	    access(D.health_check_path, F_OK) != 0) /* none beside us, and the disk refused it */
 		D.health_script_written = write_health_script() == 0;
 	if (!def)
-		def = xasprintf("~/tenstorrent/.venv/bin/python3 '%s' {device}", D.health_check_path);
+		def = xasprintf(DEFAULT_PYTHON " '%s' {device}", D.health_check_path);
 	return def;
 }
+
+/* The variable that configures the command of a reset step. */
+static const char *
+step_variable(int step)
+{
+	return step == RS_RESET ? "TT_DEVICE_RESET_CMD"
+	       : step == RS_DEEP ? "TT_DEVICE_DEEP_RESET_CMD"
+				 : "TT_DEVICE_HEALTH_CHECK_CMD";
+}
+
+/* A shell word NAME=value. */
+static bool
+is_assignment(const char *w)
+{
+	size_t k = 0;
+
+	if (!isalpha((unsigned char)w[0]) && w[0] != '_')
+		return false;
+	while (isalnum((unsigned char)w[k]) || w[k] == '_')
+		k++;
+	return w[k] == '=';
+}
+
+/*
+ * Why the program of control command tmpl cannot run ("... does not exist"), written into
+ * out, or NULL when it can, or when the text cannot be judged without running a shell
+ * (expansions, quoting, a shell word). The program is the first word after any NAME=value
+ * assignments: a path (a leading ~/ is $HOME, as bash expands it) or a name looked up in PATH.
+ */
+static const char *
+program_missing(const char *tmpl, char *out, size_t cap)
+{
+	static const char shell_words[] = " ! . : [[ { ( case cd command eval exec exit export for "
+					  "function if select set source time trap unset until while ";
+	char word[PATH_MAX], path[PATH_MAX * 2], pad[PATH_MAX + 2];
+	const char *p = tmpl, *home = getenv("HOME"), *dirs = getenv("PATH"), *end;
+	size_t n;
+
+	for (;;) {
+		p += strspn(p, " \t");
+		n = strcspn(p, " \t\n");
+		if (n == 0 || n >= sizeof(word))
+			return NULL;
+		memcpy(word, p, n);
+		word[n] = '\0';
+		if (!is_assignment(word))
+			break;
+		p += n; /* an assignment for the command that follows */
+	}
+	snprintf(pad, sizeof(pad), " %s ", word);
+	if (strpbrk(word, "$`\\\"'*?[]<>|&;(){}") || strstr(shell_words, pad))
+		return NULL;
+	if (strncmp(word, "~/", 2) == 0 && home)
+		snprintf(path, sizeof(path), "%s%s", home, word + 1);
+	else if (word[0] == '~')
+		return NULL;
+	else
+		snprintf(path, sizeof(path), "%s", word);
+	if (strchr(word, '/')) {
+		if (access(path, X_OK) == 0)
+			return NULL;
+		snprintf(out, cap, "%s %s", word, errno == EACCES ? "is not executable" : "does not exist");
+		return out;
+	}
+	for (; dirs && *dirs; dirs = *end ? end + 1 : end) {
+		end = dirs + strcspn(dirs, ":");
+		snprintf(path, sizeof(path), "%.*s/%s", (int)(end - dirs), end > dirs ? dirs : ".", word);
+		if (access(path, X_OK) == 0)
+			return NULL;
+	}
+	snprintf(out, cap, "%s is not found in PATH", word);
+	return out;
+}
+
+/*
+ * Check that every configured control command's program exists, into D.control_warning
+ * (empty when all do); at start-up also log each problem. A reset that could not run its
+ * command only fails with a configuration error; this says so before the first reset needs it.
+ */
+static void
+check_controls(bool log)
+{
+	const char *tmpl[3] = {cfg.reset_cmd, cfg.health_cmd ? cfg.health_cmd : DEFAULT_PYTHON,
+			       cfg.deep_reset_cmd};
+	static const int steps[3] = {RS_RESET, RS_HEALTH, RS_DEEP};
+	char why[PATH_MAX + 64];
+	size_t len = 0;
+	int i;
+
+	D.control_warning[0] = '\0';
+	for (i = 0; i < 3; i++) {
+		if (!tmpl[i][0] || !program_missing(tmpl[i], why, sizeof(why)))
+			continue;
+		if (log)
+			logmsg("tt-device-queue: WARNING: %s: %s; resets will fail with a configuration "
+			       "error until it does", step_variable(steps[i]), why);
+		len += (size_t)snprintf(D.control_warning + len, sizeof(D.control_warning) - len,
+					"%s%s: %s", len ? "; " : "", step_variable(steps[i]), why);
+		if (len >= sizeof(D.control_warning))
+			break;
+	}
+}
+
+/* The command of a reset step as the operator configured it ({device} not yet replaced). */
+static const char *
+step_template(int step)
+{
+	return step == RS_RESET ? cfg.reset_cmd : step == RS_DEEP ? cfg.deep_reset_cmd
+								   : health_template();
+}
+
+static void reset_unrunnable(struct active *a, const char *why);
 
 static void
 reset_run(struct active *a, int step)
 {
-	const char *tmpl = step == RS_RESET ? cfg.reset_cmd
-			   : step == RS_DEEP ? cfg.deep_reset_cmd
-					     : health_template();
-	char *cmd = control_command(tmpl, a->job.device, step != RS_HEALTH), err[512];
+	char *cmd = control_command(step_template(step), a->job.device, step != RS_HEALTH), err[512];
 	char *argv[] = {"/bin/bash", "-c", cmd, NULL};
+	char why[600];
 
 	a->rs_step = step;
 	if (ensure_log(a) == 0)
@@ -4010,7 +4127,8 @@ reset_run(struct active *a, int step)
 		a->pid = 0;
 		a->wstatus = 127 << 8;
 		free(cmd);
-		reset_step_done(a, 127);
+		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
+		reset_unrunnable(a, why);
 		return;
 	}
 	timer_set(&a->deadline, mono_now + cfg.health_cmd_timeout);
@@ -4040,25 +4158,30 @@ reset_finish(struct active *a, bool ok)
 	char msg[512];
 
 	c->reset_pending = false;
+	check_controls(false);
 	if (ok) {
 		c->state = CARD_HEALTHY;
 		c->reset_epoch++;
 		c->last_reset_at = clock_wall();
+		c->dead_since = NAN;
+		free(c->dead_reason);
+		free(c->control_error);
+		c->dead_reason = c->control_error = NULL;
 		snprintf(msg, sizeof(msg), PROC_MARKER " card %d is healthy (reset epoch %lld)\n",
 			 c->device, c->reset_epoch);
 		reset_count[card_index(c)][0]++;
 		card_dirty(c);
 		job_finish(a, 0, NULL, msg);
-		logmsg("tt-device-queue: reset of card %d succeeded: healthy, reset epoch %lld", c->device,
-		       c->reset_epoch);
+		logmsg("tt-device-queue: reset of card %d succeeded: %shealthy, reset epoch %lld",
+		       c->device, a->rs_was_dead ? "the dead card is " : "", c->reset_epoch);
 		return;
 	}
 	c->state = CARD_DEAD;
 	c->dead_since = clock_wall();
 	free(c->dead_reason);
-	c->dead_reason = xasprintf("Reset and health verification failed; card %d needs a host reboot "
-				   "or operator recovery",
-				   c->device);
+	c->dead_reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
+				   "reboot or operator recovery (reset --device %d runs it again)",
+				   a->rs_was_dead ? " again" : "", c->device, c->device);
 	snprintf(msg, sizeof(msg), PROC_MARKER " %s\n", c->dead_reason);
 	reset_count[card_index(c)][1]++;
 	card_dirty(c);
@@ -4066,6 +4189,39 @@ reset_finish(struct active *a, bool ok)
 	logmsg("tt-device-queue: reset of card %d failed", c->device);
 	logmsg("tt-device-queue: card %d is dead: %s", c->device, c->dead_reason);
 	card_fail_queue(c);
+}
+
+/*
+ * A control command that could not be run at all is a configuration error, not a card
+ * failure: marking the card dead would take a working card out of service for a typo in its
+ * command. The reset job fails naming the command and why; the card goes back to what it was
+ * (serving; a dead card stays dead) and carries the error in status and /metrics until one
+ * of its resets succeeds.
+ */
+static void
+reset_unrunnable(struct active *a, const char *why)
+{
+	struct card *c = a->card;
+	char *cmd = control_command(step_template(a->rs_step), c->device, a->rs_step != RS_HEALTH);
+	char *trailer;
+
+	timer_stop(&a->deadline);
+	free(c->control_error);
+	c->control_error = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was "
+				     "not reset and %s", step_variable(a->rs_step), why, cmd, c->device,
+				     a->rs_was_dead ? "stays dead" : "stays in service");
+	free(cmd);
+	c->reset_pending = false;
+	c->state = a->rs_was_dead ? CARD_DEAD : CARD_HEALTHY;
+	reset_count[card_index(c)][1]++;
+	card_dirty(c);
+	check_controls(false);
+	trailer = xasprintf(PROC_MARKER " %s\n", c->control_error);
+	job_finish(a, 1, c->control_error, trailer);
+	free(trailer);
+	logmsg("tt-device-queue: reset of card %d failed: %s", c->device, c->control_error);
+	if (a->rs_was_dead)
+		card_fail_queue(c); /* what was queued during the attempt: it stays dead */
 }
 
 /* One control command of the reset procedure ended (SPEC 8). */
@@ -4081,6 +4237,10 @@ reset_step_done(struct active *a, int code)
 		return;
 	}
 	capfile_marker(&a->log, "exit status %d", code);
+	if (code == 127 || code == 126) { /* bash: command not found / not executable */
+		reset_unrunnable(a, code == 127 ? "exit 127: not found" : "exit 126: not executable");
+		return;
+	}
 	if (a->rs_step == RS_RESET && code == 0)
 		reset_run(a, RS_HEALTH);
 	else if (a->rs_step == RS_HEALTH && code == 0)
@@ -4117,22 +4277,30 @@ reset_start(struct card *c)
 	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
 	a->job.submitted_at = clock_wall();
 	a->rs_attempt = 1;
+	a->rs_was_dead = c->state == CARD_DEAD;
 	c->state = CARD_RESETTING;
 	card_dirty(c);
 	index_add(a);
 	job_start(a);
-	logmsg("tt-device-queue: reset of card %d started", c->device);
+	logmsg("tt-device-queue: reset of card %d started%s", c->device,
+	       a->rs_was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
 static const char *
-reset_hint(enum reset_action act, int device)
+reset_hint(enum reset_action act, const struct card *c)
 {
-	static char hint[256];
+	static char hint[512];
+	int device = c->device;
 
 	switch (act) {
 	case RESET_SCHEDULED:
-		snprintf(hint, sizeof(hint), "Reset of card %d scheduled; GET /status shows progress and "
-					     "the reset job's log the details", device);
+		if (c->state == CARD_DEAD)
+			snprintf(hint, sizeof(hint), "Card %d is dead: its whole recovery runs again "
+				 "(reset, retries, health check, deep reset); GET /status shows whether "
+				 "it comes back", device);
+		else
+			snprintf(hint, sizeof(hint), "Reset of card %d scheduled; GET /status shows "
+				 "progress and the reset job's log the details", device);
 		break;
 	case RESET_JOINED:
 		snprintf(hint, sizeof(hint), "A reset of card %d is already pending or running; this "
@@ -4142,8 +4310,9 @@ reset_hint(enum reset_action act, int device)
 		snprintf(hint, sizeof(hint), "Card %d was reset after that job ran; nothing to do", device);
 		break;
 	default:
-		snprintf(hint, sizeof(hint), "Card %d is dead: it needs a host reboot or operator "
-					     "recovery", device);
+		snprintf(hint, sizeof(hint), "Card %d is dead and was left alone: reset it by itself "
+			 "(reset --device %d, {\"device_id\": %d}) to run its recovery again, or reboot "
+			 "the host", device, device, device);
 	}
 	return hint;
 }
@@ -4166,9 +4335,9 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 	w_str(w, "action", sched_reset_action_name(act));
 	w_str(w, "device_state", sched_state_name(c->state));
 	w_int(w, "reset_epoch", c->reset_epoch);
-	w_str(w, "hint", reset_hint(act, c->device));
+	w_str(w, "hint", reset_hint(act, c));
 	if (act == RESET_DEAD)
-		w_str(w, "error", reset_hint(act, c->device));
+		w_str(w, "error", reset_hint(act, c));
 	json_w_obj_end(w);
 }
 
@@ -4241,7 +4410,8 @@ handle_reset(struct conn *c, const char *body, size_t len)
 
 		if (card && k != card)
 			continue;
-		act[i] = sched_reset_request(k, jcard ? epoch : -1);
+		/* Only a request naming this card alone runs a dead card's recovery again. */
+		act[i] = sched_reset_request(k, jcard ? epoch : -1, card && !jcard);
 		if (act[i] == RESET_SCHEDULED) {
 			card_dirty(k);
 			n++;
@@ -4258,7 +4428,7 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	w = body_begin();
 	if (card) {
 		reset_request_card(card, act[card_index(card)], jcard ? id : NULL, &w, !jcard);
-		respond_json(c, card->state == CARD_DEAD ? 503 : 200, &body_buf, NULL);
+		respond_json(c, act[card_index(card)] == RESET_DEAD ? 503 : 200, &body_buf, NULL);
 		return;
 	}
 	json_w_obj(&w);
@@ -4295,6 +4465,12 @@ handle_metrics(struct conn *c)
 			json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
 					D.sched.cards[i].device, sched_state_name(k),
 					D.sched.cards[i].state == k);
+	json_buf_printf(b, "# HELP ttq_control_error 1 while the card's last reset could not run a "
+			   "control command (a configuration error), until a reset succeeds.\n"
+			   "# TYPE ttq_control_error gauge\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		json_buf_printf(b, "ttq_control_error{device=\"%d\"} %d\n", D.sched.cards[i].device,
+				D.sched.cards[i].control_error != NULL);
 	json_buf_printf(b, "# HELP ttq_running_job_age_seconds Age of the running job or reset (0 when idle).\n"
 			   "# TYPE ttq_running_job_age_seconds gauge\n");
 	for (i = 0; i < D.sched.ncards; i++) {
@@ -4925,6 +5101,8 @@ card_row_cb(void *ctx, struct store_card *c)
 	if (r->n >= MAX_CARDS) {
 		free(c->dead_reason);
 		free(c->boot_id);
+		free(c->held_by);
+		free(c->hold_reason);
 		return 0;
 	}
 	r->rows[r->n++] = *c;
@@ -4991,6 +5169,8 @@ setup_cards(void)
 			apply_card_row(c, &rows.rows[i]);
 		free(rows.rows[i].dead_reason);
 		free(rows.rows[i].boot_id);
+		free(rows.rows[i].held_by);
+		free(rows.rows[i].hold_reason);
 	}
 	for (i = 0; i < D.sched.ncards; i++)
 		card_dirty(&D.sched.cards[i]); /* rows for new cards, and this boot's id */
@@ -5681,6 +5861,7 @@ serve_main(int argc, char **argv)
 	}
 	if (opened == 0)
 		start_from_store();
+	check_controls(true);
 	raise_fd_limit();
 	open_listener();
 	serving_status(status, sizeof(status));

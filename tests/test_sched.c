@@ -114,20 +114,29 @@ test_resets(void)
 	sched_init(&s, ids, 1);
 	c = &s.cards[0];
 	sched_enqueue(&s, c, &jobs[0]);
-	ok(sched_reset_request(c, -1) == RESET_SCHEDULED && c->reset_pending && c->dirty,
+	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED && c->reset_pending && c->dirty,
 	   "card request schedules and is durable (dirty)");
-	ok(sched_reset_request(c, -1) == RESET_JOINED, "second request joins");
+	ok(sched_reset_request(c, -1, true) == RESET_JOINED, "second request joins");
 	is_int(sched_submit_position(c), 2, "a pending reset counts before a new job");
 	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET, "pending reset goes before the queue");
 	c->reset_pending = false;
 	c->reset_epoch = 1;
-	ok(sched_reset_request(c, 0) == RESET_ALREADY_RESET, "job from epoch 0 after a reset");
+	ok(sched_reset_request(c, 0, false) == RESET_ALREADY_RESET, "job from epoch 0 after a reset");
 	ok(!c->reset_pending, "already_reset runs nothing");
-	ok(sched_reset_request(c, 1) == RESET_SCHEDULED, "job from the current epoch schedules");
+	ok(sched_reset_request(c, 1, false) == RESET_SCHEDULED, "job from the current epoch schedules");
 	c->reset_pending = false;
 	c->state = CARD_DEAD;
-	ok(sched_reset_request(c, -1) == RESET_DEAD, "dead card refuses");
-	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "dead card never dispatches");
+	ok(sched_reset_request(c, -1, false) == RESET_DEAD && !c->reset_pending,
+	   "an all-card request leaves a dead card alone");
+	ok(sched_reset_request(c, 2, false) == RESET_DEAD && !c->reset_pending,
+	   "a job-based request leaves a dead card alone");
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE && !out, "a dead card starts no job");
+	c->dirty = false;
+	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED && c->reset_pending && c->dirty,
+	   "a request for the dead card alone schedules its recovery (durably)");
+	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET && !out,
+	   "the dead card's recovery starts");
+	ok(sched_reset_request(c, -1, true) == RESET_JOINED, "a second one joins it");
 	is_str(sched_reset_action_name(RESET_ALREADY_RESET), "already_reset", "action names");
 	is_str(sched_state_name(CARD_RESETTING), "resetting", "state names");
 	sched_free(&s);
