@@ -169,7 +169,8 @@ enum sched_action
 sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 {
 	*out = NULL;
-	if (c->current || !store_ok)
+	/* A hold stops resets too: the operator is working on the card. */
+	if (c->current || c->held || !store_ok)
 		return SCHED_IDLE;
 	if (c->reset_pending || c->state == CARD_RESETTING)
 		return SCHED_START_RESET;

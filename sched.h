@@ -120,8 +120,8 @@ void sched_unlink(struct sched *s, struct card *c, struct job *j);
 void sched_requeue_front(struct sched *s, struct card *c, struct job *j);
 
 /*
- * Decide what card c starts now. A card starts only when nothing is current and the store is
- * writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
+ * Decide what card c starts now. A card starts only when nothing is current, it is not held,
+ * and the store is writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
  * caller creates the reset job), on a dead card too (its recovery asked for again); else a
  * card that is not dead has its head job unlinked and returned in *out (SCHED_START_JOB).
  * The caller makes the job current with sched_set_current().

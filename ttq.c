@@ -94,6 +94,7 @@
 #define MAX_ENV_BYTES (256 * 1024)
 #define MAX_EXEC_STRING (32 * 4096) /* MAX_ARG_STRLEN: exec refuses a longer argv or env string */
 #define MAX_CLIENT_ID 128
+#define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
 #define DRAIN_BUDGET (1024 * 1024)
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
 
@@ -2675,6 +2676,10 @@ render_card(struct json_w *w, struct card *card, double now)
 	w_time(w, "last_reset_at", card->last_reset_at);
 	w_time(w, "dead_since", card->dead_since);
 	w_str(w, "dead_reason", card->dead_reason);
+	w_bool(w, "held", card->held);
+	w_str(w, "held_by", card->held ? card->held_by : NULL);
+	w_time(w, "held_at", card->held ? card->held_at : NAN);
+	w_str(w, "hold_reason", card->held ? card->hold_reason : NULL);
 	w_str(w, "control_error", card->control_error);
 	json_w_key(w, "current");
 	if (card->current)
@@ -2870,6 +2875,7 @@ respond_405(struct conn *c, const char *allow)
 }
 
 static void handle_reset(struct conn *c, const char *body, size_t len);
+static void handle_hold(struct conn *c, const char *body, size_t len, bool hold);
 static void handle_metrics(struct conn *c);
 
 /* Route one complete request (SPEC 5: paths, methods, trailing '/'). */
@@ -2883,7 +2889,8 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 
 	if (n > 1 && p[n - 1] == '/')
 		n--;
-	if (path_is(p, n, "/queue") || path_is(p, n, "/kill") || path_is(p, n, "/reset"))
+	if (path_is(p, n, "/queue") || path_is(p, n, "/kill") || path_is(p, n, "/reset") ||
+	    path_is(p, n, "/hold") || path_is(p, n, "/release"))
 		allow = "POST", post = true;
 	else if (!path_is(p, n, "/status") && !path_is(p, n, "/metrics") &&
 		 !((n > 5 && memcmp(p, "/job/", 5) == 0) || (n > 8 && memcmp(p, "/result/", 8) == 0) ||
@@ -2912,6 +2919,8 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 		handle_kill(c, body, body_len);
 	else if (path_is(p, n, "/reset"))
 		handle_reset(c, body, body_len);
+	else if (path_is(p, n, "/hold") || path_is(p, n, "/release"))
+		handle_hold(c, body, body_len, p[1] == 'h');
 	else if (path_is(p, n, "/status"))
 		handle_status(c, req);
 	else if (path_is(p, n, "/metrics"))
@@ -4291,6 +4300,7 @@ reset_hint(enum reset_action act, const struct card *c)
 {
 	static char hint[512];
 	int device = c->device;
+	size_t n;
 
 	switch (act) {
 	case RESET_SCHEDULED:
@@ -4314,6 +4324,10 @@ reset_hint(enum reset_action act, const struct card *c)
 			 "(reset --device %d, {\"device_id\": %d}) to run its recovery again, or reboot "
 			 "the host", device, device, device);
 	}
+	n = strlen(hint);
+	if (c->held && (act == RESET_SCHEDULED || act == RESET_JOINED))
+		snprintf(hint + n, sizeof(hint) - n, "; the card is held: the reset runs once it is "
+			 "released");
 	return hint;
 }
 
@@ -4327,7 +4341,8 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 {
 	struct job *cur = c->current;
 
-	if ((act == RESET_SCHEDULED || act == RESET_JOINED) && cfg.reset_preempts && cur &&
+	/* A held card's reset waits for the release: its running job is let finish. */
+	if ((act == RESET_SCHEDULED || act == RESET_JOINED) && cfg.reset_preempts && !c->held && cur &&
 	    cur->mode == JOB_MODE_RUN && (preempt_any || (job_id && strcmp(cur->id, job_id) == 0)))
 		job_stop(active_of(cur), STOP_PREEMPT);
 	json_w_obj(w);
@@ -4441,6 +4456,123 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	respond_json(c, 200, &body_buf, NULL);
 }
 
+/* A card's hold fields, to put back when the change cannot be committed. */
+struct hold {
+	bool held;
+	char *by, *reason;
+	double at;
+};
+
+/* Swap card's hold with h (the strings change owner). */
+static void
+hold_swap(struct card *card, struct hold *h)
+{
+	struct hold old = {card->held, card->held_by, card->hold_reason, card->held_at};
+
+	card->held = h->held;
+	card->held_by = h->by;
+	card->hold_reason = h->reason;
+	card->held_at = h->at;
+	*h = old;
+	card_dirty(card);
+}
+
+/*
+ * The optional string fields of POST /hold and /release (reason NULL: not taken); answers 400
+ * and returns -1 when one is bad.
+ */
+static int
+hold_fields(struct conn *c, const char *body, char **by, char **reason)
+{
+	const char *bad = NULL;
+
+	if (str_field(c, body, "client_id", MAX_CLIENT_ID, by) < 0 ||
+	    (reason && str_field(c, body, "reason", MAX_HOLD_REASON, reason) < 0))
+		return -1;
+	/* both are printed by `status` and in the log: no forged lines, no escapes */
+	if (*by && has_control(*by))
+		bad = "client_id";
+	else if (reason && *reason && has_control(*reason))
+		bad = "reason";
+	if (bad) {
+		respond_error(c, 400, "%s must not contain control characters", bad);
+		return -1;
+	}
+	return 0;
+}
+
+/* The answer of /hold and /release: the card's hold as it is now, and what the request did. */
+static void
+respond_hold(struct conn *c, const struct card *card, const char *action)
+{
+	struct json_w w = body_begin();
+
+	json_w_obj(&w);
+	w_device(&w, card->device);
+	w_str(&w, "action", action);
+	w_str(&w, "device_state", sched_state_name(card->state));
+	w_bool(&w, "held", card->held);
+	w_str(&w, "held_by", card->held_by);
+	w_time(&w, "held_at", card->held_at);
+	w_str(&w, "hold_reason", card->hold_reason);
+	json_w_obj_end(&w);
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+/*
+ * POST /hold {"device_id", "reason", "client_id"} and POST /release {"device_id"}: a held card
+ * lets its running job finish and starts nothing more (sched_next) until it is released,
+ * while its queue keeps taking jobs; maintenance needs no reset and no stopped service. The
+ * change is on disk before the answer. Holding a held card keeps the first hold.
+ */
+static void
+handle_hold(struct conn *c, const char *body, size_t len, bool hold)
+{
+	char *by = NULL, *reason = NULL;
+	struct card *card;
+	struct hold h = {0};
+	bool was;
+	int i;
+
+	if (parse_body(c, body, len) < 0)
+		return;
+	if (D.shutting_down) {
+		respond_refused(c, NULL, "The service is shutting down");
+		return;
+	}
+	if ((i = field(body, "device_id")) < 0) {
+		respond_error(c, 400, "device_id is required: the card to %s", hold ? "hold" : "release");
+		return;
+	}
+	if (!(card = card_from_field(c, body, i)) ||
+	    hold_fields(c, body, &by, hold ? &reason : NULL) < 0)
+		goto out;
+	was = card->held;
+	if (was != hold) {
+		h = (struct hold){hold, hold ? (by ? by : xstrdup("anon")) : NULL, reason,
+				  hold ? clock_wall() : NAN};
+		if (hold)
+			by = NULL;
+		reason = NULL;
+		hold_swap(card, &h); /* h now holds the card's previous hold */
+		if (!store_sync_now(NULL)) {
+			hold_swap(card, &h); /* memory as it is on disk */
+			respond_refused(c, card, "The job store is degraded; the change cannot be "
+						 "recorded");
+			goto out;
+		}
+		logmsg("tt-device-queue: card %d %s by %s%s%s", card->device, hold ? "held" : "released",
+		       hold ? card->held_by : by ? by : "anon", card->hold_reason ? ": " : "",
+		       card->hold_reason ? card->hold_reason : "");
+	}
+	respond_hold(c, card, hold ? (was ? "already_held" : "held") : (was ? "released" : "not_held"));
+out:
+	free(by);
+	free(reason);
+	free(h.by);
+	free(h.reason);
+}
+
 /* GET /metrics: Prometheus text exposition 0.0.4 (SPEC 5). */
 static void
 handle_metrics(struct conn *c)
@@ -4465,6 +4597,11 @@ handle_metrics(struct conn *c)
 			json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
 					D.sched.cards[i].device, sched_state_name(k),
 					D.sched.cards[i].state == k);
+	json_buf_printf(b, "# HELP ttq_card_held 1 while the card is held for maintenance.\n"
+			   "# TYPE ttq_card_held gauge\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		json_buf_printf(b, "ttq_card_held{device=\"%d\"} %d\n", D.sched.cards[i].device,
+				D.sched.cards[i].held);
 	json_buf_printf(b, "# HELP ttq_control_error 1 while the card's last reset could not run a "
 			   "control command (a configuration error), until a reset succeeds.\n"
 			   "# TYPE ttq_control_error gauge\n");
@@ -5126,6 +5263,12 @@ apply_card_row(struct card *c, struct store_card *row)
 	c->last_reset_at = row->last_reset_at;
 	c->reset_pending = row->reset_pending;
 	c->state = row->state;
+	/* A hold is the operator's: it outlives restarts and reboots until released. */
+	c->held = row->held;
+	c->held_at = row->held ? row->held_at : NAN;
+	c->held_by = row->held_by;
+	c->hold_reason = row->hold_reason;
+	row->held_by = row->hold_reason = NULL;
 	if (row->state == CARD_DEAD && !same_boot) {
 		c->state = CARD_HEALTHY;
 		c->reset_epoch++;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TAP integration tests for what an operator meets on a real host: the control commands'
-environment, a control command that cannot be run (a configuration error, not a dead card), and a
-dead card brought back with `reset --device N`.
+environment, a control command that cannot be run (a configuration error, not a dead card), a
+dead card brought back with `reset --device N`, and a card held for maintenance.
 
 Each test starts its own daemon (ttqlib.Daemon) with fake control commands: bash scripts that
 append their card number to `<name>.log`. Waits are conditions with deadlines; a check that
@@ -209,7 +209,85 @@ def test_dead_card_recovery():
     d.cleanup()
 
 
+# ---------------------------------------------------------------- hold and release
+
+def test_hold_and_release_across_restart():
+    d = Daemon()
+    d.start()
+    path, loop = gate(d, "g0")
+    first = d.submit(loop, device_id=0)
+    wait_until(lambda: d.job(first["job_id"])["status"] == "running", 10, "job to run")
+    rc, out, err = d.cli("--client-id", "alice", "hold", "--device", "0",
+                         "--reason", "reseating the cable")
+    tap.ok(rc == 0 and "held by alice" in out, "`hold --device 0` holds it", out + err)
+    c = d.dev(0)
+    tap.ok(c["held"] and c["held_by"] == "alice" and c["hold_reason"] == "reseating the cable"
+           and c["held_at"], "status shows who held it, when and why", c)
+    tap.eq(d.job(first["job_id"])["status"], "running", "the running job goes on")
+    second = d.submit("echo after the hold", device_id=0)
+    tap.eq(second["status"], "queued", "a new job is accepted")
+    r = d.post("/reset", {"device_id": 0})
+    tap.ok(r.status == 200 and "held" in r["hint"], "a reset is scheduled for after it", r)
+    open_gate(path)
+    tap.eq(d.wait_done(first["job_id"])["exit_code"], 0, "the running job finished")
+    # the loop has gone on: a job on card 1 ran after that
+    tap.eq(d.wait_done(d.submit("true", device_id=1)["job_id"])["exit_code"], 0,
+           "card 1 runs on")
+    tap.eq((d.job(second["job_id"])["status"], runs(d, "reset")), ("queued", 0),
+           "nothing more started on the held card (neither job nor reset)")
+    tap.eq(metric(d, "ttq_card_held", 0), "1", "/metrics shows the hold")
+    rc, out, _ = d.cli("status", "--device", "0")
+    tap.ok("HELD by alice" in out and "reseating the cable" in out, "the CLI banner", out)
+
+    held_at = d.dev(0)["held_at"]
+    d.restart()
+    c = d.dev(0)
+    tap.eq((c["held"], c["held_by"], c["hold_reason"], c["held_at"], c["reset_pending"]),
+           (True, "alice", "reseating the cable", held_at, True),
+           "the hold (and the reset waiting for it) survives a restart")
+    tap.eq(d.job(second["job_id"])["status"], "queued", "the job stays queued")
+    tap.eq(d.wait_done(d.submit("true", device_id=1)["job_id"])["exit_code"], 0,
+           "card 1 runs after the restart")
+    tap.eq((d.job(second["job_id"])["status"], os.path.exists(d.reset_log)), ("queued", False),
+           "still nothing starts on the held card")
+
+    rc, out, err = d.cli("release", "--device", "0")
+    tap.ok(rc == 0 and "released" in out, "`release --device 0` releases it", out + err)
+    done = d.wait_done(second["job_id"])
+    tap.eq(done["exit_code"], 0, "the queued job runs after the release")
+    tap.ok(done["reset_epoch"] == 1 and os.path.exists(d.reset_log),
+           "after the pending reset, which went first", done)
+    c = d.dev(0)
+    tap.eq((c["held"], c["held_by"], c["held_at"], c["hold_reason"]), (False, None, None, None),
+           "released: no hold shown")
+    d.cleanup()
+
+
+def test_hold_requests():
+    d = Daemon()
+    d.start()
+    tap.eq(d.post("/hold", {}).status, 400, "hold without device_id: 400")
+    r = d.post("/hold", {"device_id": 7})
+    tap.ok(r.status == 400 and "0, 1" in r["error"], "hold of an unknown card: 400", r)
+    tap.eq(d.get("/hold").status, 405, "GET /hold: 405")
+    r = d.post("/hold", {"device_id": "1", "reason": "bad\nline"})
+    tap.eq(r.status, 400, "a reason with a control character: 400")
+    r = d.post("/hold", {"device_id": "1", "reason": "firmware update", "client_id": "bob"})
+    tap.eq((r.status, r["action"], r["held_by"], r["device_id"]), (200, "held", "bob", "1"),
+           "POST /hold holds")
+    r = d.post("/hold", {"device_id": 1, "client_id": "carol"})
+    tap.eq((r["action"], r["held_by"], r["hold_reason"]),
+           ("already_held", "bob", "firmware update"), "a second hold keeps the first")
+    r = d.post("/release", {"device_id": 1})
+    tap.eq((r.status, r["action"], r["held"]), (200, "released", False), "POST /release")
+    r = d.post("/release", {"device_id": 1})
+    tap.eq((r.status, r["action"]), (200, "not_held"), "releasing a free card changes nothing")
+    rc, _, err = d.cli("hold")
+    tap.ok(rc == 2 and "--device" in err, "`hold` without --device is a usage error", err)
+    d.cleanup()
+
+
 if __name__ == "__main__":
     run_tests(test_controls_run_without_visible_devices,
               test_unrunnable_reset_is_a_configuration_error, test_unexecutable_health_check,
-              test_dead_card_recovery)
+              test_dead_card_recovery, test_hold_and_release_across_restart, test_hold_requests)

@@ -142,6 +142,46 @@ test_resets(void)
 	sched_free(&s);
 }
 
+static void
+test_hold(void)
+{
+	struct sched s;
+	int ids[] = {0, 1};
+	struct card *c, *other;
+	struct job *out;
+
+	mkjobs();
+	sched_init(&s, ids, 2);
+	c = &s.cards[0];
+	other = &s.cards[1];
+	ok(!c->held && isnan(c->held_at), "cards start released");
+	sched_enqueue(&s, c, &jobs[0]);
+	sched_enqueue(&s, c, &jobs[1]);
+	sched_enqueue(&s, other, &jobs[2]);
+	ok(sched_next(&s, c, true, &out) == SCHED_START_JOB && out == &jobs[0], "job 0 starts");
+	sched_set_current(c, out);
+	c->held = true;
+	ok(c->current == &jobs[0], "a hold leaves the running job alone");
+	sched_set_current(c, NULL);
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE && !out, "a held card starts no job");
+	is_int(c->queued, 1, "its queued job stays queued");
+	sched_enqueue(&s, c, &jobs[3]);
+	is_int(c->queued, 2, "and new ones are queued behind it");
+	c->reset_pending = true;
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "nor a pending reset");
+	c->state = CARD_RESETTING;
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "nor a reset cut short by a stop");
+	ok(sched_next(&s, other, true, &out) == SCHED_START_JOB && out == &jobs[2],
+	   "the other card runs on");
+	c->held = false;
+	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET, "released: the reset goes first");
+	c->reset_pending = false;
+	c->state = CARD_HEALTHY;
+	ok(sched_next(&s, c, true, &out) == SCHED_START_JOB && out == &jobs[1],
+	   "then the queue in its order");
+	sched_free(&s);
+}
+
 int
 main(void)
 {
@@ -149,5 +189,6 @@ main(void)
 	test_fifo();
 	test_estimates();
 	test_resets();
+	test_hold();
 	return tap_done();
 }
