@@ -119,8 +119,9 @@ def legacy_aiclk(reader):
 
 def read_clocks(tt_umd, dev):
     """(AI clock in MHz or None, extra clock texts, a note on the table read)."""
-    if hasattr(dev, "get_firmware_info_provider"):
-        info = dev.get_firmware_info_provider()
+    info = getattr(dev, "get_firmware_info_provider", None)
+    info = info and info()  # None where the bindings have no provider for this card
+    if info is not None:
         aiclk = retried(info.get_aiclk)
         extras = [(n, getattr(info, "get_" + n.lower(), None)) for n in EXTRA_TAGS]
         return aiclk, extras, ""
