@@ -2888,7 +2888,7 @@ line_recent(const struct doc *d, int j, const struct palette *p)
 
 /* Banners for a held card and a control command that could not run. */
 static void
-hold_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
+operator_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
 {
 	char by[1024] = "?", at[64] = "?", why[4200] = "";
 
@@ -2950,7 +2950,7 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 		printf("  %s(reset epoch %lld)%s", p->dim, epoch, p->off);
 	putchar('\n');
 	card_banner(d, dev, id, state, p);
-	hold_banner(d, dev, id, p);
+	operator_banner(d, dev, id, p);
 	if (cur >= 0)
 		line_running(d, cur, p);
 	else
