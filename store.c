@@ -583,8 +583,8 @@ add_hold_columns(struct store *st)
 	for (i = 0; i < NELEM(hold_columns); i++) {
 		if (mask & (1UL << i))
 			continue;
-		snprintf(sql, sizeof(sql), "ALTER TABLE cards ADD COLUMN %s %s", hold_columns[i].name,
-		         hold_columns[i].type);
+		snprintf(sql, sizeof(sql), "ALTER TABLE cards ADD COLUMN %s %s",
+		         hold_columns[i].name, hold_columns[i].type);
 		if (exec_sql(st, "migrating cards", sql) != 0)
 			return -1;
 	}

@@ -954,8 +954,13 @@ test_migration_v3(void)
 {
 	char fresh[512], migrated[512];
 	struct cards cs = {.n = 0};
-	struct card c = {.device = 1, .state = CARD_HEALTHY, .held = true, .held_by = "bob",
-	                 .held_at = 5.0, .last_reset_at = NAN, .dead_since = NAN};
+	struct card c = {.device = 1,
+	                 .state = CARD_HEALTHY,
+	                 .held = true,
+	                 .held_by = "bob",
+	                 .held_at = 5.0,
+	                 .last_reset_at = NAN,
+	                 .dead_since = NAN};
 	struct store *st;
 	sqlite3 *db = side_open(path_in("v3.sqlite3")), *fdb;
 
@@ -987,9 +992,9 @@ test_migration_v3(void)
 	       side_text(fdb, "SELECT group_concat(name) FROM pragma_table_info('cards')", fresh,
 	                 sizeof(fresh)),
 	       "migrated cards columns equal a fresh table's");
-	is_str(side_text(db, "SELECT held_by FROM cards WHERE device = 1", migrated,
-	                 sizeof(migrated)),
-	       "bob", "the hold is stored");
+	is_str(
+	    side_text(db, "SELECT held_by FROM cards WHERE device = 1", migrated, sizeof(migrated)),
+	    "bob", "the hold is stored");
 	sqlite3_close(db);
 	sqlite3_close(fdb);
 }
