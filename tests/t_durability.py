@@ -992,7 +992,7 @@ def test_migration_of_earlier_service_db():
     tap.eq((card0["state"], card0["reset_epoch"]), ("healthy", 3), "card 0 has the old state")
     tap.eq((card1["state"], card1["reset_epoch"]), ("healthy", 0), "card 1 starts fresh")
     d.stop()
-    tap.eq(db_rows(d, "PRAGMA user_version"), [(3,)], "user_version 3 after the migration")
+    tap.eq(db_rows(d, "PRAGMA user_version"), [(4,)], "user_version 4 after the migration")
     tap.eq(db_rows(d, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"),
            [(0,)], "device_state moved into cards")
     d.start()
