@@ -1792,6 +1792,7 @@ enum opt_id {
 	O_OFFSET,
 	O_LIMIT,
 	O_FOLLOW,
+	O_REASON,
 };
 
 struct optspec {
@@ -1842,6 +1843,7 @@ struct opts {
 	unsigned long long limit;
 	int limit_set;
 	int follow;
+	const char *reason; /* hold --reason, a view into argv */
 	struct json_buf cmd; /* the job's command, NUL-terminated once built */
 };
 
@@ -2003,6 +2005,8 @@ opt_common(struct args *a, struct opts *o, int id, const char *val)
 		o->limit_set = 1;
 	} else if (id == O_FOLLOW) {
 		o->follow = 1;
+	} else if (id == O_REASON) {
+		o->reason = val;
 	} else {
 		return opt_submit(a, o, id, val);
 	}
@@ -2945,6 +2949,25 @@ line_recent(const struct doc *d, int j, const struct palette *p)
 	       show_cmd(d, j, cmd, sizeof cmd));
 }
 
+/* Banners for a held card and a control command that could not run. */
+static void
+operator_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
+{
+	char by[1024] = "?", at[64] = "?", why[4200] = "";
+
+	if (doc_true(d, dev, "held")) {
+		doc_str(d, dev, "held_by", by, sizeof by);
+		doc_str(d, dev, "held_at", at, sizeof at);
+		doc_str(d, dev, "hold_reason", why, sizeof why);
+		printf("  %s!! card %s is HELD by %s since %s%s%s%s\n", p->yellow, id, by, at,
+		       why[0] ? ": " : "", why, p->off);
+		printf("  %s!! nothing more starts on it until `" PROG " release --device %s`%s\n",
+		       p->yellow, id, p->off);
+	}
+	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
+		printf("  %s!! %s%s\n", p->red, why, p->off);
+}
+
 /* Banners for a dead card, a resetting card, or a pending reset. */
 static void
 card_banner(const struct doc *d, int dev, const char *id, const char *state,
@@ -2957,9 +2980,9 @@ card_banner(const struct doc *d, int dev, const char *id, const char *state,
 		doc_str(d, dev, "dead_reason", why, sizeof why);
 		printf("  %s!! card %s is DEAD since %s%s%s%s\n", p->red, id, since,
 		       why[0] ? ": " : "", why, p->off);
-		printf("  %s!! submissions to it are refused; it needs a host reboot or operator "
-		       "recovery%s\n",
-		       p->red, p->off);
+		printf("  %s!! submissions to it are refused; reboot the host, or run its recovery "
+		       "again: " PROG " reset --device %s%s\n",
+		       p->red, id, p->off);
 	} else if (strcmp(state, "resetting") == 0) {
 		printf("  %s!! card %s is resetting; its queue waits for the reset%s\n", p->yellow,
 		       id, p->off);
@@ -2990,6 +3013,7 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 		printf("  %s(reset epoch %lld)%s", p->dim, epoch, p->off);
 	putchar('\n');
 	card_banner(d, dev, id, state, p);
+	operator_banner(d, dev, id, p);
 	if (cur >= 0)
 		line_running(d, cur, p);
 	else
@@ -3023,6 +3047,8 @@ status_header(const struct doc *d, const struct palette *p)
 		printf("%s!! STORE DEGRADED: %s\n!! submissions are refused and no card starts new "
 		       "work until writes succeed again%s\n",
 		       p->red, text, p->off);
+	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0])
+		printf("%s!! configuration: %s%s\n", p->red, text, p->off);
 	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0])
 		printf("%snote: maintenance: %s%s\n", p->yellow, text, p->off);
 }
@@ -3177,6 +3203,62 @@ cmd_reset(struct cli *c, struct args *a, struct opts *o)
 	return post_and_show(c, "/reset", &b, reset_human);
 }
 
+/* "card 1: held by cli-1000 since ...: reason" or "card 1: released". */
+static void
+hold_human(const struct doc *d)
+{
+	char dev[32] = "?", action[32] = "?", by[1024] = "?", at[64] = "?", why[4200] = "";
+
+	doc_scalar(d, 0, "device_id", dev, sizeof dev);
+	doc_str(d, 0, "action", action, sizeof action);
+	if (!doc_true(d, 0, "held")) {
+		printf("card %s: %s; its queue runs\n", dev,
+		       strcmp(action, "not_held") == 0 ? "was not held" : "released");
+		return;
+	}
+	doc_str(d, 0, "held_by", by, sizeof by);
+	doc_str(d, 0, "held_at", at, sizeof at);
+	doc_str(d, 0, "hold_reason", why, sizeof why);
+	printf("card %s: %s by %s since %s%s%s\n", dev,
+	       strcmp(action, "already_held") == 0 ? "already held" : "held", by, at,
+	       why[0] ? ": " : "", why);
+	printf("  its running job finishes; nothing more starts on it (queued jobs wait, new ones "
+	       "are accepted) until `" PROG " release --device %s`\n", dev);
+}
+
+/* hold --device N [--reason TEXT] / release --device N: POST /hold or /release. */
+static int
+cmd_hold(struct cli *c, struct args *a, struct opts *o)
+{
+	int hold = strcmp(a->cmd->name, "hold") == 0;
+	struct json_buf b;
+	struct json_w w;
+	char dev[24];
+
+	if (a->npos > 0)
+		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[0]);
+	if (!o->device_set)
+		return usage_err(a->cmd, "give the card: --device N");
+	if (o->reason && utf8_or_refuse("--reason", o->reason) < 0)
+		return ST_USAGE;
+	if (c->client_id[0] == 0)
+		client_identity(c);
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	snprintf(dev, sizeof dev, "%llu", o->device);
+	json_w_key(&w, "device_id");
+	json_w_cstr(&w, dev);
+	json_w_key(&w, "client_id");
+	json_w_cstr(&w, c->client_id);
+	if (hold && o->reason) {
+		json_w_key(&w, "reason");
+		json_w_cstr(&w, o->reason);
+	}
+	json_w_obj_end(&w);
+	return post_and_show(c, hold ? "/hold" : "/release", &b, hold_human);
+}
+
 /* ------------------------------------------------------------------------ help, dispatch */
 
 #define H_SUBMIT                                                                                   \
@@ -3223,6 +3305,8 @@ static const struct optspec logs_opts[] = {{"--offset", 1, O_OFFSET},
 static const struct optspec result_opts[] = {
     {"--wait-timeout", 1, O_WAIT_TIMEOUT}, {"--output-limit", 1, O_OUTPUT_LIMIT}, {NULL, 0, 0}};
 static const struct optspec device_opts[] = {{"--device", 1, O_DEVICE}, {NULL, 0, 0}};
+static const struct optspec hold_opts[] = {
+    {"--device", 1, O_DEVICE}, {"--reason", 1, O_REASON}, {NULL, 0, 0}};
 static const struct optspec no_opts[] = {{NULL, 0, 0}};
 
 static int cmd_help(struct cli *c, struct args *a, struct opts *o);
@@ -3283,7 +3367,9 @@ static const struct subcmd subcmds[] = {
     {"reset", cmd_reset, device_opts, 0, "reset [--device N] [ID]",
      "Schedule a card reset and return at once: card N, the card recorded on job ID, or\n"
      "every card when neither is given. Duplicate requests coalesce; a reset holds its queue\n"
-     "and may interrupt its running job. Check `" PROG " status` for completion.\n\n"
+     "and may interrupt its running job. Check `" PROG " status` for completion. A dead\n"
+     "card is reset only by --device N alone, which runs its whole recovery again (reset,\n"
+     "retries, health check, deep reset): healthy again, or dead with the new reason.\n\n"
      "options:\n"
      "  --device N         reset card N only\n" H_JSON H_HELP},
     {"skill", cmd_skill, no_opts, 0, "skill",
@@ -3292,6 +3378,16 @@ static const struct subcmd subcmds[] = {
      "  mkdir -p ~/.agents/skills/tt-device-queue\n"
      "  " PROG " skill > ~/.agents/skills/tt-device-queue/SKILL.md\n\n"
      "options:\n" H_HELP},
+    {"hold", cmd_hold, hold_opts, 0, "hold --device N [--reason TEXT]",
+     "Hold card N for maintenance: its running job finishes, nothing more starts on it\n"
+     "(neither jobs nor resets); queued jobs stay queued and new ones are accepted. The\n"
+     "hold survives restarts; `" PROG " status` shows who held it, when and why.\n\n"
+     "options:\n"
+     "  --device N         the card to hold\n"
+     "  --reason TEXT      why, shown by status\n" H_JSON H_HELP},
+    {"release", cmd_hold, device_opts, 0, "release --device N",
+     "Release a held card: its queue runs again.\n\noptions:\n"
+     "  --device N         the card to release\n" H_JSON H_HELP},
     {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]",
      "Show the help of a subcommand, or the overview.\n"},
     {"serve", cmd_serve, no_opts, 0, "serve",
@@ -3325,7 +3421,9 @@ print_global_help(void)
 	    "  result ID     wait for a job, print its output, exit with its status\n"
 	    "  status        show every card's queue\n"
 	    "  kill          stop a running job or cancel a queued one\n"
-	    "  reset         schedule a card reset\n"
+	    "  reset         schedule a card reset (on a dead card: run its recovery again)\n"
+	    "  hold          hold a card for maintenance: nothing more starts on it\n"
+	    "  release       let a held card's queue run again\n"
 	    "  skill         print the agent skill (SKILL.md) for coding agents\n"
 	    "  serve         run the daemon\n"
 	    "Each subcommand answers --help.\n\n"

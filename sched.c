@@ -49,6 +49,7 @@ sched_init(struct sched *s, const int *devices, int n)
 		s->cards[k].state = CARD_HEALTHY;
 		s->cards[k].last_reset_at = NAN;
 		s->cards[k].dead_since = NAN;
+		s->cards[k].held_at = NAN;
 		k++;
 	}
 	s->ncards = k;
@@ -61,8 +62,12 @@ sched_free(struct sched *s)
 {
 	int i;
 
-	for (i = 0; i < s->ncards; i++)
+	for (i = 0; i < s->ncards; i++) {
 		free(s->cards[i].dead_reason);
+		free(s->cards[i].held_by);
+		free(s->cards[i].hold_reason);
+		free(s->cards[i].control_error);
+	}
 	free(s->cards);
 	memset(s, 0, sizeof(*s));
 }
@@ -164,11 +169,12 @@ enum sched_action
 sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 {
 	*out = NULL;
-	if (c->current || c->state == CARD_DEAD || !store_ok)
+	/* A hold stops resets too: the operator is working on the card. */
+	if (c->current || c->held || !store_ok)
 		return SCHED_IDLE;
 	if (c->reset_pending || c->state == CARD_RESETTING)
 		return SCHED_START_RESET;
-	if (!c->head)
+	if (c->state == CARD_DEAD || !c->head)
 		return SCHED_IDLE;
 	*out = c->head;
 	sched_unlink(s, c, c->head);
@@ -234,12 +240,12 @@ sched_queued_position(const struct card *c, const struct job *j)
 }
 
 enum reset_action
-sched_reset_request(struct card *c, long long job_epoch)
+sched_reset_request(struct card *c, long long job_epoch, bool revive)
 {
-	if (c->state == CARD_DEAD)
-		return RESET_DEAD;
 	if (c->reset_pending || c->state == CARD_RESETTING)
 		return RESET_JOINED;
+	if (c->state == CARD_DEAD && !revive)
+		return RESET_DEAD;
 	if (job_epoch >= 0 && job_epoch < c->reset_epoch)
 		return RESET_ALREADY_RESET;
 	c->reset_pending = true;

@@ -64,6 +64,12 @@ struct card {
 	long long reset_epoch;
 	double last_reset_at, dead_since; /* NAN when not set */
 	char *dead_reason;   /* heap or NULL */
+	/* A maintenance hold (durable): nothing more starts on the card until it is released. */
+	bool held;
+	char *held_by;       /* heap or NULL: the client id that held it */
+	double held_at;      /* NAN when not held */
+	char *hold_reason;   /* heap or NULL */
+	char *control_error; /* heap or NULL: its last reset could not run a control command */
 	bool dirty;          /* durable fields changed since the last commit */
 	struct job *current; /* the running job or reset, or NULL */
 	struct job *head, *tail; /* queued jobs, FIFO */
@@ -89,7 +95,10 @@ enum reset_action { RESET_SCHEDULED = 0, RESET_JOINED, RESET_ALREADY_RESET, RESE
  */
 int sched_init(struct sched *s, const int *devices, int n);
 
-/* Release the card array and the cards' strings (not the jobs, which the caller owns). */
+/*
+ * Release the card array and the cards' heap strings (dead_reason, held_by, hold_reason,
+ * control_error; not the jobs, which the caller owns).
+ */
 void sched_free(struct sched *s);
 
 /* The card with this device number, or NULL when it is not configured. O(log n). */
@@ -111,10 +120,11 @@ void sched_unlink(struct sched *s, struct card *c, struct job *j);
 void sched_requeue_front(struct sched *s, struct card *c, struct job *j);
 
 /*
- * Decide what card c starts now. A card starts only when nothing is current, it is not dead,
+ * Decide what card c starts now. A card starts only when nothing is current, it is not held,
  * and the store is writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
- * caller creates the reset job); else the head job is unlinked and returned in *out
- * (SCHED_START_JOB). The caller makes the job current with sched_set_current(). SPEC 7.
+ * caller creates the reset job), on a dead card too (its recovery asked for again); else a
+ * card that is not dead has its head job unlinked and returned in *out (SCHED_START_JOB).
+ * The caller makes the job current with sched_set_current().
  */
 enum sched_action sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out);
 
@@ -141,13 +151,14 @@ int sched_submit_position(const struct card *c);
 int sched_queued_position(const struct card *c, const struct job *j);
 
 /*
- * Apply a reset request to card c (SPEC 8). job_epoch is the reset_epoch recorded on the named
- * job for a job-based request, or -1 for a card request. Dead: RESET_DEAD. Pending or
- * resetting already: RESET_JOINED. job_epoch below the card's epoch: RESET_ALREADY_RESET.
- * Otherwise sets reset_pending (card becomes dirty) and returns RESET_SCHEDULED; the caller
- * stops the running job when preemption applies.
+ * Apply a reset request to card c. job_epoch is the reset_epoch recorded on the named job for
+ * a job-based request, or -1 for a card request. revive: the request names this one card
+ * alone, which is how an operator runs a dead card's recovery again. Pending or resetting
+ * already: RESET_JOINED. Dead without revive: RESET_DEAD. job_epoch below the card's epoch:
+ * RESET_ALREADY_RESET. Otherwise sets reset_pending (card becomes dirty) and returns
+ * RESET_SCHEDULED; the caller stops the running job when preemption applies.
  */
-enum reset_action sched_reset_request(struct card *c, long long job_epoch);
+enum reset_action sched_reset_request(struct card *c, long long job_epoch, bool revive);
 
 /* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
 const char *sched_status_name(int status);

@@ -92,7 +92,8 @@ static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
 static const char schema_cards[] =
 	"CREATE TABLE IF NOT EXISTS cards (device INTEGER PRIMARY KEY, state TEXT, "
 	"reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
-	"dead_since REAL, dead_reason TEXT, updated_at REAL)";
+	"dead_since REAL, dead_reason TEXT, updated_at REAL, held INTEGER NOT NULL DEFAULT 0, "
+	"held_by TEXT, held_at REAL, hold_reason TEXT)";
 
 /* Partial indexes: active jobs by seq; done jobs by age (retention) and per card (recent). */
 static const char schema_indexes[] =
@@ -109,6 +110,14 @@ static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", 
 	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
 	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
 	"dropped_log_bytes", "timed_out", "error", "updated_at", "device"};
+
+/* The columns version 4 added to cards (a maintenance hold), as the migration adds them. */
+static const struct column {
+	const char *name, *type;
+} hold_columns[] = {
+	{"held", "INTEGER NOT NULL DEFAULT 0"}, {"held_by", "TEXT"}, {"held_at", "REAL"},
+	{"hold_reason", "TEXT"},
+};
 
 /* The columns without which a database is pre-v2 (SPEC 9). */
 static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
@@ -151,12 +160,15 @@ static const struct stmt_def {
 		"error = excluded.error, updated_at = excluded.updated_at"},
 	[S_PUT_CARD] = {"saving card",
 		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
-		"last_reset_at, dead_since, dead_reason, updated_at) "
-		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(device) DO UPDATE SET "
+		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
+		"hold_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
+		"ON CONFLICT(device) DO UPDATE SET "
 		"state = excluded.state, reset_epoch = excluded.reset_epoch, "
 		"reset_pending = excluded.reset_pending, boot_id = excluded.boot_id, "
 		"last_reset_at = excluded.last_reset_at, dead_since = excluded.dead_since, "
-		"dead_reason = excluded.dead_reason, updated_at = excluded.updated_at"},
+		"dead_reason = excluded.dead_reason, updated_at = excluded.updated_at, "
+		"held = excluded.held, held_by = excluded.held_by, held_at = excluded.held_at, "
+		"hold_reason = excluded.hold_reason"},
 	[S_GET_JOB] = {"reading job", "SELECT " JOB_READ " FROM jobs WHERE id = ?1"},
 	[S_GET_ENV] = {"reading env", "SELECT env_json FROM jobs WHERE id = ?1"},
 	[S_ACTIVE] = {"loading active jobs",
@@ -167,7 +179,8 @@ static const struct stmt_def {
 		"LIMIT ?2) ORDER BY f_, s_"},
 	[S_CARDS] = {"loading cards",
 		"SELECT device, state, reset_epoch, reset_pending, boot_id, last_reset_at, "
-		"dead_since, dead_reason FROM cards ORDER BY device"},
+		"dead_since, dead_reason, held, held_by, held_at, hold_reason FROM cards "
+		"ORDER BY device"},
 	/* ?1 NULL: no age limit; ?2 INT64_MAX: no count limit. */
 	[S_RET_SELECT] = {"retention",
 		"SELECT id FROM jobs WHERE status = 'done' AND finished_at < ?1 UNION "
@@ -451,7 +464,7 @@ connect_db(struct store *st, const char *path, int busy_ms)
 	return exec_sql(st, "setting synchronous=FULL", "PRAGMA synchronous = FULL");
 }
 
-/* A fresh file (or one without a jobs table): the v3 schema. */
+/* A fresh file (or one without a jobs table): the current schema. */
 static int
 create_schema(struct store *st)
 {
@@ -459,7 +472,7 @@ create_schema(struct store *st)
 	    exec_sql(st, "creating cards", schema_cards) != 0 ||
 	    exec_sql(st, "creating indexes", schema_indexes) != 0)
 		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 4");
 }
 
 /* Refuse a pre-v2 jobs table, naming the columns it lacks. */
@@ -561,6 +574,30 @@ migrate(struct store *st)
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
 }
 
+/* Version 3 becomes 4: the cards table gets the hold columns it lacks. */
+static int
+add_hold_columns(struct store *st)
+{
+	const char *names[NELEM(hold_columns)];
+	char sql[160];
+	unsigned long mask;
+	size_t i;
+
+	for (i = 0; i < NELEM(hold_columns); i++)
+		names[i] = hold_columns[i].name;
+	if (column_mask(st, "cards", names, NELEM(names), &mask) != 0)
+		return -1;
+	for (i = 0; i < NELEM(hold_columns); i++) {
+		if (mask & (1UL << i))
+			continue;
+		snprintf(sql, sizeof(sql), "ALTER TABLE cards ADD COLUMN %s %s",
+		         hold_columns[i].name, hold_columns[i].type);
+		if (exec_sql(st, "migrating cards", sql) != 0)
+			return -1;
+	}
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 4");
+}
+
 /* Inside the open-time transaction: refuse, create, migrate or just check the schema. */
 static int
 build_schema(struct store *st)
@@ -580,9 +617,11 @@ build_schema(struct store *st)
 		return -1;
 	if (!has_jobs)
 		return create_schema(st);
-	if (version < STORE_SCHEMA_VERSION)
-		return migrate(st);
-	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound v3 file */
+	if (version < 3 && migrate(st) != 0)
+		return -1;
+	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound file */
+		return -1;
+	if (version < STORE_SCHEMA_VERSION && add_hold_columns(st) != 0)
 		return -1;
 	return exec_sql(st, "creating indexes", schema_indexes);
 }
@@ -877,6 +916,10 @@ store_put_card(struct store *st, const struct card *c, const char *boot_id)
 	rc |= bind_real(s, 6, c->dead_since);
 	rc |= bind_text(s, 7, c->dead_reason);
 	rc |= bind_real(s, 8, now_epoch());
+	rc |= bind_int(s, 9, c->held);
+	rc |= bind_text(s, 10, c->held ? c->held_by : NULL);
+	rc |= bind_real(s, 11, c->held ? c->held_at : NAN);
+	rc |= bind_text(s, 12, c->held ? c->hold_reason : NULL);
 	if (rc != SQLITE_OK) {
 		db_err(st, "saving card");
 		done_with(s);
@@ -1099,10 +1142,16 @@ row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
 	c->last_reset_at = col_real(s, 5, NAN);
 	c->dead_since = col_real(s, 6, NAN);
 	c->dead_reason = col_dup(s, 7, NULL, &failed);
+	c->held = sqlite3_column_int(s, 8) != 0;
+	c->held_by = col_dup(s, 9, NULL, &failed);
+	c->held_at = col_real(s, 10, NAN);
+	c->hold_reason = col_dup(s, 11, NULL, &failed);
 	if (!failed)
 		return 0;
 	free(c->boot_id);
 	free(c->dead_reason);
+	free(c->held_by);
+	free(c->hold_reason);
 	return oom(st, "loading cards");
 }
 

@@ -7,11 +7,12 @@
  * loop iteration (group commit) and only then answers, starts processes or forgets jobs.
  * Completed jobs live only here. No output text is ever stored (output files are the log).
  *
- * Schema version 3 (PRAGMA user_version): the earlier single-card service's jobs columns
+ * Schema version 4 (PRAGMA user_version): the earlier single-card service's jobs columns
  * (without its NOT NULL constraints) plus a `device` column, and a `cards` table with one row
- * per card. Version 1/2 databases of the earlier service are migrated in place (the jobs
- * table rebuilt to version 3's, its jobs and state become card 0's); a pre-v2 file or a newer
- * version is refused with a message telling to use a fresh logs-v2/.
+ * per card (version 4 added its hold columns; a version 3 file gets them in place). Version
+ * 1/2 databases of the earlier service are migrated in place (the jobs table rebuilt, its
+ * jobs and state become card 0's); a pre-v2 file or a newer version is refused with a message
+ * telling to use a fresh logs-v2/.
  *
  * Every function returning int gives 0 (or a count / 1 found) on success and -1 on failure,
  * with store_errmsg() describing the last failure. Statements are prepared once at open and
@@ -24,7 +25,7 @@
 
 #include "sched.h"
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 struct store;
 
@@ -37,6 +38,9 @@ struct store_card {
 	double last_reset_at, dead_since; /* NAN when NULL */
 	char *dead_reason;                /* NULL when NULL */
 	char *boot_id;                    /* the boot the row was written in, or NULL */
+	bool held;                        /* held for maintenance (whatever the boot) */
+	char *held_by, *hold_reason;      /* NULL when NULL */
+	double held_at;                   /* NAN when NULL */
 };
 
 /*
@@ -66,7 +70,10 @@ int store_begin(struct store *st);
  */
 int store_put_job(struct store *st, const struct job *j, const char *output_file);
 
-/* Insert or update card c's row, recording boot_id (the current boot) beside it. */
+/*
+ * Insert or update card c's row, recording boot_id (the current boot) beside it. The hold's
+ * who, when and why are written only while c->held (NULL otherwise).
+ */
 int store_put_card(struct store *st, const struct card *c, const char *boot_id);
 
 /* Commit the transaction (fsync'd). On failure the transaction is rolled back. */
@@ -97,7 +104,7 @@ int store_get_job(struct store *st, const char *id, struct job *out, char **outp
 /* Read a job's stored env object text into *env_json (heap or NULL when none). 1/0/-1. */
 int store_get_env(struct store *st, const char *id, char **env_json);
 
-/* Load every card row; cb owns the strings of each row. Returns the count. */
+/* Load every card row; cb owns the strings of each row (free all four). Returns the count. */
 int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), void *ctx);
 
 /*

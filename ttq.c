@@ -36,6 +36,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -93,6 +94,7 @@
 #define MAX_ENV_BYTES (256 * 1024)
 #define MAX_EXEC_STRING (32 * 4096) /* MAX_ARG_STRLEN: exec refuses a longer argv or env string */
 #define MAX_CLIENT_ID 128
+#define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
 #define DRAIN_BUDGET (1024 * 1024)
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
 
@@ -673,6 +675,7 @@ struct active {
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
 	int rs_step, rs_attempt;
 	bool rs_deep_done;
+	bool rs_was_dead; /* the recovery of a dead card, asked for again */
 	double rs_step_deadline_len;
 };
 
@@ -749,6 +752,7 @@ static struct {
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
+	char control_warning[1024]; /* a control command's program is missing (check_controls) */
 	struct timer store_retry, retention, shutdown_deadline, linger;
 	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
@@ -2672,6 +2676,11 @@ render_card(struct json_w *w, struct card *card, double now)
 	w_time(w, "last_reset_at", card->last_reset_at);
 	w_time(w, "dead_since", card->dead_since);
 	w_str(w, "dead_reason", card->dead_reason);
+	w_bool(w, "held", card->held);
+	w_str(w, "held_by", card->held ? card->held_by : NULL);
+	w_time(w, "held_at", card->held ? card->held_at : NAN);
+	w_str(w, "hold_reason", card->held ? card->hold_reason : NULL);
+	w_str(w, "control_error", card->control_error);
 	json_w_key(w, "current");
 	if (card->current)
 		render_summary(w, card->current, now, NAN);
@@ -2719,6 +2728,7 @@ handle_status(struct conn *c, const struct http_request *req)
 	w_num(&w, "heartbeat_age_sec", mono_now - D.heartbeat_mono);
 	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
 	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
+	w_str(&w, "control_warning", D.control_warning[0] ? D.control_warning : NULL);
 	json_w_obj_end(&w);
 	w_int(&w, "queued_total", D.sched.queued_total);
 	w_int(&w, "max_queued_jobs", cfg.max_queued);
@@ -2865,6 +2875,7 @@ respond_405(struct conn *c, const char *allow)
 }
 
 static void handle_reset(struct conn *c, const char *body, size_t len);
+static void handle_hold(struct conn *c, const char *body, size_t len, bool hold);
 static void handle_metrics(struct conn *c);
 
 /* Route one complete request (SPEC 5: paths, methods, trailing '/'). */
@@ -2878,7 +2889,8 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 
 	if (n > 1 && p[n - 1] == '/')
 		n--;
-	if (path_is(p, n, "/queue") || path_is(p, n, "/kill") || path_is(p, n, "/reset"))
+	if (path_is(p, n, "/queue") || path_is(p, n, "/kill") || path_is(p, n, "/reset") ||
+	    path_is(p, n, "/hold") || path_is(p, n, "/release"))
 		allow = "POST", post = true;
 	else if (!path_is(p, n, "/status") && !path_is(p, n, "/metrics") &&
 		 !((n > 5 && memcmp(p, "/job/", 5) == 0) || (n > 8 && memcmp(p, "/result/", 8) == 0) ||
@@ -2907,6 +2919,8 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 		handle_kill(c, body, body_len);
 	else if (path_is(p, n, "/reset"))
 		handle_reset(c, body, body_len);
+	else if (path_is(p, n, "/hold") || path_is(p, n, "/release"))
+		handle_hold(c, body, body_len, p[1] == 'h');
 	else if (path_is(p, n, "/status"))
 		handle_status(c, req);
 	else if (path_is(p, n, "/metrics"))
@@ -3497,12 +3511,17 @@ job_env(struct active *a, char **block)
 	return proc_build_env(environ, extra, (size_t)k);
 }
 
-/* The control commands' environment: the daemon's own plus the instance marker. */
+/*
+ * The control commands' environment: the daemon's own without TT_VISIBLE_DEVICES, plus the
+ * instance marker. tt-smi skips a card that variable hides and still exits 0, so a reset
+ * would silently do nothing; the controls name their card by its /dev number anyway.
+ */
 static char **
 control_env(void)
 {
+	static const char hidden[] = "TT_VISIBLE_DEVICES=";
 	static char **envp;
-	size_t n = 0;
+	size_t n = 0, k = 0;
 
 	if (envp)
 		return envp;
@@ -3511,8 +3530,10 @@ control_env(void)
 	envp = calloc(n + 2, sizeof(char *));
 	if (!envp)
 		return environ;
-	memcpy(envp, environ, sizeof(char *) * n);
-	envp[n] = instance_marker;
+	for (n = 0; environ[n]; n++)
+		if (strncmp(environ[n], hidden, sizeof(hidden) - 1) != 0)
+			envp[k++] = environ[n];
+	envp[k] = instance_marker;
 	return envp;
 }
 
@@ -3971,6 +3992,8 @@ control_command(const char *tmpl, int device, bool append_device)
 
 static int write_health_script(void);
 
+#define DEFAULT_PYTHON "~/tenstorrent/.venv/bin/python3" /* the default health check's */
+
 static const char *
 health_template(void)
 {
@@ -3982,18 +4005,128 @@ health_template(void)
 	    access(D.health_check_path, F_OK) != 0) /* none beside us, and the disk refused it */
 		D.health_script_written = write_health_script() == 0;
 	if (!def)
-		def = xasprintf("~/tenstorrent/.venv/bin/python3 '%s' {device}", D.health_check_path);
+		def = xasprintf(DEFAULT_PYTHON " '%s' {device}", D.health_check_path);
 	return def;
 }
+
+/* The variable that configures the command of a reset step. */
+static const char *
+step_variable(int step)
+{
+	return step == RS_RESET ? "TT_DEVICE_RESET_CMD"
+	       : step == RS_DEEP ? "TT_DEVICE_DEEP_RESET_CMD"
+				 : "TT_DEVICE_HEALTH_CHECK_CMD";
+}
+
+/* A shell word NAME=value. */
+static bool
+is_assignment(const char *w)
+{
+	size_t k = 0;
+
+	if (!isalpha((unsigned char)w[0]) && w[0] != '_')
+		return false;
+	while (isalnum((unsigned char)w[k]) || w[k] == '_')
+		k++;
+	return w[k] == '=';
+}
+
+/*
+ * Why the program of control command tmpl cannot run ("... does not exist"), written into
+ * out, or NULL when it can, or when the text cannot be judged without running a shell
+ * (expansions, quoting, a shell word). The program is the first word after any NAME=value
+ * assignments: a path (a leading ~/ is $HOME, as bash expands it) or a name looked up in PATH.
+ */
+static const char *
+program_missing(const char *tmpl, char *out, size_t cap)
+{
+	static const char shell_words[] = " ! . : [[ { ( case cd command eval exec exit export for "
+					  "function if select set source time trap unset until while ";
+	char word[PATH_MAX], path[PATH_MAX * 2], pad[PATH_MAX + 2];
+	const char *p = tmpl, *home = getenv("HOME"), *dirs = getenv("PATH"), *end;
+	size_t n;
+
+	for (;;) {
+		p += strspn(p, " \t");
+		n = strcspn(p, " \t\n");
+		if (n == 0 || n >= sizeof(word))
+			return NULL;
+		memcpy(word, p, n);
+		word[n] = '\0';
+		if (!is_assignment(word))
+			break;
+		p += n; /* an assignment for the command that follows */
+	}
+	snprintf(pad, sizeof(pad), " %s ", word);
+	if (strpbrk(word, "$`\\\"'*?[]<>|&;(){}") || strstr(shell_words, pad))
+		return NULL;
+	if (strncmp(word, "~/", 2) == 0 && home)
+		snprintf(path, sizeof(path), "%s%s", home, word + 1);
+	else if (word[0] == '~')
+		return NULL;
+	else
+		snprintf(path, sizeof(path), "%s", word);
+	if (strchr(word, '/')) {
+		if (access(path, X_OK) == 0)
+			return NULL;
+		snprintf(out, cap, "%s %s", word, errno == EACCES ? "is not executable" : "does not exist");
+		return out;
+	}
+	for (; dirs && *dirs; dirs = *end ? end + 1 : end) {
+		end = dirs + strcspn(dirs, ":");
+		snprintf(path, sizeof(path), "%.*s/%s", (int)(end - dirs), end > dirs ? dirs : ".", word);
+		if (access(path, X_OK) == 0)
+			return NULL;
+	}
+	snprintf(out, cap, "%s is not found in PATH", word);
+	return out;
+}
+
+/*
+ * Check that every configured control command's program exists, into D.control_warning
+ * (empty when all do); at start-up also log each problem. A reset that could not run its
+ * command only fails with a configuration error; this says so before the first reset needs it.
+ */
+static void
+check_controls(bool log)
+{
+	const char *tmpl[3] = {cfg.reset_cmd, cfg.health_cmd ? cfg.health_cmd : DEFAULT_PYTHON,
+			       cfg.deep_reset_cmd};
+	static const int steps[3] = {RS_RESET, RS_HEALTH, RS_DEEP};
+	char why[PATH_MAX + 64];
+	size_t len = 0;
+	int i;
+
+	D.control_warning[0] = '\0';
+	for (i = 0; i < 3; i++) {
+		if (!tmpl[i][0] || !program_missing(tmpl[i], why, sizeof(why)))
+			continue;
+		if (log)
+			logmsg("tt-device-queue: WARNING: %s: %s; resets will fail with a configuration "
+			       "error until it does", step_variable(steps[i]), why);
+		len += (size_t)snprintf(D.control_warning + len, sizeof(D.control_warning) - len,
+					"%s%s: %s", len ? "; " : "", step_variable(steps[i]), why);
+		if (len >= sizeof(D.control_warning))
+			break;
+	}
+}
+
+/* The command of a reset step as the operator configured it ({device} not yet replaced). */
+static const char *
+step_template(int step)
+{
+	return step == RS_RESET ? cfg.reset_cmd : step == RS_DEEP ? cfg.deep_reset_cmd
+								   : health_template();
+}
+
+static void reset_unrunnable(struct active *a, const char *why);
 
 static void
 reset_run(struct active *a, int step)
 {
-	const char *tmpl = step == RS_RESET ? cfg.reset_cmd
-			   : step == RS_DEEP ? cfg.deep_reset_cmd
-					     : health_template();
-	char *cmd = control_command(tmpl, a->job.device, step != RS_HEALTH), err[512];
+	char *cmd = control_command(step_template(step), a->job.device, step != RS_HEALTH), err[512];
 	char *argv[] = {"/bin/bash", "-c", cmd, NULL};
+	char why[600];
 
 	a->rs_step = step;
 	if (ensure_log(a) == 0)
@@ -4003,7 +4136,8 @@ reset_run(struct active *a, int step)
 		a->pid = 0;
 		a->wstatus = 127 << 8;
 		free(cmd);
-		reset_step_done(a, 127);
+		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
+		reset_unrunnable(a, why);
 		return;
 	}
 	timer_set(&a->deadline, mono_now + cfg.health_cmd_timeout);
@@ -4033,25 +4167,30 @@ reset_finish(struct active *a, bool ok)
 	char msg[512];
 
 	c->reset_pending = false;
+	check_controls(false);
 	if (ok) {
 		c->state = CARD_HEALTHY;
 		c->reset_epoch++;
 		c->last_reset_at = clock_wall();
+		c->dead_since = NAN;
+		free(c->dead_reason);
+		free(c->control_error);
+		c->dead_reason = c->control_error = NULL;
 		snprintf(msg, sizeof(msg), PROC_MARKER " card %d is healthy (reset epoch %lld)\n",
 			 c->device, c->reset_epoch);
 		reset_count[card_index(c)][0]++;
 		card_dirty(c);
 		job_finish(a, 0, NULL, msg);
-		logmsg("tt-device-queue: reset of card %d succeeded: healthy, reset epoch %lld", c->device,
-		       c->reset_epoch);
+		logmsg("tt-device-queue: reset of card %d succeeded: %shealthy, reset epoch %lld",
+		       c->device, a->rs_was_dead ? "the dead card is " : "", c->reset_epoch);
 		return;
 	}
 	c->state = CARD_DEAD;
 	c->dead_since = clock_wall();
 	free(c->dead_reason);
-	c->dead_reason = xasprintf("Reset and health verification failed; card %d needs a host reboot "
-				   "or operator recovery",
-				   c->device);
+	c->dead_reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
+				   "reboot or operator recovery (reset --device %d runs it again)",
+				   a->rs_was_dead ? " again" : "", c->device, c->device);
 	snprintf(msg, sizeof(msg), PROC_MARKER " %s\n", c->dead_reason);
 	reset_count[card_index(c)][1]++;
 	card_dirty(c);
@@ -4059,6 +4198,39 @@ reset_finish(struct active *a, bool ok)
 	logmsg("tt-device-queue: reset of card %d failed", c->device);
 	logmsg("tt-device-queue: card %d is dead: %s", c->device, c->dead_reason);
 	card_fail_queue(c);
+}
+
+/*
+ * A control command that could not be run at all is a configuration error, not a card
+ * failure: marking the card dead would take a working card out of service for a typo in its
+ * command. The reset job fails naming the command and why; the card goes back to what it was
+ * (serving; a dead card stays dead) and carries the error in status and /metrics until one
+ * of its resets succeeds.
+ */
+static void
+reset_unrunnable(struct active *a, const char *why)
+{
+	struct card *c = a->card;
+	char *cmd = control_command(step_template(a->rs_step), c->device, a->rs_step != RS_HEALTH);
+	char *trailer;
+
+	timer_stop(&a->deadline);
+	free(c->control_error);
+	c->control_error = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was "
+				     "not reset and %s", step_variable(a->rs_step), why, cmd, c->device,
+				     a->rs_was_dead ? "stays dead" : "stays in service");
+	free(cmd);
+	c->reset_pending = false;
+	c->state = a->rs_was_dead ? CARD_DEAD : CARD_HEALTHY;
+	reset_count[card_index(c)][1]++;
+	card_dirty(c);
+	check_controls(false);
+	trailer = xasprintf(PROC_MARKER " %s\n", c->control_error);
+	job_finish(a, 1, c->control_error, trailer);
+	free(trailer);
+	logmsg("tt-device-queue: reset of card %d failed: %s", c->device, c->control_error);
+	if (a->rs_was_dead)
+		card_fail_queue(c); /* what was queued during the attempt: it stays dead */
 }
 
 /* One control command of the reset procedure ended (SPEC 8). */
@@ -4074,6 +4246,10 @@ reset_step_done(struct active *a, int code)
 		return;
 	}
 	capfile_marker(&a->log, "exit status %d", code);
+	if (code == 127 || code == 126) { /* bash: command not found / not executable */
+		reset_unrunnable(a, code == 127 ? "exit 127: not found" : "exit 126: not executable");
+		return;
+	}
 	if (a->rs_step == RS_RESET && code == 0)
 		reset_run(a, RS_HEALTH);
 	else if (a->rs_step == RS_HEALTH && code == 0)
@@ -4110,22 +4286,31 @@ reset_start(struct card *c)
 	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
 	a->job.submitted_at = clock_wall();
 	a->rs_attempt = 1;
+	a->rs_was_dead = c->state == CARD_DEAD;
 	c->state = CARD_RESETTING;
 	card_dirty(c);
 	index_add(a);
 	job_start(a);
-	logmsg("tt-device-queue: reset of card %d started", c->device);
+	logmsg("tt-device-queue: reset of card %d started%s", c->device,
+	       a->rs_was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
 static const char *
-reset_hint(enum reset_action act, int device)
+reset_hint(enum reset_action act, const struct card *c)
 {
-	static char hint[256];
+	static char hint[512];
+	int device = c->device;
+	size_t n;
 
 	switch (act) {
 	case RESET_SCHEDULED:
-		snprintf(hint, sizeof(hint), "Reset of card %d scheduled; GET /status shows progress and "
-					     "the reset job's log the details", device);
+		if (c->state == CARD_DEAD)
+			snprintf(hint, sizeof(hint), "Card %d is dead: its whole recovery runs again "
+				 "(reset, retries, health check, deep reset); GET /status shows whether "
+				 "it comes back", device);
+		else
+			snprintf(hint, sizeof(hint), "Reset of card %d scheduled; GET /status shows "
+				 "progress and the reset job's log the details", device);
 		break;
 	case RESET_JOINED:
 		snprintf(hint, sizeof(hint), "A reset of card %d is already pending or running; this "
@@ -4135,9 +4320,14 @@ reset_hint(enum reset_action act, int device)
 		snprintf(hint, sizeof(hint), "Card %d was reset after that job ran; nothing to do", device);
 		break;
 	default:
-		snprintf(hint, sizeof(hint), "Card %d is dead: it needs a host reboot or operator "
-					     "recovery", device);
+		snprintf(hint, sizeof(hint), "Card %d is dead and was left alone: reset it by itself "
+			 "(reset --device %d, {\"device_id\": %d}) to run its recovery again, or reboot "
+			 "the host", device, device, device);
 	}
+	n = strlen(hint);
+	if (c->held && (act == RESET_SCHEDULED || act == RESET_JOINED))
+		snprintf(hint + n, sizeof(hint) - n, "; the card is held: the reset runs once it is "
+			 "released");
 	return hint;
 }
 
@@ -4151,7 +4341,8 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 {
 	struct job *cur = c->current;
 
-	if ((act == RESET_SCHEDULED || act == RESET_JOINED) && cfg.reset_preempts && cur &&
+	/* A held card's reset waits for the release: its running job is let finish. */
+	if ((act == RESET_SCHEDULED || act == RESET_JOINED) && cfg.reset_preempts && !c->held && cur &&
 	    cur->mode == JOB_MODE_RUN && (preempt_any || (job_id && strcmp(cur->id, job_id) == 0)))
 		job_stop(active_of(cur), STOP_PREEMPT);
 	json_w_obj(w);
@@ -4159,9 +4350,9 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 	w_str(w, "action", sched_reset_action_name(act));
 	w_str(w, "device_state", sched_state_name(c->state));
 	w_int(w, "reset_epoch", c->reset_epoch);
-	w_str(w, "hint", reset_hint(act, c->device));
+	w_str(w, "hint", reset_hint(act, c));
 	if (act == RESET_DEAD)
-		w_str(w, "error", reset_hint(act, c->device));
+		w_str(w, "error", reset_hint(act, c));
 	json_w_obj_end(w);
 }
 
@@ -4234,7 +4425,8 @@ handle_reset(struct conn *c, const char *body, size_t len)
 
 		if (card && k != card)
 			continue;
-		act[i] = sched_reset_request(k, jcard ? epoch : -1);
+		/* Only a request naming this card alone runs a dead card's recovery again. */
+		act[i] = sched_reset_request(k, jcard ? epoch : -1, card && !jcard);
 		if (act[i] == RESET_SCHEDULED) {
 			card_dirty(k);
 			n++;
@@ -4251,7 +4443,7 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	w = body_begin();
 	if (card) {
 		reset_request_card(card, act[card_index(card)], jcard ? id : NULL, &w, !jcard);
-		respond_json(c, card->state == CARD_DEAD ? 503 : 200, &body_buf, NULL);
+		respond_json(c, act[card_index(card)] == RESET_DEAD ? 503 : 200, &body_buf, NULL);
 		return;
 	}
 	json_w_obj(&w);
@@ -4262,6 +4454,123 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	json_w_arr_end(&w);
 	json_w_obj_end(&w);
 	respond_json(c, 200, &body_buf, NULL);
+}
+
+/* A card's hold fields, to put back when the change cannot be committed. */
+struct hold {
+	bool held;
+	char *by, *reason;
+	double at;
+};
+
+/* Swap card's hold with h (the strings change owner). */
+static void
+hold_swap(struct card *card, struct hold *h)
+{
+	struct hold old = {card->held, card->held_by, card->hold_reason, card->held_at};
+
+	card->held = h->held;
+	card->held_by = h->by;
+	card->hold_reason = h->reason;
+	card->held_at = h->at;
+	*h = old;
+	card_dirty(card);
+}
+
+/*
+ * The optional string fields of POST /hold and /release (reason NULL: not taken); answers 400
+ * and returns -1 when one is bad.
+ */
+static int
+hold_fields(struct conn *c, const char *body, char **by, char **reason)
+{
+	const char *bad = NULL;
+
+	if (str_field(c, body, "client_id", MAX_CLIENT_ID, by) < 0 ||
+	    (reason && str_field(c, body, "reason", MAX_HOLD_REASON, reason) < 0))
+		return -1;
+	/* both are printed by `status` and in the log: no forged lines, no escapes */
+	if (*by && has_control(*by))
+		bad = "client_id";
+	else if (reason && *reason && has_control(*reason))
+		bad = "reason";
+	if (bad) {
+		respond_error(c, 400, "%s must not contain control characters", bad);
+		return -1;
+	}
+	return 0;
+}
+
+/* The answer of /hold and /release: the card's hold as it is now, and what the request did. */
+static void
+respond_hold(struct conn *c, const struct card *card, const char *action)
+{
+	struct json_w w = body_begin();
+
+	json_w_obj(&w);
+	w_device(&w, card->device);
+	w_str(&w, "action", action);
+	w_str(&w, "device_state", sched_state_name(card->state));
+	w_bool(&w, "held", card->held);
+	w_str(&w, "held_by", card->held_by);
+	w_time(&w, "held_at", card->held_at);
+	w_str(&w, "hold_reason", card->hold_reason);
+	json_w_obj_end(&w);
+	respond_json(c, 200, &body_buf, NULL);
+}
+
+/*
+ * POST /hold {"device_id", "reason", "client_id"} and POST /release {"device_id"}: a held card
+ * lets its running job finish and starts nothing more (sched_next) until it is released,
+ * while its queue keeps taking jobs; maintenance needs no reset and no stopped service. The
+ * change is on disk before the answer. Holding a held card keeps the first hold.
+ */
+static void
+handle_hold(struct conn *c, const char *body, size_t len, bool hold)
+{
+	char *by = NULL, *reason = NULL;
+	struct card *card;
+	struct hold h = {0};
+	bool was;
+	int i;
+
+	if (parse_body(c, body, len) < 0)
+		return;
+	if (D.shutting_down) {
+		respond_refused(c, NULL, "The service is shutting down");
+		return;
+	}
+	if ((i = field(body, "device_id")) < 0) {
+		respond_error(c, 400, "device_id is required: the card to %s", hold ? "hold" : "release");
+		return;
+	}
+	if (!(card = card_from_field(c, body, i)) ||
+	    hold_fields(c, body, &by, hold ? &reason : NULL) < 0)
+		goto out;
+	was = card->held;
+	if (was != hold) {
+		h = (struct hold){hold, hold ? (by ? by : xstrdup("anon")) : NULL, reason,
+				  hold ? clock_wall() : NAN};
+		if (hold)
+			by = NULL;
+		reason = NULL;
+		hold_swap(card, &h); /* h now holds the card's previous hold */
+		if (!store_sync_now(NULL)) {
+			hold_swap(card, &h); /* memory as it is on disk */
+			respond_refused(c, card, "The job store is degraded; the change cannot be "
+						 "recorded");
+			goto out;
+		}
+		logmsg("tt-device-queue: card %d %s by %s%s%s", card->device, hold ? "held" : "released",
+		       hold ? card->held_by : by ? by : "anon", card->hold_reason ? ": " : "",
+		       card->hold_reason ? card->hold_reason : "");
+	}
+	respond_hold(c, card, hold ? (was ? "already_held" : "held") : (was ? "released" : "not_held"));
+out:
+	free(by);
+	free(reason);
+	free(h.by);
+	free(h.reason);
 }
 
 /* GET /metrics: Prometheus text exposition 0.0.4 (SPEC 5). */
@@ -4288,6 +4597,17 @@ handle_metrics(struct conn *c)
 			json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
 					D.sched.cards[i].device, sched_state_name(k),
 					D.sched.cards[i].state == k);
+	json_buf_printf(b, "# HELP ttq_card_held 1 while the card is held for maintenance.\n"
+			   "# TYPE ttq_card_held gauge\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		json_buf_printf(b, "ttq_card_held{device=\"%d\"} %d\n", D.sched.cards[i].device,
+				D.sched.cards[i].held);
+	json_buf_printf(b, "# HELP ttq_control_error 1 while the card's last reset could not run a "
+			   "control command (a configuration error), until a reset succeeds.\n"
+			   "# TYPE ttq_control_error gauge\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		json_buf_printf(b, "ttq_control_error{device=\"%d\"} %d\n", D.sched.cards[i].device,
+				D.sched.cards[i].control_error != NULL);
 	json_buf_printf(b, "# HELP ttq_running_job_age_seconds Age of the running job or reset (0 when idle).\n"
 			   "# TYPE ttq_running_job_age_seconds gauge\n");
 	for (i = 0; i < D.sched.ncards; i++) {
@@ -4918,6 +5238,8 @@ card_row_cb(void *ctx, struct store_card *c)
 	if (r->n >= MAX_CARDS) {
 		free(c->dead_reason);
 		free(c->boot_id);
+		free(c->held_by);
+		free(c->hold_reason);
 		return 0;
 	}
 	r->rows[r->n++] = *c;
@@ -4941,6 +5263,12 @@ apply_card_row(struct card *c, struct store_card *row)
 	c->last_reset_at = row->last_reset_at;
 	c->reset_pending = row->reset_pending;
 	c->state = row->state;
+	/* A hold is the operator's: it outlives restarts and reboots until released. */
+	c->held = row->held;
+	c->held_at = row->held ? row->held_at : NAN;
+	c->held_by = row->held_by;
+	c->hold_reason = row->hold_reason;
+	row->held_by = row->hold_reason = NULL;
 	if (row->state == CARD_DEAD && !same_boot) {
 		c->state = CARD_HEALTHY;
 		c->reset_epoch++;
@@ -4984,6 +5312,8 @@ setup_cards(void)
 			apply_card_row(c, &rows.rows[i]);
 		free(rows.rows[i].dead_reason);
 		free(rows.rows[i].boot_id);
+		free(rows.rows[i].held_by);
+		free(rows.rows[i].hold_reason);
 	}
 	for (i = 0; i < D.sched.ncards; i++)
 		card_dirty(&D.sched.cards[i]); /* rows for new cards, and this boot's id */
@@ -5674,6 +6004,7 @@ serve_main(int argc, char **argv)
 	}
 	if (opened == 0)
 		start_from_store();
+	check_controls(true);
 	raise_fd_limit();
 	open_listener();
 	serving_status(status, sizeof(status));

@@ -32,7 +32,7 @@ _tt_device_queue_jobs() {
 
 _tt_device_queue() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local subcommands="run queue queue-python job logs result status kill reset skill serve"
+	local subcommands="run queue queue-python job logs result status kill reset hold release skill serve"
 	local global="--host --port --client-id --json --help --version"
 	local submit="--device --cwd --timeout --repeat --env --json --help"
 	local i sub="" opts="" dashdash=0 words
@@ -64,7 +64,7 @@ _tt_device_queue() {
 		return 0
 		;;
 	--host | --port | --client-id | --timeout | --repeat | --env | --wait-timeout | \
-		--output-limit | --offset | --limit | --python-arg)
+		--output-limit | --offset | --limit | --python-arg | --reason)
 		return 0 # a value we cannot guess
 		;;
 	esac
@@ -78,7 +78,8 @@ _tt_device_queue() {
 	logs) opts="--offset --limit --follow --wait-timeout --json --help" ;;
 	result) opts="--wait-timeout --output-limit --json --help" ;;
 	status) opts="--device --json --help" ;;
-	kill | reset) opts="--device --json --help" ;;
+	kill | reset | release) opts="--device --json --help" ;;
+	hold) opts="--device --reason --json --help" ;;
 	serve | skill) opts="--help" ;;
 	*) return 0 ;;
 	esac

@@ -424,17 +424,19 @@ t tt-device-queue queue-python --wa
 t %s result ""
 t tt-device-queue run -- ""
 complete -p tt-device-queue
+t tt-device-queue hold --r
 ''' % (q(script), q(BINARY))
     p = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, timeout=10,
                        env=dict(os.environ, TT_DEVICE_URL="http://127.0.0.1:%d" % d.port))
     lines = p.stdout.splitlines()
-    tap.ok(lines[:4] == ["run result reset", "queue queue-python", "--timeout",
+    tap.ok(lines[:4] == ["run result reset release", "queue queue-python", "--timeout",
                          "--wait --wait-timeout"], "subcommands and options complete",
            p.stdout + p.stderr)
     tap.ok(len(lines) > 4 and job["job_id"] in lines[4].split(), "job ids come from the daemon",
            p.stdout)
     tap.ok(len(lines) > 6 and lines[5] == "" and "-o default" in lines[6],
            "after -- bash's default completion takes over", p.stdout)
+    tap.ok(len(lines) > 7 and lines[7] == "--reason", "hold completes --reason", p.stdout)
 
 
 def test_docs_and_lint():

@@ -389,12 +389,12 @@ def test_dead_card_drains_own_queue():
            "8: card 0 dead with dead_reason and dead_since", c)
     r = d.post("/queue", {"cmd": "true", "device_id": 0})
     tap.eq((r.status, r.get("device_state")), (503, "dead"), "8: submission to dead card -> 503")
-    r = reset(d, {"device_id": 0})
-    tap.eq((r.status, r.get("device_state"), r.get("action")), (503, "dead", "dead"),
-           "8: reset of dead card -> 503")
     r = reset(d, {"job_id": jq["job_id"]})
-    tap.eq((r.status, r.get("device_state")), (503, "dead"), "8: job-based reset of dead card -> 503")
-    tap.eq(runs(d, "reset"), 1, "8: refused resets ran nothing")
+    tap.eq((r.status, r.get("device_state"), r.get("action")), (503, "dead", "dead"),
+           "8: job-based reset of dead card -> 503, action dead")
+    tap.ok("reset --device 0" in (r.get("hint") or ""),
+           "8: its hint names the way back", r)
+    tap.eq(runs(d, "reset"), 1, "8: the refused reset ran nothing")
     j1b = d.submit("echo still", device_id=1)["job_id"]
     tap.eq(d.wait_done(j1b)["exit_code"], 0, "8: card 1 accepts and runs jobs after card 0 died")
     tap.eq(d.dev(1)["state"], "healthy", "8: card 1 healthy")

@@ -114,22 +114,71 @@ test_resets(void)
 	sched_init(&s, ids, 1);
 	c = &s.cards[0];
 	sched_enqueue(&s, c, &jobs[0]);
-	ok(sched_reset_request(c, -1) == RESET_SCHEDULED && c->reset_pending && c->dirty,
+	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED && c->reset_pending && c->dirty,
 	   "card request schedules and is durable (dirty)");
-	ok(sched_reset_request(c, -1) == RESET_JOINED, "second request joins");
+	ok(sched_reset_request(c, -1, true) == RESET_JOINED, "second request joins");
 	is_int(sched_submit_position(c), 2, "a pending reset counts before a new job");
 	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET, "pending reset goes before the queue");
 	c->reset_pending = false;
 	c->reset_epoch = 1;
-	ok(sched_reset_request(c, 0) == RESET_ALREADY_RESET, "job from epoch 0 after a reset");
+	ok(sched_reset_request(c, 0, false) == RESET_ALREADY_RESET, "job from epoch 0 after a reset");
 	ok(!c->reset_pending, "already_reset runs nothing");
-	ok(sched_reset_request(c, 1) == RESET_SCHEDULED, "job from the current epoch schedules");
+	ok(sched_reset_request(c, 1, false) == RESET_SCHEDULED, "job from the current epoch schedules");
 	c->reset_pending = false;
 	c->state = CARD_DEAD;
-	ok(sched_reset_request(c, -1) == RESET_DEAD, "dead card refuses");
-	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "dead card never dispatches");
+	ok(sched_reset_request(c, -1, false) == RESET_DEAD && !c->reset_pending,
+	   "an all-card request leaves a dead card alone");
+	ok(sched_reset_request(c, 2, false) == RESET_DEAD && !c->reset_pending,
+	   "a job-based request leaves a dead card alone");
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE && !out, "a dead card starts no job");
+	c->dirty = false;
+	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED && c->reset_pending && c->dirty,
+	   "a request for the dead card alone schedules its recovery (durably)");
+	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET && !out,
+	   "the dead card's recovery starts");
+	ok(sched_reset_request(c, -1, true) == RESET_JOINED, "a second one joins it");
 	is_str(sched_reset_action_name(RESET_ALREADY_RESET), "already_reset", "action names");
 	is_str(sched_state_name(CARD_RESETTING), "resetting", "state names");
+	sched_free(&s);
+}
+
+static void
+test_hold(void)
+{
+	struct sched s;
+	int ids[] = {0, 1};
+	struct card *c, *other;
+	struct job *out;
+
+	mkjobs();
+	sched_init(&s, ids, 2);
+	c = &s.cards[0];
+	other = &s.cards[1];
+	ok(!c->held && isnan(c->held_at), "cards start released");
+	sched_enqueue(&s, c, &jobs[0]);
+	sched_enqueue(&s, c, &jobs[1]);
+	sched_enqueue(&s, other, &jobs[2]);
+	ok(sched_next(&s, c, true, &out) == SCHED_START_JOB && out == &jobs[0], "job 0 starts");
+	sched_set_current(c, out);
+	c->held = true;
+	ok(c->current == &jobs[0], "a hold leaves the running job alone");
+	sched_set_current(c, NULL);
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE && !out, "a held card starts no job");
+	is_int(c->queued, 1, "its queued job stays queued");
+	sched_enqueue(&s, c, &jobs[3]);
+	is_int(c->queued, 2, "and new ones are queued behind it");
+	c->reset_pending = true;
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "nor a pending reset");
+	c->state = CARD_RESETTING;
+	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "nor a reset cut short by a stop");
+	ok(sched_next(&s, other, true, &out) == SCHED_START_JOB && out == &jobs[2],
+	   "the other card runs on");
+	c->held = false;
+	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET, "released: the reset goes first");
+	c->reset_pending = false;
+	c->state = CARD_HEALTHY;
+	ok(sched_next(&s, c, true, &out) == SCHED_START_JOB && out == &jobs[1],
+	   "then the queue in its order");
 	sched_free(&s);
 }
 
@@ -140,5 +189,6 @@ main(void)
 	test_fifo();
 	test_estimates();
 	test_resets();
+	test_hold();
 	return tap_done();
 }

@@ -382,6 +382,8 @@ collect_card(void *ctx, struct store_card *c)
 	if (cs->n == 8) {
 		free(c->boot_id);
 		free(c->dead_reason);
+		free(c->held_by);
+		free(c->hold_reason);
 		return -1;
 	}
 	cs->c[cs->n++] = *c;
@@ -394,6 +396,8 @@ cards_free(struct cards *cs)
 	for (int i = 0; i < cs->n; i++) {
 		free(cs->c[i].boot_id);
 		free(cs->c[i].dead_reason);
+		free(cs->c[i].held_by);
+		free(cs->c[i].hold_reason);
 	}
 	cs->n = 0;
 }
@@ -419,12 +423,12 @@ test_fresh(void)
 	is_int(umask(022), 022, "store_open restores the umask");
 	db = side_open(path_in("fresh.sqlite3"));
 	is_str(side_text(db, "PRAGMA journal_mode", buf, sizeof(buf)), "wal", "journal is WAL");
-	is_int(side_int(db, "PRAGMA user_version"), 3, "user_version 3");
+	is_int(side_int(db, "PRAGMA user_version"), 4, "user_version 4");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
 	                    "name IN ('jobs_active', 'jobs_done', 'jobs_recent')"),
 	       3, "the three job indexes exist");
-	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 9,
-	       "cards has 9 columns");
+	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 13,
+	       "cards has 13 columns");
 	ok(strstr(side_columns(db, buf, sizeof(buf)), ",updated_at,device") != NULL,
 	   "jobs ends with updated_at, device");
 	sqlite3_close(db);
@@ -435,7 +439,7 @@ test_fresh(void)
 	ok(st != NULL, "an existing empty file opens");
 	is_int(file_mode(path_in("empty.sqlite3")), 0600, "an existing 0644 file becomes 0600");
 	db = side_open(path_in("empty.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 3, "empty file gets schema v3");
+	is_int(side_int(db, "PRAGMA user_version"), 4, "empty file gets schema v4");
 	sqlite3_close(db);
 	store_close(st);
 }
@@ -706,6 +710,26 @@ test_cards(struct store *st)
 	ok(cs.c[1].state == CARD_RESETTING && !cs.c[1].dead_reason && isnan(cs.c[1].dead_since),
 	   "card 1 updated");
 	is_str(cs.c[1].boot_id, "boot-c", "boot_id updated");
+	ok(!cs.c[0].held && !cs.c[0].held_by && isnan(cs.c[0].held_at) && !cs.c[0].hold_reason,
+	   "a card is not held unless held");
+	cards_free(&cs);
+	c0.held = true;
+	c0.held_by = "alice";
+	c0.held_at = 789.5;
+	c0.hold_reason = "reseating the cable";
+	ok(store_begin(st) == 0 && store_put_card(st, &c0, NULL) == 0 && store_commit(st) == 0,
+	   "hold card 0");
+	store_load_cards(st, collect_card, &cs);
+	ok(cs.c[0].held && cs.c[0].held_at == 789.5, "the hold round trips");
+	is_str(cs.c[0].held_by, "alice", "who held it");
+	is_str(cs.c[0].hold_reason, "reseating the cable", "and why");
+	cards_free(&cs);
+	c0.held = false; /* released: the who and why are not kept */
+	ok(store_begin(st) == 0 && store_put_card(st, &c0, NULL) == 0 && store_commit(st) == 0,
+	   "release card 0");
+	store_load_cards(st, collect_card, &cs);
+	ok(!cs.c[0].held && !cs.c[0].held_by && isnan(cs.c[0].held_at) && !cs.c[0].hold_reason,
+	   "released: no hold left");
 	cards_free(&cs);
 }
 
@@ -877,7 +901,7 @@ check_migrated_db(const char *name)
 	char fresh[2048], migrated[2048];
 	sqlite3 *db = side_open(path_in(name)), *fdb = side_open(path_in("fresh.sqlite3"));
 
-	is_int(side_int(db, "PRAGMA user_version"), 3, "migrated to user_version 3");
+	is_int(side_int(db, "PRAGMA user_version"), 4, "migrated to user_version 4");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"), 0,
 	       "device_state dropped");
 	is_int(side_int(db, "SELECT count(*) FROM jobs WHERE device = 0"), 3, "all jobs on card 0");
@@ -971,6 +995,57 @@ test_migration(void)
 	store_close(st);
 }
 
+/* A version 3 database (before holds) gets the hold columns in place, its rows kept. */
+static void
+test_migration_v3(void)
+{
+	char fresh[512], migrated[512];
+	struct cards cs = {.n = 0};
+	struct card c = {.device = 1,
+	                 .state = CARD_HEALTHY,
+	                 .held = true,
+	                 .held_by = "bob",
+	                 .held_at = 5.0,
+	                 .last_reset_at = NAN,
+	                 .dead_since = NAN};
+	struct store *st;
+	sqlite3 *db = side_open(path_in("v3.sqlite3")), *fdb;
+
+	side_exec(db, old_jobs_sql);
+	side_exec(db, "ALTER TABLE jobs ADD COLUMN device INTEGER NOT NULL DEFAULT 0");
+	side_exec(db, "CREATE TABLE cards (device INTEGER PRIMARY KEY, state TEXT, "
+	              "reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, "
+	              "last_reset_at REAL, dead_since REAL, dead_reason TEXT, updated_at REAL)");
+	side_exec(db, "INSERT INTO cards VALUES (1, 'dead', 3, 0, 'boot-x', NULL, 50.5, 'gone', "
+	              "50.5); PRAGMA user_version = 3");
+	sqlite3_close(db);
+	st = open_ok("v3.sqlite3");
+	if (!ok(st != NULL, "a v3 database opens (migrated)"))
+		return;
+	is_int(store_load_cards(st, collect_card, &cs), 1, "its card row is kept");
+	ok(cs.n == 1 && cs.c[0].state == CARD_DEAD && cs.c[0].reset_epoch == 3 && !cs.c[0].held &&
+	       isnan(cs.c[0].held_at),
+	   "dead as it was, and not held");
+	is_str(cs.n ? cs.c[0].dead_reason : NULL, "gone", "with its dead_reason");
+	cards_free(&cs);
+	ok(store_begin(st) == 0 && store_put_card(st, &c, "boot-y") == 0 && store_commit(st) == 0,
+	   "the migrated store takes a hold");
+	store_close(st);
+	db = side_open(path_in("v3.sqlite3"));
+	fdb = side_open(path_in("fresh.sqlite3"));
+	is_int(side_int(db, "PRAGMA user_version"), 4, "v3 becomes user_version 4");
+	is_str(side_text(db, "SELECT group_concat(name) FROM pragma_table_info('cards')", migrated,
+	                 sizeof(migrated)),
+	       side_text(fdb, "SELECT group_concat(name) FROM pragma_table_info('cards')", fresh,
+	                 sizeof(fresh)),
+	       "migrated cards columns equal a fresh table's");
+	is_str(
+	    side_text(db, "SELECT held_by FROM cards WHERE device = 1", migrated, sizeof(migrated)),
+	    "bob", "the hold is stored");
+	sqlite3_close(db);
+	sqlite3_close(fdb);
+}
+
 static void
 test_refusals(void)
 {
@@ -998,13 +1073,13 @@ test_refusals(void)
 	sqlite3_close(db);
 
 	db = side_open(path_in("newer.sqlite3"));
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 4");
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 5");
 	sqlite3_close(db);
 	refused = false;
 	ok(store_open(path_in("newer.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL,
-	   "v4 refused");
+	   "v5 refused");
 	ok(refused, "for good (refused)");
-	ok(strstr(errbuf, "4") && strstr(errbuf, "3") && strstr(errbuf, "fresh logs-v2/"),
+	ok(strstr(errbuf, "5") && strstr(errbuf, "4") && strstr(errbuf, "fresh logs-v2/"),
 	   "message: %s", errbuf);
 
 	fd = open(path_in("text.sqlite3"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -1183,6 +1258,7 @@ main(void)
 	test_active();
 	test_retention();
 	test_migration();
+	test_migration_v3();
 	test_refusals();
 	test_open_failure_passes();
 	test_write_failure();
