@@ -1011,8 +1011,16 @@ test_migration_v3(void)
 	struct store *st;
 	sqlite3 *db = side_open(path_in("v3.sqlite3")), *fdb;
 
-	side_exec(db, old_jobs_sql);
-	side_exec(db, "ALTER TABLE jobs ADD COLUMN device INTEGER NOT NULL DEFAULT 0");
+	/* the jobs table as version 3 wrote it */
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
+	              "NOT NULL, cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
+	              "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
+	              "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, "
+	              "finished_at REAL, repeat_current INTEGER, repeat_completed INTEGER, "
+	              "first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
+	              "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, "
+	              "log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
+	              "error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)");
 	side_exec(db, "CREATE TABLE cards (device INTEGER PRIMARY KEY, state TEXT, "
 	              "reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, "
 	              "last_reset_at REAL, dead_since REAL, dead_reason TEXT, updated_at REAL)");
