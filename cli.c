@@ -2465,37 +2465,26 @@ mkdir_p(const char *dir)
 }
 
 /*
- * The script dir, created 0700 if missing: TT_DEVICE_CLI_SCRIPT_DIR, else
- * <dir of the executable>/logs-v2/cli-scripts when writable, else
- * ${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts. Returns 0, or -1 (printed).
+ * The script dir, created 0700 if missing: TT_DEVICE_CLI_SCRIPT_DIR, else the user's state
+ * folder, ${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts (XDG Base Directory;
+ * a relative XDG_STATE_HOME is ignored). Never beside the executable: an installed binary's
+ * folder (/usr/local/bin) is no place for a user's files. Returns 0, or -1 (printed).
  */
 static int
 script_dir(char *dir, size_t cap)
 {
 	const char *e = env_nonempty("TT_DEVICE_CLI_SCRIPT_DIR"), *xdg, *home;
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
 
-	if (e != NULL) {
-		snprintf(dir, cap, "%s", e);
-		goto make;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n > 0 && (exe[n] = 0, slash = strrchr(exe, '/')) != NULL) {
-		*slash = 0;
-		if (snprintf(dir, cap, "%s/logs-v2/cli-scripts", exe) < (int)cap &&
-		    mkdir_p(dir) == 0 && access(dir, W_OK | X_OK) == 0)
-			return 0;
-	}
 	xdg = env_nonempty("XDG_STATE_HOME");
 	home = env_nonempty("HOME");
-	if (xdg != NULL && xdg[0] == '/')
+	if (e != NULL)
+		snprintf(dir, cap, "%s", e);
+	else if (xdg != NULL && xdg[0] == '/')
 		snprintf(dir, cap, "%s/tt-device-queue/cli-scripts", xdg);
 	else if (home != NULL)
 		snprintf(dir, cap, "%s/.local/state/tt-device-queue/cli-scripts", home);
 	else
 		snprintf(dir, cap, "/nonexistent (no HOME)");
-make:
 	if (mkdir_p(dir) == 0)
 		return 0;
 	errmsg("cannot create the script dir %s: %s", dir, strerror(errno));
@@ -3183,7 +3172,6 @@ static const struct subcmd subcmds[] = {
      "[--python P] [--python-arg A]... [--wait] [--wait-timeout S] [--output-limit B] SCRIPT",
      "Submit `P SCRIPT A...`. SCRIPT is a file (used by its absolute path) or - to read the\n"
      "script from stdin and store it (0600) in TT_DEVICE_CLI_SCRIPT_DIR, else\n"
-     "<dir of this program>/logs-v2/cli-scripts, else\n"
      "${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts; stored scripts older\n"
      "than 7 days are removed, and so is this one if the submission fails. With --wait it\n"
      "behaves like `run`.\n\noptions:\n" H_SUBMIT
