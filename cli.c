@@ -1931,8 +1931,16 @@ static int
 opt_common(struct args *a, struct opts *o, int id, const char *val)
 {
 	if (id == O_DEVICE) {
-		if (parse_uint(val, 999999, &o->device) < 0)
+		unsigned long long dev;
+
+		if (parse_uint(val, 999999, &dev) < 0)
 			return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
+		/* the last of two would win silently: a job on a card its code does not open */
+		if (o->device_set && dev != o->device)
+			return usage_err(a->cmd, "--device given twice (%llu and %llu); give the one "
+			                         "card your code opens",
+			                 o->device, dev);
+		o->device = dev;
 		o->device_set = 1;
 	} else if (id == O_WAIT_TIMEOUT) {
 		if (parse_secs(val, &o->wait_timeout) < 0)

@@ -1984,6 +1984,123 @@ field(const char *body, const char *key)
 	return i >= 0 && toks[i].type == JSON_NULL ? -1 : i;
 }
 
+/*
+ * A field name as compared for suggestions: lowercase, without '_' and '-' (deviceId,
+ * Device-ID and device_id are one name), cut to cap - 1 bytes.
+ */
+static void
+field_norm(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n && k + 1 < cap; i++)
+		if (s[i] != '_' && s[i] != '-')
+			out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+	out[k] = '\0';
+}
+
+/* Edits (insert, delete, replace, swap two neighbours) from a to b; both under 40 bytes. */
+static int
+edit_distance(const char *a, const char *b)
+{
+	int d[40][40], i, j, na = (int)strlen(a), nb = (int)strlen(b);
+
+	for (i = 0; i <= na; i++)
+		for (j = 0; j <= nb; j++) {
+			int v = i + j;
+
+			if (i > 0 && j > 0) {
+				int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+				v = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
+				v = sub < v ? sub : v;
+				if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+				    d[i - 2][j - 2] + 1 < v)
+					v = d[i - 2][j - 2] + 1;
+			}
+			d[i][j] = v;
+		}
+	return d[na][nb];
+}
+
+/*
+ * How far key (n bytes) is from the field name known: 0 when one is the other's start
+ * (device, timeout_sec, repeats), else the edit distance (devcie_id), or INT_MAX when the two
+ * are not close enough to suggest one for the other.
+ */
+static int
+field_distance(const char *key, size_t n, const char *known)
+{
+	char a[40], b[40];
+	size_t na, nb;
+	int d;
+
+	field_norm(key, n, a, sizeof(a));
+	field_norm(known, strlen(known), b, sizeof(b));
+	na = strlen(a);
+	nb = strlen(b);
+	if (na >= 3 && nb >= 3 && strncmp(a, b, na < nb ? na : nb) == 0)
+		return 0;
+	d = edit_distance(a, b);
+	return d <= (nb > 4 ? 2 : 1) ? d : INT_MAX;
+}
+
+/* The field of known (NULL-terminated) that key (n bytes) most likely meant, or NULL. */
+static const char *
+field_meant(const char *key, size_t n, const char *const *known)
+{
+	/* words that are no misspelling of the field they mean */
+	static const char *const synonyms[][2] = {{"card", "device_id"}, {"command", "cmd"}};
+	const char *meant = NULL;
+	int best = INT_MAX, d;
+	unsigned i, j;
+
+	for (i = 0; known[i]; i++)
+		if ((d = field_distance(key, n, known[i])) < best)
+			best = d, meant = known[i];
+	for (i = 0; !meant && i < sizeof(synonyms) / sizeof(synonyms[0]); i++)
+		for (j = 0; known[j] && field_distance(key, n, synonyms[i][0]) != INT_MAX; j++)
+			if (strcmp(known[j], synonyms[i][1]) == 0)
+				meant = known[j];
+	return meant;
+}
+
+/*
+ * Every member of the body's root object must be one of known (NULL-terminated): a typo
+ * such as `device` or `devcie_id` for `device_id` must never send a job to card 0. Answers 400
+ * naming the first unknown field and, when one is close, the field meant; -1 then.
+ */
+static int
+known_fields(struct conn *c, const char *body, const char *const *known)
+{
+	char key[64], list[256];
+	const char *meant;
+	size_t n, cut, len = 0;
+	int k, m;
+	unsigned j;
+
+	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
+		n = json_str_decode(body, &toks[k], key, sizeof(key) - 1);
+		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
+			;
+		if (known[j])
+			continue;
+		cut = n < sizeof(key) - 1 ? n : json_utf8_boundary(key, sizeof(key) - 4);
+		snprintf(key + cut, sizeof(key) - cut, "%s", n > cut ? "..." : "");
+		meant = field_meant(key, cut, known);
+		for (j = 0; known[j]; j++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+						known[j]);
+		if (meant)
+			respond_error(c, 400, "Unknown field \"%s\"; did you mean \"%s\"? (known "
+					      "fields: %s)", key, meant, list);
+		else
+			respond_error(c, 400, "Unknown field \"%s\" (known fields: %s)", key, list);
+		return -1;
+	}
+	return 0;
+}
+
 /* Decode string token i into a fresh heap C string; NULL on ENOMEM or when it holds NUL. */
 static char *
 tok_strdup(const char *body, int i, bool *has_nul)
@@ -2041,6 +2158,23 @@ list_cards(char *out, size_t cap)
 	out[0] = '\0';
 	for (i = 0; i < D.sched.ncards && n < cap; i++)
 		n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? ", " : "", D.sched.cards[i].device);
+}
+
+/*
+ * The device_id member of the body: its token, -1 when absent, or -2 (answered 400) when it
+ * is null: null must not stand for the default card, since a client that meant a card and
+ * sent null would have its job run on card 0, beside whoever uses that one.
+ */
+static int
+device_member(struct conn *c, const char *body)
+{
+	int i = json_obj_get(body, toks, 0, "device_id");
+
+	if (i >= 0 && toks[i].type == JSON_NULL) {
+		respond_error(c, 400, "device_id must be a card number, not null");
+		return -2;
+	}
+	return i;
 }
 
 /* The card named by device_id field i; answers 400 and returns NULL when not configured. */
@@ -2312,7 +2446,8 @@ submission_parse(struct conn *c, const char *body, struct submission *s)
 	    int_field(c, body, "repeat", 1, cfg.max_repeat, &s->repeat) < 0 ||
 	    env_field(c, body, &s->env_json) < 0)
 		return -1;
-	i = field(body, "device_id");
+	if ((i = device_member(c, body)) == -2)
+		return -1;
 	s->card = i < 0 ? sched_card(&D.sched, 0) : card_from_field(c, body, i);
 	if (!s->card) {
 		if (i < 0) {
@@ -2346,6 +2481,12 @@ render_submitted(struct json_w *w, const struct active *a, int position, double 
 	free(out);
 }
 
+/* The members of a POST /queue body: those the earlier Python client sends, and no more. */
+static const char *const queue_fields[] = {"cmd",       "cwd",  "device_id", "timeout", "repeat",
+					   "env",       "mode", "client_id", NULL};
+/* The members of POST /kill and POST /reset bodies. */
+static const char *const target_fields[] = {"job_id", "device_id", NULL};
+
 /* POST /queue (SPEC 5): validate, enqueue, answer once the job is committed. */
 static void
 handle_queue(struct conn *c, const char *body, size_t len)
@@ -2357,7 +2498,8 @@ handle_queue(struct conn *c, const char *body, size_t len)
 	int position;
 	double wait, now = clock_wall();
 
-	if (parse_body(c, body, len) < 0 || submission_parse(c, body, &s) < 0)
+	if (parse_body(c, body, len) < 0 || known_fields(c, body, queue_fields) < 0 ||
+	    submission_parse(c, body, &s) < 0)
 		goto out;
 	if ((why = refuse_reason(s.card))) {
 		respond_refused(c, s.card, why);
@@ -2791,10 +2933,10 @@ handle_kill(struct conn *c, const char *body, size_t len)
 	int ji, di;
 	struct card *card;
 
-	if (parse_body(c, body, len) < 0)
+	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
+	    (di = device_member(c, body)) == -2)
 		return;
 	ji = field(body, "job_id");
-	di = field(body, "device_id");
 	if (ji >= 0) {
 		char id[33];
 		struct active *a;
@@ -4211,14 +4353,14 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	int ji, di, i, n;
 	struct json_w w;
 
-	if (parse_body(c, body, len) < 0)
+	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
+	    (di = device_member(c, body)) == -2)
 		return;
 	if (D.shutting_down) {
 		respond_refused(c, NULL, "The service is shutting down");
 		return;
 	}
 	ji = field(body, "job_id");
-	di = field(body, "device_id");
 	if (ji >= 0 && !(jcard = reset_job_card(c, body, ji, id, &epoch)))
 		return;
 	if (di >= 0 && !(card = card_from_field(c, body, di)))

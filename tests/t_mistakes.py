@@ -45,6 +45,61 @@ def gated(d, device="0"):
 def open_gate(gate):
     open(gate, "w").close()
 
+# ---------------------------------------------------------------- unknown fields
+
+def jobs_seen(d):
+    """Ids of every job the daemon shows: running, queued and recent, on every card."""
+    ids = set()
+    for c in d.status()["devices"]:
+        ids.update(j["job_id"] for j in c["pending"] + c["recent"])
+        if c["current"]:
+            ids.add(c["current"]["job_id"])
+    return ids
+
+
+def test_unknown_fields_create_no_job():
+    d = daemon()
+    before = jobs_seen(d)
+    typos = [({"device": "1"}, "device", "device_id"), ({"devcie_id": "1"}, "devcie_id", "device_id"),
+             ({"card": 1}, "card", "device_id"), ({"deviceId": 1}, "deviceId", "device_id"),
+             ({"timeout_sec": 5}, "timeout_sec", "timeout"), ({"repeats": 2}, "repeats", "repeat"),
+             ({"envs": {}}, "envs", "env"), ({"priority": 1}, "priority", None)]
+    for extra, name, meant in typos:
+        r = d.post("/queue", dict({"cmd": "true"}, **extra))
+        err = r.get("error") or ""
+        tap.ok(r.status == 400 and '"%s"' % name in err and
+               (meant is None and "did you mean" not in err or '"%s"?' % meant in err),
+               "POST /queue with %s: 400 naming it%s" % (name, " and %s" % meant if meant else ""),
+               r)
+    r = d.post("/queue", {"cmd": "true", "device_id": None})
+    tap.ok(r.status == 400 and "device_id" in r.get("error", ""), "device_id null: 400", r)
+    tap.eq(jobs_seen(d) - before, set(), "no typo and no null queued a job on any card")
+    r = d.post("/queue", {"cmd": "true", "cwd": d.tmp, "device_id": "1", "timeout": 30,
+                          "repeat": 1, "mode": "run", "env": {"A": "b"}, "client_id": "py"})
+    tap.eq(r.status, 200, "every field the earlier Python client sends is accepted")
+    d.wait_done(r["job_id"])
+    before.add(r["job_id"])
+    for path in ("/kill", "/reset"):
+        r = d.post(path, {"devcie_id": "1"})
+        tap.ok(r.status == 400 and '"device_id"?' in r.get("error", ""),
+               "POST %s with devcie_id: 400 naming device_id" % path, r)
+        r = d.post(path, {"device_id": None})
+        tap.eq(r.status, 400, "POST %s with device_id null: 400 (not every card)" % path)
+    tap.eq([c["reset_epoch"] for c in d.status()["devices"]], [0, 0], "no card was reset")
+    tap.eq(jobs_seen(d) - before, set(), "no reset job ran")
+
+
+def test_device_given_twice_is_a_usage_error():
+    d = daemon()
+    before = jobs_seen(d)
+    for sub in (["run"], ["queue"], ["queue-python"]):
+        rc, out, err = d.cli(*sub, "--device", "1", "--device", "0", "--", "true")
+        tap.ok(rc == 2 and "--device given twice" in err, "%s --device 1 --device 0: usage "
+               "error, exit 2" % sub[0], (rc, out, err))
+    tap.eq(jobs_seen(d) - before, set(), "nothing was queued")
+    rc, out, err = d.cli("queue", "--device", "1", "--device=1", "--", "true")
+    tap.eq(rc, 0, "the same card twice is fine")
+
 
 # ---------------------------------------------------------------- queue-python -
 
@@ -75,4 +130,5 @@ def test_queue_python_stdin_scripts_in_the_state_folder():
 
 
 if __name__ == "__main__":
-    run_tests(test_queue_python_stdin_scripts_in_the_state_folder)
+    run_tests(test_unknown_fields_create_no_job, test_device_given_twice_is_a_usage_error,
+              test_queue_python_stdin_scripts_in_the_state_folder)
