@@ -2312,6 +2312,101 @@ submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct do
 	return ST_OK;
 }
 
+/*
+ * Inside a job (the daemon puts TT_DEVICE_JOB_ID in its environment): that job's id into
+ * job[33] and the card it holds into card[cap] while the daemon shows it running. 0 then;
+ * -1 when not inside a running job of this daemon, or when the daemon cannot be asked (the
+ * request that follows then says why).
+ */
+static int
+held_card(struct cli *c, char *job, char *card, size_t cap)
+{
+	const char *id = env_nonempty("TT_DEVICE_JOB_ID");
+	char path[64], st[16];
+	struct resp r;
+	struct doc d;
+	int rc = -1;
+
+	if (id == NULL || strlen(id) != 32 || strspn(id, "0123456789abcdef") != 32)
+		return -1;
+	snprintf(path, sizeof path, "/job/%s", id);
+	memset(&r, 0, sizeof r);
+	if (http_call(c, "GET", path, NULL, 0, 0, &r) != ST_OK || r.status != 200 ||
+	    doc_parse(c, r.body, r.len, &d) != ST_OK)
+		return -1;
+	if (doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "running") == 0 &&
+	    doc_scalar(&d, 0, "device_id", card, cap) != NULL) {
+		snprintf(job, 33, "%s", id);
+		rc = 0;
+	}
+	doc_free(&d);
+	return rc;
+}
+
+/*
+ * Waiting inside a job for a job on the card that job holds would hang until the job's
+ * timeout: each card runs one job at a time, in order, and the one waiting holds it. `target`
+ * is the job waited for (NULL: one about to be queued) on card `card`. ST_USAGE (explained)
+ * when that card is held by this process's job, else ST_OK.
+ */
+static int
+refuse_own_card(struct cli *c, const struct args *a, const char *target, const char *card)
+{
+	char job[33], held[32], what[96];
+
+	if (held_card(c, job, held, sizeof held) < 0 || strcmp(held, card) != 0)
+		return ST_OK;
+	if (target == NULL)
+		snprintf(what, sizeof what, "a job queued on card %s", card);
+	else
+		snprintf(what, sizeof what, "job %s on card %s", target, card);
+	fprintf(stderr,
+	        PROG " %s: this runs inside job %s, which holds card %s until it ends; %s "
+	        "cannot %s before that, so waiting for it would hang until the job's timeout.\n",
+	        a->cmd->name, job, card, what,
+	        target != NULL && strcmp(target, job) == 0 ? "end" : "start");
+	if (target == NULL)
+		fprintf(stderr, "Use another card (--device N), or submit without waiting (`" PROG
+		                " queue`).\n");
+	else
+		fprintf(stderr, "Ask once this job has ended, or look without waiting (`" PROG
+		                " job %s`).\n",
+		        target);
+	return ST_USAGE;
+}
+
+/* run and queue-python --wait: refuse a submission on the card this process's job holds. */
+static int
+refuse_own_card_submission(struct cli *c, const struct args *a, const struct opts *o)
+{
+	char card[24];
+
+	snprintf(card, sizeof card, "%llu", o->device);
+	return refuse_own_card(c, a, NULL, card);
+}
+
+/* result and logs --follow inside a job: refuse to wait for job id when it needs our card. */
+static int
+refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
+{
+	char path[64], st[16], card[24];
+	struct resp r;
+	struct doc d;
+	int done;
+
+	if (env_nonempty("TT_DEVICE_JOB_ID") == NULL)
+		return ST_OK;
+	snprintf(path, sizeof path, "/result/%s", id);
+	memset(&r, 0, sizeof r);
+	if (http_call(c, "GET", path, NULL, 0, 0, &r) != ST_OK || r.status != 200 ||
+	    doc_parse(c, r.body, r.len, &d) != ST_OK)
+		return ST_OK; /* the wait's own requests say what is wrong */
+	done = !doc_str(&d, 0, "status", st, sizeof st) || strcmp(st, "done") == 0 ||
+	       doc_scalar(&d, 0, "device_id", card, sizeof card) == NULL;
+	doc_free(&d);
+	return done ? ST_OK : refuse_own_card(c, a, id, card);
+}
+
 /* `queue` output: job_id=... and the other key=value lines, or the answer as JSON. */
 static int
 print_queued(const struct cli *c, const struct doc *d, const char *script)
@@ -2420,7 +2515,8 @@ submit_words(struct cli *c, struct args *a, struct opts *o, int follow)
 
 	if ((rc = command_words(a, o)) != ST_OK)
 		return rc;
-	if (follow && (rc = output_limit(a, o, &limit)) != ST_OK)
+	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
+	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
 		return rc;
 	if ((rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK)
 		return rc;
@@ -2632,7 +2728,8 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
 	struct doc d;
 
-	if (follow && (rc = output_limit(a, o, &limit)) != ST_OK)
+	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
+	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
 		return rc;
 	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
 		return rc;
@@ -2734,6 +2831,8 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 		return rc;
 	if (c->json && o->follow)
 		return usage_err(a->cmd, "--json and --follow do not go together");
+	if (o->follow && (rc = refuse_own_card_job(c, a, id)) != ST_OK)
+		return rc;
 	if (c->json)
 		return logs_json(c, id, o);
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
@@ -2755,7 +2854,8 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 	char id[33];
 	int rc;
 
-	if ((rc = one_job_id(a, id)) != ST_OK || (rc = output_limit(a, o, &limit)) != ST_OK)
+	if ((rc = one_job_id(a, id)) != ST_OK || (rc = output_limit(a, o, &limit)) != ST_OK ||
+	    (rc = refuse_own_card_job(c, a, id)) != ST_OK)
 		return rc;
 	set_deadline(c, o->wait_timeout);
 	if ((rc = wait_done(c, id)) != ST_OK)

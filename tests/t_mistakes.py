@@ -101,6 +101,42 @@ def test_device_given_twice_is_a_usage_error():
     tap.eq(rc, 0, "the same card twice is fine")
 
 
+# ---------------------------------------------------------------- waiting inside a job
+
+def test_job_does_not_wait_for_its_own_card():
+    """`run --device 0` inside a job on card 0 would wait for a job that cannot start before
+    the waiting one ends: it must exit 2 at once, saying why; `queue` still works."""
+    d = daemon()
+    tt = q(BINARY)
+    script = "\n".join([
+        "%s run --device 0 -- 'echo inner'; echo run=$?" % tt,
+        "echo 'print(1)' | %s queue-python --device 0 --wait -; echo qpw=$?" % tt,
+        "id=$(%s queue --device 0 -- 'echo later' | sed -n 's/^job_id=//p')" % tt,
+        "echo queued=$id",
+        "%s result \"$id\"; echo result=$?" % tt,
+        "%s result \"$TT_DEVICE_JOB_ID\"; echo self=$?" % tt,
+        "%s logs --follow \"$id\"; echo follow=$?" % tt,
+        "%s run --device 1 -- 'echo on card 1'; echo other=$?" % tt])
+    outer = d.submit(script, device_id="0", timeout=90)["job_id"]
+    t0 = time.monotonic()
+    job = d.wait_done(outer, timeout=60)
+    took = time.monotonic() - t0
+    log = d.log_text(outer)
+    got = dict(m.groups() for m in re.finditer(r"^(\w+)=(\S*)$", log, re.M))
+    tap.eq([got.get(k) for k in ("run", "qpw", "result", "self", "follow", "other")],
+           ["2", "2", "2", "2", "2", "0"], "inside a job on card 0: run, queue-python --wait, "
+           "result and logs --follow of card 0's jobs exit 2; run on card 1 works")
+    tap.ok(job["exit_code"] == 0 and took < 45, "the job ended by itself, long before its "
+           "timeout (%.1f s)" % took, job)
+    tap.ok("holds card 0" in log and "--device N" in log and "queue" in log and
+           "inner" not in log.replace("echo inner", ""),
+           "the refusal says why and what to do; the inner command never ran", log)
+    later = got.get("queued", "")
+    tap.ok(len(later) == 32 and "on card 1" in log, "`queue` inside the job still works", log)
+    if len(later) == 32:
+        tap.eq(d.wait_done(later)["exit_code"], 0, "the job it queued runs after it")
+
+
 # ---------------------------------------------------------------- queue-python -
 
 def test_queue_python_stdin_scripts_in_the_state_folder():
@@ -131,4 +167,5 @@ def test_queue_python_stdin_scripts_in_the_state_folder():
 
 if __name__ == "__main__":
     run_tests(test_unknown_fields_create_no_job, test_device_given_twice_is_a_usage_error,
+              test_job_does_not_wait_for_its_own_card,
               test_queue_python_stdin_scripts_in_the_state_folder)
