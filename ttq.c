@@ -1235,6 +1235,8 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 			w_num(w, "estimated_wait_sec", wait);
 		if (j->status == JOB_RUNNING)
 			w_num(w, "running_sec", isnan(j->started_at) ? 0 : now - j->started_at);
+		if (!isnan(j->stop_requested_at)) /* in its kill grace: `status` says stopping */
+			w_time(w, "stop_requested_at", j->stop_requested_at);
 	}
 	json_w_obj_end(w);
 }

@@ -8,12 +8,14 @@ that job holds (it could never start); `status` for a person with a long queue; 
 `queue-python -` keeping its scripts in the user's state folder, not beside the executable.
 """
 
+import http.client
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -137,6 +139,79 @@ def test_job_does_not_wait_for_its_own_card():
         tap.eq(d.wait_done(later)["exit_code"], 0, "the job it queued runs after it")
 
 
+# ---------------------------------------------------------------- status for a person
+
+def post_many(d, bodies, threads=8):
+    """POST /queue every body from a few keep-alive connections; returns the job ids."""
+    ids, lock = [], threading.Lock()
+
+    def worker(part):
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        for b in part:
+            conn.request("POST", "/queue", body=json.dumps(b))
+            r = conn.getresponse()
+            body = json.loads(r.read())
+            assert r.status == 200, (r.status, body)
+            with lock:
+                ids.append(body["job_id"])
+        conn.close()
+    ts = [threading.Thread(target=worker, args=(bodies[k::threads],)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return ids
+
+
+def test_status_for_a_person():
+    d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "60"}).start()
+    # card 1's recent jobs: exit 3, cancelled, SIGINT, timeout, and interrupted by a restart
+    d.wait_done(d.submit("exit 3", device_id="1")["job_id"])
+    jid, gate = gated(d, "1")
+    cancel = d.submit("true", device_id="1")["job_id"]
+    tap.eq(d.post("/kill", {"job_id": cancel}).status, 200, "a queued job cancelled")
+    d.post("/kill", {"job_id": jid})
+    d.wait_done(jid)
+    d.wait_done(d.submit("sleep 30", device_id="1", timeout=1)["job_id"])
+    jid, gate = gated(d, "1")
+    d.restart()
+    open_gate(gate)
+    # card 0: a job in its kill grace (it ignores SIGINT) and 1000 queued behind it
+    ready, gate0 = d.path("ready-trap"), d.path("gate-trap")
+    stopping = d.submit("trap '' INT; touch %s; while [ ! -e %s ]; do sleep 0.05; done"
+                        % (q(ready), q(gate0)), device_id="0", timeout=120)["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "the job that ignores SIGINT to start")
+    long_cmd = "echo " + "x" * 300
+    bodies = [{"cmd": long_cmd if k % 2 else "true", "device_id": "0",
+               "client_id": "c" * 128 if k % 3 == 0 else "cli-%d" % k} for k in range(1000)]
+    post_many(d, bodies)
+    tap.eq(d.post("/kill", {"job_id": stopping}).status, 200, "kill of the job ignoring SIGINT")
+    rc, out, err = d.cli("status")
+    lines = out.splitlines()
+    tap.ok(rc == 0 and len(lines) < 40, "status with 1000 queued: %d lines (< 40)"
+           % len(lines), out)
+    wide = [ln for ln in lines if len(ln) > 100]
+    tap.eq(wide, [], "no line wider than 100 columns")
+    tap.ok(re.search(r"^  stopping .*%s" % stopping, out, re.M),
+           "the job in its kill grace shows as stopping", out)
+    tap.ok(re.search(r"^  \.\.\. and 990 more", out, re.M) and
+           len(re.findall(r"^  queued ", out, re.M)) == 10,
+           "card 0: 10 queued jobs, then '... and 990 more'", out)
+    card1 = out[out.index("card 1"):]
+    words = re.findall(r"^  recent   (\S+(?: \d+)?)", card1, re.M)
+    tap.eq(words, ["interrupted", "timeout", "SIGINT", "cancelled", "exit 3"],
+           "recent jobs newest first, their outcomes in words")
+    rc, out, err = d.cli("status", "--json")
+    st = json.loads(out)
+    c0 = [c for c in st["devices"] if c["device_id"] == "0"][0]
+    tap.ok(len(c0["pending"]) == 1000 and
+           len([j for j in c0["pending"] if len(j["client_id"]) == 128]) == 334,
+           "--json status keeps every queued job, client ids whole",
+           (len(c0["pending"]), out[:300]))
+    open_gate(gate0)
+    d.cleanup()
+
+
 # ---------------------------------------------------------------- queue-python -
 
 def test_queue_python_stdin_scripts_in_the_state_folder():
@@ -167,5 +242,5 @@ def test_queue_python_stdin_scripts_in_the_state_folder():
 
 if __name__ == "__main__":
     run_tests(test_unknown_fields_create_no_job, test_device_given_twice_is_a_usage_error,
-              test_job_does_not_wait_for_its_own_card,
+              test_job_does_not_wait_for_its_own_card, test_status_for_a_person,
               test_queue_python_stdin_scripts_in_the_state_folder)
