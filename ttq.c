@@ -769,10 +769,63 @@ static struct {
 	long long busy_workers;
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1};
 
+/*
+ * The daemon's own log is stderr, and writing it never blocks the loop: a parent that reads
+ * nothing of a pipe, or a stalled journal, would otherwise stop HTTP, dispatch and SIGTERM
+ * with it once the pipe is full. Lines that cannot be written now are dropped and counted;
+ * the count is logged once a line gets out again, and /metrics shows the total.
+ */
+static struct {
+	bool socket;            /* stderr is a socket: sent with MSG_DONTWAIT */
+	long long dropped;      /* lines dropped since the start */
+	long long unsaid;       /* of them, not yet reported in the log */
+} log_out;
+
+/*
+ * Make stderr non-blocking for this process alone. O_NONBLOCK belongs to the open file
+ * description, which a pipe or terminal shares with whoever started us: a pipe or terminal is
+ * opened again through /proc/self/fd/2 (a description of our own, then put on fd 2 so the
+ * guardian and any stdio use it too); a socket cannot be, and is written with MSG_DONTWAIT
+ * instead. A regular file is left as it is: writes to it do not wait for a reader.
+ */
+static void
+log_setup(void)
+{
+	struct stat st;
+	int fd;
+
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return;
+	log_out.socket = S_ISSOCK(st.st_mode);
+	if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
+		return;
+	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return; /* a pipe without a reader (ENXIO): writes fail at once anyway */
+	if (fd != STDERR_FILENO) {
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+}
+
+/* Write one whole line to stderr without waiting; false when it was not written whole. */
+static bool
+log_write(const char *buf, size_t n)
+{
+	ssize_t w = log_out.socket ? send(STDERR_FILENO, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+				   : write(STDERR_FILENO, buf, n);
+
+	if (w < 0 && errno == ENOTSOCK) {
+		log_out.socket = false;
+		w = write(STDERR_FILENO, buf, n);
+	}
+	return w == (ssize_t)n;
+}
+
 static void __attribute__((format(printf, 1, 2)))
 logmsg(const char *fmt, ...)
 {
-	char buf[2048];
+	char buf[2048], note[128];
 	va_list ap;
 	int n;
 
@@ -784,9 +837,21 @@ logmsg(const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	/* stderr goes to the journal; a failed write of a log line is not worth more. */
-	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
-		return;
+	if (log_out.unsaid > 0) {
+		int k = snprintf(note, sizeof(note), "tt-device-queue: %lld log lines were dropped: "
+				 "stderr was not taking them\n", log_out.unsaid);
+
+		if (!log_write(note, (size_t)k)) {
+			log_out.unsaid++;
+			log_out.dropped++;
+			return;
+		}
+		log_out.unsaid = 0;
+	}
+	if (!log_write(buf, (size_t)n)) {
+		log_out.unsaid++;
+		log_out.dropped++;
+	}
 }
 
 static bool
@@ -4422,6 +4487,9 @@ handle_metrics(struct conn *c)
 			mono_now - started_mono);
 	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
 			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
+	json_buf_printf(b, "# HELP ttq_log_lines_dropped_total Log lines stderr could not take "
+			   "without waiting.\n# TYPE ttq_log_lines_dropped_total counter\n"
+			   "ttq_log_lines_dropped_total %lld\n", log_out.dropped);
 	json_buf_printf(b, "# HELP ttq_queue_depth Queued jobs per card.\n# TYPE ttq_queue_depth gauge\n");
 	for (i = 0; i < D.sched.ncards; i++)
 		json_buf_printf(b, "ttq_queue_depth{device=\"%d\"} %d\n", D.sched.cards[i].device,
@@ -5786,6 +5854,7 @@ serve_main(int argc, char **argv)
 	}
 	tzset();
 	stdio_open();
+	log_setup();
 	config_load();
 	notify_setup();
 	if (new_job_id(instance_marker + 25) < 0) {

@@ -8,19 +8,17 @@ that job holds (it could never start); `status` for a person with a long queue; 
 `queue-python -` keeping its scripts in the user's state folder, not beside the executable.
 """
 
-import http.client
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ttqlib import BINARY, Daemon, q, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import BINARY, Daemon, post_many, q, run_tests, tap, wait_until  # noqa: E402
 
 D = None  # the shared daemon
 
@@ -141,28 +139,6 @@ def test_job_does_not_wait_for_its_own_card():
 
 # ---------------------------------------------------------------- status for a person
 
-def post_many(d, bodies, threads=8):
-    """POST /queue every body from a few keep-alive connections; returns the job ids."""
-    ids, lock = [], threading.Lock()
-
-    def worker(part):
-        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
-        for b in part:
-            conn.request("POST", "/queue", body=json.dumps(b))
-            r = conn.getresponse()
-            body = json.loads(r.read())
-            assert r.status == 200, (r.status, body)
-            with lock:
-                ids.append(body["job_id"])
-        conn.close()
-    ts = [threading.Thread(target=worker, args=(bodies[k::threads],)) for k in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return ids
-
-
 def test_status_for_a_person():
     d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "60"}).start()
     # card 1's recent jobs: exit 3, cancelled, SIGINT, timeout, and interrupted by a restart
@@ -184,7 +160,7 @@ def test_status_for_a_person():
     long_cmd = "echo " + "x" * 300
     bodies = [{"cmd": long_cmd if k % 2 else "true", "device_id": "0",
                "client_id": "c" * 128 if k % 3 == 0 else "cli-%d" % k} for k in range(1000)]
-    post_many(d, bodies)
+    post_many(d.port, bodies)
     tap.eq(d.post("/kill", {"job_id": stopping}).status, 200, "kill of the job ignoring SIGINT")
     rc, out, err = d.cli("status")
     lines = out.splitlines()
