@@ -765,6 +765,7 @@ static struct {
 	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
 	pid_t guardian_pid;
 	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
+	bool instance_recorded; /* lock_fd holds this instance's entry (instance_record) */
 	long long nconns;
 	long long busy_workers;
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1};
@@ -3943,22 +3944,16 @@ kill_strays(void)
 	return killed; /* still dying, or dead and not yet reaped */
 }
 
-/*
- * The guardian died (killed by hand, the OOM killer): without it a crash of this daemon would
- * leave every job running. A new one is started and told every group that still runs.
- */
-static void
-guardian_replace(int wstatus)
+/* Start a new guardian with the lock file and tell it every group that still runs; -1 if not. */
+static int
+guardian_restart(void)
 {
 	int i;
 
 	D.guardian_pid = proc_guardian_replace(instance_marker, D.lock_fd, argv_area, argv_area_len);
 	if (D.guardian_pid < 0) {
-		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d) and a new "
-		       "one cannot be started (%s); job processes will not be cleaned up if this "
-		       "daemon is killed", wstatus, strerror(errno));
 		D.guardian_pid = 0;
-		return;
+		return -1;
 	}
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct job *j = D.sched.cards[i].current;
@@ -3969,8 +3964,41 @@ guardian_replace(int wstatus)
 		if (a && a->closing_pgid > 0 && a->closing_pgid != a->pid)
 			proc_guardian_adopt(a->closing_pgid);
 	}
+	return 0;
+}
+
+/*
+ * The guardian died (killed by hand, the OOM killer): without it a crash of this daemon would
+ * leave every job running. A new one is started and told every group that still runs.
+ */
+static void
+guardian_replace(int wstatus)
+{
+	if (guardian_restart() < 0) {
+		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d) and a new "
+		       "one cannot be started (%s); job processes will not be cleaned up if this "
+		       "daemon is killed", wstatus, strerror(errno));
+		return;
+	}
 	logmsg("tt-device-queue: WARNING: the guardian process exited (status %d); a new one "
 	       "(pid %d) took over the running jobs", wstatus, (int)D.guardian_pid);
+}
+
+/*
+ * The lock file was opened only now (instance_record): the guardian, started without it or
+ * with one whose folder is gone, cannot hold it, and a start after a crash of this daemon
+ * would not wait for the jobs the guardian kills. A new guardian takes it; the old one is
+ * killed first (SIGKILL: it kills nothing), so no group it watches is touched.
+ */
+static void
+guardian_handover(void)
+{
+	if (D.guardian_pid <= 0)
+		return;
+	kill(D.guardian_pid, SIGKILL);
+	if (guardian_restart() < 0)
+		logmsg("tt-device-queue: WARNING: cannot start a new guardian (%s); job processes "
+		       "will not be cleaned up if this daemon is killed", strerror(errno));
 }
 
 static void
@@ -4571,6 +4599,50 @@ dispatch_pass(void)
 	}
 }
 
+static void guardian_handover(void);
+
+/*
+ * Record this instance's entry in <log dir>/guardian.lock, where the next start looks for
+ * processes left running (kill_previous_instance). Until it is there, a kill -9 of this daemon
+ * together with its guardian would leave its jobs unseen beside the next start's: no commit,
+ * and so no job start, goes ahead without it (commit_dirty). A disk that refused it (full) is
+ * tried again at the next commit. A lock file that could not even be opened is opened then
+ * and handed to a new guardian. True once recorded; else why[0..cap) says why.
+ */
+static bool
+instance_record(char *why, size_t cap)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(instance_marker);
+	int fd = D.lock_fd, e;
+
+	if (D.instance_recorded)
+		return true;
+	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
+	if (fd < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		snprintf(why, cap, "cannot create guardian.lock in the log dir: %s; no job starts "
+			 "until this instance is recorded there", strerror(errno));
+		return false;
+	}
+	errno = ENOSPC; /* a short write sets none */
+	if ((fd != D.lock_fd && flock(fd, LOCK_EX | LOCK_NB) < 0) || ftruncate(fd, 0) < 0 ||
+	    pwrite(fd, instance_marker, len, 0) != (ssize_t)len) {
+		e = errno;
+		snprintf(why, cap, "cannot record this instance in the log dir's guardian.lock: %s%s; "
+			 "no job starts until it is", strerror(e),
+			 e == ENOSPC || e == EDQUOT ? " (disk full)" : "");
+		if (fd != D.lock_fd)
+			close(fd);
+		return false;
+	}
+	D.instance_recorded = true;
+	if (fd != D.lock_fd) {
+		D.lock_fd = fd;
+		guardian_handover();
+	}
+	return true;
+}
+
 /* One job record into the open transaction; -1 on failure. */
 static int
 store_put_record(const struct job *j)
@@ -4717,20 +4789,34 @@ store_failed(const char *why)
 	store_unwind();
 }
 
+/*
+ * Commit every dirty record and extra (store_write_dirty), once this instance is recorded
+ * (instance_record). 0, or -1 with why[0..cap) filled and nothing written.
+ */
+static int
+commit_dirty(const struct job *extra, char *why, size_t cap)
+{
+	if (!instance_record(why, cap))
+		return -1;
+	if (store_write_dirty(extra) == 0)
+		return 0;
+	snprintf(why, cap, "%s", store_errmsg(D.store));
+	store_rollback(D.store);
+	return -1;
+}
+
 static void
 store_sync(void)
 {
+	char why[sizeof(D.degraded_reason)];
+
 	if (D.dirty.n == 0 && !D.cards_dirty)
 		return;
 	if (D.degraded && timer_armed(&D.store_retry)) {
 		store_unwind(); /* not yet time to try again */
 		return;
 	}
-	if (store_write_dirty(NULL) < 0) {
-		char why[512];
-
-		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
-		store_rollback(D.store);
+	if (commit_dirty(NULL, why, sizeof(why)) < 0) {
 		store_failed(why);
 		return;
 	}
@@ -4747,16 +4833,14 @@ store_sync(void)
 static bool
 store_sync_now(const struct job *extra)
 {
-	char why[512];
+	char why[sizeof(D.degraded_reason)];
 
 	if (D.degraded)
 		return false;
-	if (store_write_dirty(extra) == 0) {
+	if (commit_dirty(extra, why, sizeof(why)) == 0) {
 		store_committed();
 		return true;
 	}
-	snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
-	store_rollback(D.store);
 	store_failed(why);
 	return false;
 }
@@ -5501,7 +5585,7 @@ lock_log_dir(void)
  * held it last. Had its guardian lived, that daemon's jobs would be gone; if both died at
  * once (kill -9 of both, the OOM killer) they may still run: whatever still carries that entry
  * is killed now, before any job starts (SPEC 1, 6), and waited for up to 3 s. Then the file
- * takes this daemon's entry. Failures only warn: the next start just cannot do the same.
+ * takes this daemon's entry (instance_record).
  */
 static void
 kill_previous_instance(int fd)
@@ -5522,9 +5606,6 @@ kill_previous_instance(int fd)
 	if (found > 0)
 		logmsg("tt-device-queue: killed %d processes the previous instance left running "
 		       "(it died with its guardian)", found);
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, instance_marker, len, 0) != (ssize_t)len)
-		logmsg("tt-device-queue: WARNING: cannot record this instance in the lock file (%s)",
-		       strerror(errno));
 }
 
 /*
@@ -5548,9 +5629,9 @@ wait_instance_lock(void)
 	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		/* A full disk (no inode) must not keep the service down: serve without it. */
-		logmsg("tt-device-queue: WARNING: cannot open %s (%s); a restart after a crash will "
-		       "not wait for the killed jobs to be gone", path, strerror(errno));
+		/* A full disk (no inode) must not keep the service down: opened later
+		 * (instance_record), before any job starts. */
+		logmsg("tt-device-queue: WARNING: cannot open %s (%s)", path, strerror(errno));
 		return -1;
 	}
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -5829,6 +5910,22 @@ stdio_open(void)
 		close(fd);
 }
 
+/*
+ * The disk refused this instance's entry at start (instance_record): degraded from the start,
+ * so submissions are refused and nothing starts, and tried again every STORE_RETRY seconds
+ * as a commit that failed is.
+ */
+static void
+instance_unrecorded(const char *why)
+{
+	if (!D.degraded) {
+		logmsg("tt-device-queue: job store degraded: %s", why);
+		D.degraded = true;
+		snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
+	}
+	timer_set(&D.store_retry, mono_now + STORE_RETRY);
+}
+
 static void
 serve_usage(FILE *f)
 {
@@ -5843,7 +5940,7 @@ serve_usage(FILE *f)
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700];
+	char status[700], why[sizeof(D.degraded_reason)];
 	int opened;
 
 	if (argc > 1) {
@@ -5885,6 +5982,8 @@ serve_main(int argc, char **argv)
 		perror("tt-device-queue serve: guardian");
 		return 1;
 	}
+	if (!instance_record(why, sizeof(why)))
+		instance_unrecorded(why);
 	if (opened == 0)
 		start_from_store();
 	raise_fd_limit();

@@ -447,6 +447,74 @@ def clean_stop_full_body(d):
            "nothing ran twice, the refused job never ran")
 
 
+def guardian_of(pid):
+    """The pid of the daemon's ttq-guardian child, or None."""
+    for name in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if comm == "ttq-guardian" and int(rest.split()[1]) == pid and rest.split()[0] != "Z":
+            return int(name)
+    return None
+
+
+def kill9_with_guardian(d):
+    """kill -9 of the daemon and its guardian together, as an OOM kill of the unit can."""
+    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
+    os.kill(d.proc.pid, signal.SIGSTOP)  # it must not replace the guardian first
+    os.kill(guardian, signal.SIGKILL)
+    d.kill9()
+    wait_until(lambda: not pid_alive(guardian), 5, "the guardian to be gone")
+
+
+def test_instance_recorded_once_the_disk_allows():
+    on_small_tmpfs("a start on a full disk, then kill -9 of daemon and guardian",
+                   instance_record_body)
+
+
+def instance_record_body(d):
+    """Started on a full disk, the daemon could not write its instance into guardian.lock and
+    never did once there was room: after a kill -9 of daemon and guardian the next serve did
+    not find the old job, still running, and started the next job on its card beside it."""
+    ledger, pidf = d.path("ledger"), d.path("survivor.pid")
+    d.start()
+    tap.eq(d.stop(), 0, "stopped cleanly (guardian.lock emptied)")
+    filler = os.path.join(os.path.dirname(d.log_dir), "filler")
+    fill(filler)
+    d.start()
+    tap.ok(degraded_reason(d), "started on a full disk: degraded", degraded_reason(d))
+    os.unlink(filler)
+    wait_until(lambda: degraded_reason(d) is None, 8, "the daemon to recover once there is room")
+    # the old job's background process is what outlives its shell (which the kernel kills
+    # with the daemon, PR_SET_PDEATHSIG)
+    old = d.submit(ledger_cmd(ledger, "old", "sleep 300 & echo $! > %s.tmp; mv %s.tmp %s; wait"
+                              % (q(pidf), q(pidf), q(pidf))), device_id="0")["job_id"]
+    # the next job on card 0 notes whether that process still runs beside it
+    beside = ("p=$(cat %s); s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); "
+              "[ -n \"$s\" ] && [ \"$s\" != Z ] && echo beside >> %s; true" % (q(pidf), q(ledger)))
+    nxt = d.submit(ledger_cmd(ledger, "next", beside), device_id="0")["job_id"]
+    wait_until(lambda: os.path.exists(pidf), 10, "the old job to run")
+    survivor = int(open(pidf).read())
+    with open(os.path.join(d.log_dir, "guardian.lock")) as f:
+        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
+               "the instance is in guardian.lock once the disk has room")
+    kill9_with_guardian(d)
+    tap.ok(pid_alive(survivor), "daemon and guardian killed: the old job's background "
+           "process survived")
+    d.start()
+    tap.eq(d.wait_done(nxt)["exit_code"], 0, "the next job ran after the restart")
+    counts = ledger_counts(ledger)
+    tap.eq((counts["next"], counts["beside"]), (1, 0),
+           "it never ran beside a survivor of the old instance")
+    tap.ok(not pid_alive(survivor), "the survivor was killed")
+    if pid_alive(survivor):
+        os.kill(survivor, signal.SIGKILL)
+    tap.eq(d.job(old)["exit_code"], -1, "the old job is recorded as interrupted")
+
+
 def test_immutable_wal_degrades_and_recovers():
     """The -wal made read-only (chattr +i: writes fail with EPERM even for root and on open
     descriptors). Clients keep polling throughout: their traffic must not delay the retry."""
@@ -1323,5 +1391,6 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_start_whose_commit_fails_leaves_the_job_as_queued,
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
-         test_meta_json_of_a_job_finished_just_before_a_crash)
+         test_meta_json_of_a_job_finished_just_before_a_crash,
+         test_instance_recorded_once_the_disk_allows)
 run_tests(*TESTS)

@@ -376,6 +376,38 @@ def test_restart_kills_what_a_daemon_and_its_guardian_left():
     d.cleanup()
 
 
+def test_lock_file_opened_late_is_handed_to_the_guardian():
+    """guardian.lock cannot be opened at the start (no inode left; here a folder stands in
+    its way): nothing may start until this instance is recorded there, and once it is, the
+    guardian must hold the file, or a start after a crash would not wait for its kills."""
+    d = Daemon(ids="0")
+    lock = os.path.join(d.log_dir, "guardian.lock")
+    os.makedirs(lock)
+    d.start()
+    reason = d.status()["worker"]["degraded_reason"]
+    tap.ok(reason and "guardian.lock" in reason, "degraded, saying why", reason)
+    tap.eq(d.post("/queue", {"cmd": "true"}).status, 503, "submissions are refused meanwhile")
+    os.rmdir(lock)
+    wait_until(lambda: d.status()["worker"]["degraded_reason"] is None, 8,
+               "the lock file to be made by the daemon's own retry")
+    ready, gate = d.path("ready"), d.path("gate")
+    job = d.submit("touch %s; while [ ! -e %s ]; do sleep 0.05; done" % (q(ready), q(gate)))
+    wait_until(lambda: os.path.exists(ready), 10, "the job to start")
+    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
+    os.kill(guardian, signal.SIGSTOP)  # it holds the lock and cannot finish its kills
+    try:
+        d.kill9()
+        d.start(wait=False)
+        wait_until(lambda: "waiting for the processes of the previous instance" in d.stderr(),
+                   10, "the next serve to wait for the guardian")
+        tap.ok(True, "after a crash the next serve waits for the guardian holding the lock")
+    finally:
+        os.kill(guardian, signal.SIGCONT)
+    wait_until(d._ready, 10, "the next serve to answer once the guardian is done")
+    tap.eq(d.job(job["job_id"])["exit_code"], -1, "the crashed instance's job is interrupted")
+    d.cleanup()
+
+
 def test_serve_with_stdio_closed_gives_the_guardian_nothing_else():
     """serve started with fds 0-2 closed (some daemonisers): the log dir's lock landed on fd 2,
     which the guardian keeps as its stderr, so after a crash the next serve found the log dir
@@ -499,4 +531,5 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_restart_after_a_crash_waits_for_the_killed_jobs, test_a_dead_guardian_is_replaced,
           test_restart_kills_what_a_daemon_and_its_guardian_left,
           test_serve_with_stdio_closed_gives_the_guardian_nothing_else,
-          test_stderr_pipe_nobody_reads_never_stalls)
+          test_stderr_pipe_nobody_reads_never_stalls,
+          test_lock_file_opened_late_is_handed_to_the_guardian)
