@@ -83,6 +83,7 @@
 #define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
 #define CLOSING_WARN 10.0     /* s a killed process may take to die before it is logged */
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
+#define LOG_DIR_CHECK 2.0     /* s between looks for a log dir removed under an idle daemon */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s, SPEC 9 */
 #define MAX_WAIT 60           /* longest ?wait=, SPEC 5 */
@@ -766,9 +767,14 @@ static struct {
 	pid_t guardian_pid;
 	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
 	bool instance_recorded; /* lock_fd holds this instance's entry (instance_record) */
+	int dir_fd;             /* the log dir, locked (lock_dir), -1 before it is */
+	struct stat dir_st;     /* what dir_fd is, and what the log dir's path must name */
+	struct stat db_st;      /* the database file the store opened (log_dir_in_place) */
+	struct timer dir_check; /* looks for a log dir removed under an idle daemon */
 	long long nconns;
 	long long busy_workers;
-} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1};
+} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1,
+       .dir_fd = -1};
 
 /*
  * The daemon's own log is stderr, and writing it never blocks the loop: a parent that reads
@@ -4599,6 +4605,135 @@ dispatch_pass(void)
 	}
 }
 
+static int mkdir_p(const char *path, mode_t mode);
+static int lock_dir(char *why, size_t cap);
+
+/* Whether path names the file or folder that st describes. */
+static bool
+path_is_still(const char *path, const struct stat *st)
+{
+	struct stat now;
+
+	return stat(path, &now) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino;
+}
+
+/*
+ * Whether the log dir and the database in it are still those this daemon opened. A tmp
+ * cleaner or a mistaken rm -rf removes them under it: every job would then fail to make its
+ * folder while commits went on into a database that no longer has a name, lost at the next
+ * start. Checked before every commit (commit_dirty) and every LOG_DIR_CHECK seconds.
+ */
+static bool
+log_dir_in_place(void)
+{
+	char db[PATH_MAX];
+
+	snprintf(db, sizeof(db), "%s/jobs.sqlite3", cfg.log_dir);
+	return D.dir_fd < 0 || (path_is_still(cfg.log_dir, &D.dir_st) && path_is_still(db, &D.db_st));
+}
+
+/* What lived in the old log dir and is made again in the new one as it is needed. */
+static void
+log_dir_forget_files(void)
+{
+	int i;
+
+	drop_spare();
+	spare_wanted = true;
+	memset(&log_dir_sx, 0, sizeof(log_dir_sx)); /* remove_tree's reference, taken again */
+	D.health_script_written = false;            /* written again before the next reset */
+	if (D.lock_fd >= 0)
+		close(D.lock_fd); /* the guardian's copy stays until a new guardian takes over */
+	D.lock_fd = -1;
+	D.instance_recorded = false; /* recorded in the new dir before the next commit */
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct card *c = &D.sched.cards[i];
+		struct job *j;
+
+		for (j = c->head; j; j = j->next) { /* folders made ahead: made again at the start */
+			struct active *a = active_of(j);
+
+			if (a->log.fd >= 0)
+				close(a->log.fd);
+			a->log.fd = -1;
+			a->log_prepared = false;
+		}
+		if (c->current && active_of(c->current)->log.fd >= 0) {
+			struct active *a = active_of(c->current);
+			long long dropped = a->log.dropped;
+
+			close(a->log.fd);
+			a->log.fd = -1;
+			if (open_log(a, false) == 0) {
+				a->log.dropped = dropped;
+				capfile_marker(&a->log, "the log dir was removed while this ran; its output "
+					       "before this line is lost");
+			}
+		}
+	}
+}
+
+/*
+ * The log dir or its database is gone or replaced (log_dir_in_place): make the folder again,
+ * lock it, and write the database there from the open handle, the one place its records
+ * still live, before anything more is committed; then open that copy as the store. Once a
+ * new folder is locked, the old one's files are forgotten (log_dir_forget_files). 0, or -1
+ * with why[] when it cannot be done now (the caller goes degraded and tries again).
+ */
+static int
+log_dir_restore(char *why, size_t cap)
+{
+	char db[PATH_MAX], err[400];
+	bool new_dir = !path_is_still(cfg.log_dir, &D.dir_st);
+	struct store *st;
+
+	logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s or its database was removed or "
+	       "replaced; making it again from the open database", cfg.log_dir);
+	snprintf(db, sizeof(db), "%s/jobs.sqlite3", cfg.log_dir);
+	if (new_dir) {
+		if (mkdir_p(cfg.log_dir, 0700) < 0) {
+			snprintf(why, cap, "the log dir was removed and cannot be made again: %s",
+				 strerror(errno));
+			return -1;
+		}
+		if (lock_dir(err, sizeof(err)) < 0) {
+			snprintf(why, cap, "the log dir was replaced: %s", err);
+			return -1;
+		}
+		log_dir_forget_files(); /* the new folder is ours from now on */
+	}
+	if (store_copy_to(D.store, db) < 0) {
+		snprintf(why, cap, "the log dir's database was removed and cannot be written again: "
+			 "%s", store_errmsg(D.store));
+		return -1;
+	}
+	if (!(st = store_open(db, true, err, sizeof(err), NULL)) || stat(db, &D.db_st) < 0) {
+		snprintf(why, cap, "the restored database cannot be opened: %s", st ? strerror(errno)
+										 : err);
+		store_close(st);
+		unlink(db); /* made again at the next try */
+		return -1;
+	}
+	store_close(D.store);
+	D.store = st;
+	logmsg("tt-device-queue: %s made again with every record%s", new_dir ? cfg.log_dir : db,
+	       new_dir ? "; the output of jobs that finished before is gone" : "");
+	return 0;
+}
+
+/* Every LOG_DIR_CHECK s: a log dir found gone makes this turn commit, which restores it. */
+static void
+dir_check_fired(void *arg)
+{
+	int i;
+
+	(void)arg;
+	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
+	if (D.store && !log_dir_in_place())
+		for (i = 0; i < D.sched.ncards; i++)
+			card_dirty(&D.sched.cards[i]);
+}
+
 static void guardian_handover(void);
 
 /*
@@ -4606,20 +4741,27 @@ static void guardian_handover(void);
  * processes left running (kill_previous_instance). Until it is there, a kill -9 of this daemon
  * together with its guardian would leave its jobs unseen beside the next start's: no commit,
  * and so no job start, goes ahead without it (commit_dirty). A disk that refused it (full) is
- * tried again at the next commit. A lock file that could not even be opened is opened then
- * and handed to a new guardian. True once recorded; else why[0..cap) says why.
+ * tried again at the next commit. A lock file that could not even be opened, or that was
+ * removed since, is made then and handed to a new guardian. True once recorded; else
+ * why[0..cap) says why.
  */
 static bool
 instance_record(char *why, size_t cap)
 {
 	char path[PATH_MAX];
 	size_t len = strlen(instance_marker);
-	int fd = D.lock_fd, e;
+	struct stat st;
+	int fd, e;
 
-	if (D.instance_recorded)
+	if (D.instance_recorded && fstat(D.lock_fd, &st) == 0 && st.st_nlink > 0)
 		return true;
+	if (D.instance_recorded) { /* the file was removed: a new one, for a new guardian */
+		close(D.lock_fd);
+		D.lock_fd = -1;
+		D.instance_recorded = false;
+	}
 	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
-	if (fd < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+	if ((fd = D.lock_fd) < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
 		snprintf(why, cap, "cannot create guardian.lock in the log dir: %s; no job starts "
 			 "until this instance is recorded there", strerror(errno));
 		return false;
@@ -4790,12 +4932,15 @@ store_failed(const char *why)
 }
 
 /*
- * Commit every dirty record and extra (store_write_dirty), once this instance is recorded
- * (instance_record). 0, or -1 with why[0..cap) filled and nothing written.
+ * Commit every dirty record and extra (store_write_dirty), into a log dir in place
+ * (log_dir_restore) and once this instance is recorded there (instance_record). 0, or -1
+ * with why[0..cap) filled and nothing written.
  */
 static int
 commit_dirty(const struct job *extra, char *why, size_t cap)
 {
+	if (!log_dir_in_place() && log_dir_restore(why, cap) < 0)
+		return -1;
 	if (!instance_record(why, cap))
 		return -1;
 	if (store_write_dirty(extra) == 0)
@@ -5557,27 +5702,35 @@ make_log_dir_private(int dirfd)
  * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
  * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
  * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
- * out before it reads or writes anything, and leaves no file behind.
+ * out before it reads or writes anything, and leaves no file behind. Locks the folder at
+ * cfg.log_dir into D.dir_fd (close-on-exec; the lock is the open file); -1 with why[] when it
+ * cannot be opened or another serve holds it.
  */
-static void
-lock_log_dir(void)
+static int
+lock_dir(char *why, size_t cap)
 {
 	int fd = open(cfg.log_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
 
-	if (fd < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot open %s: %s\n", cfg.log_dir,
-			strerror(errno));
-		exit(1);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(why, cap, "cannot open %s: %s", cfg.log_dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		fprintf(stderr, "tt-device-queue serve: another tt-device-queue serve is using "
-				"TT_DEVICE_LOG_DIR %s; stop it first\n",
-			cfg.log_dir);
-		exit(1);
+		snprintf(why, cap, "another tt-device-queue serve is using TT_DEVICE_LOG_DIR %s; stop "
+			 "it first", cfg.log_dir);
+		close(fd);
+		return -1;
 	}
 	make_log_dir_private(fd);
 	spread_job_folders(fd);
-	/* fd stays open (close-on-exec) for the daemon's life: the lock is the open file. */
+	if (D.dir_fd >= 0)
+		close(D.dir_fd);
+	D.dir_fd = fd;
+	D.dir_st = st;
+	return 0;
 }
 
 /*
@@ -5665,7 +5818,7 @@ wait_instance_lock(void)
 static void
 prepare_log_dir(void)
 {
-	char *abs;
+	char *abs, why[PATH_MAX + 100];
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
 	if (mkdir_p(cfg.log_dir, 0700) < 0) {
@@ -5678,7 +5831,10 @@ prepare_log_dir(void)
 		free(cfg.log_dir);
 		cfg.log_dir = abs;
 	}
-	lock_log_dir();
+	if (lock_dir(why, sizeof(why)) < 0) {
+		fprintf(stderr, "tt-device-queue serve: %s\n", why);
+		exit(1);
+	}
 }
 
 /*
@@ -5697,8 +5853,11 @@ open_store(bool serving)
 	bool refused;
 
 	snprintf(path, sizeof(path), "%s/jobs.sqlite3", cfg.log_dir);
-	if ((D.store = store_open(path, serving, err, sizeof(err), &refused)))
+	if ((D.store = store_open(path, serving, err, sizeof(err), &refused))) {
+		if (stat(path, &D.db_st) < 0)
+			memset(&D.db_st, 0, sizeof(D.db_st)); /* restored at the first commit */
 		return 0;
+	}
 	if (refused) {
 		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
 		exit(1);
@@ -5966,6 +6125,7 @@ serve_main(int argc, char **argv)
 	started_mono = mono_now;
 	D.heartbeat_mono = mono_now;
 	timer_init(&D.store_retry, store_retry_fired, NULL);
+	timer_init(&D.dir_check, dir_check_fired, NULL);
 	timer_init(&D.retention, retention_fired, NULL);
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
 	timer_init(&D.linger, wake_fired, NULL);
@@ -5984,6 +6144,7 @@ serve_main(int argc, char **argv)
 	}
 	if (!instance_record(why, sizeof(why)))
 		instance_unrecorded(why);
+	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 	if (opened == 0)
 		start_from_store();
 	raise_fd_limit();

@@ -515,6 +515,89 @@ def instance_record_body(d):
     tap.eq(d.job(old)["exit_code"], -1, "the old job is recorded as interrupted")
 
 
+def test_log_dir_removed_while_jobs_are_queued():
+    """A tmp cleaner or a mistaken rm -rf of the log dir under a running daemon: status stayed
+    healthy, every new job failed at once (exit 129, no folder), and commits went on into a
+    database with no name left, so the history was gone at the next start."""
+    d = fast_daemon()
+    ledger = d.path("ledger")
+    d.start()
+    wait = gate(d, "g0")[1]
+    run = d.submit(ledger_cmd(ledger, "run", wait), device_id="0")["job_id"]
+    queued = [d.submit(ledger_cmd(ledger, "q%d" % k, "echo out%d" % k), device_id="0")["job_id"]
+              for k in range(5)]
+    wait_until(lambda: ledger_counts(ledger)["run"], 10, "the gated job to run")
+    shutil.rmtree(d.log_dir)
+    # No request now: an idle daemon must notice by itself.
+    wait_until(lambda: os.path.exists(db_path(d)), 20, "the log dir and database made again")
+    tap.ok(True, "an idle daemon makes the removed log dir and its database again")
+    tap.eq(degraded_reason(d), None, "and is not degraded")
+    late = d.submit(ledger_cmd(ledger, "late", "echo late-out"), device_id="1")["job_id"]
+    j = d.wait_done(late)
+    tap.eq((j["exit_code"], d.log_text(late)), (0, "late-out\n"),
+           "a job after the removal runs in a folder of the new log dir")
+    rows = dict(db_rows(d, "SELECT id, status FROM jobs"))
+    tap.eq([rows.get(x) for x in [run] + queued], ["running"] + ["queued"] * 5,
+           "the new database holds every job acknowledged before the removal")
+    d.kill9()
+    d.start()
+    done = [d.wait_done(x)["exit_code"] for x in queued]
+    tap.eq(done, [0] * 5, "after a restart every queued job runs")
+    tap.eq([d.log_text(x) for x in queued], ["out%d\n" % k for k in range(5)],
+           "each with its output")
+    tap.eq((d.job(run)["exit_code"], d.job(late)["exit_code"]), (-1, 0),
+           "the job running at the crash is interrupted; the later one kept its outcome")
+    tap.eq(max(ledger_counts(ledger).values()), 1, "nothing ran twice")
+    tap.eq(integrity(db_path(d)), [("ok",)], "the database made again is sound")
+
+
+def test_log_dir_replaced_or_not_makeable():
+    """A log dir replaced by an empty one is made the daemon's again; where one cannot be made
+    (a file stands at its path) the store is degraded, with the reason in status, until it
+    can; nothing acknowledged is lost either way."""
+    d = fast_daemon(ids="0")
+    ledger = d.path("ledger")
+    d.start()
+    wait = gate(d, "g0")[1]
+    run = d.submit(ledger_cmd(ledger, "run", wait))["job_id"]
+    wait_until(lambda: ledger_counts(ledger)["run"], 10, "the gated job to run")
+    for f in ("jobs.sqlite3", "jobs.sqlite3-wal", "jobs.sqlite3-shm", "guardian.lock"):
+        os.unlink(os.path.join(d.log_dir, f))  # a cleaner removing files, not the folder
+    first = d.submit(ledger_cmd(ledger, "first"))["job_id"]
+    tap.eq(sorted(r[0] for r in db_rows(d, "SELECT id FROM jobs")), sorted([run, first]),
+           "a database removed from its folder is written there again, whole")
+    with open(os.path.join(d.log_dir, "guardian.lock")) as f:
+        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
+               "and a removed guardian.lock names this instance again")
+    os.rename(d.log_dir, d.log_dir + ".old")
+    os.mkdir(d.log_dir)
+    second = d.submit(ledger_cmd(ledger, "second"))["job_id"]
+    tap.eq(sorted(r[0] for r in db_rows(d, "SELECT id FROM jobs")), sorted([run, first, second]),
+           "a log dir replaced by an empty one gets the whole database")
+    shutil.rmtree(d.log_dir)
+    with open(d.log_dir, "w") as f:
+        f.write("not a folder\n")
+    reason = wait_until(lambda: degraded_reason(d), 20, "the daemon to notice")
+    tap.ok("log dir" in reason, "where it cannot be made: degraded, saying why", reason)
+    r = try_post(d, {"cmd": ledger_cmd(ledger, "refused")})
+    tap.ok(r is not None and r.status == 503, "submissions get 503 meanwhile", r)
+    os.unlink(d.log_dir)
+    wait_until(lambda: degraded_reason(d) is None, 20, "the log dir to be made again")
+    shutil.rmtree(d.log_dir)
+    os.mkdir(d.log_dir)
+    with open(db_path(d), "w") as f:
+        f.write("someone else's\n")
+    reason = wait_until(lambda: degraded_reason(d), 20, "the daemon to notice")
+    tap.ok("already there" in reason, "a database someone put there is never replaced", reason)
+    os.unlink(db_path(d))
+    wait_until(lambda: degraded_reason(d) is None, 20, "the database to be written again")
+    d.kill9()
+    d.start()
+    tap.eq([d.wait_done(x)["exit_code"] for x in (first, second)], [0, 0],
+           "after a restart both queued jobs run")
+    tap.eq(ledger_counts(ledger)["refused"], 0, "the refused one never ran")
+
+
 def test_immutable_wal_degrades_and_recovers():
     """The -wal made read-only (chattr +i: writes fail with EPERM even for root and on open
     descriptors). Clients keep polling throughout: their traffic must not delay the retry."""
@@ -1392,5 +1475,6 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
          test_meta_json_of_a_job_finished_just_before_a_crash,
-         test_instance_recorded_once_the_disk_allows)
+         test_instance_recorded_once_the_disk_allows,
+         test_log_dir_removed_while_jobs_are_queued, test_log_dir_replaced_or_not_makeable)
 run_tests(*TESTS)
