@@ -103,7 +103,9 @@
 #define DEFAULT_RESULT_BYTES (1024ull * 1024)
 #define SCRIPT_MAX_AGE_SEC (7L * 24 * 3600)
 #define ANCESTOR_HOPS 128 /* bound on the /proc ppid walk */
-#define CMD_SHOW 60       /* bytes of a command shown by human status */
+#define STATUS_COLS 100  /* a line of human status fits a terminal this wide */
+#define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
+#define CLIENT_SHOW 20   /* columns of a client id in human status */
 
 /* Exit statuses (SPEC 10). Helpers return these so a failure travels up unchanged. */
 enum st {
@@ -1981,8 +1983,16 @@ static int
 opt_common(struct args *a, struct opts *o, int id, const char *val)
 {
 	if (id == O_DEVICE) {
-		if (parse_uint(val, 999999, &o->device) < 0)
+		unsigned long long dev;
+
+		if (parse_uint(val, 999999, &dev) < 0)
 			return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
+		/* the last of two would win silently: a job on a card its code does not open */
+		if (o->device_set && dev != o->device)
+			return usage_err(a->cmd, "--device given twice (%llu and %llu); give the one "
+			                         "card your code opens",
+			                 o->device, dev);
+		o->device = dev;
 		o->device_set = 1;
 	} else if (id == O_WAIT_TIMEOUT) {
 		if (parse_secs(val, &o->wait_timeout) < 0)
@@ -2357,6 +2367,101 @@ submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct do
 }
 
 /*
+ * Inside a job (the daemon puts TT_DEVICE_JOB_ID in its environment): that job's id into
+ * job[33] and the card it holds into card[cap] while the daemon shows it running. 0 then;
+ * -1 when not inside a running job of this daemon, or when the daemon cannot be asked (the
+ * request that follows then says why).
+ */
+static int
+held_card(struct cli *c, char *job, char *card, size_t cap)
+{
+	const char *id = env_nonempty("TT_DEVICE_JOB_ID");
+	char path[64], st[16];
+	struct resp r;
+	struct doc d;
+	int rc = -1;
+
+	if (id == NULL || strlen(id) != 32 || strspn(id, "0123456789abcdef") != 32)
+		return -1;
+	snprintf(path, sizeof path, "/job/%s", id);
+	memset(&r, 0, sizeof r);
+	if (http_call(c, "GET", path, NULL, 0, 0, &r) != ST_OK || r.status != 200 ||
+	    doc_parse(c, r.body, r.len, &d) != ST_OK)
+		return -1;
+	if (doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "running") == 0 &&
+	    doc_scalar(&d, 0, "device_id", card, cap) != NULL) {
+		snprintf(job, 33, "%s", id);
+		rc = 0;
+	}
+	doc_free(&d);
+	return rc;
+}
+
+/*
+ * Waiting inside a job for a job on the card that job holds would hang until the job's
+ * timeout: each card runs one job at a time, in order, and the one waiting holds it. `target`
+ * is the job waited for (NULL: one about to be queued) on card `card`. ST_USAGE (explained)
+ * when that card is held by this process's job, else ST_OK.
+ */
+static int
+refuse_own_card(struct cli *c, const struct args *a, const char *target, const char *card)
+{
+	char job[33], held[32], what[96];
+
+	if (held_card(c, job, held, sizeof held) < 0 || strcmp(held, card) != 0)
+		return ST_OK;
+	if (target == NULL)
+		snprintf(what, sizeof what, "a job queued on card %s", card);
+	else
+		snprintf(what, sizeof what, "job %s on card %s", target, card);
+	fprintf(stderr,
+	        PROG " %s: this runs inside job %s, which holds card %s until it ends; %s "
+	        "cannot %s before that, so waiting for it would hang until the job's timeout.\n",
+	        a->cmd->name, job, card, what,
+	        target != NULL && strcmp(target, job) == 0 ? "end" : "start");
+	if (target == NULL)
+		fprintf(stderr, "Use another card (--device N), or submit without waiting (`" PROG
+		                " queue`).\n");
+	else
+		fprintf(stderr, "Ask once this job has ended, or look without waiting (`" PROG
+		                " job %s`).\n",
+		        target);
+	return ST_USAGE;
+}
+
+/* run and queue-python --wait: refuse a submission on the card this process's job holds. */
+static int
+refuse_own_card_submission(struct cli *c, const struct args *a, const struct opts *o)
+{
+	char card[24];
+
+	snprintf(card, sizeof card, "%llu", o->device);
+	return refuse_own_card(c, a, NULL, card);
+}
+
+/* result and logs --follow inside a job: refuse to wait for job id when it needs our card. */
+static int
+refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
+{
+	char path[64], st[16], card[24];
+	struct resp r;
+	struct doc d;
+	int done;
+
+	if (env_nonempty("TT_DEVICE_JOB_ID") == NULL)
+		return ST_OK;
+	snprintf(path, sizeof path, "/result/%s", id);
+	memset(&r, 0, sizeof r);
+	if (http_call(c, "GET", path, NULL, 0, 0, &r) != ST_OK || r.status != 200 ||
+	    doc_parse(c, r.body, r.len, &d) != ST_OK)
+		return ST_OK; /* the wait's own requests say what is wrong */
+	done = !doc_str(&d, 0, "status", st, sizeof st) || strcmp(st, "done") == 0 ||
+	       doc_scalar(&d, 0, "device_id", card, sizeof card) == NULL;
+	doc_free(&d);
+	return done ? ST_OK : refuse_own_card(c, a, id, card);
+}
+
+/*
  * `queue` output: job_id=... and the other key=value lines, or the answer as JSON; for
  * queue-python the script's path too (script_file, after job_id, as the earlier client).
  */
@@ -2477,7 +2582,8 @@ submit_words(struct cli *c, struct args *a, struct opts *o, int follow)
 
 	if ((rc = command_words(a, o)) != ST_OK)
 		return rc;
-	if (follow && (rc = output_limit(a, o, &limit)) != ST_OK)
+	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
+	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
 		return rc;
 	if ((rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK)
 		return rc;
@@ -2530,37 +2636,26 @@ mkdir_p(const char *dir)
 }
 
 /*
- * The script dir, created 0700 if missing: TT_DEVICE_CLI_SCRIPT_DIR, else
- * <dir of the executable>/logs-v2/cli-scripts when writable, else
- * ${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts. Returns 0, or -1 (printed).
+ * The script dir, created 0700 if missing: TT_DEVICE_CLI_SCRIPT_DIR, else the user's state
+ * folder, ${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts (XDG Base Directory;
+ * a relative XDG_STATE_HOME is ignored). Never beside the executable: an installed binary's
+ * folder (/usr/local/bin) is no place for a user's files. Returns 0, or -1 (printed).
  */
 static int
 script_dir(char *dir, size_t cap)
 {
 	const char *e = env_nonempty("TT_DEVICE_CLI_SCRIPT_DIR"), *xdg, *home;
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
 
-	if (e != NULL) {
-		snprintf(dir, cap, "%s", e);
-		goto make;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n > 0 && (exe[n] = 0, slash = strrchr(exe, '/')) != NULL) {
-		*slash = 0;
-		if (snprintf(dir, cap, "%s/logs-v2/cli-scripts", exe) < (int)cap &&
-		    mkdir_p(dir) == 0 && access(dir, W_OK | X_OK) == 0)
-			return 0;
-	}
 	xdg = env_nonempty("XDG_STATE_HOME");
 	home = env_nonempty("HOME");
-	if (xdg != NULL && xdg[0] == '/')
+	if (e != NULL)
+		snprintf(dir, cap, "%s", e);
+	else if (xdg != NULL && xdg[0] == '/')
 		snprintf(dir, cap, "%s/tt-device-queue/cli-scripts", xdg);
 	else if (home != NULL)
 		snprintf(dir, cap, "%s/.local/state/tt-device-queue/cli-scripts", home);
 	else
 		snprintf(dir, cap, "/nonexistent (no HOME)");
-make:
 	if (mkdir_p(dir) == 0)
 		return 0;
 	errmsg("cannot create the script dir %s: %s", dir, strerror(errno));
@@ -2700,7 +2795,8 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
 	struct doc d;
 
-	if (follow && (rc = output_limit(a, o, &limit)) != ST_OK)
+	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
+	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
 		return rc;
 	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
 		return rc;
@@ -2803,6 +2899,8 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 		return rc;
 	if (c->json && o->follow)
 		return usage_err(a->cmd, "--json and --follow do not go together");
+	if (o->follow && (rc = refuse_own_card_job(c, a, id)) != ST_OK)
+		return rc;
 	if (c->json)
 		return logs_json(c, id, o);
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
@@ -2824,7 +2922,8 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 	char id[33];
 	int rc;
 
-	if ((rc = one_job_id(a, id)) != ST_OK || (rc = output_limit(a, o, &limit)) != ST_OK)
+	if ((rc = one_job_id(a, id)) != ST_OK || (rc = output_limit(a, o, &limit)) != ST_OK ||
+	    (rc = refuse_own_card_job(c, a, id)) != ST_OK)
 		return rc;
 	set_deadline(c, o->wait_timeout);
 	if ((rc = wait_done(c, id)) != ST_OK)
@@ -2859,113 +2958,276 @@ palette_init(struct palette *p)
 	p->off = on ? "\033[0m" : "";
 }
 
-/* The job's command on one line, C0/C1 controls as spaces, cut to CMD_SHOW bytes. */
-static const char *
-show_cmd(const struct doc *d, int job, char *buf, size_t cap)
+/* Bytes of the first `chars` characters of UTF-8 text s[0..n) (all n when it has fewer). */
+static size_t
+utf8_prefix(const char *s, size_t n, size_t chars)
 {
-	int i = doc_get(d, job, "cmd");
-	size_t n, k, x, full, c;
-	char mode[16];
+	size_t i;
 
-	buf[0] = 0;
-	if (doc_str(d, job, "mode", mode, sizeof mode) && strcmp(mode, "reset") == 0)
-		snprintf(buf, cap, "[reset] ");
-	k = strlen(buf);
-	if (i < 0 || d->t[i].type != JSON_STRING || cap < k + CMD_SHOW + 4)
-		return buf;
-	full = json_str_decode(d->src, &d->t[i], buf + k, CMD_SHOW);
-	x = full > CMD_SHOW ? json_utf8_boundary(buf + k, CMD_SHOW) : full;
-	for (n = k; n < k + x; n += c ? c : 1)
-		if ((c = json_control_len(buf + n, k + x - n)) != 0)
-			memset(buf + n, ' ', c);
-	snprintf(buf + k + x, cap - k - x, "%s", full > CMD_SHOW ? "..." : "");
-	return buf;
+	for (i = 0; i < n; i++)
+		if (((unsigned char)s[i] & 0xC0) != 0x80 && chars-- == 0)
+			break;
+	return i;
 }
 
-/* "  running  ID  12.3s elapsed, ~4.00s left  [client]  cmd" */
-static void
-line_running(const struct doc *d, int j, const struct palette *p)
+/* Columns b's text takes on a terminal: its characters, colour sequences not counted. */
+static size_t
+text_cols(const struct json_buf *b)
 {
-	char id[40] = "?", who[160] = "", cmd[CMD_SHOW * 2], t[32];
+	size_t i, n = 0;
+
+	for (i = 0; i < b->len; i++) {
+		if (b->p[i] == '\033') {
+			while (i < b->len && b->p[i] != 'm')
+				i++;
+			continue;
+		}
+		n += ((unsigned char)b->p[i] & 0xC0) != 0x80;
+	}
+	return n;
+}
+
+/*
+ * Append UTF-8 text s[0..n) on one line within `room` columns, each control character
+ * replaced by ctl (no escape sequence reaches the terminal); text that does not fit is cut
+ * and ends in "...".
+ */
+static void
+put_cut(struct json_buf *b, const char *s, size_t n, size_t room, char ctl)
+{
+	size_t i, k, keep = utf8_prefix(s, n, room);
+
+	if (keep < n)
+		keep = room > 3 ? utf8_prefix(s, n, room - 3) : 0;
+	for (i = 0; i < keep; i += k ? k : 1)
+		if ((k = json_control_len(s + i, keep - i)) != 0)
+			json_buf_add(b, &ctl, 1);
+		else
+			json_buf_add(b, s + i, 1);
+	if (keep < n && room > 3)
+		json_buf_add(b, "...", 3);
+}
+
+/* Append a string member of job j (a command, a client id) as put_cut does. */
+static void
+put_member(struct json_buf *b, const struct doc *d, int j, const char *key, size_t room,
+           char ctl)
+{
+	int i = doc_get(d, j, key);
+	char *text;
+	size_t n;
+
+	if (i < 0 || d->t[i].type != JSON_STRING)
+		return;
+	n = json_str_decode(d->src, &d->t[i], NULL, 0);
+	if ((text = malloc(n + 1)) == NULL)
+		return;
+	json_str_decode(d->src, &d->t[i], text, n);
+	put_cut(b, text, n, room, ctl);
+	free(text);
+}
+
+/* "  [client]  cmd": the client id and the command, cut so the line fits STATUS_COLS. */
+static void
+put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palette *p, int who)
+{
+	char mode[16];
+	size_t used;
+
+	if (who) {
+		json_buf_printf(b, "  %s[", p->dim);
+		put_member(b, d, j, "client_id", CLIENT_SHOW, '?');
+		json_buf_printf(b, "]%s", p->off);
+	}
+	json_buf_add(b, "  ", 2);
+	if (doc_str(d, j, "mode", mode, sizeof mode) && strcmp(mode, "reset") == 0)
+		json_buf_add(b, "[reset] ", 8);
+	used = text_cols(b);
+	put_member(b, d, j, "cmd", used < STATUS_COLS ? STATUS_COLS - used : 0, ' ');
+}
+
+/* Print a built line and reset the buffer for the next one. */
+static void
+put_line(struct json_buf *b)
+{
+	if (!b->oom)
+		printf("%.*s\n", (int)b->len, b->p);
+	b->len = 0;
+}
+
+/*
+ * Print text on lines of at most STATUS_COLS columns, each starting with lead and in colour
+ * (off ends it): broken at spaces, a word longer than a line cut. Controls print as '?'.
+ */
+static void
+put_wrapped(const char *color, const char *off, const char *lead, const char *text)
+{
+	size_t room = STATUS_COLS - strlen(lead), n, cut;
+	char *s = strdup(text), *at;
+
+	if (s == NULL)
+		return;
+	s[scrub_controls(s, strlen(s))] = 0;
+	for (at = s; *at;) {
+		n = strlen(at);
+		cut = utf8_prefix(at, n, room);
+		if (cut < n) {
+			size_t sp = cut;
+
+			while (sp > 0 && at[sp] != ' ')
+				sp--;
+			cut = sp > 0 ? sp : cut;
+		}
+		printf("%s%s%.*s%s\n", color, lead, (int)cut, at, off);
+		for (at += cut; *at == ' '; at++)
+			;
+	}
+	free(s);
+}
+
+/* "  running  ID  12.3s, ~4.00s left  [client]  cmd" ("stopping" in its kill grace) */
+static void
+line_running(struct json_buf *b, const struct doc *d, int j, const struct palette *p)
+{
+	char id[40] = "?", t[32];
+	int stop = doc_get(d, j, "stop_requested_at");
 	long long rc_, rn;
 	double v;
 
 	doc_str(d, j, "job_id", id, sizeof id);
-	if (doc_str(d, j, "client_id", who, sizeof who))
-		who[scrub_controls(who, strlen(who))] = 0;
-	printf("  %srunning%s  %s ", p->bold, p->off, id);
+	stop = stop >= 0 && d->t[stop].type == JSON_STRING;
+	json_buf_printf(b, "  %s%s%s %s ", stop ? p->yellow : p->bold,
+	                stop ? "stopping" : "running ", p->off, id);
 	if (doc_num(d, j, "running_sec", &v) == 0)
-		printf(" %s elapsed", fmt_secs(v, t, sizeof t));
-	if (doc_num(d, j, "estimated_remaining_sec", &v) == 0 && v > 0)
-		printf(", ~%s left", fmt_secs(v, t, sizeof t));
-	else if (doc_num(d, j, "estimated_remaining_sec", &v) == 0)
-		printf(", past its estimate"); /* the daemon's remaining time stops at 0 */
+		json_buf_printf(b, " %s", fmt_secs(v, t, sizeof t));
+	/* a job being stopped has no estimate worth showing */
+	if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0 && v > 0)
+		json_buf_printf(b, ", ~%s left", fmt_secs(v, t, sizeof t));
+	else if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0)
+		json_buf_printf(b, ", past its estimate"); /* the daemon's remaining time stops at 0 */
 	if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
 	    doc_int(d, j, "repeat_current", &rc_) == 0)
-		printf(", repeat %lld/%lld", rc_, rn);
-	printf("  %s[%s]%s  %s\n", p->dim, who, p->off, show_cmd(d, j, cmd, sizeof cmd));
+		json_buf_printf(b, ", repeat %lld/%lld", rc_, rn);
+	put_job_tail(b, d, j, p, 1);
+	put_line(b);
 }
 
 /* "  queued   1. ID  wait ~10.0s  [client]  cmd" */
 static void
-line_queued(const struct doc *d, int j, int n, const struct palette *p)
+line_queued(struct json_buf *b, const struct doc *d, int j, int n, const struct palette *p)
 {
-	char id[40] = "?", who[160] = "", cmd[CMD_SHOW * 2], t[32];
+	char id[40] = "?", t[32];
 	double v;
 
 	doc_str(d, j, "job_id", id, sizeof id);
-	if (doc_str(d, j, "client_id", who, sizeof who))
-		who[scrub_controls(who, strlen(who))] = 0;
-	printf("  queued   %d. %s", n, id);
+	json_buf_printf(b, "  queued   %d. %s", n, id);
 	if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
-		printf("  wait ~%s", fmt_secs(v, t, sizeof t));
-	printf("  %s[%s]%s  %s\n", p->dim, who, p->off, show_cmd(d, j, cmd, sizeof cmd));
+		json_buf_printf(b, "  wait ~%s", fmt_secs(v, t, sizeof t));
+	put_job_tail(b, d, j, p, 1);
+	put_line(b);
 }
 
-/* "  recent   OK        0.52s  ID  cmd" with OK, FAIL(n) or TIMEOUT */
-static void
-line_recent(const struct doc *d, int j, const struct palette *p)
+/* Signal s's name (SIGINT), or NULL for one not listed. */
+static const char *
+signal_name(long long s)
 {
-	char id[40] = "?", cmd[CMD_SHOW * 2], t[32] = "", word[32], err[256] = "";
-	long long code;
-	double v;
-	int ok = 0;
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
+	             {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
+	             {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+	             {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+	             {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}};
+	size_t i;
 
-	doc_str(d, j, "job_id", id, sizeof id);
+	for (i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (names[i].sig == s)
+			return names[i].name;
+	return NULL;
+}
+
+/*
+ * A finished job's outcome in a word or two: ok, exit 3, SIGINT, timeout, and for the jobs
+ * without an exit code (exit_code -1) what happened: cancelled, interrupted (the service
+ * stopped), card dead, not started. *ok tells whether it passed.
+ */
+static const char *
+outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
+{
+	char err[256] = "";
+	const char *sig;
+	long long code;
+
+	*ok = 0;
 	doc_str(d, j, "error", err, sizeof err);
 	if (doc_true(d, j, "timed_out"))
-		snprintf(word, sizeof word, "TIMEOUT");
-	else if (has_word(err, "cancelled")) /* never ran: "FAIL(-1)" would say it failed */
-		snprintf(word, sizeof word, "CANCELLED");
-	else if (doc_int(d, j, "exit_code", &code) < 0)
-		snprintf(word, sizeof word, "?");
-	else if ((ok = code == 0))
-		snprintf(word, sizeof word, "OK");
-	else
-		snprintf(word, sizeof word, "FAIL(%lld)", code);
+		return "timeout";
+	if (doc_int(d, j, "exit_code", &code) < 0)
+		return "?";
+	if (code == 0) {
+		*ok = 1;
+		return "ok";
+	}
+	if (code > 0) {
+		snprintf(buf, cap, "exit %lld", code);
+		return buf;
+	}
+	if (code < -1 || err[0] == 0) { /* -1 without an error is a death by SIGHUP */
+		if ((sig = signal_name(-code)) != NULL)
+			return sig;
+		snprintf(buf, cap, "signal %lld", -code);
+		return buf;
+	}
+	if (has_word(err, "cancelled"))
+		return "cancelled";
+	if (has_word(err, "service stopped"))
+		return "interrupted";
+	if (has_word(err, " is dead"))
+		return "card dead";
+	if (has_word(err, "no longer configured"))
+		return "card gone";
+	return "not started";
+}
+
+/* "  recent   exit 3       0.52s  ID  cmd" */
+static void
+line_recent(struct json_buf *b, const struct doc *d, int j, const struct palette *p)
+{
+	char id[40] = "?", t[32] = "", word[32];
+	const char *w;
+	double v;
+	int ok;
+
+	doc_str(d, j, "job_id", id, sizeof id);
+	w = outcome_word(d, j, word, sizeof word, &ok);
 	if (doc_num(d, j, "elapsed", &v) == 0)
 		fmt_secs(v, t, sizeof t);
-	printf("  recent   %s%-9s%s %8s  %s  %s\n", ok ? p->green : p->red, word, p->off, t, id,
-	       show_cmd(d, j, cmd, sizeof cmd));
+	json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, w, p->off, t,
+	                id);
+	put_job_tail(b, d, j, p, 0);
+	put_line(b);
 }
 
 /* Banners for a held card and a control command that could not run. */
 static void
 operator_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
 {
-	char by[1024] = "?", at[64] = "?", why[4200] = "";
+	char by[1024] = "?", at[64] = "?", why[4200] = "", text[5400];
 
 	if (doc_true(d, dev, "held")) {
 		doc_str(d, dev, "held_by", by, sizeof by);
 		doc_str(d, dev, "held_at", at, sizeof at);
 		doc_str(d, dev, "hold_reason", why, sizeof why);
-		printf("  %s!! card %s is HELD by %s since %s%s%s%s\n", p->yellow, id, by, at,
-		       why[0] ? ": " : "", why, p->off);
-		printf("  %s!! nothing more starts on it until `" PROG " release --device %s`%s\n",
-		       p->yellow, id, p->off);
+		snprintf(text, sizeof text, "card %s is HELD by %s since %s%s%s", id, by, at,
+		         why[0] ? ": " : "", why);
+		put_wrapped(p->yellow, p->off, "  !! ", text);
+		snprintf(text, sizeof text, "nothing more starts on it until `" PROG
+		                            " release --device %s`", id);
+		put_wrapped(p->yellow, p->off, "  !! ", text);
 	}
 	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
-		printf("  %s!! %s%s\n", p->red, why, p->off);
+		put_wrapped(p->red, p->off, "  !! ", why);
 }
 
 /* Banners for a dead card, a resetting card, or a pending reset. */
@@ -2973,16 +3235,17 @@ static void
 card_banner(const struct doc *d, int dev, const char *id, const char *state,
             const struct palette *p)
 {
-	char since[64] = "?", why[1024] = "";
+	char since[64] = "?", why[1024] = "", text[1200];
 
 	if (strcmp(state, "dead") == 0) {
 		doc_str(d, dev, "dead_since", since, sizeof since);
 		doc_str(d, dev, "dead_reason", why, sizeof why);
-		printf("  %s!! card %s is DEAD since %s%s%s%s\n", p->red, id, since,
-		       why[0] ? ": " : "", why, p->off);
-		printf("  %s!! submissions to it are refused; reboot the host, or run its recovery "
-		       "again: " PROG " reset --device %s%s\n",
-		       p->red, id, p->off);
+		snprintf(text, sizeof text, "card %s is DEAD since %s%s%s", id, since,
+		         why[0] ? ": " : "", why);
+		put_wrapped(p->red, p->off, "  !! ", text);
+		snprintf(text, sizeof text, "submissions to it are refused; reboot the host, or run "
+		                            "its recovery again: " PROG " reset --device %s", id);
+		put_wrapped(p->red, p->off, "  !! ", text);
 	} else if (strcmp(state, "resetting") == 0) {
 		printf("  %s!! card %s is resetting; its queue waits for the reset%s\n", p->yellow,
 		       id, p->off);
@@ -2992,14 +3255,19 @@ card_banner(const struct doc *d, int dev, const char *id, const char *state,
 	}
 }
 
-/* One card: state line, banners, running job, queued jobs, recent jobs. */
+/*
+ * One card: state line, banners, running job, the first STATUS_QUEUED queued jobs (the rest
+ * counted), recent jobs newest first.
+ */
 static void
 card_block(const struct doc *d, int dev, const struct palette *p)
 {
 	char id[32] = "?", state[32] = "?";
-	int cur = doc_child(d, dev, "current", JSON_OBJECT), j, n;
+	int cur = doc_child(d, dev, "current", JSON_OBJECT), j, n, *rec_at;
 	int pend = doc_child(d, dev, "pending", JSON_ARRAY);
 	int rec = doc_child(d, dev, "recent", JSON_ARRAY);
+	int npend = pend >= 0 ? (int)d->t[pend].size : 0, nrec = rec >= 0 ? (int)d->t[rec].size : 0;
+	struct json_buf b;
 	long long epoch;
 
 	doc_scalar(d, dev, "device_id", id, sizeof id);
@@ -3014,14 +3282,23 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 	putchar('\n');
 	card_banner(d, dev, id, state, p);
 	operator_banner(d, dev, id, p);
+	json_buf_init(&b);
 	if (cur >= 0)
-		line_running(d, cur, p);
+		line_running(&b, d, cur, p);
 	else
 		printf("  %sidle%s\n", p->dim, p->off);
-	for (n = 0, j = pend + 1; pend >= 0 && n < (int)d->t[pend].size; n++, j = (int)d->t[j].next)
-		line_queued(d, j, n + 1, p);
-	for (n = 0, j = rec + 1; rec >= 0 && n < (int)d->t[rec].size; n++, j = (int)d->t[j].next)
-		line_recent(d, j, p);
+	for (n = 0, j = pend + 1; n < npend && n < STATUS_QUEUED; n++, j = (int)d->t[j].next)
+		line_queued(&b, d, j, n + 1, p);
+	if (npend > STATUS_QUEUED)
+		printf("  %s... and %d more queued (`" PROG " --json status` lists them all)%s\n",
+		       p->dim, npend - STATUS_QUEUED, p->off);
+	rec_at = nrec > 0 ? calloc((size_t)nrec, sizeof *rec_at) : NULL;
+	for (n = 0, j = rec + 1; rec_at != NULL && n < nrec; n++, j = (int)d->t[j].next)
+		rec_at[n] = j;
+	for (n = nrec - 1; rec_at != NULL && n >= 0; n--) /* the daemon sends them oldest first */
+		line_recent(&b, d, rec_at[n], p);
+	free(rec_at);
+	json_buf_free(&b);
 }
 
 /* The header: version, queue totals, and banners for the worker and a degraded store. */
@@ -3029,7 +3306,7 @@ static void
 status_header(const struct doc *d, const struct palette *p)
 {
 	int w = doc_child(d, 0, "worker", JSON_OBJECT);
-	char ver[64] = "?", text[1024];
+	char ver[64] = "?", text[1024], line[1100];
 	long long qt = 0, mx = 0;
 	double age = 0;
 
@@ -3043,14 +3320,20 @@ status_header(const struct doc *d, const struct palette *p)
 		printf("%s!! the daemon's loop is not running (last pass %s ago)%s\n", p->red,
 		       fmt_secs(age, text, sizeof text), p->off);
 	}
-	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0])
-		printf("%s!! STORE DEGRADED: %s\n!! submissions are refused and no card starts new "
-		       "work until writes succeed again%s\n",
-		       p->red, text, p->off);
-	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0])
-		printf("%s!! configuration: %s%s\n", p->red, text, p->off);
-	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0])
-		printf("%snote: maintenance: %s%s\n", p->yellow, text, p->off);
+	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0]) {
+		snprintf(line, sizeof line, "STORE DEGRADED: %s", text);
+		put_wrapped(p->red, p->off, "!! ", line);
+		put_wrapped(p->red, p->off, "!! ", "submissions are refused and no card starts new "
+		                                    "work until writes succeed again");
+	}
+	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0]) {
+		snprintf(line, sizeof line, "configuration: %s", text);
+		put_wrapped(p->red, p->off, "!! ", line);
+	}
+	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0]) {
+		snprintf(line, sizeof line, "maintenance: %s", text);
+		put_wrapped(p->yellow, p->off, "note: ", line);
+	}
 }
 
 static int
@@ -3331,7 +3614,6 @@ static const struct subcmd subcmds[] = {
      "[--python P] [--python-arg A]... [--wait] [--wait-timeout S] [--output-limit B] SCRIPT",
      "Submit `P SCRIPT A...`. SCRIPT is a file (used by its absolute path) or - to read the\n"
      "script from stdin and store it (0600) in TT_DEVICE_CLI_SCRIPT_DIR, else\n"
-     "<dir of this program>/logs-v2/cli-scripts, else\n"
      "${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts; stored scripts older\n"
      "than 7 days are removed, and so is this one if the submission fails. It prints what\n"
      "`queue` prints plus script_file=PATH (the file the job runs); with --wait it behaves\n"
@@ -3358,7 +3640,9 @@ static const struct subcmd subcmds[] = {
      "\noptions:\n" H_WAIT H_JSON H_HELP},
     {"status", cmd_status, device_opts, 0, "status [--device N]",
      "Show every card (or card N): its state (healthy, resetting, dead), warnings, the\n"
-     "running job, queued jobs with their estimated waits, and recent jobs.\n\noptions:\n"
+     "running job (stopping once a stop was asked), the first 10 queued jobs with\n"
+     "their estimated waits, and recent jobs newest first with their outcome. Lines\n"
+     "fit 100 columns (commands cut); --json gives everything.\n\noptions:\n"
      "  --device N         only card N\n" H_JSON H_HELP},
     {"kill", cmd_kill, device_opts, 0, "kill ID | kill --device N",
      "Stop a running job (SIGINT, then SIGKILL after the grace period) or cancel a queued\n"

@@ -189,7 +189,10 @@ parse_target(struct cursor *c, struct http_request *req)
 	return 1;
 }
 
-/* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112 2.3), then CRLF. */
+/*
+ * HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112 2.3), then CRLF. A later
+ * minor version of 1 is processed as 1.1, the highest we conform to (RFC 9110 2.5).
+ */
 static int
 parse_version(struct cursor *c, struct http_request *req)
 {
@@ -213,9 +216,10 @@ parse_version(struct cursor *c, struct http_request *req)
 		return fail(req, HTTP_BAD_REQUEST, "invalid HTTP version");
 	if ((rc = parse_crlf(c, req)) <= 0)
 		return rc;
-	if (major != 1 || req->minor_version > 1)
-		return fail(req, HTTP_VERSION_NOT_SUPPORTED,
-		            "only HTTP/1.0 and HTTP/1.1 are supported");
+	if (major != 1)
+		return fail(req, HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.x is supported");
+	if (req->minor_version > 1)
+		req->minor_version = 1;
 	return 1;
 }
 

@@ -8,9 +8,10 @@
  * Failures are HTTP statuses (enum http_status) so a malformed request maps straight to its
  * answer. Strict by design (SPEC section 5; RFC 9110, RFC 9112): CRLF line ends only (a bare
  * LF is 400), no obs-fold, no whitespace before a header's colon, origin-form targets of
- * visible ASCII, HTTP/1.0 and HTTP/1.1 only (other HTTP versions 505), Host required on 1.1,
- * one Content-Length (repeats must agree), any Transfer-Encoding is 411 (bodies need a length),
- * heads over HTTP_MAX_HEAD bytes or with more than HTTP_MAX_HEADERS fields are 431.
+ * visible ASCII, HTTP/1.x only (1.2 and later are served as 1.1, RFC 9110 2.5; other major
+ * versions 505), Host required from 1.1 on, one Content-Length (repeats must agree), any
+ * Transfer-Encoding is 411 (bodies need a length), heads over HTTP_MAX_HEAD bytes or with more
+ * than HTTP_MAX_HEADERS fields are 431.
  */
 #ifndef TTQ_HTTP_H
 #define TTQ_HTTP_H
@@ -56,7 +57,7 @@ struct http_request {
 	size_t path_len;
 	const char *query; /* view: after '?' (empty when none) */
 	size_t query_len;
-	int minor_version; /* 0 for HTTP/1.0, 1 for HTTP/1.1 */
+	int minor_version; /* 0 for HTTP/1.0, 1 for HTTP/1.1 and later 1.x */
 	struct http_header headers[HTTP_MAX_HEADERS];
 	size_t num_headers;
 	long long content_length; /* -1 when the request has no Content-Length */

@@ -1293,3 +1293,55 @@ store_retention(struct store *st, double older_than, long long keep,
 	idlist_free(&ids);
 	return n;
 }
+
+int
+store_copy_to(struct store *st, const char *path)
+{
+	static const char *const suffix[] = {"-wal", "-shm"};
+	char tmp[PATH_MAX], name[PATH_MAX];
+	sqlite3_stmt *s = NULL;
+	struct stat sb;
+	int rc, fd, e, one = 1;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.copy", path) >= (int)sizeof(tmp))
+		return set_err(st, "copying the database: the path is too long");
+	if (lstat(path, &sb) == 0)
+		return set_err(st, "copying the database: a database is already there; it is not "
+		                   "replaced");
+	(void)unlink(tmp); /* an earlier attempt's, cut short */
+	/*
+	 * Companions left at path belong to the database that was removed (its handle keeps its
+	 * own open files): a stale -wal beside the copy would be replayed into it. And this
+	 * handle, once closed, must not delete the copy's own (SQLITE_FCNTL_PERSIST_WAL).
+	 */
+	for (size_t i = 0; i < NELEM(suffix); i++)
+		if (snprintf(name, sizeof(name), "%s%s", path, suffix[i]) < (int)sizeof(name))
+			(void)unlink(name);
+	sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+	rc = sqlite3_prepare_v2(st->db, "VACUUM INTO ?1", -1, &s, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(s, 1, tmp, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	if (rc != SQLITE_DONE)
+		db_err(st, "copying the database");
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		(void)unlink(tmp);
+		return -1;
+	}
+	/* VACUUM INTO syncs nothing: the copy is on disk before it takes the database's name. */
+	fd = open(tmp, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || fchmod(fd, 0600) < 0 || fsync(fd) < 0 ||
+	    renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+		e = errno;
+		if (fd >= 0)
+			close(fd);
+		(void)unlink(tmp);
+		return set_err(st, "copying the database: %s%s", strerror(e),
+		               e == EEXIST ? " (a database is already there; it is not replaced)" : "");
+	}
+	close(fd);
+	sync_parent(path);
+	return 0;
+}

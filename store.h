@@ -118,4 +118,14 @@ int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c
 int store_retention(struct store *st, double older_than, long long keep,
 		    int (*cb)(void *ctx, const char *id), void *ctx);
 
+/*
+ * Write a copy of the database as committed now to path, never over a file already there:
+ * VACUUM INTO a temporary file beside it, fsync'd, then renamed to path, so a crash leaves no
+ * file or a whole one. It lets a log dir removed under the daemon be made again from the open
+ * handle, the only place its database still lives. Stale -wal and -shm files at path are
+ * removed first, and st is then only to be closed: closing it leaves path's files alone.
+ * 0, or -1 (store_errmsg).
+ */
+int store_copy_to(struct store *st, const char *path);
+
 #endif

@@ -84,6 +84,7 @@
 #define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
 #define CLOSING_WARN 10.0     /* s a killed process may take to die before it is logged */
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
+#define LOG_DIR_CHECK 2.0     /* s between looks for a log dir removed under an idle daemon */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s, SPEC 9 */
 #define MAX_WAIT 60           /* longest ?wait=, SPEC 5 */
@@ -769,14 +770,73 @@ static struct {
 	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
 	pid_t guardian_pid;
 	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
+	bool instance_recorded; /* lock_fd holds this instance's entry (instance_record) */
+	int dir_fd;             /* the log dir, locked (lock_dir), -1 before it is */
+	struct stat dir_st;     /* what dir_fd is, and what the log dir's path must name */
+	struct stat db_st;      /* the database file the store opened (log_dir_in_place) */
+	struct timer dir_check; /* looks for a log dir removed under an idle daemon */
 	long long nconns;
 	long long busy_workers;
-} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1};
+} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1,
+       .dir_fd = -1};
+
+/*
+ * The daemon's own log is stderr, and writing it never blocks the loop: a parent that reads
+ * nothing of a pipe, or a stalled journal, would otherwise stop HTTP, dispatch and SIGTERM
+ * with it once the pipe is full. Lines that cannot be written now are dropped and counted;
+ * the count is logged once a line gets out again, and /metrics shows the total.
+ */
+static struct {
+	bool socket;            /* stderr is a socket: sent with MSG_DONTWAIT */
+	long long dropped;      /* lines dropped since the start */
+	long long unsaid;       /* of them, not yet reported in the log */
+} log_out;
+
+/*
+ * Make stderr non-blocking for this process alone. O_NONBLOCK belongs to the open file
+ * description, which a pipe or terminal shares with whoever started us: a pipe or terminal is
+ * opened again through /proc/self/fd/2 (a description of our own, then put on fd 2 so the
+ * guardian and any stdio use it too); a socket cannot be, and is written with MSG_DONTWAIT
+ * instead. A regular file is left as it is: writes to it do not wait for a reader.
+ */
+static void
+log_setup(void)
+{
+	struct stat st;
+	int fd;
+
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return;
+	log_out.socket = S_ISSOCK(st.st_mode);
+	if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
+		return;
+	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return; /* a pipe without a reader (ENXIO): writes fail at once anyway */
+	if (fd != STDERR_FILENO) {
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+}
+
+/* Write one whole line to stderr without waiting; false when it was not written whole. */
+static bool
+log_write(const char *buf, size_t n)
+{
+	ssize_t w = log_out.socket ? send(STDERR_FILENO, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+				   : write(STDERR_FILENO, buf, n);
+
+	if (w < 0 && errno == ENOTSOCK) {
+		log_out.socket = false;
+		w = write(STDERR_FILENO, buf, n);
+	}
+	return w == (ssize_t)n;
+}
 
 static void __attribute__((format(printf, 1, 2)))
 logmsg(const char *fmt, ...)
 {
-	char buf[2048];
+	char buf[2048], note[128];
 	va_list ap;
 	int n;
 
@@ -788,9 +848,21 @@ logmsg(const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	/* stderr goes to the journal; a failed write of a log line is not worth more. */
-	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
-		return;
+	if (log_out.unsaid > 0) {
+		int k = snprintf(note, sizeof(note), "tt-device-queue: %lld log lines were dropped: "
+				 "stderr was not taking them\n", log_out.unsaid);
+
+		if (!log_write(note, (size_t)k)) {
+			log_out.unsaid++;
+			log_out.dropped++;
+			return;
+		}
+		log_out.unsaid = 0;
+	}
+	if (!log_write(buf, (size_t)n)) {
+		log_out.unsaid++;
+		log_out.dropped++;
+	}
 }
 
 static bool
@@ -1239,6 +1311,8 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 			w_num(w, "estimated_wait_sec", wait);
 		if (j->status == JOB_RUNNING)
 			w_num(w, "running_sec", isnan(j->started_at) ? 0 : now - j->started_at);
+		if (!isnan(j->stop_requested_at)) /* in its kill grace: `status` says stopping */
+			w_time(w, "stop_requested_at", j->stop_requested_at);
 	}
 	json_w_obj_end(w);
 }
@@ -1988,6 +2062,123 @@ field(const char *body, const char *key)
 	return i >= 0 && toks[i].type == JSON_NULL ? -1 : i;
 }
 
+/*
+ * A field name as compared for suggestions: lowercase, without '_' and '-' (deviceId,
+ * Device-ID and device_id are one name), cut to cap - 1 bytes.
+ */
+static void
+field_norm(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n && k + 1 < cap; i++)
+		if (s[i] != '_' && s[i] != '-')
+			out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+	out[k] = '\0';
+}
+
+/* Edits (insert, delete, replace, swap two neighbours) from a to b; both under 40 bytes. */
+static int
+edit_distance(const char *a, const char *b)
+{
+	int d[40][40], i, j, na = (int)strlen(a), nb = (int)strlen(b);
+
+	for (i = 0; i <= na; i++)
+		for (j = 0; j <= nb; j++) {
+			int v = i + j;
+
+			if (i > 0 && j > 0) {
+				int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+				v = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
+				v = sub < v ? sub : v;
+				if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+				    d[i - 2][j - 2] + 1 < v)
+					v = d[i - 2][j - 2] + 1;
+			}
+			d[i][j] = v;
+		}
+	return d[na][nb];
+}
+
+/*
+ * How far key (n bytes) is from the field name known: 0 when one is the other's start
+ * (device, timeout_sec, repeats), else the edit distance (devcie_id), or INT_MAX when the two
+ * are not close enough to suggest one for the other.
+ */
+static int
+field_distance(const char *key, size_t n, const char *known)
+{
+	char a[40], b[40];
+	size_t na, nb;
+	int d;
+
+	field_norm(key, n, a, sizeof(a));
+	field_norm(known, strlen(known), b, sizeof(b));
+	na = strlen(a);
+	nb = strlen(b);
+	if (na >= 3 && nb >= 3 && strncmp(a, b, na < nb ? na : nb) == 0)
+		return 0;
+	d = edit_distance(a, b);
+	return d <= (nb > 4 ? 2 : 1) ? d : INT_MAX;
+}
+
+/* The field of known (NULL-terminated) that key (n bytes) most likely meant, or NULL. */
+static const char *
+field_meant(const char *key, size_t n, const char *const *known)
+{
+	/* words that are no misspelling of the field they mean */
+	static const char *const synonyms[][2] = {{"card", "device_id"}, {"command", "cmd"}};
+	const char *meant = NULL;
+	int best = INT_MAX, d;
+	unsigned i, j;
+
+	for (i = 0; known[i]; i++)
+		if ((d = field_distance(key, n, known[i])) < best)
+			best = d, meant = known[i];
+	for (i = 0; !meant && i < sizeof(synonyms) / sizeof(synonyms[0]); i++)
+		for (j = 0; known[j] && field_distance(key, n, synonyms[i][0]) != INT_MAX; j++)
+			if (strcmp(known[j], synonyms[i][1]) == 0)
+				meant = known[j];
+	return meant;
+}
+
+/*
+ * Every member of the body's root object must be one of known (NULL-terminated): a typo
+ * such as `device` or `devcie_id` for `device_id` must never send a job to card 0. Answers 400
+ * naming the first unknown field and, when one is close, the field meant; -1 then.
+ */
+static int
+known_fields(struct conn *c, const char *body, const char *const *known)
+{
+	char key[64], list[256];
+	const char *meant;
+	size_t n, cut, len = 0;
+	int k, m;
+	unsigned j;
+
+	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
+		n = json_str_decode(body, &toks[k], key, sizeof(key) - 1);
+		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
+			;
+		if (known[j])
+			continue;
+		cut = n < sizeof(key) - 1 ? n : json_utf8_boundary(key, sizeof(key) - 4);
+		snprintf(key + cut, sizeof(key) - cut, "%s", n > cut ? "..." : "");
+		meant = field_meant(key, cut, known);
+		for (j = 0; known[j]; j++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+						known[j]);
+		if (meant)
+			respond_error(c, 400, "Unknown field \"%s\"; did you mean \"%s\"? (known "
+					      "fields: %s)", key, meant, list);
+		else
+			respond_error(c, 400, "Unknown field \"%s\" (known fields: %s)", key, list);
+		return -1;
+	}
+	return 0;
+}
+
 /* Decode string token i into a fresh heap C string; NULL on ENOMEM or when it holds NUL. */
 static char *
 tok_strdup(const char *body, int i, bool *has_nul)
@@ -2045,6 +2236,23 @@ list_cards(char *out, size_t cap)
 	out[0] = '\0';
 	for (i = 0; i < D.sched.ncards && n < cap; i++)
 		n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? ", " : "", D.sched.cards[i].device);
+}
+
+/*
+ * The device_id member of the body: its token, -1 when absent, or -2 (answered 400) when it
+ * is null: null must not stand for the default card, since a client that meant a card and
+ * sent null would have its job run on card 0, beside whoever uses that one.
+ */
+static int
+device_member(struct conn *c, const char *body)
+{
+	int i = json_obj_get(body, toks, 0, "device_id");
+
+	if (i >= 0 && toks[i].type == JSON_NULL) {
+		respond_error(c, 400, "device_id must be a card number, not null");
+		return -2;
+	}
+	return i;
 }
 
 /* The card named by device_id field i; answers 400 and returns NULL when not configured. */
@@ -2316,7 +2524,8 @@ submission_parse(struct conn *c, const char *body, struct submission *s)
 	    int_field(c, body, "repeat", 1, cfg.max_repeat, &s->repeat) < 0 ||
 	    env_field(c, body, &s->env_json) < 0)
 		return -1;
-	i = field(body, "device_id");
+	if ((i = device_member(c, body)) == -2)
+		return -1;
 	s->card = i < 0 ? sched_card(&D.sched, 0) : card_from_field(c, body, i);
 	if (!s->card) {
 		if (i < 0) {
@@ -2350,6 +2559,12 @@ render_submitted(struct json_w *w, const struct active *a, int position, double 
 	free(out);
 }
 
+/* The members of a POST /queue body: those the earlier Python client sends, and no more. */
+static const char *const queue_fields[] = {"cmd",       "cwd",  "device_id", "timeout", "repeat",
+					   "env",       "mode", "client_id", NULL};
+/* The members of POST /kill and POST /reset bodies (client_id: diagnostic, as in /queue). */
+static const char *const target_fields[] = {"job_id", "device_id", "client_id", NULL};
+
 /* POST /queue (SPEC 5): validate, enqueue, answer once the job is committed. */
 static void
 handle_queue(struct conn *c, const char *body, size_t len)
@@ -2361,7 +2576,8 @@ handle_queue(struct conn *c, const char *body, size_t len)
 	int position;
 	double wait, now = clock_wall();
 
-	if (parse_body(c, body, len) < 0 || submission_parse(c, body, &s) < 0)
+	if (parse_body(c, body, len) < 0 || known_fields(c, body, queue_fields) < 0 ||
+	    submission_parse(c, body, &s) < 0)
 		goto out;
 	if ((why = refuse_reason(s.card))) {
 		respond_refused(c, s.card, why);
@@ -2801,10 +3017,10 @@ handle_kill(struct conn *c, const char *body, size_t len)
 	int ji, di;
 	struct card *card;
 
-	if (parse_body(c, body, len) < 0)
+	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
+	    (di = device_member(c, body)) == -2)
 		return;
 	ji = field(body, "job_id");
-	di = field(body, "device_id");
 	if (ji >= 0) {
 		char id[33];
 		struct active *a;
@@ -3755,22 +3971,16 @@ kill_strays(void)
 	return killed; /* still dying, or dead and not yet reaped */
 }
 
-/*
- * The guardian died (killed by hand, the OOM killer): without it a crash of this daemon would
- * leave every job running. A new one is started and told every group that still runs.
- */
-static void
-guardian_replace(int wstatus)
+/* Start a new guardian with the lock file and tell it every group that still runs; -1 if not. */
+static int
+guardian_restart(void)
 {
 	int i;
 
 	D.guardian_pid = proc_guardian_replace(instance_marker, D.lock_fd, argv_area, argv_area_len);
 	if (D.guardian_pid < 0) {
-		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d) and a new "
-		       "one cannot be started (%s); job processes will not be cleaned up if this "
-		       "daemon is killed", wstatus, strerror(errno));
 		D.guardian_pid = 0;
-		return;
+		return -1;
 	}
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct job *j = D.sched.cards[i].current;
@@ -3781,8 +3991,41 @@ guardian_replace(int wstatus)
 		if (a && a->closing_pgid > 0 && a->closing_pgid != a->pid)
 			proc_guardian_adopt(a->closing_pgid);
 	}
+	return 0;
+}
+
+/*
+ * The guardian died (killed by hand, the OOM killer): without it a crash of this daemon would
+ * leave every job running. A new one is started and told every group that still runs.
+ */
+static void
+guardian_replace(int wstatus)
+{
+	if (guardian_restart() < 0) {
+		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d) and a new "
+		       "one cannot be started (%s); job processes will not be cleaned up if this "
+		       "daemon is killed", wstatus, strerror(errno));
+		return;
+	}
 	logmsg("tt-device-queue: WARNING: the guardian process exited (status %d); a new one "
 	       "(pid %d) took over the running jobs", wstatus, (int)D.guardian_pid);
+}
+
+/*
+ * The lock file was opened only now (instance_record): the guardian, started without it or
+ * with one whose folder is gone, cannot hold it, and a start after a crash of this daemon
+ * would not wait for the jobs the guardian kills. A new guardian takes it; the old one is
+ * killed first (SIGKILL: it kills nothing), so no group it watches is touched.
+ */
+static void
+guardian_handover(void)
+{
+	if (D.guardian_pid <= 0)
+		return;
+	kill(D.guardian_pid, SIGKILL);
+	if (guardian_restart() < 0)
+		logmsg("tt-device-queue: WARNING: cannot start a new guardian (%s); job processes "
+		       "will not be cleaned up if this daemon is killed", strerror(errno));
 }
 
 static void
@@ -4402,14 +4645,14 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	int ji, di, i, n;
 	struct json_w w;
 
-	if (parse_body(c, body, len) < 0)
+	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
+	    (di = device_member(c, body)) == -2)
 		return;
 	if (D.shutting_down) {
 		respond_refused(c, NULL, "The service is shutting down");
 		return;
 	}
 	ji = field(body, "job_id");
-	di = field(body, "device_id");
 	if (ji >= 0 && !(jcard = reset_job_card(c, body, ji, id, &epoch)))
 		return;
 	if (di >= 0 && !(card = card_from_field(c, body, di)))
@@ -4534,13 +4777,18 @@ handle_hold(struct conn *c, const char *body, size_t len, bool hold)
 	bool was;
 	int i;
 
-	if (parse_body(c, body, len) < 0)
+	static const char *const hold_known[] = {"device_id", "reason", "client_id", NULL},
+			       *const release_known[] = {"device_id", "client_id", NULL};
+
+	if (parse_body(c, body, len) < 0 ||
+	    known_fields(c, body, hold ? hold_known : release_known) < 0 ||
+	    (i = device_member(c, body)) == -2)
 		return;
 	if (D.shutting_down) {
 		respond_refused(c, NULL, "The service is shutting down");
 		return;
 	}
-	if ((i = field(body, "device_id")) < 0) {
+	if (i < 0) {
 		respond_error(c, 400, "device_id is required: the card to %s", hold ? "hold" : "release");
 		return;
 	}
@@ -4587,6 +4835,9 @@ handle_metrics(struct conn *c)
 			mono_now - started_mono);
 	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
 			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
+	json_buf_printf(b, "# HELP ttq_log_lines_dropped_total Log lines stderr could not take "
+			   "without waiting.\n# TYPE ttq_log_lines_dropped_total counter\n"
+			   "ttq_log_lines_dropped_total %lld\n", log_out.dropped);
 	json_buf_printf(b, "# HELP ttq_queue_depth Queued jobs per card.\n# TYPE ttq_queue_depth gauge\n");
 	for (i = 0; i < D.sched.ncards; i++)
 		json_buf_printf(b, "ttq_queue_depth{device=\"%d\"} %d\n", D.sched.cards[i].device,
@@ -4677,6 +4928,186 @@ dispatch_pass(void)
 			break;
 		}
 	}
+}
+
+static int mkdir_p(const char *path, mode_t mode);
+static int lock_dir(char *why, size_t cap);
+
+/* Whether path names the file or folder that st describes. */
+static bool
+path_is_still(const char *path, const struct stat *st)
+{
+	struct stat now;
+
+	return stat(path, &now) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino;
+}
+
+/*
+ * Whether the log dir and the database in it are still those this daemon opened. A tmp
+ * cleaner or a mistaken rm -rf removes them under it: every job would then fail to make its
+ * folder while commits went on into a database that no longer has a name, lost at the next
+ * start. Checked before every commit (commit_dirty) and every LOG_DIR_CHECK seconds.
+ */
+static bool
+log_dir_in_place(void)
+{
+	char db[PATH_MAX];
+
+	snprintf(db, sizeof(db), "%s/jobs.sqlite3", cfg.log_dir);
+	return D.dir_fd < 0 || (path_is_still(cfg.log_dir, &D.dir_st) && path_is_still(db, &D.db_st));
+}
+
+/* What lived in the old log dir and is made again in the new one as it is needed. */
+static void
+log_dir_forget_files(void)
+{
+	int i;
+
+	drop_spare();
+	spare_wanted = true;
+	memset(&log_dir_sx, 0, sizeof(log_dir_sx)); /* remove_tree's reference, taken again */
+	D.health_script_written = false;            /* written again before the next reset */
+	if (D.lock_fd >= 0)
+		close(D.lock_fd); /* the guardian's copy stays until a new guardian takes over */
+	D.lock_fd = -1;
+	D.instance_recorded = false; /* recorded in the new dir before the next commit */
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct card *c = &D.sched.cards[i];
+		struct job *j;
+
+		for (j = c->head; j; j = j->next) { /* folders made ahead: made again at the start */
+			struct active *a = active_of(j);
+
+			if (a->log.fd >= 0)
+				close(a->log.fd);
+			a->log.fd = -1;
+			a->log_prepared = false;
+		}
+		if (c->current && active_of(c->current)->log.fd >= 0) {
+			struct active *a = active_of(c->current);
+			long long dropped = a->log.dropped;
+
+			close(a->log.fd);
+			a->log.fd = -1;
+			if (open_log(a, false) == 0) {
+				a->log.dropped = dropped;
+				capfile_marker(&a->log, "the log dir was removed while this ran; its output "
+					       "before this line is lost");
+			}
+		}
+	}
+}
+
+/*
+ * The log dir or its database is gone or replaced (log_dir_in_place): make the folder again,
+ * lock it, and write the database there from the open handle, the one place its records
+ * still live, before anything more is committed; then open that copy as the store. Once a
+ * new folder is locked, the old one's files are forgotten (log_dir_forget_files). 0, or -1
+ * with why[] when it cannot be done now (the caller goes degraded and tries again).
+ */
+static int
+log_dir_restore(char *why, size_t cap)
+{
+	char db[PATH_MAX], err[400];
+	bool new_dir = !path_is_still(cfg.log_dir, &D.dir_st);
+	struct store *st;
+
+	logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s or its database was removed or "
+	       "replaced; making it again from the open database", cfg.log_dir);
+	snprintf(db, sizeof(db), "%s/jobs.sqlite3", cfg.log_dir);
+	if (new_dir) {
+		if (mkdir_p(cfg.log_dir, 0700) < 0) {
+			snprintf(why, cap, "the log dir was removed and cannot be made again: %s",
+				 strerror(errno));
+			return -1;
+		}
+		if (lock_dir(err, sizeof(err)) < 0) {
+			snprintf(why, cap, "the log dir was replaced: %s", err);
+			return -1;
+		}
+		log_dir_forget_files(); /* the new folder is ours from now on */
+	}
+	if (store_copy_to(D.store, db) < 0) {
+		snprintf(why, cap, "the log dir's database was removed and cannot be written again: "
+			 "%s", store_errmsg(D.store));
+		return -1;
+	}
+	if (!(st = store_open(db, true, err, sizeof(err), NULL)) || stat(db, &D.db_st) < 0) {
+		snprintf(why, cap, "the restored database cannot be opened: %s", st ? strerror(errno)
+										 : err);
+		store_close(st);
+		unlink(db); /* made again at the next try */
+		return -1;
+	}
+	store_close(D.store);
+	D.store = st;
+	logmsg("tt-device-queue: %s made again with every record%s", new_dir ? cfg.log_dir : db,
+	       new_dir ? "; the output of jobs that finished before is gone" : "");
+	return 0;
+}
+
+/* Every LOG_DIR_CHECK s: a log dir found gone makes this turn commit, which restores it. */
+static void
+dir_check_fired(void *arg)
+{
+	int i;
+
+	(void)arg;
+	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
+	if (D.store && !log_dir_in_place())
+		for (i = 0; i < D.sched.ncards; i++)
+			card_dirty(&D.sched.cards[i]);
+}
+
+static void guardian_handover(void);
+
+/*
+ * Record this instance's entry in <log dir>/guardian.lock, where the next start looks for
+ * processes left running (kill_previous_instance). Until it is there, a kill -9 of this daemon
+ * together with its guardian would leave its jobs unseen beside the next start's: no commit,
+ * and so no job start, goes ahead without it (commit_dirty). A disk that refused it (full) is
+ * tried again at the next commit. A lock file that could not even be opened, or that was
+ * removed since, is made then and handed to a new guardian. True once recorded; else
+ * why[0..cap) says why.
+ */
+static bool
+instance_record(char *why, size_t cap)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(instance_marker);
+	struct stat st;
+	int fd, e;
+
+	if (D.instance_recorded && fstat(D.lock_fd, &st) == 0 && st.st_nlink > 0)
+		return true;
+	if (D.instance_recorded) { /* the file was removed: a new one, for a new guardian */
+		close(D.lock_fd);
+		D.lock_fd = -1;
+		D.instance_recorded = false;
+	}
+	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
+	if ((fd = D.lock_fd) < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		snprintf(why, cap, "cannot create guardian.lock in the log dir: %s; no job starts "
+			 "until this instance is recorded there", strerror(errno));
+		return false;
+	}
+	errno = ENOSPC; /* a short write sets none */
+	if ((fd != D.lock_fd && flock(fd, LOCK_EX | LOCK_NB) < 0) || ftruncate(fd, 0) < 0 ||
+	    pwrite(fd, instance_marker, len, 0) != (ssize_t)len) {
+		e = errno;
+		snprintf(why, cap, "cannot record this instance in the log dir's guardian.lock: %s%s; "
+			 "no job starts until it is", strerror(e),
+			 e == ENOSPC || e == EDQUOT ? " (disk full)" : "");
+		if (fd != D.lock_fd)
+			close(fd);
+		return false;
+	}
+	D.instance_recorded = true;
+	if (fd != D.lock_fd) {
+		D.lock_fd = fd;
+		guardian_handover();
+	}
+	return true;
 }
 
 /* One job record into the open transaction; -1 on failure. */
@@ -4825,20 +5256,37 @@ store_failed(const char *why)
 	store_unwind();
 }
 
+/*
+ * Commit every dirty record and extra (store_write_dirty), into a log dir in place
+ * (log_dir_restore) and once this instance is recorded there (instance_record). 0, or -1
+ * with why[0..cap) filled and nothing written.
+ */
+static int
+commit_dirty(const struct job *extra, char *why, size_t cap)
+{
+	if (!log_dir_in_place() && log_dir_restore(why, cap) < 0)
+		return -1;
+	if (!instance_record(why, cap))
+		return -1;
+	if (store_write_dirty(extra) == 0)
+		return 0;
+	snprintf(why, cap, "%s", store_errmsg(D.store));
+	store_rollback(D.store);
+	return -1;
+}
+
 static void
 store_sync(void)
 {
+	char why[sizeof(D.degraded_reason)];
+
 	if (D.dirty.n == 0 && !D.cards_dirty)
 		return;
 	if (D.degraded && timer_armed(&D.store_retry)) {
 		store_unwind(); /* not yet time to try again */
 		return;
 	}
-	if (store_write_dirty(NULL) < 0) {
-		char why[512];
-
-		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
-		store_rollback(D.store);
+	if (commit_dirty(NULL, why, sizeof(why)) < 0) {
 		store_failed(why);
 		return;
 	}
@@ -4855,16 +5303,14 @@ store_sync(void)
 static bool
 store_sync_now(const struct job *extra)
 {
-	char why[512];
+	char why[sizeof(D.degraded_reason)];
 
 	if (D.degraded)
 		return false;
-	if (store_write_dirty(extra) == 0) {
+	if (commit_dirty(extra, why, sizeof(why)) == 0) {
 		store_committed();
 		return true;
 	}
-	snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
-	store_rollback(D.store);
 	store_failed(why);
 	return false;
 }
@@ -5591,27 +6037,35 @@ make_log_dir_private(int dirfd)
  * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
  * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
  * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
- * out before it reads or writes anything, and leaves no file behind.
+ * out before it reads or writes anything, and leaves no file behind. Locks the folder at
+ * cfg.log_dir into D.dir_fd (close-on-exec; the lock is the open file); -1 with why[] when it
+ * cannot be opened or another serve holds it.
  */
-static void
-lock_log_dir(void)
+static int
+lock_dir(char *why, size_t cap)
 {
 	int fd = open(cfg.log_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
 
-	if (fd < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot open %s: %s\n", cfg.log_dir,
-			strerror(errno));
-		exit(1);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(why, cap, "cannot open %s: %s", cfg.log_dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		fprintf(stderr, "tt-device-queue serve: another tt-device-queue serve is using "
-				"TT_DEVICE_LOG_DIR %s; stop it first\n",
-			cfg.log_dir);
-		exit(1);
+		snprintf(why, cap, "another tt-device-queue serve is using TT_DEVICE_LOG_DIR %s; stop "
+			 "it first", cfg.log_dir);
+		close(fd);
+		return -1;
 	}
 	make_log_dir_private(fd);
 	spread_job_folders(fd);
-	/* fd stays open (close-on-exec) for the daemon's life: the lock is the open file. */
+	if (D.dir_fd >= 0)
+		close(D.dir_fd);
+	D.dir_fd = fd;
+	D.dir_st = st;
+	return 0;
 }
 
 /*
@@ -5619,7 +6073,7 @@ lock_log_dir(void)
  * held it last. Had its guardian lived, that daemon's jobs would be gone; if both died at
  * once (kill -9 of both, the OOM killer) they may still run: whatever still carries that entry
  * is killed now, before any job starts (SPEC 1, 6), and waited for up to 3 s. Then the file
- * takes this daemon's entry. Failures only warn: the next start just cannot do the same.
+ * takes this daemon's entry (instance_record).
  */
 static void
 kill_previous_instance(int fd)
@@ -5640,9 +6094,6 @@ kill_previous_instance(int fd)
 	if (found > 0)
 		logmsg("tt-device-queue: killed %d processes the previous instance left running "
 		       "(it died with its guardian)", found);
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, instance_marker, len, 0) != (ssize_t)len)
-		logmsg("tt-device-queue: WARNING: cannot record this instance in the lock file (%s)",
-		       strerror(errno));
 }
 
 /*
@@ -5666,9 +6117,9 @@ wait_instance_lock(void)
 	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		/* A full disk (no inode) must not keep the service down: serve without it. */
-		logmsg("tt-device-queue: WARNING: cannot open %s (%s); a restart after a crash will "
-		       "not wait for the killed jobs to be gone", path, strerror(errno));
+		/* A full disk (no inode) must not keep the service down: opened later
+		 * (instance_record), before any job starts. */
+		logmsg("tt-device-queue: WARNING: cannot open %s (%s)", path, strerror(errno));
 		return -1;
 	}
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -5702,7 +6153,7 @@ wait_instance_lock(void)
 static void
 prepare_log_dir(void)
 {
-	char *abs;
+	char *abs, why[PATH_MAX + 100];
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
 	if (mkdir_p(cfg.log_dir, 0700) < 0) {
@@ -5715,7 +6166,10 @@ prepare_log_dir(void)
 		free(cfg.log_dir);
 		cfg.log_dir = abs;
 	}
-	lock_log_dir();
+	if (lock_dir(why, sizeof(why)) < 0) {
+		fprintf(stderr, "tt-device-queue serve: %s\n", why);
+		exit(1);
+	}
 }
 
 /*
@@ -5734,8 +6188,11 @@ open_store(bool serving)
 	bool refused;
 
 	snprintf(path, sizeof(path), "%s/jobs.sqlite3", cfg.log_dir);
-	if ((D.store = store_open(path, serving, err, sizeof(err), &refused)))
+	if ((D.store = store_open(path, serving, err, sizeof(err), &refused))) {
+		if (stat(path, &D.db_st) < 0)
+			memset(&D.db_st, 0, sizeof(D.db_st)); /* restored at the first commit */
 		return 0;
+	}
 	if (refused) {
 		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
 		exit(1);
@@ -5947,6 +6404,22 @@ stdio_open(void)
 		close(fd);
 }
 
+/*
+ * The disk refused this instance's entry at start (instance_record): degraded from the start,
+ * so submissions are refused and nothing starts, and tried again every STORE_RETRY seconds
+ * as a commit that failed is.
+ */
+static void
+instance_unrecorded(const char *why)
+{
+	if (!D.degraded) {
+		logmsg("tt-device-queue: job store degraded: %s", why);
+		D.degraded = true;
+		snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
+	}
+	timer_set(&D.store_retry, mono_now + STORE_RETRY);
+}
+
 static void
 serve_usage(FILE *f)
 {
@@ -5961,7 +6434,7 @@ serve_usage(FILE *f)
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700];
+	char status[700], why[sizeof(D.degraded_reason)];
 	int opened;
 
 	if (argc > 1) {
@@ -5972,6 +6445,7 @@ serve_main(int argc, char **argv)
 	}
 	tzset();
 	stdio_open();
+	log_setup();
 	config_load();
 	notify_setup();
 	if (new_job_id(instance_marker + 25) < 0) {
@@ -5986,6 +6460,7 @@ serve_main(int argc, char **argv)
 	started_mono = mono_now;
 	D.heartbeat_mono = mono_now;
 	timer_init(&D.store_retry, store_retry_fired, NULL);
+	timer_init(&D.dir_check, dir_check_fired, NULL);
 	timer_init(&D.retention, retention_fired, NULL);
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
 	timer_init(&D.linger, wake_fired, NULL);
@@ -6002,6 +6477,9 @@ serve_main(int argc, char **argv)
 		perror("tt-device-queue serve: guardian");
 		return 1;
 	}
+	if (!instance_record(why, sizeof(why)))
+		instance_unrecorded(why);
+	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 	if (opened == 0)
 		start_from_store();
 	check_controls(true);

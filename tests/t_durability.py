@@ -447,6 +447,157 @@ def clean_stop_full_body(d):
            "nothing ran twice, the refused job never ran")
 
 
+def guardian_of(pid):
+    """The pid of the daemon's ttq-guardian child, or None."""
+    for name in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if comm == "ttq-guardian" and int(rest.split()[1]) == pid and rest.split()[0] != "Z":
+            return int(name)
+    return None
+
+
+def kill9_with_guardian(d):
+    """kill -9 of the daemon and its guardian together, as an OOM kill of the unit can."""
+    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
+    os.kill(d.proc.pid, signal.SIGSTOP)  # it must not replace the guardian first
+    os.kill(guardian, signal.SIGKILL)
+    d.kill9()
+    wait_until(lambda: not pid_alive(guardian), 5, "the guardian to be gone")
+
+
+def test_instance_recorded_once_the_disk_allows():
+    on_small_tmpfs("a start on a full disk, then kill -9 of daemon and guardian",
+                   instance_record_body)
+
+
+def instance_record_body(d):
+    """Started on a full disk, the daemon could not write its instance into guardian.lock and
+    never did once there was room: after a kill -9 of daemon and guardian the next serve did
+    not find the old job, still running, and started the next job on its card beside it."""
+    ledger, pidf = d.path("ledger"), d.path("survivor.pid")
+    d.start()
+    tap.eq(d.stop(), 0, "stopped cleanly (guardian.lock emptied)")
+    filler = os.path.join(os.path.dirname(d.log_dir), "filler")
+    fill(filler)
+    d.start()
+    tap.ok(degraded_reason(d), "started on a full disk: degraded", degraded_reason(d))
+    os.unlink(filler)
+    wait_until(lambda: degraded_reason(d) is None, 8, "the daemon to recover once there is room")
+    # the old job's background process is what outlives its shell (which the kernel kills
+    # with the daemon, PR_SET_PDEATHSIG)
+    old = d.submit(ledger_cmd(ledger, "old", "sleep 300 & echo $! > %s.tmp; mv %s.tmp %s; wait"
+                              % (q(pidf), q(pidf), q(pidf))), device_id="0")["job_id"]
+    # the next job on card 0 notes whether that process still runs beside it
+    beside = ("p=$(cat %s); s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); "
+              "[ -n \"$s\" ] && [ \"$s\" != Z ] && echo beside >> %s; true" % (q(pidf), q(ledger)))
+    nxt = d.submit(ledger_cmd(ledger, "next", beside), device_id="0")["job_id"]
+    wait_until(lambda: os.path.exists(pidf), 10, "the old job to run")
+    survivor = int(open(pidf).read())
+    with open(os.path.join(d.log_dir, "guardian.lock")) as f:
+        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
+               "the instance is in guardian.lock once the disk has room")
+    kill9_with_guardian(d)
+    tap.ok(pid_alive(survivor), "daemon and guardian killed: the old job's background "
+           "process survived")
+    d.start()
+    tap.eq(d.wait_done(nxt)["exit_code"], 0, "the next job ran after the restart")
+    counts = ledger_counts(ledger)
+    tap.eq((counts["next"], counts["beside"]), (1, 0),
+           "it never ran beside a survivor of the old instance")
+    tap.ok(not pid_alive(survivor), "the survivor was killed")
+    if pid_alive(survivor):
+        os.kill(survivor, signal.SIGKILL)
+    tap.eq(d.job(old)["exit_code"], -1, "the old job is recorded as interrupted")
+
+
+def test_log_dir_removed_while_jobs_are_queued():
+    """A tmp cleaner or a mistaken rm -rf of the log dir under a running daemon: status stayed
+    healthy, every new job failed at once (exit 129, no folder), and commits went on into a
+    database with no name left, so the history was gone at the next start."""
+    d = fast_daemon()
+    ledger = d.path("ledger")
+    d.start()
+    wait = gate(d, "g0")[1]
+    run = d.submit(ledger_cmd(ledger, "run", wait), device_id="0")["job_id"]
+    queued = [d.submit(ledger_cmd(ledger, "q%d" % k, "echo out%d" % k), device_id="0")["job_id"]
+              for k in range(5)]
+    wait_until(lambda: ledger_counts(ledger)["run"], 10, "the gated job to run")
+    shutil.rmtree(d.log_dir)
+    # No request now: an idle daemon must notice by itself.
+    wait_until(lambda: os.path.exists(db_path(d)), 20, "the log dir and database made again")
+    tap.ok(True, "an idle daemon makes the removed log dir and its database again")
+    tap.eq(degraded_reason(d), None, "and is not degraded")
+    late = d.submit(ledger_cmd(ledger, "late", "echo late-out"), device_id="1")["job_id"]
+    j = d.wait_done(late)
+    tap.eq((j["exit_code"], d.log_text(late)), (0, "late-out\n"),
+           "a job after the removal runs in a folder of the new log dir")
+    rows = dict(db_rows(d, "SELECT id, status FROM jobs"))
+    tap.eq([rows.get(x) for x in [run] + queued], ["running"] + ["queued"] * 5,
+           "the new database holds every job acknowledged before the removal")
+    d.kill9()
+    d.start()
+    done = [d.wait_done(x)["exit_code"] for x in queued]
+    tap.eq(done, [0] * 5, "after a restart every queued job runs")
+    tap.eq([d.log_text(x) for x in queued], ["out%d\n" % k for k in range(5)],
+           "each with its output")
+    tap.eq((d.job(run)["exit_code"], d.job(late)["exit_code"]), (-1, 0),
+           "the job running at the crash is interrupted; the later one kept its outcome")
+    tap.eq(max(ledger_counts(ledger).values()), 1, "nothing ran twice")
+    tap.eq(integrity(db_path(d)), [("ok",)], "the database made again is sound")
+
+
+def test_log_dir_replaced_or_not_makeable():
+    """A log dir replaced by an empty one is made the daemon's again; where one cannot be made
+    (a file stands at its path) the store is degraded, with the reason in status, until it
+    can; nothing acknowledged is lost either way."""
+    d = fast_daemon(ids="0")
+    ledger = d.path("ledger")
+    d.start()
+    wait = gate(d, "g0")[1]
+    run = d.submit(ledger_cmd(ledger, "run", wait))["job_id"]
+    wait_until(lambda: ledger_counts(ledger)["run"], 10, "the gated job to run")
+    for f in ("jobs.sqlite3", "jobs.sqlite3-wal", "jobs.sqlite3-shm", "guardian.lock"):
+        os.unlink(os.path.join(d.log_dir, f))  # a cleaner removing files, not the folder
+    first = d.submit(ledger_cmd(ledger, "first"))["job_id"]
+    tap.eq(sorted(r[0] for r in db_rows(d, "SELECT id FROM jobs")), sorted([run, first]),
+           "a database removed from its folder is written there again, whole")
+    with open(os.path.join(d.log_dir, "guardian.lock")) as f:
+        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
+               "and a removed guardian.lock names this instance again")
+    os.rename(d.log_dir, d.log_dir + ".old")
+    os.mkdir(d.log_dir)
+    second = d.submit(ledger_cmd(ledger, "second"))["job_id"]
+    tap.eq(sorted(r[0] for r in db_rows(d, "SELECT id FROM jobs")), sorted([run, first, second]),
+           "a log dir replaced by an empty one gets the whole database")
+    shutil.rmtree(d.log_dir)
+    with open(d.log_dir, "w") as f:
+        f.write("not a folder\n")
+    reason = wait_until(lambda: degraded_reason(d), 20, "the daemon to notice")
+    tap.ok("log dir" in reason, "where it cannot be made: degraded, saying why", reason)
+    r = try_post(d, {"cmd": ledger_cmd(ledger, "refused")})
+    tap.ok(r is not None and r.status == 503, "submissions get 503 meanwhile", r)
+    os.unlink(d.log_dir)
+    wait_until(lambda: degraded_reason(d) is None, 20, "the log dir to be made again")
+    shutil.rmtree(d.log_dir)
+    os.mkdir(d.log_dir)
+    with open(db_path(d), "w") as f:
+        f.write("someone else's\n")
+    reason = wait_until(lambda: degraded_reason(d), 20, "the daemon to notice")
+    tap.ok("already there" in reason, "a database someone put there is never replaced", reason)
+    os.unlink(db_path(d))
+    wait_until(lambda: degraded_reason(d) is None, 20, "the database to be written again")
+    d.kill9()
+    d.start()
+    tap.eq([d.wait_done(x)["exit_code"] for x in (first, second)], [0, 0],
+           "after a restart both queued jobs run")
+    tap.eq(ledger_counts(ledger)["refused"], 0, "the refused one never ran")
+
+
 def test_immutable_wal_degrades_and_recovers():
     """The -wal made read-only (chattr +i: writes fail with EPERM even for root and on open
     descriptors). Clients keep polling throughout: their traffic must not delay the retry."""
@@ -1424,5 +1575,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_start_whose_commit_fails_leaves_the_job_as_queued,
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
-         test_meta_json_of_a_job_finished_just_before_a_crash)
+         test_meta_json_of_a_job_finished_just_before_a_crash,
+         test_instance_recorded_once_the_disk_allows,
+         test_log_dir_removed_while_jobs_are_queued, test_log_dir_replaced_or_not_makeable)
 run_tests(*TESTS)

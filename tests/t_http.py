@@ -69,7 +69,6 @@ BAD = [
     ("text after the version", b"GET /status HTTP/1.1 x\r\nHost: x\r\n\r\n", 400),
     ("lowercase version", b"GET /status http/1.1\r\nHost: x\r\n\r\n", 400),
     ("HTTP/2.0", b"GET /status HTTP/2.0\r\nHost: x\r\n\r\n", 505),
-    ("HTTP/1.2", b"GET /status HTTP/1.2\r\nHost: x\r\n\r\n", 505),
     ("HTTP/0.9", b"GET /status HTTP/0.9\r\n\r\n", 505),
     ("asterisk-form target", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("absolute-form target", b"GET http://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
@@ -335,6 +334,20 @@ def test_http10_and_connection_close():
     tap.ok(raw.count(b"HTTP/1.1") == 1, "and then closed")
 
 
+def test_later_http1_minor_served_as_1_1():
+    """RFC 9110 2.5: a later minor version of HTTP/1 is processed as HTTP/1.1."""
+    s = socket.create_connection(("127.0.0.1", D.port), timeout=5)
+    s.sendall(b"GET /status HTTP/1.2\r\nHost: x\r\n\r\n")
+    first = s.recv(65536)
+    tap.eq(status_of(first), 200, "GET /status HTTP/1.2 is served (200, not 505)")
+    s.sendall(b"GET /status HTTP/1.9\r\nHost: x\r\n\r\n")
+    more = s.recv(65536)
+    tap.ok(more.startswith(b"HTTP/1.1 200"), "as HTTP/1.1: the connection stays open", more[:80])
+    s.close()
+    raw = raw_exchange(D.port, b"GET /status HTTP/1.3\r\n\r\n")
+    tap.eq(status_of(raw), 400, "and like HTTP/1.1 it needs Host")
+
+
 def test_expect_continue():
     s = socket.create_connection(("127.0.0.1", D.port), timeout=5)
     body = json.dumps({"cmd": "true"}).encode()
@@ -437,7 +450,8 @@ def test_other_clients_served_while_one_stalls():
 
 
 run_tests(test_malformed_requests_exact_status, test_keep_alive_and_pipelining,
-          test_http10_and_connection_close, test_expect_continue,
+          test_http10_and_connection_close, test_later_http1_minor_served_as_1_1,
+          test_expect_continue,
           test_response_headers_and_trailing_slash, test_head_answer_closes,
           test_other_clients_served_while_one_stalls,
           test_idle_connection_closed, test_dribbled_request_closed,

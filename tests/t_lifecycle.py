@@ -5,16 +5,19 @@ group, the job environment, shutdown while clients wait, and clients that stop r
 Each test starts its own daemon. Waits are conditions with deadlines.
 """
 
+import fcntl
 import http.client
 import json
 import os
+import re
 import resource
 import signal
 import socket
 import subprocess
 import time
 
-from ttqlib import BINARY, Daemon, free_port, pid_alive, q, run_tests, tap, wait_until
+from ttqlib import (BINARY, Daemon, free_port, pid_alive, post_many, q, run_tests, tap,
+                    wait_until)
 
 
 def read_pid(path):
@@ -373,6 +376,38 @@ def test_restart_kills_what_a_daemon_and_its_guardian_left():
     d.cleanup()
 
 
+def test_lock_file_opened_late_is_handed_to_the_guardian():
+    """guardian.lock cannot be opened at the start (no inode left; here a folder stands in
+    its way): nothing may start until this instance is recorded there, and once it is, the
+    guardian must hold the file, or a start after a crash would not wait for its kills."""
+    d = Daemon(ids="0")
+    lock = os.path.join(d.log_dir, "guardian.lock")
+    os.makedirs(lock)
+    d.start()
+    reason = d.status()["worker"]["degraded_reason"]
+    tap.ok(reason and "guardian.lock" in reason, "degraded, saying why", reason)
+    tap.eq(d.post("/queue", {"cmd": "true"}).status, 503, "submissions are refused meanwhile")
+    os.rmdir(lock)
+    wait_until(lambda: d.status()["worker"]["degraded_reason"] is None, 8,
+               "the lock file to be made by the daemon's own retry")
+    ready, gate = d.path("ready"), d.path("gate")
+    job = d.submit("touch %s; while [ ! -e %s ]; do sleep 0.05; done" % (q(ready), q(gate)))
+    wait_until(lambda: os.path.exists(ready), 10, "the job to start")
+    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
+    os.kill(guardian, signal.SIGSTOP)  # it holds the lock and cannot finish its kills
+    try:
+        d.kill9()
+        d.start(wait=False)
+        wait_until(lambda: "waiting for the processes of the previous instance" in d.stderr(),
+                   10, "the next serve to wait for the guardian")
+        tap.ok(True, "after a crash the next serve waits for the guardian holding the lock")
+    finally:
+        os.kill(guardian, signal.SIGCONT)
+    wait_until(d._ready, 10, "the next serve to answer once the guardian is done")
+    tap.eq(d.job(job["job_id"])["exit_code"], -1, "the crashed instance's job is interrupted")
+    d.cleanup()
+
+
 def test_serve_with_stdio_closed_gives_the_guardian_nothing_else():
     """serve started with fds 0-2 closed (some daemonisers): the log dir's lock landed on fd 2,
     which the guardian keeps as its stderr, so after a crash the next serve found the log dir
@@ -423,6 +458,66 @@ def test_stalled_readers_do_not_hold_workers():
         s.close()
 
 
+
+def metric(d, name):
+    for line in d.get("/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_stderr_pipe_nobody_reads_never_stalls():
+    """A parent that starts serve with stderr on a pipe and reads nothing (as a stress test
+    does) filled the pipe after a few hundred log lines; the daemon then blocked in write(2)
+    and served nothing more, not even SIGTERM."""
+    d = Daemon(env={"TT_DEVICE_MAX_QUEUED_JOBS": "6000"})
+    d.port = free_port()
+    rfd, wfd = os.pipe()
+    flags = os.O_NONBLOCK | os.O_RDONLY
+    d.err = open(os.devnull, "ab")  # what d.stop() closes
+    d.proc = subprocess.Popen([BINARY, "serve"], env=dict(d.env, TT_DEVICE_PORT=str(d.port)),
+                              cwd=d.tmp, stdin=subprocess.DEVNULL, stdout=wfd, stderr=wfd,
+                              start_new_session=True)
+    os.close(wfd)
+    try:
+        wait_until(d._ready, 10, "serve to answer")
+        gates = [d.path("gate0"), d.path("gate1")]
+        for k, g in enumerate(gates):  # both cards busy: the 5000 stay queued
+            d.submit("while [ ! -e %s ]; do sleep 0.05; done" % q(g), device_id=str(k))
+        ids = post_many(d.port, [{"cmd": "true", "device_id": str(k % 2)} for k in range(5000)])
+        tap.eq(len(set(ids)), 5000, "5000 submissions answered while nobody reads stderr")
+        dropped = metric(d, "ttq_log_lines_dropped_total")
+        tap.ok(dropped and dropped > 0, "/metrics counts the log lines dropped (%s)" % dropped)
+        fcntl.fcntl(rfd, fcntl.F_SETFL, flags)  # the parent reads at last: all there is now
+        while True:
+            try:
+                if not os.read(rfd, 65536):
+                    break
+            except BlockingIOError:
+                break
+        d.submit("true", device_id="0")  # its "queued" line gets out, the count first
+        text = b""
+        deadline = time.monotonic() + 10
+        while b"were dropped" not in text and time.monotonic() < deadline:
+            try:
+                text += os.read(rfd, 65536)
+            except BlockingIOError:
+                time.sleep(0.02)
+        m = re.search(rb"(\d+) log lines were dropped", text)
+        tap.ok(m and int(m.group(1)) == int(dropped), "once stderr takes lines again the "
+               "count of dropped lines is logged", text[-500:])
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = d.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        tap.eq(rc, 0, "SIGTERM stops it (in %.1f s)" % (time.monotonic() - t0))
+    finally:
+        os.close(rfd)
+        d.cleanup()
+
+
 run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_killed_when_job_ends,
           test_helpers_of_running_jobs_are_not_strays,
           test_next_job_waits_until_the_killed_group_is_gone,
@@ -435,4 +530,6 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_long_poll_on_a_queued_job_while_stopping_is_answered,
           test_restart_after_a_crash_waits_for_the_killed_jobs, test_a_dead_guardian_is_replaced,
           test_restart_kills_what_a_daemon_and_its_guardian_left,
-          test_serve_with_stdio_closed_gives_the_guardian_nothing_else)
+          test_serve_with_stdio_closed_gives_the_guardian_nothing_else,
+          test_stderr_pipe_nobody_reads_never_stalls,
+          test_lock_file_opened_late_is_handed_to_the_guardian)

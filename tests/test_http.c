@@ -142,9 +142,10 @@ static const struct pcase cases[] = {
     C("garbage request line", "hello world\r\n\r\n", -400),
     C("no version", "GET / \r\n", -400),
 
-    /* versions (RFC 9110 6.2) */
+    /* versions (RFC 9110 6.2; a later 1.x is served as 1.1, RFC 9110 2.5) */
     C("HTTP/2.0", "GET / HTTP/2.0\r\n" HOST "\r\n", -505),
-    C("HTTP/1.2", "GET / HTTP/1.2\r\n" HOST "\r\n", -505),
+    C("HTTP/1.2", "GET / HTTP/1.2\r\n" HOST "\r\n", ALL),
+    C("HTTP/1.9 without Host, as 1.1", "GET / HTTP/1.9\r\n\r\n", -400),
     C("HTTP/0.9", "GET / HTTP/0.9\r\n\r\n", -505),
     C("HTTP/3.0, before the headers", "GET / HTTP/3.0\r\n", -505),
 
@@ -271,6 +272,9 @@ test_fields(void)
 	ok(http_header_get(&req, "X-") == NULL, "header_get: prefix of a name absent");
 	h = http_header_get(&req, "HOST");
 	ok(h && view_is(h->value, h->value_len, "h"), "header_get Host");
+
+	r = parse_str("GET / HTTP/1.2\r\nHost: x\r\n\r\n", &req);
+	ok(r > 0 && req.minor_version == 1 && req.keep_alive, "HTTP/1.2 is served as HTTP/1.1");
 
 	r = parse_str(RL HOST "\r\n", &req);
 	ok(r > 0 && req.content_length == -1, "no Content-Length is -1");

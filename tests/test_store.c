@@ -1234,6 +1234,46 @@ test_scale(void)
 	store_close(st);
 }
 
+/* A database whose files were removed lives on in its handle: copied to a new path whole. */
+static void
+test_copy_to(void)
+{
+	struct store *st = open_ok("copy-src.sqlite3"), *cp = NULL;
+	struct job w, g;
+	char *out = NULL;
+	FILE *f;
+
+	if (!ok(st != NULL, "open the database to copy"))
+		return;
+	full_job(&w);
+	ok(store_begin(st) == 0 && store_put_job(st, &w, "/logs/x/output") == 0 &&
+	       store_commit(st) == 0,
+	   "a job committed before its files are removed");
+	unlink(path_in("copy-src.sqlite3"));
+	unlink(path_in("copy-src.sqlite3-wal"));
+	unlink(path_in("copy-src.sqlite3-shm"));
+	f = fopen(path_in("copy.sqlite3-wal"), "w"); /* a stale companion at the new path */
+	if (f) {
+		fputs("not a WAL", f);
+		fclose(f);
+	}
+	is_int(store_copy_to(st, path_in("copy.sqlite3")), 0, "copy_to a new path");
+	ok(access(path_in("copy.sqlite3-wal"), F_OK) != 0, "a stale -wal at that path is removed");
+	is_int(store_copy_to(st, path_in("copy.sqlite3")), -1, "never over a file already there");
+	ok(strstr(store_errmsg(st), "already there") != NULL, "and says so: %s", store_errmsg(st));
+	store_close(st);
+	cp = open_ok("copy.sqlite3");
+	ok(cp && store_get_job(cp, w.id, &g, &out) == 1 && strcmp(g.cmd, w.cmd) == 0,
+	   "the copy opens (in WAL mode) with the job in it");
+	if (cp && out) {
+		sched_job_clear(&g);
+		free(out);
+	}
+	ok(access(path_in("copy.sqlite3.copy"), F_OK) != 0, "no temporary file is left");
+	store_close(cp);
+	sched_job_clear(&w);
+}
+
 static void
 cleanup(void)
 {
@@ -1270,6 +1310,7 @@ main(void)
 	test_refusals();
 	test_open_failure_passes();
 	test_write_failure();
+	test_copy_to();
 	test_scale();
 	ok(store_errmsg(NULL) != NULL, "store_errmsg(NULL) is a string");
 	store_close(NULL);

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -355,3 +356,33 @@ def raw_exchange(port, data, timeout=5.0, first=False):
         return buf
     finally:
         s.close()
+
+
+def post_many(port, bodies, threads=8):
+    """POST /queue every body from a few keep-alive connections at once (each must be
+    answered 200); returns the job ids."""
+    ids, errors, lock = [], [], threading.Lock()
+
+    def worker(part):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            for b in part:
+                conn.request("POST", "/queue", body=json.dumps(b))
+                r = conn.getresponse()
+                body = json.loads(r.read())
+                if r.status != 200:
+                    raise AssertionError("POST /queue %r: %d %r" % (b, r.status, body))
+                with lock:
+                    ids.append(body["job_id"])
+        except Exception as e:  # noqa: BLE001 - reported by the caller's thread
+            errors.append(e)
+        finally:
+            conn.close()
+    ts = [threading.Thread(target=worker, args=(bodies[k::threads],)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return ids
