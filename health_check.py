@@ -123,8 +123,14 @@ def read_clocks(tt_umd, dev):
     info = info and info()  # None where the bindings have no provider for this card
     if info is not None:
         aiclk = retried(info.get_aiclk)
-        extras = [(n, getattr(info, "get_" + n.lower(), None)) for n in EXTRA_TAGS]
-        return aiclk, extras, ""
+        if aiclk is not None:
+            extras = [(n, getattr(info, "get_" + n.lower(), None)) for n in EXTRA_TAGS]
+            return aiclk, extras, ""
+        # None: this firmware's table, as the provider knows it, has no AI clock; the raw
+        # telemetry reader still gives the verdict (a reading, or an error it names)
+        if not (hasattr(dev, "get_firmware_telemetry_reader") or
+                hasattr(dev, "get_arc_telemetry_reader")):
+            return None, [], ""
     reader = getattr(dev, "get_firmware_telemetry_reader", None) or dev.get_arc_telemetry_reader
     reader = reader()
     aiclk = int(retried(lambda: reader.read_entry(int(tt_umd.TelemetryTag.AICLK))))

@@ -2239,20 +2239,28 @@ list_cards(char *out, size_t cap)
 }
 
 /*
- * The device_id member of the body: its token, -1 when absent, or -2 (answered 400) when it
- * is null: null must not stand for the default card, since a client that meant a card and
- * sent null would have its job run on card 0, beside whoever uses that one.
+ * The member `key` of the body naming a target (device_id, job_id): its token, -1 when
+ * absent, or -2 (answered 400) when it is null. Null must not stand for the default: a client
+ * that meant a card and sent null would have its job run on card 0, beside whoever uses that
+ * one, and a reset for a job id that came out null would reset every card.
  */
 static int
-device_member(struct conn *c, const char *body)
+target_member(struct conn *c, const char *body, const char *key)
 {
-	int i = json_obj_get(body, toks, 0, "device_id");
+	int i = json_obj_get(body, toks, 0, key);
 
 	if (i >= 0 && toks[i].type == JSON_NULL) {
-		respond_error(c, 400, "device_id must be a card number, not null");
+		respond_error(c, 400, "%s must be %s, not null", key,
+			      strcmp(key, "job_id") == 0 ? "a job id" : "a card number");
 		return -2;
 	}
 	return i;
+}
+
+static int
+device_member(struct conn *c, const char *body)
+{
+	return target_member(c, body, "device_id");
 }
 
 /* The card named by device_id field i; answers 400 and returns NULL when not configured. */
@@ -3018,9 +3026,8 @@ handle_kill(struct conn *c, const char *body, size_t len)
 	struct card *card;
 
 	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
-	    (di = device_member(c, body)) == -2)
+	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
-	ji = field(body, "job_id");
 	if (ji >= 0) {
 		char id[33];
 		struct active *a;
@@ -3039,6 +3046,12 @@ handle_kill(struct conn *c, const char *body, size_t len)
 		id[32] = '\0';
 		if ((r = find_job(c, id, &a, &j, &out)) < 0)
 			return;
+		if (r == 1 && di >= 0 && parse_device_field(body, di) != a->job.device) {
+			/* as /reset: a card and a job that disagree name nothing for sure */
+			respond_error(c, 400, "job_id %s is on card %d, not on the device_id given",
+				      id, a->job.device);
+			return;
+		}
 		if (r == 1) {
 			kill_active(c, a);
 			return;
@@ -3728,16 +3741,29 @@ job_env(struct active *a, char **block)
 }
 
 /*
- * The control commands' environment: the daemon's own without TT_VISIBLE_DEVICES, plus the
- * instance marker. tt-smi skips a card that variable hides and still exits 0, so a reset
- * would silently do nothing; the controls name their card by its /dev number anyway.
+ * serve's own TT_VISIBLE_DEVICES reaches neither jobs nor control commands. Queue N is card N:
+ * inherited by every job, it would remap the cards a job's code opens (Device(0) opening
+ * card 1, beside card 1's queue), and tt-smi skips a card it hides yet exits 0, so a reset
+ * would silently do nothing. A job may still set it through its own env.
  */
+static void
+visible_devices_drop(void)
+{
+	const char *v = getenv("TT_VISIBLE_DEVICES");
+
+	if (!v)
+		return;
+	logmsg("tt-device-queue: TT_VISIBLE_DEVICES=%s in serve's environment is not passed to jobs "
+	       "or control commands: queue N is card N", v);
+	unsetenv("TT_VISIBLE_DEVICES");
+}
+
+/* The control commands' environment: the daemon's own plus the instance marker. */
 static char **
 control_env(void)
 {
-	static const char hidden[] = "TT_VISIBLE_DEVICES=";
 	static char **envp;
-	size_t n = 0, k = 0;
+	size_t n = 0;
 
 	if (envp)
 		return envp;
@@ -3746,10 +3772,8 @@ control_env(void)
 	envp = calloc(n + 2, sizeof(char *));
 	if (!envp)
 		return environ;
-	for (n = 0; environ[n]; n++)
-		if (strncmp(environ[n], hidden, sizeof(hidden) - 1) != 0)
-			envp[k++] = environ[n];
-	envp[k] = instance_marker;
+	memcpy(envp, environ, sizeof(char *) * n);
+	envp[n] = instance_marker;
 	return envp;
 }
 
@@ -4493,6 +4517,13 @@ reset_step_done(struct active *a, int code)
 		reset_unrunnable(a, code == 127 ? "exit 127: not found" : "exit 126: not executable");
 		return;
 	}
+	/* The default health check exits 2 when tt_umd cannot be imported (a venv without it):
+	 * that says nothing about the card, which would otherwise die at every reset. */
+	if (code == 2 && a->rs_step == RS_HEALTH && !cfg.health_cmd) {
+		reset_unrunnable(a, "exit 2: health_check.py could not import tt_umd (its log says "
+				    "why)");
+		return;
+	}
 	if (a->rs_step == RS_RESET && code == 0)
 		reset_run(a, RS_HEALTH);
 	else if (a->rs_step == RS_HEALTH && code == 0)
@@ -4646,13 +4677,12 @@ handle_reset(struct conn *c, const char *body, size_t len)
 	struct json_w w;
 
 	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
-	    (di = device_member(c, body)) == -2)
+	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
 	if (D.shutting_down) {
 		respond_refused(c, NULL, "The service is shutting down");
 		return;
 	}
-	ji = field(body, "job_id");
 	if (ji >= 0 && !(jcard = reset_job_card(c, body, ji, id, &epoch)))
 		return;
 	if (di >= 0 && !(card = card_from_field(c, body, di)))
@@ -5591,6 +5621,9 @@ signal_event(void *arg, short revents)
 			shutdown_begin((int)si.ssi_signo);
 		else if (si.ssi_signo == SIGHUP)
 			logmsg("tt-device-queue: SIGHUP ignored (restart the service to reconfigure)");
+		else if (si.ssi_signo != SIGCHLD)
+			logmsg("tt-device-queue: %s from pid %u ignored", strsignal((int)si.ssi_signo),
+			       si.ssi_pid);
 	}
 	/* Signals coalesce: reap every child that has exited. */
 	for (;;) {
@@ -6359,6 +6392,11 @@ setup_signals(void)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	/* by default these end a process on the spot: a stray `kill -USR1` (a log rotation's
+	 * postrotate) would be a crash that interrupts every running job */
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGALRM);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	D.sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (D.sig_fd < 0 || watch_add(D.sig_fd, POLLIN, signal_event, NULL, &D.sig_slot) < 0) {
@@ -6448,6 +6486,7 @@ serve_main(int argc, char **argv)
 	log_setup();
 	config_load();
 	notify_setup();
+	visible_devices_drop();
 	if (new_job_id(instance_marker + 25) < 0) {
 		perror("tt-device-queue serve: getrandom");
 		return 1;

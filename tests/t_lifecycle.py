@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 
-from ttqlib import (BINARY, Daemon, free_port, pid_alive, post_many, q, run_tests, tap,
+from ttqlib import (BINARY, Daemon, free_port, gate, pid_alive, post_many, q, run_tests, tap,
                     wait_until)
 
 
@@ -261,6 +261,22 @@ def test_run_gets_final_status_when_daemon_stops():
            "not 'cannot connect'")
     tap.ok(b"interrupted" in err, "its summary says the job was interrupted", err)
     tap.ok("shutting down on SIGTERM" in d.stderr(), "the daemon logs which signal stopped it")
+
+
+def test_stray_signals_are_ignored():
+    """SIGUSR1 (a log rotation's postrotate), SIGUSR2 and SIGALRM must not end the daemon."""
+    d = Daemon().start()
+    path, loop = gate(d, "gate")
+    j = d.submit(loop)
+    wait_until(lambda: d.job(j["job_id"])["status"] == "running", 10, "job running")
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        os.kill(d.proc.pid, sig)
+    wait_until(lambda: d.stderr().count("ignored") >= 3, 10, "the three signals logged")
+    tap.ok(d.alive() and d.job(j["job_id"])["status"] == "running",
+           "the daemon and its running job live on after SIGUSR1, SIGUSR2 and SIGALRM")
+    open(path, "w").close()
+    tap.eq(d.wait_done(j["job_id"])["exit_code"], 0, "and the job ends as it would have")
+    d.cleanup()
 
 
 def test_long_poll_on_a_queued_job_while_stopping_is_answered():
@@ -525,6 +541,7 @@ run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_kill
           test_setsid_straggler_killed_on_sigterm, test_setsid_straggler_killed_on_sigkill,
           test_job_environment_and_umask, test_relative_log_dir_gives_absolute_paths,
           test_kill_device_during_reset_says_so, test_run_gets_final_status_when_daemon_stops,
+          test_stray_signals_are_ignored,
           test_stalled_readers_do_not_hold_workers,
           test_stop_after_the_shell_ended_keeps_its_outcome,
           test_long_poll_on_a_queued_job_while_stopping_is_answered,

@@ -85,6 +85,10 @@ def test_unknown_fields_create_no_job():
                "POST %s with devcie_id: 400 naming device_id" % path, r)
         r = d.post(path, {"device_id": None})
         tap.eq(r.status, 400, "POST %s with device_id null: 400 (not every card)" % path)
+        r = d.post(path, {"job_id": None})
+        tap.ok(r.status == 400 and "job_id" in r.get("error", ""),
+               "POST %s with job_id null: 400 (a job id that came out null is no target)" % path,
+               r)
     for path in ("/hold", "/release"):
         r = d.post(path, {"device": "1"})
         tap.ok(r.status == 400 and '"device_id"?' in r.get("error", ""),
@@ -94,6 +98,14 @@ def test_unknown_fields_create_no_job():
     tap.eq([c["held"] for c in d.status()["devices"]], [False, False], "no card was held")
     tap.eq([c["reset_epoch"] for c in d.status()["devices"]], [0, 0], "no card was reset")
     tap.eq(jobs_seen(d) - before, set(), "no reset job ran")
+    j, g = gated(d, "0")
+    r = d.post("/kill", {"job_id": j, "device_id": "1"})
+    tap.ok(r.status == 400 and "card 0" in r.get("error", "") and
+           d.job(j)["status"] == "running",
+           "POST /kill naming a job on card 0 and device_id 1: 400, the job runs on", r)
+    open_gate(g)
+    d.wait_done(j)
+    before.add(j)
     # the earlier service's own clients send a diagnostic client_id with a reset or a kill
     r = d.post("/kill", {"device_id": "1", "client_id": "tester"})
     tap.ok(r.status == 409 and "Nothing running" in r.get("error", ""),

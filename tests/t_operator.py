@@ -78,8 +78,14 @@ def test_controls_run_without_visible_devices():
     tap.eq(seen, {"reset": ["unset"], "deep": ["unset"], "health": ["unset"]},
            "reset, deep reset and health check run without TT_VISIBLE_DEVICES")
     j = d.submit('echo "${TT_VISIBLE_DEVICES-unset}"', device_id=1)
-    tap.eq(d.log_text(d.wait_done(j["job_id"])["job_id"]).strip(), "3",
-           "a job keeps the daemon's TT_VISIBLE_DEVICES (the queue sets nothing for jobs)")
+    tap.eq(d.log_text(d.wait_done(j["job_id"])["job_id"]).strip(), "unset",
+           "nor does a job: serve's TT_VISIBLE_DEVICES would remap the cards its code opens")
+    j = d.submit('echo "${TT_VISIBLE_DEVICES-unset}"', device_id=1,
+                 env={"TT_VISIBLE_DEVICES": "1"})
+    tap.eq(d.log_text(d.wait_done(j["job_id"])["job_id"]).strip(), "1",
+           "a job's own env may still set it")
+    tap.ok("TT_VISIBLE_DEVICES=3 in serve's environment is not passed" in d.stderr(),
+           "the log says so at start", d.stderr()[-400:])
     d.cleanup()
 
 
@@ -152,6 +158,29 @@ def test_unexecutable_health_check():
            and "not executable" in c["control_error"],
            "exit 126 of the health check: a configuration error, the card stays healthy", c)
     tap.eq(runs(d, "reset"), 1, "the reset ran once: no retry ladder after a command that cannot run")
+    d.cleanup()
+
+
+def test_default_health_check_without_tt_umd():
+    """The default health check in a venv without tt_umd exits 2: the card is not to blame."""
+    d = Daemon()
+    home = d.path("home")
+    os.makedirs(os.path.join(home, "tenstorrent", ".venv", "bin"))
+    os.symlink(sys.executable, os.path.join(home, "tenstorrent", ".venv", "bin", "python3"))
+    d.env.pop("TT_DEVICE_HEALTH_CHECK_CMD", None)
+    d.env.update({"HOME": home, "PYTHONPATH": d.path("no-tt-umd-here")})
+    d.start()
+    d.post("/reset", {"device_id": 1})
+    c = wait_card(d, 1, lambda c: c["control_error"] and settled(c), "the reset to give up")
+    tap.ok(c["state"] == "healthy" and c["dead_since"] is None and
+           "TT_DEVICE_HEALTH_CHECK_CMD" in c["control_error"] and "tt_umd" in c["control_error"],
+           "exit 2 of the default health check: a configuration error, the card stays healthy",
+           c)
+    rj = last_reset(d, 1)
+    tap.ok(rj and "cannot import tt_umd" in d.log_text(rj["job_id"]),
+           "the reset job's log has the health check's own words", rj)
+    j = d.submit("echo still serving", device_id=1)
+    tap.eq(d.wait_done(j["job_id"])["exit_code"], 0, "the card keeps serving")
     d.cleanup()
 
 
@@ -290,4 +319,5 @@ def test_hold_requests():
 if __name__ == "__main__":
     run_tests(test_controls_run_without_visible_devices,
               test_unrunnable_reset_is_a_configuration_error, test_unexecutable_health_check,
+              test_default_health_check_without_tt_umd,
               test_dead_card_recovery, test_hold_and_release_across_restart, test_hold_requests)
