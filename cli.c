@@ -1823,6 +1823,7 @@ struct args {
 	int i;
 	char **pos;
 	int npos;
+	int dashdash; /* the options ended at "--" */
 };
 
 /* Every subcommand option; which are accepted depends on the subcommand's optspec table. */
@@ -1919,6 +1920,7 @@ opt_next(struct args *a, int words, const char **val)
 		s = a->argv[a->i];
 		if (strcmp(s, "--") == 0) {
 			a->i++;
+			a->dashdash = 1;
 			while (!words && a->i < a->argc)
 				a->pos[a->npos++] = a->argv[a->i++];
 			return O_END;
@@ -2439,7 +2441,10 @@ refuse_own_card_submission(struct cli *c, const struct args *a, const struct opt
 	return refuse_own_card(c, a, NULL, card);
 }
 
-/* result and logs --follow inside a job: refuse to wait for job id when it needs our card. */
+/*
+ * result and logs --follow inside a job: refuse to wait for job id when it needs our card.
+ * (Not called for --wait-timeout 0: that asks once and never waits.)
+ */
 static int
 refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
 {
@@ -2555,6 +2560,14 @@ command_words(const struct args *a, struct opts *o)
 
 	if (a->i >= a->argc)
 		return usage_err(a->cmd, "missing command (give it after --)");
+	/* `run ./x.sh --device 1` without "--" queues on card 0 and hands --device 1 to the
+	 * script, which may then open card 1 beside another queue's job */
+	for (k = a->i + 1; !a->dashdash && k < a->argc; k++)
+		if (strcmp(a->argv[k], "--device") == 0 || strncmp(a->argv[k], "--device=", 9) == 0)
+			return usage_err(a->cmd, "'%s' after the command would be passed to it, and the "
+			                         "job queued on card %llu; put queue options before the "
+			                         "command, or write -- before the command to pass it on",
+			                 a->argv[k], o->device);
 	if (a->argc - a->i == 1) {
 		for (p = a->argv[a->i]; isspace((unsigned char)*p); p++)
 			;
@@ -2652,10 +2665,13 @@ script_dir(char *dir, size_t cap)
 		snprintf(dir, cap, "%s", e);
 	else if (xdg != NULL && xdg[0] == '/')
 		snprintf(dir, cap, "%s/tt-device-queue/cli-scripts", xdg);
-	else if (home != NULL)
+	else if (home != NULL && home[0] == '/')
 		snprintf(dir, cap, "%s/.local/state/tt-device-queue/cli-scripts", home);
-	else
-		snprintf(dir, cap, "/nonexistent (no HOME)");
+	else {
+		errmsg("no folder to keep the script in: HOME is not an absolute path; set "
+		       "TT_DEVICE_CLI_SCRIPT_DIR or XDG_STATE_HOME");
+		return -1;
+	}
 	if (mkdir_p(dir) == 0)
 		return 0;
 	errmsg("cannot create the script dir %s: %s", dir, strerror(errno));
@@ -2899,7 +2915,7 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 		return rc;
 	if (c->json && o->follow)
 		return usage_err(a->cmd, "--json and --follow do not go together");
-	if (o->follow && (rc = refuse_own_card_job(c, a, id)) != ST_OK)
+	if (o->follow && o->wait_timeout != 0 && (rc = refuse_own_card_job(c, a, id)) != ST_OK)
 		return rc;
 	if (c->json)
 		return logs_json(c, id, o);
@@ -2923,7 +2939,7 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 	int rc;
 
 	if ((rc = one_job_id(a, id)) != ST_OK || (rc = output_limit(a, o, &limit)) != ST_OK ||
-	    (rc = refuse_own_card_job(c, a, id)) != ST_OK)
+	    (o->wait_timeout != 0 && (rc = refuse_own_card_job(c, a, id)) != ST_OK))
 		return rc;
 	set_deadline(c, o->wait_timeout);
 	if ((rc = wait_done(c, id)) != ST_OK)
@@ -2958,15 +2974,49 @@ palette_init(struct palette *p)
 	p->off = on ? "\033[0m" : "";
 }
 
-/* Bytes of the first `chars` characters of UTF-8 text s[0..n) (all n when it has fewer). */
+/*
+ * Terminal columns of the character whose UTF-8 sequence starts at s[0] (0 for a
+ * continuation byte): 2 for the East Asian wide and fullwidth blocks and emoji, else 1, so
+ * that a line of CJK text stays within its width. Combining marks count 1 (a line comes out
+ * shorter, never wider).
+ */
 static size_t
-utf8_prefix(const char *s, size_t n, size_t chars)
+char_cols(const unsigned char *s, size_t n)
 {
-	size_t i;
+	static const unsigned long wide[][2] = {
+	    {0x1100, 0x115F},   {0x2E80, 0x303E},   {0x3041, 0x33FF}, {0x3400, 0x4DBF},
+	    {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3}, {0xF900, 0xFAFF},
+	    {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6}, {0x1F300, 0x1F64F},
+	    {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD}};
+	unsigned long cp;
+	size_t len, k;
 
-	for (i = 0; i < n; i++)
-		if (((unsigned char)s[i] & 0xC0) != 0x80 && chars-- == 0)
+	if ((s[0] & 0xC0) == 0x80)
+		return 0;
+	len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 1;
+	if (len == 1 || len > n)
+		return 1;
+	cp = s[0] & (0x7F >> len);
+	for (k = 1; k < len; k++)
+		cp = cp << 6 | (s[k] & 0x3F);
+	for (k = 0; k < sizeof wide / sizeof wide[0]; k++)
+		if (cp >= wide[k][0] && cp <= wide[k][1])
+			return 2;
+	return 1;
+}
+
+/* Bytes of the longest prefix of UTF-8 text s[0..n) that takes at most `cols` columns. */
+static size_t
+utf8_prefix(const char *s, size_t n, size_t cols)
+{
+	size_t i, w, used = 0;
+
+	for (i = 0; i < n; i++) {
+		w = char_cols((const unsigned char *)s + i, n - i);
+		if (used + w > cols)
 			break;
+		used += w;
+	}
 	return i;
 }
 
@@ -2982,7 +3032,7 @@ text_cols(const struct json_buf *b)
 				i++;
 			continue;
 		}
-		n += ((unsigned char)b->p[i] & 0xC0) != 0x80;
+		n += char_cols((const unsigned char *)b->p + i, b->len - i);
 	}
 	return n;
 }

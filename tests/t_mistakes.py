@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,6 +123,15 @@ def test_device_given_twice_is_a_usage_error():
     tap.eq(jobs_seen(d) - before, set(), "nothing was queued")
     rc, out, err = d.cli("queue", "--device", "1", "--device=1", "--", "true")
     tap.eq(rc, 0, "the same card twice is fine")
+    before = jobs_seen(d)
+    for sub in ("run", "queue"):
+        rc, out, err = d.cli(sub, "./x.sh", "--device", "1")
+        tap.ok(rc == 2 and "before the command" in err,
+               "%s ./x.sh --device 1 (no --): usage error, not a job on card 0 told to open "
+               "card 1" % sub, (rc, out, err))
+    tap.eq(jobs_seen(d) - before, set(), "nothing was queued")
+    rc, out, err = d.cli("run", "--", "echo", "--device", "1")
+    tap.eq((rc, out), (0, "--device 1\n"), "after --, --device is the command's own")
 
 
 # ---------------------------------------------------------------- waiting inside a job
@@ -139,6 +149,7 @@ def test_job_does_not_wait_for_its_own_card():
         "%s result \"$id\"; echo result=$?" % tt,
         "%s result \"$TT_DEVICE_JOB_ID\"; echo self=$?" % tt,
         "%s logs --follow \"$id\"; echo follow=$?" % tt,
+        "%s result \"$id\" --wait-timeout 0; echo once=$?" % tt,
         "%s run --device 1 -- 'echo on card 1'; echo other=$?" % tt])
     outer = d.submit(script, device_id="0", timeout=90)["job_id"]
     t0 = time.monotonic()
@@ -146,9 +157,10 @@ def test_job_does_not_wait_for_its_own_card():
     took = time.monotonic() - t0
     log = d.log_text(outer)
     got = dict(m.groups() for m in re.finditer(r"^(\w+)=(\S*)$", log, re.M))
-    tap.eq([got.get(k) for k in ("run", "qpw", "result", "self", "follow", "other")],
-           ["2", "2", "2", "2", "2", "0"], "inside a job on card 0: run, queue-python --wait, "
-           "result and logs --follow of card 0's jobs exit 2; run on card 1 works")
+    tap.eq([got.get(k) for k in ("run", "qpw", "result", "self", "follow", "once", "other")],
+           ["2", "2", "2", "2", "2", "124", "0"], "inside a job on card 0: run, queue-python "
+           "--wait, result and logs --follow of card 0's jobs exit 2; result --wait-timeout 0 "
+           "(asks once, never waits) gives 124; run on card 1 works")
     tap.ok(job["exit_code"] == 0 and took < 45, "the job ended by itself, long before its "
            "timeout (%.1f s)" % took, job)
     tap.ok("holds card 0" in log and "--device N" in log and "queue" in log and
@@ -161,6 +173,11 @@ def test_job_does_not_wait_for_its_own_card():
 
 
 # ---------------------------------------------------------------- status for a person
+
+def columns(line):
+    """Terminal columns of a line: East Asian wide and fullwidth characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
+
 
 def test_status_for_a_person():
     d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "60"}).start()
@@ -180,17 +197,18 @@ def test_status_for_a_person():
     stopping = d.submit("trap '' INT; touch %s; while [ ! -e %s ]; do sleep 0.05; done"
                         % (q(ready), q(gate0)), device_id="0", timeout=120)["job_id"]
     wait_until(lambda: os.path.exists(ready), 10, "the job that ignores SIGINT to start")
-    long_cmd = "echo " + "x" * 300
-    bodies = [{"cmd": long_cmd if k % 2 else "true", "device_id": "0",
-               "client_id": "c" * 128 if k % 3 == 0 else "cli-%d" % k} for k in range(1000)]
+    long_cmd, cjk_cmd = "echo " + "x" * 300, "echo " + "漢字" * 150
+    bodies = [{"cmd": cjk_cmd if k % 5 == 1 else long_cmd if k % 2 else "true", "device_id": "0",
+               "client_id": "c" * 128 if k % 3 == 0 else
+               "クライアント" * 21 if k % 5 == 2 else "cli-%d" % k} for k in range(1000)]
     post_many(d.port, bodies)
     tap.eq(d.post("/kill", {"job_id": stopping}).status, 200, "kill of the job ignoring SIGINT")
     rc, out, err = d.cli("status")
     lines = out.splitlines()
     tap.ok(rc == 0 and len(lines) < 40, "status with 1000 queued: %d lines (< 40)"
            % len(lines), out)
-    wide = [ln for ln in lines if len(ln) > 100]
-    tap.eq(wide, [], "no line wider than 100 columns")
+    wide = [ln for ln in lines if columns(ln) > 100]
+    tap.eq(wide, [], "no line wider than 100 columns (CJK characters take two)")
     tap.ok(re.search(r"^  stopping .*%s" % stopping, out, re.M),
            "the job in its kill grace shows as stopping", out)
     tap.ok(re.search(r"^  \.\.\. and 990 more", out, re.M) and
@@ -237,6 +255,13 @@ def test_queue_python_stdin_scripts_in_the_state_folder():
     left = [os.path.join(t, n) for t, ds, fs in os.walk(os.path.join(prefix, "bin"))
             for n in ds + fs]
     tap.eq(left, [exe], "nothing is written beside the executable (no bin/logs-v2/)")
+    env.pop("HOME")
+    before = jobs_seen(d)
+    p = subprocess.run([exe, "queue-python", "-"], input=b"print('hi')\n", env=env,
+                       capture_output=True, cwd=d.tmp, timeout=30)
+    tap.ok(p.returncode != 0 and b"HOME" in p.stderr and jobs_seen(d) == before,
+           "without HOME (nor XDG_STATE_HOME): refused, saying what to set; nothing queued",
+           (p.returncode, p.stderr))
 
 
 if __name__ == "__main__":
