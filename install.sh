@@ -140,9 +140,13 @@ count() {
 }
 
 daemon_answered=0
+checked_idle=0
 # Refuse (exit 1) while the daemon has running, queued or pending-reset work, unless --force.
+# The earlier Python service answers /status with one card's "current", "pending" and
+# "device" at the top: its queued jobs are counted by their "waiting_sec".
 check_idle() {
 	local cli json running queued resets
+	checked_idle=1
 	if ! cli=$(find_client); then
 		say "no tt-device-queue executable yet to ask the daemon with; assuming none runs"
 		return 0
@@ -154,7 +158,11 @@ check_idle() {
 	daemon_answered=1
 	json=$(tr -d ' \t\r\n' <<<"$json")
 	running=$(count '[,{]"current":{' "$json")
-	queued=$({ grep -o '[,{]"queued_total":[0-9]*' <<<"$json" || echo 0; } | grep -o '[0-9]*$')
+	if grep -q '[,{]"queued_total":' <<<"$json"; then
+		queued=$(grep -o '[,{]"queued_total":[0-9]*' <<<"$json" | grep -o '[0-9]*$')
+	else
+		queued=$(count '[,{]"waiting_sec":' "$json")
+	fi
 	resets=$(count '[,{]"reset_pending":true' "$json")
 	if [ "$running" -eq 0 ] && [ "${queued:-0}" -eq 0 ] && [ "$resets" -eq 0 ]; then
 		say "the daemon at $(daemon_url) is idle"
@@ -274,9 +282,12 @@ print_manual_start() {
 	cat <<EOF
 $prog: no user systemd answers (\`systemctl --user show-environment\` failed), so no service
 was installed; the CLI is. Start the daemon by hand, in its own session so it outlives this
-shell, with the service's settings file if there is one:
+shell, with the service's settings file if there is one (its NAME=VALUE lines read as
+systemd reads them: a value is taken whole, spaces and all, never run as shell code):
 
-  (set -a; [ ! -r $q_env ] || . $q_env; set +a
+  (if [ -r $q_env ]; then while IFS= read -r l || [ -n "\$l" ]; do
+     case \$l in [A-Za-z_]*=*) v=\${l#*=}; case \$v in \"*\"|\'*\') v=\${v:1:\${#v}-2};; esac
+       export "\${l%%=*}=\$v";; esac; done <$q_env; fi
    TT_DEVICE_LOG_DIR=$q_log setsid -f $q_exe serve >>$q_log/serve.log 2>&1 </dev/null)
 
 Its log lines go to $log_dir/serve.log. Stop it with \`kill PID\` (SIGTERM: running jobs
@@ -361,7 +372,11 @@ do_uninstall() {
 }
 
 do_install() {
-	check_idle
+	# Asked after the build, so that a checkout just pulled over the earlier Python service
+	# (no executable of ours yet) still has a client to ask that service with.
+	if [ "$build" -eq 0 ] || find_client >/dev/null; then
+		check_idle
+	fi
 	if [ "$build" -eq 1 ]; then
 		say "building (make)"
 		(cd "$here" && make)
@@ -375,6 +390,7 @@ do_install() {
 	fi
 	[ -x "$here/tt-device-queue" ] ||
 		die "$here/tt-device-queue does not exist: build it with make (or drop --no-build)"
+	[ "$checked_idle" -eq 1 ] || check_idle
 	"$here/tt-device-queue" --version >/dev/null ||
 		die "$here/tt-device-queue --version failed; not installing it"
 	[ -d "$log_dir" ] || mkdir -m 700 "$log_dir"

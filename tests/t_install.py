@@ -23,6 +23,8 @@ from ttqlib import BINARY, ROOT, Daemon, free_port, q, run_tests, tap, wait_unti
 
 FAKE_MAKE = """#!/bin/bash
 echo "make $PWD $*" >> %(calls)s
+# FAKE_MAKE_BUILDS=EXE: a bare `make` "builds" by copying EXE in (a checkout just pulled)
+[ -n "${FAKE_MAKE_BUILDS:-}" ] && [ $# -eq 0 ] && cp "$FAKE_MAKE_BUILDS" ./tt-device-queue
 case $1 in test | unit-test) [ -z "${FAKE_MAKE_TEST_FAILS:-}" ] || { echo 'tests failed' >&2; exit 1; } ;; esac
 exit 0
 """
@@ -162,8 +164,18 @@ def test_fallback_install_idempotent_and_manual_start():
     port = free_port()
     env_dir = c.h(".config", "tt-device-queue")
     os.makedirs(env_dir)
+    ran, reset_log = os.path.join(c.tmp, "word-ran"), os.path.join(c.tmp, "reset.log")
+    for name, body in (("deep.sh", "touch %s" % q(ran)), ("reset.sh", 'echo "$@" >> %s' % q(reset_log))):
+        with open(os.path.join(c.tmp, name), "w") as f:
+            f.write("#!/bin/bash\n%s\n" % body)
+        os.chmod(os.path.join(c.tmp, name), 0o755)
     with open(os.path.join(env_dir, "env"), "w") as f:
-        f.write("TT_DEVICE_IDS=0,1\nTT_DEVICE_PORT=%d\nTT_DEVICE_RESET_CMD=true\n" % port)
+        # values with spaces, as systemd's EnvironmentFile takes them: whole, never run
+        f.write("# the service's settings\nTT_DEVICE_IDS=0,1\nTT_DEVICE_PORT=%d\n"
+                "TT_DEVICE_RESET_CMD=%s {device} --no_reinit\n"
+                "TT_DEVICE_HEALTH_CHECK_CMD=\"true {device}\"\n"
+                "TT_DEVICE_DEEP_RESET_CMD=true %s\n"
+                % (port, os.path.join(c.tmp, "reset.sh"), os.path.join(c.tmp, "deep.sh")))
     cmd = out.split("\n\n")[1]
     tap.ok("TT_DEVICE_LOG_DIR=" in cmd and "serve" in cmd, "the by-hand command block", cmd)
     e = {k: v for k, v in os.environ.items() if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
@@ -178,6 +190,12 @@ def test_fallback_install_idempotent_and_manual_start():
         p = wait_until(up, 10, "the by-hand daemon to answer")
         tap.ok(b"card 1" in p.stdout or b"1" in p.stdout, "it serves the env file's cards",
                p.stdout)
+        subprocess.run([c.cli, "--port", str(port), "reset", "--device", "1"], env=e,
+                       capture_output=True, timeout=5)
+        wait_until(lambda: os.path.exists(reset_log), 10, "the env file's reset command to run")
+        tap.eq(open(reset_log).read(), "1 --no_reinit\n",
+               "a setting with spaces is taken whole: its reset command ran with its arguments")
+        tap.ok(not os.path.exists(ran), "and no word of a setting ran as a program")
         # the daemon, not its guardian (same command line, comm ttq-guardian)
         pids = [int(x) for x in subprocess.run(
             ["pgrep", "-f", "^%s serve$" % re.escape(c.cli)], capture_output=True,
@@ -335,6 +353,45 @@ def test_refuses_while_busy():
     tap.ok(rc == 0 and "is idle" in out, "idle again: installs without --force", out)
 
 
+def test_refuses_while_the_python_service_is_busy():
+    """`git pull && ./install.sh` over the earlier Python service: no executable of ours yet,
+    and that service answers /status in its own shape. The busy check must still see it."""
+    import http.server
+    import json
+    import threading
+
+    old = {"current": {"id": "a" * 32, "cmd": "sleep 120", "client": "alice", "mode": "run"},
+           "pending": [{"id": "b" * 32, "cmd": "true", "waiting_sec": 3.0},
+                       {"id": "c" * 32, "cmd": "echo '\"waiting_sec\":1'", "waiting_sec": 1.0}],
+           "recent": [], "device": {"state": "healthy", "reset_pending": False},
+           "worker": {"alive": True}}
+
+    class Old(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps(old).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Old)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        c = Checkout(systemd=False, with_binary=False)
+        c.url = "http://127.0.0.1:%d" % srv.server_port
+        rc, out = c.run(env={"FAKE_MAKE_BUILDS": BINARY})
+        tap.ok(rc == 1 and "busy: 1 running, 2 queued" in out,
+               "a just-pulled checkout builds first, then asks the Python service and refuses "
+               "while it runs one job and queues two", out)
+        tap.ok(not os.path.lexists(c.cli), "nothing was installed", out)
+    finally:
+        srv.shutdown()
+
+
 def test_uninstall_keeps_logs():
     c = Checkout(systemd=False)
     c.run("--no-build")
@@ -489,6 +546,7 @@ def cleanup_checkouts():
 
 run_tests(test_fallback_install_idempotent_and_manual_start, test_copy_mode_and_no_test,
           test_full_test_and_what_unit_test_runs, test_agent_skill_installed_and_removed,
-          test_failed_tests_install_nothing, test_refuses_while_busy, test_uninstall_keeps_logs,
+          test_failed_tests_install_nothing, test_refuses_while_busy,
+          test_refuses_while_the_python_service_is_busy, test_uninstall_keeps_logs,
           test_systemd_unit_with_fake_systemctl, test_completion, test_docs_and_lint,
           cleanup_checkouts)
