@@ -1,4 +1,5 @@
-# tt-device-queue: one executable, libsqlite3 the only library (SPEC section 2).
+# tt-device-queue: one executable (`serve` is the daemon, the rest the client); libsqlite3 is
+# its only library.
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -6,7 +7,8 @@ override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-protot
 LDLIBS  = -lsqlite3 -lm
 # LINK=static (the default): ./tt-device-queue is one fully static executable (libsqlite3.a and
 # glibc's libc.a inside, see `make static` below): no shared-library pages, so the daemon's
-# memory stays within issue #8's 4 MiB, and the file runs on any Linux host of its architecture.
+# peak memory stays within its 4 MiB budget (docs/PERFORMANCE.md), and the file runs on any
+# Linux host of its architecture.
 # LINK=dynamic links libsqlite3.so and glibc dynamically; `make asan` uses it, since the
 # sanitizer runtimes cannot link -static. Changing LINK relinks (build/link.* records it).
 LINK    ?= static
@@ -82,15 +84,16 @@ tests/bin/test_proc: tests/test_proc.c proc.o json.o tests/tap.h | tests/bin
 tests/bin/test_shim: tests/test_shim.c static_shim.o packaging/static_shim.h tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_shim.c static_shim.o
 
-# performance figures of issue #8 against the real daemon (prints figures; not a test);
-# BENCH_FULL=1 for the full counts, BENCH_ONLY=name,... for some figures (tests/bench.c)
+# the performance figures against the real daemon (prints figures; not a test; method and
+# targets in docs/PERFORMANCE.md); BENCH_FULL=1 for the full counts, BENCH_ONLY=name,... for
+# some figures (tests/bench.c)
 tests/bin/bench: tests/bench.c | tests/bin
 	$(CC) $(CFLAGS) -o $@ tests/bench.c $(LDLIBS)
 
 bench: $(BIN) tt-device-queue-static tests/bin/bench
 	tests/bin/bench
 
-# issue #7 stress: 900 jobs from 64 clients on both cards behind a blocker (tests/t_stress.py
+# the stress test: 900 jobs from 64 clients on both cards behind a blocker (tests/t_stress.py
 # runs a smaller count in `make test`); STRESS_JOBS and STRESS_CLIENTS override
 stress: $(BIN)
 	$(PYTHON) tests/stress.py --jobs $${STRESS_JOBS:-900} --clients $${STRESS_CLIENTS:-64}

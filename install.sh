@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# install.sh - install tt-device-queue for this user on a lab host (SPEC 11; README section
-# "Operating on a lab host").
+# install.sh - install tt-device-queue for this user on a lab host (README.md "Install"; the
+# man page's INSTALLATION section).
 #
 #   ./install.sh [--force] [--copy] [--full-test | --no-test] [--no-build]
 #   ./install.sh --uninstall [--force]
