@@ -3768,8 +3768,8 @@ print_global_help(void)
 	    "                     ancestor process as agent-NAME-PID, else cli-UID); cut to\n"
 	    "                     128 characters\n" H_JSON_GLOBAL H_VERSION H_HELP
 	    "\nenvironment: TT_DEVICE_URL (http://HOST:PORT), TT_DEVICE_HOST, TT_DEVICE_PORT,\n"
-	    "TT_QUEUE_CLIENT_ID, TT_DEVICE_RESULT_BYTES, TT_DEVICE_CLI_SCRIPT_DIR, "
-	    "NO_COLOR.\n\n" H_STATUS);
+	    "TT_QUEUE_CLIENT_ID, TT_DEVICE_RESULT_BYTES, TT_DEVICE_CLI_SCRIPT_DIR,\n"
+	    "TT_DEVICE_RECONNECT_SEC, NO_COLOR.\n\n" H_STATUS);
 }
 
 static int

@@ -6466,7 +6466,7 @@ serve_usage(FILE *f)
 		   "  TT_DEVICE_IDS (e.g. 0,1; default: numeric /dev/tenstorrent/* nodes),\n"
 		   "  TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741), TT_DEVICE_LOG_DIR (<dir of the\n"
 		   "  executable>/logs-v2), TT_DEVICE_RESET_CMD, TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
-		   "See README.md for every variable.\n");
+		   "man tt-device-queue lists every variable.\n");
 }
 
 static int

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Operating the daemon on a lab host: systemd readiness and watchdog datagrams, /metrics,
 the static copy-deploy binary, the embedded health check, journal lines, and recovering a
-dead card by hand (README "Operating on a lab host")."""
+dead card through a new boot (the man page's dead-card rules)."""
 
 import contextlib
 import math
@@ -330,7 +330,7 @@ def test_lifecycle_log_lines_and_dead_card_recovery():
     chains = (order[0:7], order[7:10])  # start-up, the job, card 0's reset; card 1's reset
     tap.ok(all(c == sorted(c) for c in chains), "in the order they happened", log)
 
-    # README "A dead card": the same boot keeps it dead; the documented UPDATE brings it back.
+    # The same boot keeps it dead; a row written in another boot (as after a reboot) does not.
     d.restart()
     tap.eq(d.dev(1)["state"], "dead", "a restart in the same boot keeps card 1 dead")
     d.stop()
@@ -341,7 +341,7 @@ def test_lifecycle_log_lines_and_dead_card_recovery():
     d.start()
     dev = d.dev(1)
     tap.eq((dev["state"], dev["reset_epoch"], dev["dead_reason"]), ("healthy", 1, None),
-           "the README's recovery statement makes card 1 healthy, epoch raised")
+           "a card dead in another boot starts healthy, epoch raised")
     tap.ok("card 1 was dead in an earlier boot; healthy again" in d.stderr(),
            "and the journal says so")
     tap.eq(d.wait_done(d.submit("true", device_id="1")["job_id"])["exit_code"], 0,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The security properties README's "Security" section promises (issue #7).
+"""The security properties docs/DESIGN.md's "Security" section promises.
 
 - The daemon binds 127.0.0.1 unless told otherwise, and warns at start when it listens
   anywhere else (the API has no authentication).
