@@ -84,13 +84,14 @@ tests/bin/test_proc: tests/test_proc.c proc.o json.o tests/tap.h | tests/bin
 tests/bin/test_shim: tests/test_shim.c static_shim.o packaging/static_shim.h tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_shim.c static_shim.o
 
-# the performance figures against the real daemon (prints figures; not a test; method and
-# targets in docs/PERFORMANCE.md); BENCH_FULL=1 for the full counts, BENCH_ONLY=name,... for
-# some figures (tests/bench.c)
+# the performance figures, measured against the real daemon (prints figures; not a test;
+# method and targets in docs/PERFORMANCE.md): BENCH_BEFORE=path/to/an/older/tt-device-queue
+# measures both, interleaved, and ends with a before/after table; BENCH_FULL=1 for the full
+# counts, BENCH_ONLY=name,... for some figures
 tests/bin/bench: tests/bench.c | tests/bin
 	$(CC) $(CFLAGS) -o $@ tests/bench.c $(LDLIBS)
 
-bench: $(BIN) tt-device-queue-static tests/bin/bench
+bench: $(BIN) tests/bin/bench
 	tests/bin/bench
 
 # the stress test: 900 jobs from 64 clients on both cards behind a blocker (tests/t_stress.py
