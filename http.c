@@ -1,20 +1,21 @@
 /*
- * http.c - HTTP/1.1 request-head parser, query-string reader and response-head writer.
+ * http.c - HTTP/1.1 heads: request and response parsers, the query reader, the head writer.
  *
- * Invariants:
- * - http_parse_request is stateless: every call scans buf from its first byte, once, left to
- *   right, and never reads at or past buf + min(len, HTTP_MAX_HEAD). All reads go through a
- *   cursor whose `end` is that bound, and every loop tests `p < end` before dereferencing.
+ * Parsers (http_parse_request, http_parse_response):
+ * - Stateless: every call scans buf from its first byte, once, left to right, and never reads
+ *   at or past buf + min(len, HTTP_MAX_HEAD). All reads go through a cursor whose `end` is
+ *   that bound, and every loop tests `p < end` before dereferencing.
  * - Running out of bytes is never an error by itself: a helper that reaches `end` returns 0
- *   (need more); only bytes actually seen can make a request malformed. So every prefix of a
+ *   (need more); only bytes actually seen can make a head malformed. So every prefix of a
  *   valid head yields 0, and every prefix of a malformed one yields 0 or the same error.
  * - Errors are detected as soon as the bytes in hand prove them (a bad byte, a complete bad
  *   line, a bad header field as soon as its CRLF is seen); only "HTTP/1.1 without Host" waits
- *   for the blank line. Errors are -status with req->error a static message.
- * - Views in *req point into buf; nothing is allocated, nothing is written outside *req.
- * - Leading empty lines (CRLF) before the request line are skipped (RFC 9112 2.2) and counted
+ *   for the blank line. Errors are -status with a static message.
+ * - Views point into buf; nothing is allocated, nothing is written outside the result struct.
+ * - Leading empty lines (CRLF) before a request line are skipped (RFC 9112 2.2) and counted
  *   in the returned length and against HTTP_MAX_HEAD.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "http.h"
@@ -36,6 +37,7 @@ static const char *const reasons[] = {
     [HTTP_HEADER_FIELDS_TOO_LARGE] = "Request Header Fields Too Large",
     [HTTP_INTERNAL_SERVER_ERROR] = "Internal Server Error",
     [HTTP_NOT_IMPLEMENTED] = "Not Implemented",
+    [HTTP_BAD_GATEWAY] = "Bad Gateway",
     [HTTP_SERVICE_UNAVAILABLE] = "Service Unavailable",
     [HTTP_VERSION_NOT_SUPPORTED] = "HTTP Version Not Supported",
 };
@@ -54,19 +56,24 @@ static const unsigned char tchar_map[128] = {
 };
 /* clang-format on */
 
-static const char msg_bare_lf[] = "bare LF in request head (lines must end in CRLF)";
-
-/* Bytes of the head not yet read: [p, end). end never exceeds buf + HTTP_MAX_HEAD. */
+/*
+ * Bytes of the head not yet read: [p, end), end never beyond buf + HTTP_MAX_HEAD; where a
+ * failure's message goes; and whose head it is, for the messages.
+ */
 struct cursor {
 	const char *p;
 	const char *end;
+	const char **error;
+	bool response;
 };
 
 /* What the fields seen so far say, applied to *req when the head is complete. */
 struct fields {
+	long long content_length; /* -1 until a Content-Length is seen */
 	int hosts;
-	bool close;      /* Connection: close */
-	bool keep_alive; /* Connection: keep-alive */
+	bool close;           /* Connection: close */
+	bool keep_alive;      /* Connection: keep-alive */
+	bool expect_continue; /* Expect: 100-continue */
 };
 
 const char *
@@ -111,35 +118,43 @@ ieq(const char *a, size_t alen, const char *b)
 }
 
 static int
-fail(struct http_request *req, int status, const char *msg)
+fail(struct cursor *c, int status, const char *msg)
 {
-	req->error = msg;
+	*c->error = msg;
 	return -status;
+}
+
+static const char *
+msg_bare_lf(const struct cursor *c)
+{
+	return c->response ? "bare LF in response head (lines must end in CRLF)"
+	                   : "bare LF in request head (lines must end in CRLF)";
 }
 
 /* At a CR: consume CRLF (RFC 9112 2.2: a CR not followed by LF is invalid). */
 static int
-parse_crlf(struct cursor *c, struct http_request *req)
+parse_crlf(struct cursor *c)
 {
 	if (c->end - c->p < 2)
 		return 0;
 	if (c->p[1] != '\n')
-		return fail(req, HTTP_BAD_REQUEST, "bare CR in request head");
+		return fail(c, HTTP_BAD_REQUEST,
+		            c->response ? "bare CR in response head" : "bare CR in request head");
 	c->p += 2;
 	return 1;
 }
 
 /* RFC 9112 2.2: a server SHOULD ignore at least one empty line before the request line. */
 static int
-skip_empty_lines(struct cursor *c, struct http_request *req)
+skip_empty_lines(struct cursor *c)
 {
 	int rc;
 
 	while (c->p < c->end && *c->p == '\r')
-		if ((rc = parse_crlf(c, req)) <= 0)
+		if ((rc = parse_crlf(c)) <= 0)
 			return rc;
 	if (c->p < c->end && *c->p == '\n')
-		return fail(req, HTTP_BAD_REQUEST, msg_bare_lf);
+		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
 	return 1;
 }
 
@@ -154,7 +169,7 @@ parse_method(struct cursor *c, struct http_request *req)
 	if (c->p == c->end)
 		return 0;
 	if (*c->p != ' ' || c->p == s)
-		return fail(req, HTTP_BAD_REQUEST, "invalid method");
+		return fail(c, HTTP_BAD_REQUEST, "invalid method");
 	req->method = s;
 	req->method_len = (size_t)(c->p - s);
 	c->p++;
@@ -170,12 +185,12 @@ parse_target(struct cursor *c, struct http_request *req)
 	if (c->p == c->end)
 		return 0;
 	if (*c->p != '/')
-		return fail(req, HTTP_BAD_REQUEST, "request target must start with '/'");
+		return fail(c, HTTP_BAD_REQUEST, "request target must start with '/'");
 	for (; c->p < c->end && *c->p != ' '; c->p++) {
 		unsigned char ch = (unsigned char)*c->p;
 
 		if (ch < 0x21 || ch > 0x7e)
-			return fail(req, HTTP_BAD_REQUEST, "invalid byte in request target");
+			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
 		if (ch == '?' && !q)
 			q = c->p;
 	}
@@ -190,34 +205,47 @@ parse_target(struct cursor *c, struct http_request *req)
 }
 
 /*
- * HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112 2.3), then CRLF. A later
- * minor version of 1 is processed as 1.1, the highest we conform to (RFC 9110 2.5).
+ * HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112 2.3). Sets the two digits.
+ * Nothing after it is read.
  */
 static int
-parse_version(struct cursor *c, struct http_request *req)
+parse_http_version(struct cursor *c, int *major, int *minor)
 {
 	static const char pat[] = "HTTP/d.d";
-	int major, rc;
 	size_t i;
 
 	for (i = 0; i < sizeof(pat) - 1; i++, c->p++) {
 		if (c->p == c->end)
 			return 0;
 		if (pat[i] == 'd' ? !is_digit(*c->p) : *c->p != pat[i])
-			return fail(req, HTTP_BAD_REQUEST, "invalid HTTP version");
+			return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
 	}
-	major = c->p[-3] - '0';
-	req->minor_version = c->p[-1] - '0';
+	*major = c->p[-3] - '0';
+	*minor = c->p[-1] - '0';
+	return 1;
+}
+
+/*
+ * The request line's version, then CRLF. A later minor version of 1 is processed as 1.1, the
+ * highest we conform to (RFC 9110 2.5).
+ */
+static int
+parse_version(struct cursor *c, struct http_request *req)
+{
+	int major, rc;
+
+	if ((rc = parse_http_version(c, &major, &req->minor_version)) <= 0)
+		return rc;
 	if (c->p == c->end)
 		return 0;
 	if (*c->p == '\n')
-		return fail(req, HTTP_BAD_REQUEST, msg_bare_lf);
+		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
 	if (*c->p != '\r')
-		return fail(req, HTTP_BAD_REQUEST, "invalid HTTP version");
-	if ((rc = parse_crlf(c, req)) <= 0)
+		return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
+	if ((rc = parse_crlf(c)) <= 0)
 		return rc;
 	if (major != 1)
-		return fail(req, HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.x is supported");
+		return fail(c, HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.x is supported");
 	if (req->minor_version > 1)
 		req->minor_version = 1;
 	return 1;
@@ -238,7 +266,7 @@ parse_request_line(struct cursor *c, struct http_request *req)
 
 /* field-name = token, then ':' with no whitespace before it (RFC 9112 5.1). */
 static int
-parse_field_name(struct cursor *c, struct http_request *req, struct http_header *h)
+parse_field_name(struct cursor *c, struct http_header *h)
 {
 	const char *s = c->p;
 
@@ -247,11 +275,11 @@ parse_field_name(struct cursor *c, struct http_request *req, struct http_header 
 	if (c->p == c->end)
 		return 0;
 	if (*c->p == ' ' || *c->p == '\t')
-		return fail(req, HTTP_BAD_REQUEST, "whitespace before colon in header field");
+		return fail(c, HTTP_BAD_REQUEST, "whitespace before colon in header field");
 	if (*c->p != ':')
-		return fail(req, HTTP_BAD_REQUEST, "invalid header field name");
+		return fail(c, HTTP_BAD_REQUEST, "invalid header field name");
 	if (c->p == s)
-		return fail(req, HTTP_BAD_REQUEST, "empty header field name");
+		return fail(c, HTTP_BAD_REQUEST, "empty header field name");
 	h->name = s;
 	h->name_len = (size_t)(c->p - s);
 	c->p++;
@@ -263,7 +291,7 @@ parse_field_name(struct cursor *c, struct http_request *req, struct http_header 
  * obs-text (0x80-0xFF); NUL, DEL and other controls are rejected. The view excludes the OWS.
  */
 static int
-parse_field_value(struct cursor *c, struct http_request *req, struct http_header *h)
+parse_field_value(struct cursor *c, struct http_header *h)
 {
 	const char *s, *last;
 	int rc;
@@ -277,14 +305,13 @@ parse_field_value(struct cursor *c, struct http_request *req, struct http_header
 		if (ch == ' ' || ch == '\t')
 			continue;
 		if (ch < 0x20 || ch == 0x7f)
-			return fail(req, HTTP_BAD_REQUEST,
-			            ch == '\n' ? msg_bare_lf
-			                       : "invalid byte in header field value");
+			return fail(c, HTTP_BAD_REQUEST,
+			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in header field value");
 		last = c->p + 1;
 	}
 	if (c->p == c->end)
 		return 0;
-	if ((rc = parse_crlf(c, req)) <= 0)
+	if ((rc = parse_crlf(c)) <= 0)
 		return rc;
 	h->value = s;
 	h->value_len = (size_t)(last - s);
@@ -293,23 +320,20 @@ parse_field_value(struct cursor *c, struct http_request *req, struct http_header
 
 /* Content-Length = 1*DIGIT (RFC 9110 8.6); repeats must agree. Over 18 digits cannot fit. */
 static int
-parse_content_length(struct http_request *req, const struct http_header *h)
+parse_content_length(struct cursor *c, const struct http_header *h, struct fields *f)
 {
-	long long n = 0;
-	size_t i;
+	unsigned long long n;
+	size_t i = 0;
 
-	if (h->value_len == 0)
-		return fail(req, HTTP_BAD_REQUEST, "invalid Content-Length");
-	for (i = 0; i < h->value_len; i++)
-		if (!is_digit(h->value[i]))
-			return fail(req, HTTP_BAD_REQUEST, "invalid Content-Length");
-	if (h->value_len > 18)
-		return fail(req, HTTP_PAYLOAD_TOO_LARGE, "Content-Length too large");
-	for (i = 0; i < h->value_len; i++)
-		n = n * 10 + (h->value[i] - '0');
-	if (req->content_length >= 0 && req->content_length != n)
-		return fail(req, HTTP_BAD_REQUEST, "conflicting Content-Length headers");
-	req->content_length = n;
+	while (i < h->value_len && is_digit(h->value[i]))
+		i++;
+	if (i == 0 || i < h->value_len)
+		return fail(c, HTTP_BAD_REQUEST, "invalid Content-Length");
+	if (i > 18 || http_parse_uint(h->value, i, ULLONG_MAX, &n) < 0)
+		return fail(c, HTTP_PAYLOAD_TOO_LARGE, "Content-Length too large");
+	if (f->content_length >= 0 && f->content_length != (long long)n)
+		return fail(c, HTTP_BAD_REQUEST, "conflicting Content-Length headers");
+	f->content_length = (long long)n;
 	return 1;
 }
 
@@ -338,7 +362,7 @@ next_element(const char **p, const char *end, const char **e, size_t *elen)
 
 /* Connection = #token (RFC 9110 7.6.1), options case-insensitive. */
 static int
-parse_connection(struct http_request *req, const struct http_header *h, struct fields *f)
+parse_connection(struct cursor *c, const struct http_header *h, struct fields *f)
 {
 	const char *p = h->value, *end = h->value + h->value_len, *e;
 	size_t n, i;
@@ -346,7 +370,7 @@ parse_connection(struct http_request *req, const struct http_header *h, struct f
 	while (next_element(&p, end, &e, &n)) {
 		for (i = 0; i < n; i++)
 			if (!is_tchar(e[i]))
-				return fail(req, HTTP_BAD_REQUEST, "invalid Connection header");
+				return fail(c, HTTP_BAD_REQUEST, "invalid Connection header");
 		if (ieq(e, n, "close"))
 			f->close = true;
 		else if (ieq(e, n, "keep-alive"))
@@ -357,40 +381,46 @@ parse_connection(struct http_request *req, const struct http_header *h, struct f
 
 /* Expect = #expectation; 100-continue is the only one defined (RFC 9110 10.1.1). */
 static int
-parse_expect(struct http_request *req, const struct http_header *h)
+parse_expect(struct cursor *c, const struct http_header *h, struct fields *f)
 {
 	const char *p = h->value, *end = h->value + h->value_len, *e;
 	size_t n;
 
 	while (next_element(&p, end, &e, &n)) {
 		if (!ieq(e, n, "100-continue"))
-			return fail(req, HTTP_EXPECTATION_FAILED, "unsupported expectation");
-		req->expect_continue = true;
+			return fail(c, HTTP_EXPECTATION_FAILED, "unsupported expectation");
+		f->expect_continue = true;
 	}
 	return 1;
 }
 
-/* The header fields whose meaning this parser enforces; the rest are the caller's. */
+/*
+ * The header fields whose meaning this parser enforces; the rest are the caller's. Host and
+ * Expect mean something in a request only.
+ */
 static int
-apply_field(struct http_request *req, const struct http_header *h, struct fields *f)
+apply_field(struct cursor *c, const struct http_header *h, struct fields *f)
 {
 	if (ieq(h->name, h->name_len, "Content-Length"))
-		return parse_content_length(req, h);
+		return parse_content_length(c, h, f);
 	if (ieq(h->name, h->name_len, "Transfer-Encoding"))
-		return fail(req, HTTP_LENGTH_REQUIRED,
-		            "Transfer-Encoding is not supported; send Content-Length");
-	if (ieq(h->name, h->name_len, "Host") && ++f->hosts > 1)
-		return fail(req, HTTP_BAD_REQUEST, "more than one Host header"); /* RFC 9112 3.2 */
+		return fail(c, HTTP_LENGTH_REQUIRED,
+		            c->response ? "Transfer-Encoding is not supported"
+		                        : "Transfer-Encoding is not supported; send Content-Length");
 	if (ieq(h->name, h->name_len, "Connection"))
-		return parse_connection(req, h, f);
+		return parse_connection(c, h, f);
+	if (c->response)
+		return 1;
+	if (ieq(h->name, h->name_len, "Host") && ++f->hosts > 1)
+		return fail(c, HTTP_BAD_REQUEST, "more than one Host header"); /* RFC 9112 3.2 */
 	if (ieq(h->name, h->name_len, "Expect"))
-		return parse_expect(req, h);
+		return parse_expect(c, h, f);
 	return 1;
 }
 
-/* *( field-line CRLF ) CRLF (RFC 9112 2.1, 5). Returns 1 after the blank line. */
+/* *( field-line CRLF ) CRLF (RFC 9112 2.1, 5) into hs[*n..]. Returns 1 after the blank line. */
 static int
-parse_fields(struct cursor *c, struct http_request *req, struct fields *f)
+parse_fields(struct cursor *c, struct http_header *hs, size_t *n, struct fields *f)
 {
 	struct http_header *h;
 	int rc;
@@ -399,42 +429,46 @@ parse_fields(struct cursor *c, struct http_request *req, struct fields *f)
 		if (c->p == c->end)
 			return 0;
 		if (*c->p == '\r')
-			return parse_crlf(c, req);
+			return parse_crlf(c);
 		if (*c->p == '\n')
-			return fail(req, HTTP_BAD_REQUEST, msg_bare_lf);
-		if (*c->p == ' ' ||
-		    *c->p == '\t') /* obs-fold, or whitespace after the start line */
-			return fail(req, HTTP_BAD_REQUEST, "header line folding is not allowed");
-		if (req->num_headers == HTTP_MAX_HEADERS)
-			return fail(req, HTTP_HEADER_FIELDS_TOO_LARGE, "too many header fields");
-		h = &req->headers[req->num_headers];
-		if ((rc = parse_field_name(c, req, h)) <= 0)
+			return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+		if (*c->p == ' ' || *c->p == '\t') /* obs-fold, or whitespace after the start line */
+			return fail(c, HTTP_BAD_REQUEST, "header line folding is not allowed");
+		if (*n == HTTP_MAX_HEADERS)
+			return fail(c, HTTP_HEADER_FIELDS_TOO_LARGE, "too many header fields");
+		h = &hs[*n];
+		if ((rc = parse_field_name(c, h)) <= 0)
 			return rc;
-		if ((rc = parse_field_value(c, req, h)) <= 0)
+		if ((rc = parse_field_value(c, h)) <= 0)
 			return rc;
-		req->num_headers++;
-		if ((rc = apply_field(req, h, f)) < 0)
+		++*n;
+		if ((rc = apply_field(c, h, f)) < 0)
 			return rc;
 	}
 }
 
-/* Checks that need the whole head, and the connection's fate (RFC 9112 9.3). */
+/* Whether the connection persists after this message (RFC 9112 9.3). */
+static bool
+persists(int minor_version, const struct fields *f)
+{
+	return minor_version >= 1 ? !f->close : f->keep_alive && !f->close;
+}
+
+/* Checks that need the whole head, and the connection's fate. */
 static int
-finish(struct http_request *req, const struct fields *f)
+finish_request(struct cursor *c, struct http_request *req, const struct fields *f)
 {
 	if (req->minor_version == 1 && f->hosts == 0)
-		return fail(req, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
-	if (req->minor_version == 1)
-		req->keep_alive = !f->close;
-	else
-		req->keep_alive = f->keep_alive && !f->close;
-	if (req->minor_version == 0)
-		req->expect_continue = false; /* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
+		return fail(c, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
+	req->content_length = f->content_length;
+	req->keep_alive = persists(req->minor_version, f);
+	/* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
+	req->expect_continue = req->minor_version == 1 && f->expect_continue;
 	return 1;
 }
 
 static void
-reset(struct http_request *req)
+reset_request(struct http_request *req)
 {
 	req->method = req->path = req->query = NULL;
 	req->method_len = req->path_len = req->query_len = 0;
@@ -446,27 +480,113 @@ reset(struct http_request *req)
 	req->error = NULL;
 }
 
+/* A cursor over buf[0..min(len, HTTP_MAX_HEAD)) whose failures go to *error. */
+static struct cursor
+cursor_at(const char *buf, size_t len, const char **error, bool response)
+{
+	struct cursor c = {buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), error, response};
+
+	return c;
+}
+
 int
 http_parse_request(const char *buf, size_t len, struct http_request *req)
 {
+	struct fields f = {-1, 0, false, false, false};
 	struct cursor c;
-	struct fields f = {0, false, false};
 	int rc;
 
-	reset(req);
+	reset_request(req);
 	if (len == 0)
 		return 0;
-	c.p = buf;
-	c.end = buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD);
-	if ((rc = skip_empty_lines(&c, req)) <= 0 || (rc = parse_request_line(&c, req)) <= 0 ||
-	    (rc = parse_fields(&c, req, &f)) <= 0) {
-		/* out of bytes: more may come, unless the window is already full (SPEC 5) */
+	c = cursor_at(buf, len, &req->error, false);
+	if ((rc = skip_empty_lines(&c)) <= 0 || (rc = parse_request_line(&c, req)) <= 0 ||
+	    (rc = parse_fields(&c, req->headers, &req->num_headers, &f)) <= 0) {
+		/* out of bytes: more may come, unless the window is already full (431) */
 		if (rc == 0 && len >= HTTP_MAX_HEAD)
-			return fail(req, HTTP_HEADER_FIELDS_TOO_LARGE, "request head too large");
+			return fail(&c, HTTP_HEADER_FIELDS_TOO_LARGE, "request head too large");
 		return rc;
 	}
-	if ((rc = finish(req, &f)) < 0)
+	if ((rc = finish_request(&c, req, &f)) < 0)
 		return rc;
+	return (int)(c.p - buf);
+}
+
+/*
+ * status-line = HTTP-version SP status-code SP [ reason-phrase ] CRLF (RFC 9112 4); a line
+ * that ends right after the status code is taken too, as most clients do.
+ */
+static int
+parse_status_line(struct cursor *c, struct http_response *res)
+{
+	int major, i, rc;
+
+	if ((rc = parse_http_version(c, &major, &res->minor_version)) <= 0)
+		return rc;
+	if (major != 1)
+		return fail(c, HTTP_BAD_GATEWAY, "not HTTP/1.x");
+	for (i = 0; i < 4; i++, c->p++) {
+		if (c->p == c->end)
+			return 0;
+		if (i == 0 ? *c->p != ' ' : !is_digit(*c->p))
+			return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
+		if (i > 0)
+			res->status = res->status * 10 + (*c->p - '0');
+	}
+	if (res->status < 100 || res->status > 599) /* RFC 9110 15 */
+		return fail(c, HTTP_BAD_GATEWAY, "invalid status code");
+	if (c->p == c->end)
+		return 0;
+	if (*c->p == ' ')
+		c->p++;
+	else if (*c->p != '\r')
+		return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
+	res->reason = c->p;
+	for (; c->p < c->end && *c->p != '\r'; c->p++) {
+		unsigned char ch = (unsigned char)*c->p;
+
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+			return fail(c, HTTP_BAD_GATEWAY,
+			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in reason phrase");
+	}
+	if (c->p == c->end)
+		return 0;
+	res->reason_len = (size_t)(c->p - res->reason);
+	return parse_crlf(c);
+}
+
+static void
+reset_response(struct http_response *res)
+{
+	res->minor_version = 0;
+	res->status = 0;
+	res->reason = NULL;
+	res->reason_len = 0;
+	res->num_headers = 0;
+	res->content_length = -1;
+	res->keep_alive = false;
+	res->error = NULL;
+}
+
+int
+http_parse_response(const char *buf, size_t len, struct http_response *res)
+{
+	struct fields f = {-1, 0, false, false, false};
+	struct cursor c;
+	int rc;
+
+	reset_response(res);
+	if (len == 0)
+		return 0;
+	c = cursor_at(buf, len, &res->error, true);
+	if ((rc = parse_status_line(&c, res)) <= 0 ||
+	    (rc = parse_fields(&c, res->headers, &res->num_headers, &f)) <= 0) {
+		if (rc == 0 && len >= HTTP_MAX_HEAD)
+			rc = fail(&c, HTTP_BAD_GATEWAY, "response head too large");
+		return rc < 0 ? -HTTP_BAD_GATEWAY : rc;
+	}
+	res->content_length = f.content_length;
+	res->keep_alive = persists(res->minor_version, &f);
 	return (int)(c.p - buf);
 }
 
@@ -481,14 +601,13 @@ http_header_get(const struct http_request *req, const char *name)
 	return NULL;
 }
 
-/* 1..19 decimal digits (so no overflow in 64 bits), value <= max. */
-static int
-parse_uint(const char *s, size_t n, unsigned long long max, unsigned long long *out)
+int
+http_parse_uint(const char *s, size_t n, unsigned long long max, unsigned long long *out)
 {
 	unsigned long long v = 0;
 	size_t i;
 
-	if (n == 0 || n > 19)
+	if (n == 0 || n > 19) /* 19 digits cannot overflow 64 bits */
 		return -1;
 	for (i = 0; i < n; i++) {
 		if (!is_digit(s[i]))
@@ -498,7 +617,7 @@ parse_uint(const char *s, size_t n, unsigned long long max, unsigned long long *
 	if (v > max)
 		return -1;
 	*out = v;
-	return 1;
+	return 0;
 }
 
 int
@@ -523,7 +642,7 @@ http_query_uint(const char *query, size_t query_len, const char *name, unsigned 
 	}
 	if (!val)
 		return 0;
-	return parse_uint(val, vlen, max, out);
+	return http_parse_uint(val, vlen, max, out) < 0 ? -1 : 1;
 }
 
 /* Appends to out[0..cap); `len` keeps counting past cap so overflow is seen once at the end. */

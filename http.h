@@ -1,17 +1,20 @@
 /*
- * http.h - HTTP/1.1 request-head parser, query-string reader and response-head writer.
+ * http.h - HTTP/1.1 heads (request and response parsers, the response-head writer) and the
+ * query reader.
  *
- * Stateless and I/O-free, in the manner of picohttpparser: the parser reads the caller's
- * buffer and fills a struct whose strings are views (pointer + length) into that buffer, valid
- * as long as the buffer is. The event loop in ttq.c owns every read and write and the bodies.
+ * The parsers are stateless and I/O-free, in the manner of picohttpparser: they read the
+ * caller's buffer and fill a struct whose strings are views (pointer + length) into that
+ * buffer, valid as long as the buffer is.
  *
  * Failures are HTTP statuses (enum http_status) so a malformed request maps straight to its
- * answer. Strict by design (SPEC section 5; RFC 9110, RFC 9112): CRLF line ends only (a bare
- * LF is 400), no obs-fold, no whitespace before a header's colon, origin-form targets of
- * visible ASCII, HTTP/1.x only (1.2 and later are served as 1.1, RFC 9110 2.5; other major
- * versions 505), Host required from 1.1 on, one Content-Length (repeats must agree), any
- * Transfer-Encoding is 411 (bodies need a length), heads over HTTP_MAX_HEAD bytes or with more
- * than HTTP_MAX_HEADERS fields are 431.
+ * answer. Strict by design (RFC 9110, RFC 9112): CRLF line ends only (a bare LF is 400), no
+ * obs-fold, no whitespace before a header's colon, origin-form targets of visible ASCII,
+ * HTTP/1.x only (1.2 and later are served as 1.1, RFC 9110 2.5; other major versions 505),
+ * Host required from 1.1 on, one Content-Length (repeats must agree), any Transfer-Encoding is
+ * 411 (bodies need a length), heads over HTTP_MAX_HEAD bytes or with more than
+ * HTTP_MAX_HEADERS fields are 431.
+ *
+ * The event loop in ttq.c owns every read and write and the bodies.
  */
 #ifndef TTQ_HTTP_H
 #define TTQ_HTTP_H
@@ -19,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define HTTP_MAX_HEAD (16 * 1024) /* request line + headers, SPEC 5: over it is 431 */
+#define HTTP_MAX_HEAD (16 * 1024) /* request line + headers: over it is 431 */
 #define HTTP_MAX_HEADERS 64       /* more header fields is 431 */
 
 enum http_status {
@@ -36,6 +39,7 @@ enum http_status {
 	HTTP_HEADER_FIELDS_TOO_LARGE = 431,
 	HTTP_INTERNAL_SERVER_ERROR = 500,
 	HTTP_NOT_IMPLEMENTED = 501,
+	HTTP_BAD_GATEWAY = 502, /* a malformed response head (http_parse_response) */
 	HTTP_SERVICE_UNAVAILABLE = 503,
 	HTTP_VERSION_NOT_SUPPORTED = 505,
 };
@@ -76,6 +80,30 @@ struct http_request {
  */
 int http_parse_request(const char *buf, size_t len, struct http_request *req);
 
+/* A response head as http_parse_response leaves it; strings are views into its buffer. */
+struct http_response {
+	int minor_version; /* HTTP/1.x */
+	int status;        /* 100..599 */
+	const char *reason; /* view: the reason phrase, possibly empty */
+	size_t reason_len;
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t num_headers;
+	long long content_length; /* -1 when the response has no Content-Length */
+	bool keep_alive;          /* the server keeps the connection (version + Connection) */
+	const char *error;        /* static message when parsing failed, else NULL */
+};
+
+/*
+ * Parse one response head at buf[0..len), for a client: status line, header fields, the
+ * blank line (RFC 9112 4-6), with the request parser's rules for fields and line ends.
+ * Returns the head's length (> 0) when complete, 0 when more bytes are needed, or -502
+ * (HTTP_BAD_GATEWAY, as an intermediary would answer) when malformed: not HTTP/1.x, a status
+ * outside 100..599, any Transfer-Encoding (answers here always carry Content-Length), or a head
+ * over HTTP_MAX_HEAD bytes; then res->error holds a static message. A 1xx head is returned like
+ * any other (the caller skips it). Reads nothing outside buf[0..len).
+ */
+int http_parse_response(const char *buf, size_t len, struct http_response *res);
+
 /*
  * Find the header `name` (case-insensitive, NUL-terminated) in a parsed request.
  * Returns the first match, or NULL.
@@ -83,10 +111,17 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req);
 const struct http_header *http_header_get(const struct http_request *req, const char *name);
 
 /*
+ * A decimal number of 1 to 19 digits (so it cannot overflow) at s[0..n), at most max, into
+ * *out: the numbers of HTTP (Content-Length, query parameters) and the client's options.
+ * Returns 0, or -1 (*out untouched) when empty, longer, not all digits, or over max.
+ */
+int http_parse_uint(const char *s, size_t n, unsigned long long max, unsigned long long *out);
+
+/*
  * Read query parameter `name` from a query view as a decimal non-negative integer <= max.
  * Returns 1 and sets *out when present and valid, 0 when absent, -1 when present but not a
  * plain decimal integer in 0..max (empty, sign, letters, percent-escapes, overflow) or when
- * the name appears more than once. Unknown parameters are ignored. SPEC 5 "Query parameters".
+ * the name appears more than once. Unknown parameters are ignored.
  */
 int http_query_uint(const char *query, size_t query_len, const char *name, unsigned long long max,
 		    unsigned long long *out);

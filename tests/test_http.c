@@ -1,10 +1,11 @@
 /*
- * test_http.c - unit tests for http.c: request-head parsing, query parameters, response heads.
+ * test_http.c - unit tests for http.c: request and response heads, query parameters, the head
+ * writer.
  *
  * Every input is parsed from a copy that ends exactly where a PROT_NONE guard page begins (as
  * picohttpparser's tests do), so reading one byte past the input crashes the test. Each table
  * case is also fed as every one of its prefixes: a prefix must give 0 (need more) or, for a
- * malformed request, the same error as the whole; never a different error or a length.
+ * malformed head, the same error as the whole; never a different error or a length.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -183,7 +184,7 @@ static const struct pcase cases[] = {
     C("Content-Length huge and not digits", RL HOST "Content-Length: 9999999999999999999x\r\n\r\n",
       -400),
 
-    /* Transfer-Encoding: bodies need a length (SPEC 5) */
+    /* Transfer-Encoding: bodies need a length */
     C("Transfer-Encoding chunked", RL HOST "Transfer-Encoding: chunked\r\n\r\n", -411),
     C("Transfer-Encoding identity", RL HOST "transfer-encoding: identity\r\n\r\n", -411),
     C("Transfer-Encoding and Content-Length",
@@ -548,6 +549,154 @@ test_format(void)
 	       "format: cap 0");
 }
 
+
+/* ---- response heads (the client's parser) */
+
+static int
+parse_resp(const char *s, size_t n, struct http_response *res)
+{
+	return http_parse_response(guarded(s, n), n, res);
+}
+
+/* A whole NUL-terminated response head: its length when that is the result, else -1 or the error. */
+static int
+parse_resp_str(const char *s, struct http_response *res)
+{
+	int r = parse_resp(s, strlen(s), res);
+
+	return r == (int)strlen(s) ? r : r > 0 ? -1 : r;
+}
+
+#define OK200 "HTTP/1.1 200 OK\r\n"
+
+static const struct pcase rcases[] = {
+    C("200 with length", OK200 "Content-Length: 2\r\n\r\n", ALL),
+    C("no reason phrase", "HTTP/1.1 204\r\n\r\n", ALL),
+    C("empty reason phrase", "HTTP/1.1 204 \r\n\r\n", ALL),
+    C("reason with spaces and tab", "HTTP/1.1 503 Service \tUnavailable\r\n\r\n", ALL),
+    C("1.0 answer", "HTTP/1.0 200 OK\r\n\r\n", ALL),
+    C("599", "HTTP/1.1 599 X\r\n\r\n", ALL),
+    C("body bytes after the head", OK200 "Content-Length: 2\r\n\r\n{}", 38),
+    C("100 Continue then the answer", "HTTP/1.1 100 Continue\r\n\r\n" OK200 "\r\n", 25),
+    C("incomplete", OK200 "Content-Length: 2\r\n", 0),
+    C("not HTTP", "SSH-2.0-OpenSSH_9.2\r\n", -502),
+    C("HTTP/2", "HTTP/2.0 200 OK\r\n\r\n", -502),
+    C("lower-case version", "http/1.1 200 OK\r\n\r\n", -502),
+    C("two-digit status", "HTTP/1.1 20 OK\r\n\r\n", -502),
+    C("four-digit status", "HTTP/1.1 2000 OK\r\n\r\n", -502),
+    C("status 099", "HTTP/1.1 099 X\r\n\r\n", -502),
+    C("status 600", "HTTP/1.1 600 X\r\n\r\n", -502),
+    C("no space after version", "HTTP/1.1200 OK\r\n\r\n", -502),
+    C("bare LF after status line", "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", -502),
+    C("bare LF after field", OK200 "Content-Length: 0\n\r\n", -502),
+    C("control byte in reason", "HTTP/1.1 200 O\001K\r\n\r\n", -502),
+    C("Transfer-Encoding", OK200 "Transfer-Encoding: chunked\r\n\r\n", -502),
+    C("bad Content-Length", OK200 "Content-Length: 1x\r\n\r\n", -502),
+    C("conflicting Content-Length", OK200 "Content-Length: 1\r\nContent-Length: 2\r\n\r\n",
+      -502),
+    C("19-digit Content-Length", OK200 "Content-Length: 1000000000000000000\r\n\r\n", -502),
+    C("space before colon", OK200 "Content-Length : 1\r\n\r\n", -502),
+    C("folded field", OK200 "X: a\r\n b\r\n\r\n", -502),
+};
+
+static int
+rprefix_result_ok(const struct pcase *t, int whole)
+{
+	struct http_response res;
+	size_t k;
+	int r;
+
+	for (k = 0; k < t->len; k++) {
+		r = parse_resp(t->in, k, &res);
+		if (whole > 0 && (size_t)whole <= k ? r != whole
+		                                    : r != 0 && (whole >= 0 || r != whole))
+			break;
+		if ((r < 0) != (res.error != NULL))
+			break;
+	}
+	if (k < t->len)
+		printf("# %s: prefix of %zu bytes gave %d\n", t->name, k, r);
+	return k == t->len;
+}
+
+static void
+test_response_table(void)
+{
+	struct http_response res;
+	size_t i, n = sizeof(rcases) / sizeof(rcases[0]), bad_msg = 0, bad_prefix = 0;
+	int r, want;
+
+	for (i = 0; i < n; i++) {
+		const struct pcase *t = &rcases[i];
+
+		want = t->want == ALL ? (int)t->len : t->want;
+		r = parse_resp(t->in, t->len, &res);
+		is_int(r, want, "response: %s", t->name);
+		if ((r < 0) != (res.error != NULL)) {
+			printf("# %s: error message %s\n", t->name, res.error ? res.error : "(null)");
+			bad_msg++;
+		}
+		bad_prefix += !rprefix_result_ok(t, want);
+	}
+	ok(bad_msg == 0, "response: res->error set exactly on failure, all %zu cases", n);
+	ok(bad_prefix == 0, "response: every prefix of all %zu cases gives 0 or the whole result",
+	   n);
+}
+
+static void
+test_response_fields(void)
+{
+	static char big[HTTP_MAX_HEAD + 16];
+	struct http_response res;
+	int r;
+
+	r = parse_resp_str(OK200 "Content-Length: 12\r\nX-Y: a\r\n\r\n", &res);
+	ok(r > 0 && res.status == 200 && res.minor_version == 1, "response: status and version");
+	ok(view_is(res.reason, res.reason_len, "OK"), "response: reason view");
+	ok(res.content_length == 12 && res.num_headers == 2, "response: length and fields");
+	ok(view_is(res.headers[1].name, res.headers[1].name_len, "X-Y") &&
+	       view_is(res.headers[1].value, res.headers[1].value_len, "a"),
+	   "response: field views");
+	ok(res.keep_alive, "response: 1.1 keeps the connection");
+	r = parse_resp_str("HTTP/1.1 204\r\n\r\n", &res);
+	ok(r > 0 && res.status == 204 && res.reason_len == 0 && res.content_length == -1,
+	   "response: no reason, no length is -1");
+	r = parse_resp_str(OK200 "Connection: close\r\n\r\n", &res);
+	ok(r > 0 && !res.keep_alive, "response: Connection: close");
+	r = parse_resp_str("HTTP/1.0 200 OK\r\n\r\n", &res);
+	ok(r > 0 && !res.keep_alive, "response: 1.0 closes by default");
+	r = parse_resp_str("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n", &res);
+	ok(r > 0 && res.keep_alive, "response: 1.0 with keep-alive");
+	r = parse_resp_str("HTTP/1.1 100 Continue\r\n\r\n", &res);
+	ok(r > 0 && res.status == 100, "response: a 1xx head is returned for the caller to skip");
+	r = parse_resp("HTTP/1.1 2x", 11, &res);
+	ok(r == -502 && res.error != NULL, "response: a bad status is seen before the line ends");
+
+	memcpy(big, OK200 "X: ", 20);
+	memset(big + 20, 'a', sizeof(big) - 20);
+	is_int(parse_resp(big, HTTP_MAX_HEAD, &res), -502, "response: unfinished at HTTP_MAX_HEAD");
+	is_int(parse_resp(big, HTTP_MAX_HEAD - 1, &res), 0, "response: one byte under, need more");
+	is_int(http_parse_response(NULL, 0, &res), 0, "response: NULL, 0 needs more");
+}
+
+static void
+test_parse_uint(void)
+{
+	unsigned long long v = 77;
+
+	ok(http_parse_uint("0", 1, 0, &v) == 0 && v == 0, "uint: 0");
+	ok(http_parse_uint("65535x", 5, 65535, &v) == 0 && v == 65535, "uint: a view, max");
+	is_int(http_parse_uint("65536", 5, 65535, &v), -1, "uint: over max");
+	is_int(v, 65535, "uint: failure leaves *out");
+	is_int(http_parse_uint("", 0, 9, &v), -1, "uint: empty");
+	is_int(http_parse_uint("-1", 2, 9, &v), -1, "uint: sign");
+	is_int(http_parse_uint("1 ", 2, 9, &v), -1, "uint: space");
+	ok(http_parse_uint("9999999999999999999", 19, ULLONG_MAX, &v) == 0 &&
+	       v == 9999999999999999999ULL,
+	   "uint: 19 digits");
+	is_int(http_parse_uint("00000000000000000001", 20, 9, &v), -1, "uint: 20 digits");
+}
+
 int
 main(void)
 {
@@ -561,5 +710,8 @@ main(void)
 	test_misc();
 	test_query();
 	test_format();
+	test_response_table();
+	test_response_fields();
+	test_parse_uint();
 	return tap_done();
 }
