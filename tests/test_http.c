@@ -1,15 +1,23 @@
 /*
  * test_http.c - unit tests for http.c: request and response heads, query parameters, the head
- * writer.
+ * writer, and the connection's phases over a socketpair.
  *
  * Every input is parsed from a copy that ends exactly where a PROT_NONE guard page begins (as
  * picohttpparser's tests do), so reading one byte past the input crashes the test. Each table
  * case is also fed as every one of its prefixes: a prefix must give 0 (need more) or, for a
  * malformed head, the same error as the whole; never a different error or a length.
+ *
+ * The connection tests play the owner: a clock they move by hand, the watch and closed
+ * callbacks recorded, and the client's end of a socketpair read and written directly.
  */
+#include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "http.h"
@@ -697,6 +705,294 @@ test_parse_uint(void)
 	is_int(http_parse_uint("00000000000000000001", 20, 9, &v), -1, "uint: 20 digits");
 }
 
+/* ---- the connection: the tests are its owner */
+
+static double clock_now = 1000.0;
+
+/* What the owner saw of one connection. */
+struct owned {
+	struct http_conn *c;
+	int peer;        /* the client's end */
+	short events;    /* last watch */
+	double deadline;
+	int watches, requests, closed, expired;
+	enum { ANSWER, HOLD, NOTHING, TWICE } on_request;
+	char path[64];
+};
+
+static void
+on_request(struct http_conn *c, const struct http_request *req, const char *body, size_t len)
+{
+	struct owned *o = http_conn_owner(c);
+
+	(void)body;
+	o->requests++;
+	snprintf(o->path, sizeof(o->path), "%.*s", (int)req->path_len, req->path);
+	if (o->on_request == HOLD)
+		http_conn_hold(c, clock_now + 5);
+	else if (o->on_request == ANSWER || o->on_request == TWICE)
+		http_conn_respond(c, 200, "text/plain", o->path, strlen(o->path), NULL);
+	if (o->on_request == TWICE)
+		http_conn_respond(c, 200, "text/plain", "x", 1, NULL);
+	(void)len;
+}
+
+static void
+on_expired(struct http_conn *c)
+{
+	struct owned *o = http_conn_owner(c);
+
+	o->expired++;
+	http_conn_respond(c, 200, "text/plain", "late", 4, NULL);
+}
+
+static void
+on_watch(struct http_conn *c, short events, double deadline)
+{
+	struct owned *o = http_conn_owner(c);
+
+	o->watches++;
+	o->events = events;
+	o->deadline = deadline;
+}
+
+static void
+on_closed(struct http_conn *c)
+{
+	struct owned *o = http_conn_owner(c);
+
+	o->closed++;
+}
+
+static struct http_server *
+server(long long workers)
+{
+	static const struct http_callbacks cb = {on_request, on_expired, on_watch, on_closed};
+	struct http_server_config cfg = {.max_body = 100, .workers = workers, .now = &clock_now};
+
+	return http_server_new(&cfg, &cb);
+}
+
+/* A connection over a socketpair, its owner record o. */
+static void
+open_conn(struct http_server *s, struct owned *o)
+{
+	int sv[2];
+
+	memset(o, 0, sizeof(*o));
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
+		perror("socketpair");
+		exit(2);
+	}
+	o->peer = sv[1];
+	o->c = http_conn_new(s, sv[0], o);
+}
+
+static void
+client_send(struct owned *o, const char *req)
+{
+	if (write(o->peer, req, strlen(req)) != (ssize_t)strlen(req))
+		exit(2);
+}
+
+/* What the client has received so far (NUL-terminated). */
+static char *
+client_read(struct owned *o)
+{
+	static char buf[4096];
+	ssize_t n = read(o->peer, buf, sizeof(buf) - 1);
+
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+#define GET(path) "GET " path " HTTP/1.1\r\nHost: x\r\n\r\n"
+
+static void
+test_conn_exchange(void)
+{
+	struct http_server *s = server(4);
+	struct owned o;
+
+	open_conn(s, &o);
+	ok(o.c && http_conn_state(o.c) == HTTP_CONN_IDLE, "conn: new is IDLE");
+	ok(o.watches == 1 && (o.events & POLLIN) && o.deadline == clock_now + HTTP_IDLE_TIMEOUT,
+	   "conn: the owner is told to read, and the idle deadline");
+	client_send(&o, GET("/a"));
+	http_conn_event(o.c, POLLIN);
+	ok(o.requests == 1 && strcmp(o.path, "/a") == 0, "conn: the request reaches the handler");
+	is_int(http_conn_state(o.c), HTTP_CONN_WRITING, "conn: answered, WRITING");
+	ok(strcmp(client_read(&o), "") == 0, "conn: nothing is written before the flush");
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "200 OK") != NULL, "conn: the flush writes the answer");
+	is_int(http_conn_state(o.c), HTTP_CONN_IDLE, "conn: IDLE again (keep-alive)");
+
+	client_send(&o, GET("/b") GET("/c"));
+	http_conn_event(o.c, POLLIN);
+	ok(o.requests == 2 && strcmp(o.path, "/b") == 0, "conn: pipelined: the first runs");
+	http_server_flush(s);
+	ok(http_server_ready(s), "conn: pipelined: the second waits for the next process pass");
+	http_server_process(s);
+	ok(o.requests == 3 && strcmp(o.path, "/c") == 0, "conn: pipelined: then runs, in order");
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "/c") != NULL, "conn: pipelined answers written in order");
+
+	client_send(&o, "GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	http_conn_event(o.c, POLLIN);
+	is_int(http_conn_state(o.c), HTTP_CONN_CLOSING, "conn: Connection: close is CLOSING");
+	http_server_flush(s);
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED && o.closed == 1,
+	   "conn: closed once written, the owner told once");
+	ok(strstr(client_read(&o), "Connection: close") != NULL, "conn: the answer says close");
+	ok(http_server_connections(s) == 0, "conn: counted out");
+	http_server_sweep(s);
+	close(o.peer);
+	http_server_free(s);
+}
+
+static void
+test_conn_deadlines(void)
+{
+	struct http_server *s = server(4);
+	struct owned o;
+
+	open_conn(s, &o);
+	clock_now += 3;
+	client_send(&o, "GET / HTTP/1.1\r\n");
+	http_conn_event(o.c, POLLIN);
+	ok(http_conn_state(o.c) == HTTP_CONN_READING && o.deadline == clock_now + HTTP_IDLE_TIMEOUT,
+	   "conn: a request begun is READING, its deadline from its first byte");
+	clock_now = o.deadline;
+	http_conn_timeout(o.c);
+	is_int(http_conn_state(o.c), HTTP_CONN_CLOSING, "conn: unfinished at the deadline: CLOSING");
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "408 Request Timeout") != NULL && o.closed == 1,
+	   "conn: with a 408, then closed");
+	close(o.peer);
+
+	open_conn(s, &o);
+	clock_now += 1;
+	http_conn_timeout(o.c);
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED && strcmp(client_read(&o), "") == 0,
+	   "conn: an idle connection at its deadline is closed without a word");
+	close(o.peer);
+
+	open_conn(s, &o);
+	client_send(&o, "GET / HTTP/1.1\r\nHost: x\r\n\n");
+	http_conn_event(o.c, POLLIN);
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "400 Bad Request") != NULL && o.closed == 1 && o.requests == 0,
+	   "conn: a malformed head is 400 and closes; no handler runs");
+	close(o.peer);
+
+	open_conn(s, &o);
+	client_send(&o, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n");
+	http_conn_event(o.c, POLLIN);
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "413") != NULL && o.closed == 1, "conn: a body over max_body is 413");
+	close(o.peer);
+
+	open_conn(s, &o);
+	client_send(&o, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n");
+	http_conn_event(o.c, POLLIN);
+	ok(strstr(client_read(&o), "100 Continue") != NULL && o.requests == 0,
+	   "conn: Expect: 100-continue is answered before the body");
+	client_send(&o, "{}");
+	http_conn_event(o.c, POLLIN);
+	ok(o.requests == 1, "conn: then the request runs with its body");
+	http_server_flush(s);
+	client_read(&o);
+	shutdown(o.peer, SHUT_WR);
+	http_conn_event(o.c, POLLIN | POLLRDHUP);
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED, "conn: the client's EOF when idle closes it");
+	close(o.peer);
+	http_server_sweep(s);
+	http_server_free(s);
+}
+
+static void
+test_conn_workers(void)
+{
+	struct http_server *s = server(1);
+	struct owned a, b;
+
+	open_conn(s, &a);
+	open_conn(s, &b);
+	client_send(&a, GET("/a"));
+	client_send(&b, GET("/b"));
+	http_conn_event(a.c, POLLIN);
+	http_conn_event(b.c, POLLIN);
+	ok(http_conn_state(a.c) == HTTP_CONN_WRITING && http_conn_state(b.c) == HTTP_CONN_WAITING,
+	   "workers: one worker: a's answer holds it until written, b waits");
+	ok(b.requests == 0 && b.deadline > clock_now, "workers: b's handler has not run; the "
+	   "queue's head has a deadline (the look for stalled holders)");
+	http_server_flush(s);
+	ok(http_conn_state(b.c) == HTTP_CONN_ANSWERING && http_server_ready(s),
+	   "workers: a written, its worker passes to b");
+	http_server_process(s);
+	ok(b.requests == 1 && strcmp(b.path, "/b") == 0, "workers: b is answered");
+	http_server_flush(s);
+	client_read(&a);
+	client_read(&b);
+
+	a.on_request = HOLD;
+	client_send(&a, GET("/held"));
+	http_conn_event(a.c, POLLIN);
+	ok(http_conn_state(a.c) == HTTP_CONN_HELD && a.deadline == clock_now + 5,
+	   "workers: a hold is HELD with the owner's deadline");
+	client_send(&b, GET("/b2"));
+	http_conn_event(b.c, POLLIN);
+	ok(b.requests == 2, "workers: a held long-poll takes no worker");
+	http_server_flush(s);
+	clock_now += 5;
+	http_conn_timeout(a.c);
+	ok(a.expired == 1 && http_conn_state(a.c) == HTTP_CONN_WRITING,
+	   "workers: the hold's deadline asks the owner to answer");
+	http_server_flush(s);
+	ok(strstr(client_read(&a), "late") != NULL, "workers: and the late answer is written");
+
+	a.on_request = ANSWER;
+	client_send(&a, GET("/first"));
+	http_conn_event(a.c, POLLIN);
+	http_conn_retract(a.c);
+	ok(http_conn_state(a.c) == HTTP_CONN_ANSWERING, "workers: a retracted answer is ANSWERING");
+	http_conn_respond(a.c, 503, "text/plain", "no", 2, NULL);
+	http_server_flush(s);
+	{
+		const char *got = client_read(&a);
+
+		ok(strstr(got, "503") && !strstr(got, "/first"), "workers: only the second answer "
+		   "goes out");
+	}
+	close(a.peer);
+	close(b.peer);
+	http_server_free(s);
+	ok(a.closed == 1 && b.closed == 1, "workers: freeing the server closes its connections");
+}
+
+/* A handler that answers twice breaks the phase table: the process stops right there. */
+static void
+test_conn_illegal(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		struct http_server *s = server(1);
+		struct owned o;
+
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(2);
+		open_conn(s, &o);
+		o.on_request = TWICE;
+		client_send(&o, GET("/"));
+		http_conn_event(o.c, POLLIN);
+		_exit(0);
+	}
+	ok(pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+	   "conn: a second answer to one request aborts (WRITING cannot become WRITING)");
+}
+
 int
 main(void)
 {
@@ -713,5 +1009,9 @@ main(void)
 	test_response_table();
 	test_response_fields();
 	test_parse_uint();
+	test_conn_exchange();
+	test_conn_deadlines();
+	test_conn_workers();
+	test_conn_illegal();
 	return tap_done();
 }
