@@ -1,6 +1,6 @@
 /*
- * ttq.c - tt-device-queue: main, configuration, the event loop and timers, the HTTP handlers,
- * the job lifecycle and card resets around the scheduler and the store.
+ * ttq.c - tt-device-queue: main, configuration, the event loop and timers, the route table and
+ * its handlers, the job lifecycle and card resets around the scheduler and the store.
  *
  * Design invariants (SPEC sections 2-10):
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
@@ -9,7 +9,7 @@
  *     live in one min-heap and the earliest becomes the poll timeout. No busy waiting.
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
  *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
- *     and answers its requests (handle_request). The listening socket stays
+ *     and answers its requests (handle_request, the route table). The listening socket stays
  *     here: TT_DEVICE_MAX_CONNECTIONS, the pause when accept runs out of descriptors (a timer
  *     and a log line) and its close at shutdown are the daemon's decisions, not HTTP's.
  *   - Memory holds only active jobs (queued, running, and finished but not yet committed);
@@ -2041,6 +2041,14 @@ check_cwd(struct http_conn *c, const char *cwd)
 
 /* ------------------------------------------------------------------------ handlers */
 
+/* One request as a handler sees it. */
+struct call {
+	const struct http_request *req;
+	const char *body; /* the request body, body_len bytes */
+	size_t body_len;
+	const char *id;   /* the job id of /job/, /result/ and /logs/ paths, else "" */
+};
+
 static void
 ack_push(struct http_conn *c, struct active *a)
 {
@@ -2156,8 +2164,10 @@ static const char *const target_fields[] = {"job_id", "device_id", "client_id", 
 
 /* POST /queue (SPEC 5): validate, enqueue, answer once the job is committed. */
 static void
-handle_queue(struct http_conn *c, const char *body, size_t len)
+handle_queue(struct http_conn *c, const struct call *k)
 {
+	const char *body = k->body;
+	size_t len = k->body_len;
 	struct submission s = {0};
 	struct active *a;
 	const char *why;
@@ -2230,8 +2240,9 @@ find_job(struct http_conn *c, const char *id, struct active **a, struct job *sto
 
 /* GET /job/ID */
 static void
-handle_job(struct http_conn *c, const char *id)
+handle_job(struct http_conn *c, const struct call *k)
 {
+	const char *id = k->id;
 	struct active *a;
 	struct job j;
 	char *out = NULL;
@@ -2310,8 +2321,10 @@ respond_result_active(struct http_conn *c, struct active *a)
 
 /* GET /result/ID[?wait=S] */
 static void
-handle_result(struct http_conn *c, const struct http_request *req, const char *id)
+handle_result(struct http_conn *c, const struct call *k)
 {
+	const struct http_request *req = k->req;
+	const char *id = k->id;
 	unsigned long long wait;
 	struct active *a;
 	struct job j;
@@ -2399,8 +2412,10 @@ respond_logs_active(struct http_conn *c, struct active *a, unsigned long long of
 
 /* GET /logs/ID[?offset=N][&limit=N][&wait=S] */
 static void
-handle_logs(struct http_conn *c, const struct http_request *req, const char *id)
+handle_logs(struct http_conn *c, const struct call *k)
 {
+	const struct http_request *req = k->req;
+	const char *id = k->id;
 	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait;
 	struct active *a;
 	struct job j;
@@ -2511,8 +2526,9 @@ render_card(struct json_w *w, struct card *card, double now)
 
 /* GET /status[?device=N] */
 static void
-handle_status(struct http_conn *c, const struct http_request *req)
+handle_status(struct http_conn *c, const struct call *k)
 {
+	const struct http_request *req = k->req;
 	unsigned long long dev = 0;
 	int has_dev = http_query_uint(req->query, req->query_len, "device", 1000000, &dev), i;
 	double now = clock_wall();
@@ -2603,8 +2619,10 @@ kill_active(struct http_conn *c, struct active *a)
 
 /* POST /kill {"job_id": ID} or {"device_id": N} (SPEC 5). */
 static void
-handle_kill(struct http_conn *c, const char *body, size_t len)
+handle_kill(struct http_conn *c, const struct call *k)
 {
+	const char *body = k->body;
+	size_t len = k->body_len;
 	int ji, di;
 	struct card *card;
 
@@ -2656,18 +2674,6 @@ handle_kill(struct http_conn *c, const char *body, size_t len)
 	kill_active(c, active_of(card->current));
 }
 
-static bool
-method_is(const struct http_request *req, const char *m)
-{
-	return req->method_len == strlen(m) && memcmp(req->method, m, req->method_len) == 0;
-}
-
-static bool
-path_is(const char *p, size_t n, const char *s)
-{
-	return n == strlen(s) && memcmp(p, s, n) == 0;
-}
-
 static void
 respond_405(struct http_conn *c, const char *allow)
 {
@@ -2681,76 +2687,92 @@ respond_405(struct http_conn *c, const char *allow)
 	respond_json(c, 405, &body_buf, extra);
 }
 
-static void handle_reset(struct http_conn *c, const char *body, size_t len);
-static void handle_hold(struct http_conn *c, const char *body, size_t len, bool hold);
-static void handle_metrics(struct http_conn *c);
+static void handle_reset(struct http_conn *c, const struct call *k);
+static void handle_hold(struct http_conn *c, const struct call *k);
+static void handle_release(struct http_conn *c, const struct call *k);
+static void handle_metrics(struct http_conn *c, const struct call *k);
 
-/* Route one complete request (SPEC 5: paths, methods, trailing '/'). */
+/*
+ * The API: each path (or a prefix that a job id follows) with the one method it takes and its
+ * handler. Unknown paths are 404, a known path with another method 405 naming the right one.
+ */
+static const struct route {
+	const char *path;   /* exact, or a prefix when it ends in '/': then a job id follows */
+	const char *method; /* the only one served; a POST needs a Content-Length */
+	bool storeless;     /* answered while the store is not open */
+	void (*fn)(struct http_conn *c, const struct call *k);
+} routes[] = {
+    {"/queue", "POST", false, handle_queue},
+    {"/kill", "POST", false, handle_kill},
+    {"/reset", "POST", false, handle_reset},
+    {"/hold", "POST", false, handle_hold},
+    {"/release", "POST", false, handle_release},
+    {"/status", "GET", true, handle_status},
+    {"/metrics", "GET", true, handle_metrics},
+    {"/job/", "GET", false, handle_job},
+    {"/result/", "GET", false, handle_result},
+    {"/logs/", "GET", false, handle_logs},
+};
+
+/* The route of path p[0..n) (a trailing '/' already dropped), or NULL. */
+static const struct route *
+route_find(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const char *r = routes[i].path;
+		size_t rn = strlen(r);
+
+		if (r[rn - 1] == '/' ? n > rn && memcmp(p, r, rn) == 0
+				     : n == rn && memcmp(p, r, n) == 0)
+			return &routes[i];
+	}
+	return NULL;
+}
+
+/* http.c's request callback: route one complete request (trailing '/' on a path is ignored). */
 static void
 handle_request(struct http_conn *c, const struct http_request *req, const char *body, size_t body_len)
 {
-	const char *p = req->path;
-	size_t n = req->path_len;
-	const char *allow = "GET";
-	bool post = false;
+	struct call k = {.req = req, .body = body, .body_len = body_len, .id = ""};
+	size_t n = req->path_len, rn;
+	const struct route *r;
+	char id[33];
 
-	if (n > 1 && p[n - 1] == '/')
+	if (n > 1 && req->path[n - 1] == '/')
 		n--;
-	if (path_is(p, n, "/queue") || path_is(p, n, "/kill") || path_is(p, n, "/reset") ||
-	    path_is(p, n, "/hold") || path_is(p, n, "/release"))
-		allow = "POST", post = true;
-	else if (!path_is(p, n, "/status") && !path_is(p, n, "/metrics") &&
-		 !((n > 5 && memcmp(p, "/job/", 5) == 0) || (n > 8 && memcmp(p, "/result/", 8) == 0) ||
-		   (n > 6 && memcmp(p, "/logs/", 6) == 0))) {
+	if (!(r = route_find(req->path, n))) {
 		respond_error(c, 404, "Not found");
 		return;
 	}
-	if (!method_is(req, allow)) {
-		respond_405(c, allow);
+	if (req->method_len != strlen(r->method) ||
+	    memcmp(req->method, r->method, req->method_len) != 0) {
+		respond_405(c, r->method);
 		return;
 	}
-	if (post && req->content_length < 0) {
+	if (r->method[0] == 'P' && req->content_length < 0) {
 		respond_error(c, 411, "Content-Length required");
 		return;
 	}
-	if (!D.store && !path_is(p, n, "/status") && !path_is(p, n, "/metrics")) {
+	if (!D.store && !r->storeless) {
 		/* Started without the store: no card or job is known until it opens. */
 		const char *why = refuse_reason(NULL);
 
 		respond_refused(c, NULL, why ? why : "The job store is not open");
 		return;
 	}
-	if (path_is(p, n, "/queue"))
-		handle_queue(c, body, body_len);
-	else if (path_is(p, n, "/kill"))
-		handle_kill(c, body, body_len);
-	else if (path_is(p, n, "/reset"))
-		handle_reset(c, body, body_len);
-	else if (path_is(p, n, "/hold") || path_is(p, n, "/release"))
-		handle_hold(c, body, body_len, p[1] == 'h');
-	else if (path_is(p, n, "/status"))
-		handle_status(c, req);
-	else if (path_is(p, n, "/metrics"))
-		handle_metrics(c);
-	else {
-		const char *slash = memchr(p + 1, '/', n - 1);
-		const char *id = slash + 1;
-		size_t idn = n - (size_t)(id - p);
-		char idbuf[33];
-
-		if (!valid_job_id(id, idn)) {
+	rn = strlen(r->path);
+	if (r->path[rn - 1] == '/') {
+		if (!valid_job_id(req->path + rn, n - rn)) {
 			respond_error(c, 404, "Unknown job");
 			return;
 		}
-		memcpy(idbuf, id, 32);
-		idbuf[32] = '\0';
-		if (p[1] == 'j')
-			handle_job(c, idbuf);
-		else if (p[1] == 'r')
-			handle_result(c, req, idbuf);
-		else
-			handle_logs(c, req, idbuf);
+		memcpy(id, req->path + rn, 32);
+		id[32] = '\0';
+		k.id = id;
 	}
+	r->fn(c, &k);
 }
 
 /* ------------------------------------------------------------------------ running jobs */
@@ -4227,8 +4249,10 @@ reset_job_card(struct http_conn *c, const char *body, int i, char id[33], long l
 
 /* POST /reset {"device_id"} | {"job_id"} | {} (SPEC 5, 8). */
 static void
-handle_reset(struct http_conn *c, const char *body, size_t len)
+handle_reset(struct http_conn *c, const struct call *call)
 {
+	const char *body = call->body;
+	size_t len = call->body_len;
 	struct card *card = NULL, *jcard = NULL;
 	enum reset_action act[MAX_CARDS];
 	long long epoch = -1;
@@ -4360,7 +4384,7 @@ respond_hold(struct http_conn *c, const struct card *card, const char *action)
  * change is on disk before the answer. Holding a held card keeps the first hold.
  */
 static void
-handle_hold(struct http_conn *c, const char *body, size_t len, bool hold)
+hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 {
 	char *by = NULL, *reason = NULL;
 	struct card *card;
@@ -4412,14 +4436,29 @@ out:
 	free(h.reason);
 }
 
+/* POST /hold */
+static void
+handle_hold(struct http_conn *c, const struct call *k)
+{
+	hold_or_release(c, k->body, k->body_len, true);
+}
+
+/* POST /release */
+static void
+handle_release(struct http_conn *c, const struct call *k)
+{
+	hold_or_release(c, k->body, k->body_len, false);
+}
+
 /* GET /metrics: Prometheus text exposition 0.0.4 (SPEC 5). */
 static void
-handle_metrics(struct http_conn *c)
+handle_metrics(struct http_conn *c, const struct call *call)
 {
 	static const char *const outcomes[] = {"ok", "failed", "timeout", "cancelled"};
 	struct json_buf *b = &body_buf;
 	int i, k;
 
+	(void)call;
 	body_begin();
 	json_buf_printf(b, "# HELP ttq_uptime_seconds Seconds since the daemon started.\n"
 			   "# TYPE ttq_uptime_seconds gauge\nttq_uptime_seconds %.3f\n",
