@@ -2537,7 +2537,10 @@ cmd_queue(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ queue-python */
 
-/* mkdir -p with mode 0700 for every missing component. Returns 0 or -1 with errno. */
+/*
+ * mkdir -p with mode 0700 for every missing component. Returns 0 or -1 with errno. The daemon
+ * has its own for the log dir (ttq.c): the client links no module that could hold both.
+ */
 static int
 mkdir_p(const char *dir)
 {

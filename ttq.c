@@ -5284,6 +5284,8 @@ read_boot_id(void)
 	}
 }
 
+/* mkdir -p for the log dir; 0 or -1 with errno. The client has its own (cli.c links no module
+ * of the daemon's). */
 static int
 mkdir_p(const char *path, mode_t mode)
 {
