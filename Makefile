@@ -53,7 +53,7 @@ json.o: json.c json.h
 sched.o: sched.c sched.h
 store.o: store.c store.h sched.h
 proc.o: proc.c proc.h json.h
-cli.o: cli.c cli.h json.h skill.inc
+cli.o: cli.c cli.h http.h json.h skill.inc
 static_shim.o: packaging/static_shim.c packaging/static_shim.h
 	$(CC) $(CFLAGS) -c -o $@ packaging/static_shim.c
 
@@ -83,6 +83,9 @@ tests/bin/test_proc: tests/test_proc.c proc.o json.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_proc.c proc.o json.o
 tests/bin/test_shim: tests/test_shim.c static_shim.o packaging/static_shim.h tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_shim.c static_shim.o
+# the client needs only http.o and json.o of the other modules: this link proves it
+tests/bin/client-only: tests/client_only.c cli.o http.o json.o cli.h | tests/bin
+	$(CC) $(CFLAGS) $(LDFLAGS) -I. -o $@ tests/client_only.c cli.o http.o json.o -lm
 
 # the performance figures, measured against the real daemon (prints figures; not a test;
 # method and targets in docs/PERFORMANCE.md): BENCH_BEFORE=path/to/an/older/tt-device-queue
@@ -103,7 +106,7 @@ stress: $(BIN)
 demo: $(BIN) tests/bin/test_json
 	tests/demo.sh
 
-test: $(BIN) $(UNIT)
+test: $(BIN) $(UNIT) tests/bin/client-only
 	$(PROVE) --exec '' $(UNIT) $(ITESTS)
 
 # only the unit test binaries (seconds; what install.sh runs by default)

@@ -65,6 +65,7 @@
  *   ask later (`result ID`) and exits 1.
  */
 #include "cli.h"
+#include "http.h"
 #include "json.h"
 
 #include <ctype.h>
@@ -98,7 +99,6 @@
 #define RECONNECT_SEC 60 /* default TT_DEVICE_RECONNECT_SEC: a daemon lost in a wait may take
                           * this long to come back */
 #define LOG_CHUNK 65536         /* largest limit= asked of /logs (the daemon caps it too) */
-#define RESPONSE_HEAD_MAX 16384 /* status line + headers of one answer */
 #define RESPONSE_MAX (256u << 20)
 #define DEFAULT_RESULT_BYTES (1024ull * 1024)
 #define SCRIPT_MAX_AGE_SEC (7L * 24 * 3600)
@@ -279,23 +279,11 @@ out_write(const void *p, size_t n)
 	return ST_OK;
 }
 
-/* Parse a decimal integer 0..max (digits only). Returns 0, or -1 when malformed. */
+/* A number in an option or the environment: decimal 0..max, http_parse_uint. 0, or -1. */
 static int
-parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+arg_uint(const char *s, unsigned long long max, unsigned long long *out)
 {
-	unsigned long long v = 0;
-
-	if (*s == 0)
-		return -1;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -1;
-		if (v > (max - (unsigned)(*s - '0')) / 10)
-			return -1;
-		v = v * 10 + (unsigned)(*s - '0');
-	}
-	*out = v;
-	return 0;
+	return http_parse_uint(s, strlen(s), max, out);
 }
 
 /* Parse seconds with an optional fraction ("2", "0.5", ".25"), at most ~31 years. */
@@ -664,7 +652,7 @@ resolve_target(struct cli *c)
 		port = c->port_opt, src = "--port";
 	host = host ? host : DEFAULT_HOST;
 	port = port ? port : DEFAULT_PORT;
-	if (parse_uint(port, 65535, &pn) < 0 || pn == 0) {
+	if (arg_uint(port, 65535, &pn) < 0 || pn == 0) {
 		errmsg("%s: '%s' is not a TCP port (1-65535)", src, port);
 		return ST_USAGE;
 	}
@@ -857,80 +845,18 @@ read_more(struct cli *c, double until)
 	}
 }
 
-/* Length of the head (through the blank line) in p[0..n), or 0 when incomplete. */
-static size_t
-head_end(const char *p, size_t n)
-{
-	size_t i;
-
-	for (i = 3; i < n; i++)
-		if (p[i] == '\n' && p[i - 1] == '\r' && p[i - 2] == '\n' && p[i - 3] == '\r')
-			return i + 1;
-	return 0;
-}
-
-/* Case-insensitive: does the header line at p[0..n) start with "name:"? Sets *val past it. */
-static int
-header_is(const char *p, size_t n, const char *name, const char **val)
-{
-	size_t k = strlen(name);
-
-	if (n <= k || p[k] != ':' || strncasecmp(p, name, k) != 0)
-		return 0;
-	for (*val = p + k + 1; **val == ' ' || **val == '\t'; (*val)++)
-		;
-	return 1;
-}
-
 /*
- * Parse an answer head at c->in.p[0..head): status line and the headers we use.
- * Sets r->status, *clen (-1 when absent) and *closing. Returns ST_OK or ST_FAIL.
+ * Read the head of one final (non-1xx) answer: its length *head, r->status, the body's
+ * length *clen (-1 when absent) and *closing (the daemon closes the connection after it).
  */
-static int
-parse_head(struct cli *c, size_t head, struct resp *r, long long *clen, int *closing)
-{
-	const char *p = c->in.p, *end = p + head - 2, *eol, *v;
-	unsigned long long n;
-	char num[24];
-
-	if (head < 14 || strncmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ' ||
-	    !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) ||
-	    !isdigit((unsigned char)p[11]))
-		return fail(c, "the answer from %s is not HTTP/1.x", c->hostport);
-	r->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-	*closing = p[7] == '0';
-	*clen = -1;
-	for (p = (const char *)memchr(p, '\r', head) + 2; p < end; p = eol + 2) {
-		eol = memchr(p, '\r', (size_t)(end - p) + 1);
-		if (header_is(p, (size_t)(eol - p), "content-length", &v)) {
-			snprintf(num, sizeof num, "%.*s", (int)(eol - v), v);
-			while (num[0] && num[strlen(num) - 1] == ' ')
-				num[strlen(num) - 1] = 0;
-			if (parse_uint(num, RESPONSE_MAX, &n) < 0)
-				return fail(c, "bad Content-Length in the daemon's answer");
-			*clen = (long long)n;
-		} else if (header_is(p, (size_t)(eol - p), "connection", &v)) {
-			if (eol - v >= 5 && strncasecmp(v, "close", 5) == 0)
-				*closing = 1;
-			else if (eol - v >= 10 && strncasecmp(v, "keep-alive", 10) == 0)
-				*closing = 0;
-		} else if (header_is(p, (size_t)(eol - p), "transfer-encoding", &v)) {
-			return fail(c, "the daemon's answer uses Transfer-Encoding (unsupported)");
-		}
-	}
-	return ST_OK;
-}
-
-/* Read the head of one final (non-1xx) answer. Sets *head. */
 static int
 read_head(struct cli *c, double until, size_t *head, struct resp *r, long long *clen, int *closing)
 {
-	int rc;
+	struct http_response res;
+	int n, rc;
 
 	for (;;) {
-		while ((*head = head_end(c->in.p, c->in.len)) == 0) {
-			if (c->in.len > RESPONSE_HEAD_MAX)
-				return fail(c, "the daemon's answer head is too long");
+		while ((n = http_parse_response(c->in.p, c->in.len, &res)) == 0) {
 			rc = read_more(c, until);
 			if (rc == R_EOF)
 				return c->in.len == 0
@@ -939,13 +865,18 @@ read_head(struct cli *c, double until, size_t *head, struct resp *r, long long *
 			if (rc != ST_OK)
 				return rc;
 		}
-		if ((rc = parse_head(c, *head, r, clen, closing)) != ST_OK)
-			return rc;
-		if (r->status >= 200)
-			return ST_OK;
+		if (n < 0)
+			return fail(c, "the answer from %s is malformed: %s", c->hostport, res.error);
+		*head = (size_t)n;
+		if (res.status >= 200)
+			break;
 		memmove(c->in.p, c->in.p + *head, c->in.len - *head); /* 1xx: skip it */
 		c->in.len -= *head;
 	}
+	r->status = res.status;
+	*clen = res.content_length;
+	*closing = !res.keep_alive;
+	return ST_OK;
 }
 
 /*
@@ -965,6 +896,8 @@ read_response(struct cli *c, double until, struct resp *r)
 		return rc;
 	if (clen < 0 && !closing)
 		return fail(c, "the daemon's answer has no Content-Length");
+	if (clen > (long long)RESPONSE_MAX)
+		return fail(c, "the daemon's answer is too large");
 	while (clen < 0 || c->in.len - head < (unsigned long long)clen) {
 		if (c->in.len - head > RESPONSE_MAX)
 			return fail(c, "the daemon's answer is too large");
@@ -1950,14 +1883,14 @@ opt_submit(struct args *a, struct opts *o, int id, const char *val)
 	if (id == O_CWD) {
 		o->cwd = val;
 	} else if (id == O_TIMEOUT) {
-		if (parse_uint(val, 1000000000, &v) < 0)
+		if (arg_uint(val, 1000000000, &v) < 0)
 			return usage_err(a->cmd,
 			                 "--timeout takes whole seconds (0: the daemon's "
 			                 "default), not '%s'",
 			                 val);
 		o->timeout = (long long)v;
 	} else if (id == O_REPEAT) {
-		if (parse_uint(val, 1000000000, &v) < 0 || v == 0)
+		if (arg_uint(val, 1000000000, &v) < 0 || v == 0)
 			return usage_err(a->cmd, "--repeat takes a count of at least 1, not '%s'",
 			                 val);
 		o->repeat = (long long)v;
@@ -1987,7 +1920,7 @@ opt_common(struct args *a, struct opts *o, int id, const char *val)
 	if (id == O_DEVICE) {
 		unsigned long long dev;
 
-		if (parse_uint(val, 999999, &dev) < 0)
+		if (arg_uint(val, 999999, &dev) < 0)
 			return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
 		/* the last of two would win silently: a job on a card its code does not open */
 		if (o->device_set && dev != o->device)
@@ -2003,15 +1936,15 @@ opt_common(struct args *a, struct opts *o, int id, const char *val)
 			                 "not '%s'",
 			                 val);
 	} else if (id == O_OUTPUT_LIMIT) {
-		if (parse_uint(val, ULLONG_MAX, &o->output_limit) < 0)
+		if (arg_uint(val, ULLONG_MAX, &o->output_limit) < 0)
 			return usage_err(a->cmd, "--output-limit takes a byte count, not '%s'",
 			                 val);
 		o->output_limit_set = 1;
 	} else if (id == O_OFFSET) {
-		if (parse_uint(val, LLONG_MAX, &o->offset) < 0)
+		if (arg_uint(val, LLONG_MAX, &o->offset) < 0)
 			return usage_err(a->cmd, "--offset takes a byte offset, not '%s'", val);
 	} else if (id == O_LIMIT) {
-		if (parse_uint(val, LLONG_MAX, &o->limit) < 0 || o->limit == 0)
+		if (arg_uint(val, LLONG_MAX, &o->limit) < 0 || o->limit == 0)
 			return usage_err(a->cmd,
 			                 "--limit takes a byte count of at least 1, not '%s'", val);
 		o->limit_set = 1;
@@ -2072,7 +2005,7 @@ output_limit(const struct args *a, const struct opts *o, unsigned long long *out
 	const char *e = env_nonempty("TT_DEVICE_RESULT_BYTES");
 
 	*out = o->output_limit_set ? o->output_limit : DEFAULT_RESULT_BYTES;
-	if (!o->output_limit_set && e != NULL && parse_uint(e, ULLONG_MAX, out) < 0)
+	if (!o->output_limit_set && e != NULL && arg_uint(e, ULLONG_MAX, out) < 0)
 		return usage_err(a->cmd, "TT_DEVICE_RESULT_BYTES must be a byte count, not '%s'",
 		                 e);
 	return ST_OK;
@@ -2617,7 +2550,10 @@ cmd_queue(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ queue-python */
 
-/* mkdir -p with mode 0700 for every missing component. Returns 0 or -1 with errno. */
+/*
+ * mkdir -p with mode 0700 for every missing component. Returns 0 or -1 with errno. The daemon
+ * has its own for the log dir (ttq.c): the client links no module that could hold both.
+ */
 static int
 mkdir_p(const char *dir)
 {

@@ -2,9 +2,10 @@
  * cli.h - the command-line client: every subcommand of tt-device-queue except `serve`
  * (SPEC section 10).
  *
- * The client speaks HTTP/1.1 over a blocking TCP socket to the daemon and reads its JSON with
- * json.h; it links none of the daemon's modules. Waits use the daemon's `wait=S` long-polls,
- * never a busy loop.
+ * The client speaks HTTP/1.1 to the daemon over one TCP socket, reads the answers' heads with
+ * http.h's response parser and their JSON with json.h; it links no other module (the Makefile's
+ * tests/bin/client-only proves it). Waits use the daemon's `wait=S` long-polls, never a busy
+ * loop.
  */
 #ifndef TTQ_CLI_H
 #define TTQ_CLI_H

@@ -1,21 +1,50 @@
 /*
- * http.c - HTTP/1.1 request-head parser, query-string reader and response-head writer.
+ * http.c - HTTP/1.1 on the wire: request and response heads, the query reader, the head writer,
+ * and the server side of a client connection (struct http_conn) with its pool of workers.
  *
- * Invariants:
- * - http_parse_request is stateless: every call scans buf from its first byte, once, left to
- *   right, and never reads at or past buf + min(len, HTTP_MAX_HEAD). All reads go through a
- *   cursor whose `end` is that bound, and every loop tests `p < end` before dereferencing.
+ * Parsers (http_parse_request, http_parse_response):
+ * - Stateless: every call scans buf from its first byte, once, left to right, and never reads
+ *   at or past buf + min(len, HTTP_MAX_HEAD). All reads go through a cursor whose `end` is
+ *   that bound, and every loop tests `p < end` before dereferencing.
  * - Running out of bytes is never an error by itself: a helper that reaches `end` returns 0
- *   (need more); only bytes actually seen can make a request malformed. So every prefix of a
+ *   (need more); only bytes actually seen can make a head malformed. So every prefix of a
  *   valid head yields 0, and every prefix of a malformed one yields 0 or the same error.
  * - Errors are detected as soon as the bytes in hand prove them (a bad byte, a complete bad
  *   line, a bad header field as soon as its CRLF is seen); only "HTTP/1.1 without Host" waits
- *   for the blank line. Errors are -status with req->error a static message.
- * - Views in *req point into buf; nothing is allocated, nothing is written outside *req.
- * - Leading empty lines (CRLF) before the request line are skipped (RFC 9112 2.2) and counted
+ *   for the blank line. Errors are -status with a static message.
+ * - Views point into buf; nothing is allocated, nothing is written outside the result struct.
+ * - Leading empty lines (CRLF) before a request line are skipped (RFC 9112 2.2) and counted
  *   in the returned length and against HTTP_MAX_HEAD.
+ *
+ * Connections:
+ * - No poll and no timers here: a connection tells its owner (callbacks.watch) the poll events
+ *   and the one deadline its phase needs, and the owner calls back in (http_conn_event,
+ *   http_conn_timeout). Requests go up through callbacks.request; nothing here knows what a
+ *   path means.
+ * - A connection's phase is one enum (enum http_conn_state) changed only by set_state, whose
+ *   table says which change may follow which.
+ * - Answers are in order: a connection reads on (pipelining, up to a bound) but parses its next
+ *   request only once the answer before it was written whole.
+ * - Nothing is written to a socket but by http_server_flush (and a 100 Continue, which answers
+ *   nothing): the owner calls it after its commit, so no answer goes out before what it says
+ *   is durable, and an answer may still be taken back (http_conn_retract) until then.
+ * - At most cfg.workers connections hold a worker, from their complete request until its
+ *   answer was written; others wait first come, first served. Reading, idle and held
+ *   long-polls take none, so slow or idle clients cannot starve the rest.
+ * - A closed connection is only marked (HTTP_CONN_CLOSED) and freed at http_server_sweep, so
+ *   pointers held during one turn of the owner's loop stay valid.
  */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/sockios.h> /* SIOCOUTQ */
 
 #include "http.h"
 
@@ -36,6 +65,7 @@ static const char *const reasons[] = {
     [HTTP_HEADER_FIELDS_TOO_LARGE] = "Request Header Fields Too Large",
     [HTTP_INTERNAL_SERVER_ERROR] = "Internal Server Error",
     [HTTP_NOT_IMPLEMENTED] = "Not Implemented",
+    [HTTP_BAD_GATEWAY] = "Bad Gateway",
     [HTTP_SERVICE_UNAVAILABLE] = "Service Unavailable",
     [HTTP_VERSION_NOT_SUPPORTED] = "HTTP Version Not Supported",
 };
@@ -54,19 +84,24 @@ static const unsigned char tchar_map[128] = {
 };
 /* clang-format on */
 
-static const char msg_bare_lf[] = "bare LF in request head (lines must end in CRLF)";
-
-/* Bytes of the head not yet read: [p, end). end never exceeds buf + HTTP_MAX_HEAD. */
+/*
+ * Bytes of the head not yet read: [p, end), end never beyond buf + HTTP_MAX_HEAD; where a
+ * failure's message goes; and whose head it is, for the messages.
+ */
 struct cursor {
 	const char *p;
 	const char *end;
+	const char **error;
+	bool response;
 };
 
 /* What the fields seen so far say, applied to *req when the head is complete. */
 struct fields {
+	long long content_length; /* -1 until a Content-Length is seen */
 	int hosts;
-	bool close;      /* Connection: close */
-	bool keep_alive; /* Connection: keep-alive */
+	bool close;           /* Connection: close */
+	bool keep_alive;      /* Connection: keep-alive */
+	bool expect_continue; /* Expect: 100-continue */
 };
 
 const char *
@@ -111,35 +146,43 @@ ieq(const char *a, size_t alen, const char *b)
 }
 
 static int
-fail(struct http_request *req, int status, const char *msg)
+fail(struct cursor *c, int status, const char *msg)
 {
-	req->error = msg;
+	*c->error = msg;
 	return -status;
+}
+
+static const char *
+msg_bare_lf(const struct cursor *c)
+{
+	return c->response ? "bare LF in response head (lines must end in CRLF)"
+	                   : "bare LF in request head (lines must end in CRLF)";
 }
 
 /* At a CR: consume CRLF (RFC 9112 2.2: a CR not followed by LF is invalid). */
 static int
-parse_crlf(struct cursor *c, struct http_request *req)
+parse_crlf(struct cursor *c)
 {
 	if (c->end - c->p < 2)
 		return 0;
 	if (c->p[1] != '\n')
-		return fail(req, HTTP_BAD_REQUEST, "bare CR in request head");
+		return fail(c, HTTP_BAD_REQUEST,
+		            c->response ? "bare CR in response head" : "bare CR in request head");
 	c->p += 2;
 	return 1;
 }
 
 /* RFC 9112 2.2: a server SHOULD ignore at least one empty line before the request line. */
 static int
-skip_empty_lines(struct cursor *c, struct http_request *req)
+skip_empty_lines(struct cursor *c)
 {
 	int rc;
 
 	while (c->p < c->end && *c->p == '\r')
-		if ((rc = parse_crlf(c, req)) <= 0)
+		if ((rc = parse_crlf(c)) <= 0)
 			return rc;
 	if (c->p < c->end && *c->p == '\n')
-		return fail(req, HTTP_BAD_REQUEST, msg_bare_lf);
+		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
 	return 1;
 }
 
@@ -154,7 +197,7 @@ parse_method(struct cursor *c, struct http_request *req)
 	if (c->p == c->end)
 		return 0;
 	if (*c->p != ' ' || c->p == s)
-		return fail(req, HTTP_BAD_REQUEST, "invalid method");
+		return fail(c, HTTP_BAD_REQUEST, "invalid method");
 	req->method = s;
 	req->method_len = (size_t)(c->p - s);
 	c->p++;
@@ -170,12 +213,12 @@ parse_target(struct cursor *c, struct http_request *req)
 	if (c->p == c->end)
 		return 0;
 	if (*c->p != '/')
-		return fail(req, HTTP_BAD_REQUEST, "request target must start with '/'");
+		return fail(c, HTTP_BAD_REQUEST, "request target must start with '/'");
 	for (; c->p < c->end && *c->p != ' '; c->p++) {
 		unsigned char ch = (unsigned char)*c->p;
 
 		if (ch < 0x21 || ch > 0x7e)
-			return fail(req, HTTP_BAD_REQUEST, "invalid byte in request target");
+			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
 		if (ch == '?' && !q)
 			q = c->p;
 	}
@@ -190,34 +233,47 @@ parse_target(struct cursor *c, struct http_request *req)
 }
 
 /*
- * HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112 2.3), then CRLF. A later
- * minor version of 1 is processed as 1.1, the highest we conform to (RFC 9110 2.5).
+ * HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112 2.3). Sets the two digits.
+ * Nothing after it is read.
  */
 static int
-parse_version(struct cursor *c, struct http_request *req)
+parse_http_version(struct cursor *c, int *major, int *minor)
 {
 	static const char pat[] = "HTTP/d.d";
-	int major, rc;
 	size_t i;
 
 	for (i = 0; i < sizeof(pat) - 1; i++, c->p++) {
 		if (c->p == c->end)
 			return 0;
 		if (pat[i] == 'd' ? !is_digit(*c->p) : *c->p != pat[i])
-			return fail(req, HTTP_BAD_REQUEST, "invalid HTTP version");
+			return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
 	}
-	major = c->p[-3] - '0';
-	req->minor_version = c->p[-1] - '0';
+	*major = c->p[-3] - '0';
+	*minor = c->p[-1] - '0';
+	return 1;
+}
+
+/*
+ * The request line's version, then CRLF. A later minor version of 1 is processed as 1.1, the
+ * highest we conform to (RFC 9110 2.5).
+ */
+static int
+parse_version(struct cursor *c, struct http_request *req)
+{
+	int major, rc;
+
+	if ((rc = parse_http_version(c, &major, &req->minor_version)) <= 0)
+		return rc;
 	if (c->p == c->end)
 		return 0;
 	if (*c->p == '\n')
-		return fail(req, HTTP_BAD_REQUEST, msg_bare_lf);
+		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
 	if (*c->p != '\r')
-		return fail(req, HTTP_BAD_REQUEST, "invalid HTTP version");
-	if ((rc = parse_crlf(c, req)) <= 0)
+		return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
+	if ((rc = parse_crlf(c)) <= 0)
 		return rc;
 	if (major != 1)
-		return fail(req, HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.x is supported");
+		return fail(c, HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.x is supported");
 	if (req->minor_version > 1)
 		req->minor_version = 1;
 	return 1;
@@ -238,7 +294,7 @@ parse_request_line(struct cursor *c, struct http_request *req)
 
 /* field-name = token, then ':' with no whitespace before it (RFC 9112 5.1). */
 static int
-parse_field_name(struct cursor *c, struct http_request *req, struct http_header *h)
+parse_field_name(struct cursor *c, struct http_header *h)
 {
 	const char *s = c->p;
 
@@ -247,11 +303,11 @@ parse_field_name(struct cursor *c, struct http_request *req, struct http_header 
 	if (c->p == c->end)
 		return 0;
 	if (*c->p == ' ' || *c->p == '\t')
-		return fail(req, HTTP_BAD_REQUEST, "whitespace before colon in header field");
+		return fail(c, HTTP_BAD_REQUEST, "whitespace before colon in header field");
 	if (*c->p != ':')
-		return fail(req, HTTP_BAD_REQUEST, "invalid header field name");
+		return fail(c, HTTP_BAD_REQUEST, "invalid header field name");
 	if (c->p == s)
-		return fail(req, HTTP_BAD_REQUEST, "empty header field name");
+		return fail(c, HTTP_BAD_REQUEST, "empty header field name");
 	h->name = s;
 	h->name_len = (size_t)(c->p - s);
 	c->p++;
@@ -263,7 +319,7 @@ parse_field_name(struct cursor *c, struct http_request *req, struct http_header 
  * obs-text (0x80-0xFF); NUL, DEL and other controls are rejected. The view excludes the OWS.
  */
 static int
-parse_field_value(struct cursor *c, struct http_request *req, struct http_header *h)
+parse_field_value(struct cursor *c, struct http_header *h)
 {
 	const char *s, *last;
 	int rc;
@@ -277,14 +333,13 @@ parse_field_value(struct cursor *c, struct http_request *req, struct http_header
 		if (ch == ' ' || ch == '\t')
 			continue;
 		if (ch < 0x20 || ch == 0x7f)
-			return fail(req, HTTP_BAD_REQUEST,
-			            ch == '\n' ? msg_bare_lf
-			                       : "invalid byte in header field value");
+			return fail(c, HTTP_BAD_REQUEST,
+			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in header field value");
 		last = c->p + 1;
 	}
 	if (c->p == c->end)
 		return 0;
-	if ((rc = parse_crlf(c, req)) <= 0)
+	if ((rc = parse_crlf(c)) <= 0)
 		return rc;
 	h->value = s;
 	h->value_len = (size_t)(last - s);
@@ -293,23 +348,20 @@ parse_field_value(struct cursor *c, struct http_request *req, struct http_header
 
 /* Content-Length = 1*DIGIT (RFC 9110 8.6); repeats must agree. Over 18 digits cannot fit. */
 static int
-parse_content_length(struct http_request *req, const struct http_header *h)
+parse_content_length(struct cursor *c, const struct http_header *h, struct fields *f)
 {
-	long long n = 0;
-	size_t i;
+	unsigned long long n;
+	size_t i = 0;
 
-	if (h->value_len == 0)
-		return fail(req, HTTP_BAD_REQUEST, "invalid Content-Length");
-	for (i = 0; i < h->value_len; i++)
-		if (!is_digit(h->value[i]))
-			return fail(req, HTTP_BAD_REQUEST, "invalid Content-Length");
-	if (h->value_len > 18)
-		return fail(req, HTTP_PAYLOAD_TOO_LARGE, "Content-Length too large");
-	for (i = 0; i < h->value_len; i++)
-		n = n * 10 + (h->value[i] - '0');
-	if (req->content_length >= 0 && req->content_length != n)
-		return fail(req, HTTP_BAD_REQUEST, "conflicting Content-Length headers");
-	req->content_length = n;
+	while (i < h->value_len && is_digit(h->value[i]))
+		i++;
+	if (i == 0 || i < h->value_len)
+		return fail(c, HTTP_BAD_REQUEST, "invalid Content-Length");
+	if (i > 18 || http_parse_uint(h->value, i, ULLONG_MAX, &n) < 0)
+		return fail(c, HTTP_PAYLOAD_TOO_LARGE, "Content-Length too large");
+	if (f->content_length >= 0 && f->content_length != (long long)n)
+		return fail(c, HTTP_BAD_REQUEST, "conflicting Content-Length headers");
+	f->content_length = (long long)n;
 	return 1;
 }
 
@@ -338,7 +390,7 @@ next_element(const char **p, const char *end, const char **e, size_t *elen)
 
 /* Connection = #token (RFC 9110 7.6.1), options case-insensitive. */
 static int
-parse_connection(struct http_request *req, const struct http_header *h, struct fields *f)
+parse_connection(struct cursor *c, const struct http_header *h, struct fields *f)
 {
 	const char *p = h->value, *end = h->value + h->value_len, *e;
 	size_t n, i;
@@ -346,7 +398,7 @@ parse_connection(struct http_request *req, const struct http_header *h, struct f
 	while (next_element(&p, end, &e, &n)) {
 		for (i = 0; i < n; i++)
 			if (!is_tchar(e[i]))
-				return fail(req, HTTP_BAD_REQUEST, "invalid Connection header");
+				return fail(c, HTTP_BAD_REQUEST, "invalid Connection header");
 		if (ieq(e, n, "close"))
 			f->close = true;
 		else if (ieq(e, n, "keep-alive"))
@@ -357,40 +409,46 @@ parse_connection(struct http_request *req, const struct http_header *h, struct f
 
 /* Expect = #expectation; 100-continue is the only one defined (RFC 9110 10.1.1). */
 static int
-parse_expect(struct http_request *req, const struct http_header *h)
+parse_expect(struct cursor *c, const struct http_header *h, struct fields *f)
 {
 	const char *p = h->value, *end = h->value + h->value_len, *e;
 	size_t n;
 
 	while (next_element(&p, end, &e, &n)) {
 		if (!ieq(e, n, "100-continue"))
-			return fail(req, HTTP_EXPECTATION_FAILED, "unsupported expectation");
-		req->expect_continue = true;
+			return fail(c, HTTP_EXPECTATION_FAILED, "unsupported expectation");
+		f->expect_continue = true;
 	}
 	return 1;
 }
 
-/* The header fields whose meaning this parser enforces; the rest are the caller's. */
+/*
+ * The header fields whose meaning this parser enforces; the rest are the caller's. Host and
+ * Expect mean something in a request only.
+ */
 static int
-apply_field(struct http_request *req, const struct http_header *h, struct fields *f)
+apply_field(struct cursor *c, const struct http_header *h, struct fields *f)
 {
 	if (ieq(h->name, h->name_len, "Content-Length"))
-		return parse_content_length(req, h);
+		return parse_content_length(c, h, f);
 	if (ieq(h->name, h->name_len, "Transfer-Encoding"))
-		return fail(req, HTTP_LENGTH_REQUIRED,
-		            "Transfer-Encoding is not supported; send Content-Length");
-	if (ieq(h->name, h->name_len, "Host") && ++f->hosts > 1)
-		return fail(req, HTTP_BAD_REQUEST, "more than one Host header"); /* RFC 9112 3.2 */
+		return fail(c, HTTP_LENGTH_REQUIRED,
+		            c->response ? "Transfer-Encoding is not supported"
+		                        : "Transfer-Encoding is not supported; send Content-Length");
 	if (ieq(h->name, h->name_len, "Connection"))
-		return parse_connection(req, h, f);
+		return parse_connection(c, h, f);
+	if (c->response)
+		return 1;
+	if (ieq(h->name, h->name_len, "Host") && ++f->hosts > 1)
+		return fail(c, HTTP_BAD_REQUEST, "more than one Host header"); /* RFC 9112 3.2 */
 	if (ieq(h->name, h->name_len, "Expect"))
-		return parse_expect(req, h);
+		return parse_expect(c, h, f);
 	return 1;
 }
 
-/* *( field-line CRLF ) CRLF (RFC 9112 2.1, 5). Returns 1 after the blank line. */
+/* *( field-line CRLF ) CRLF (RFC 9112 2.1, 5) into hs[*n..]. Returns 1 after the blank line. */
 static int
-parse_fields(struct cursor *c, struct http_request *req, struct fields *f)
+parse_fields(struct cursor *c, struct http_header *hs, size_t *n, struct fields *f)
 {
 	struct http_header *h;
 	int rc;
@@ -399,42 +457,46 @@ parse_fields(struct cursor *c, struct http_request *req, struct fields *f)
 		if (c->p == c->end)
 			return 0;
 		if (*c->p == '\r')
-			return parse_crlf(c, req);
+			return parse_crlf(c);
 		if (*c->p == '\n')
-			return fail(req, HTTP_BAD_REQUEST, msg_bare_lf);
-		if (*c->p == ' ' ||
-		    *c->p == '\t') /* obs-fold, or whitespace after the start line */
-			return fail(req, HTTP_BAD_REQUEST, "header line folding is not allowed");
-		if (req->num_headers == HTTP_MAX_HEADERS)
-			return fail(req, HTTP_HEADER_FIELDS_TOO_LARGE, "too many header fields");
-		h = &req->headers[req->num_headers];
-		if ((rc = parse_field_name(c, req, h)) <= 0)
+			return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+		if (*c->p == ' ' || *c->p == '\t') /* obs-fold, or whitespace after the start line */
+			return fail(c, HTTP_BAD_REQUEST, "header line folding is not allowed");
+		if (*n == HTTP_MAX_HEADERS)
+			return fail(c, HTTP_HEADER_FIELDS_TOO_LARGE, "too many header fields");
+		h = &hs[*n];
+		if ((rc = parse_field_name(c, h)) <= 0)
 			return rc;
-		if ((rc = parse_field_value(c, req, h)) <= 0)
+		if ((rc = parse_field_value(c, h)) <= 0)
 			return rc;
-		req->num_headers++;
-		if ((rc = apply_field(req, h, f)) < 0)
+		++*n;
+		if ((rc = apply_field(c, h, f)) < 0)
 			return rc;
 	}
 }
 
-/* Checks that need the whole head, and the connection's fate (RFC 9112 9.3). */
+/* Whether the connection persists after this message (RFC 9112 9.3). */
+static bool
+persists(int minor_version, const struct fields *f)
+{
+	return minor_version >= 1 ? !f->close : f->keep_alive && !f->close;
+}
+
+/* Checks that need the whole head, and the connection's fate. */
 static int
-finish(struct http_request *req, const struct fields *f)
+finish_request(struct cursor *c, struct http_request *req, const struct fields *f)
 {
 	if (req->minor_version == 1 && f->hosts == 0)
-		return fail(req, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
-	if (req->minor_version == 1)
-		req->keep_alive = !f->close;
-	else
-		req->keep_alive = f->keep_alive && !f->close;
-	if (req->minor_version == 0)
-		req->expect_continue = false; /* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
+		return fail(c, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
+	req->content_length = f->content_length;
+	req->keep_alive = persists(req->minor_version, f);
+	/* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
+	req->expect_continue = req->minor_version == 1 && f->expect_continue;
 	return 1;
 }
 
 static void
-reset(struct http_request *req)
+reset_request(struct http_request *req)
 {
 	req->method = req->path = req->query = NULL;
 	req->method_len = req->path_len = req->query_len = 0;
@@ -446,27 +508,113 @@ reset(struct http_request *req)
 	req->error = NULL;
 }
 
+/* A cursor over buf[0..min(len, HTTP_MAX_HEAD)) whose failures go to *error. */
+static struct cursor
+cursor_at(const char *buf, size_t len, const char **error, bool response)
+{
+	struct cursor c = {buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), error, response};
+
+	return c;
+}
+
 int
 http_parse_request(const char *buf, size_t len, struct http_request *req)
 {
+	struct fields f = {-1, 0, false, false, false};
 	struct cursor c;
-	struct fields f = {0, false, false};
 	int rc;
 
-	reset(req);
+	reset_request(req);
 	if (len == 0)
 		return 0;
-	c.p = buf;
-	c.end = buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD);
-	if ((rc = skip_empty_lines(&c, req)) <= 0 || (rc = parse_request_line(&c, req)) <= 0 ||
-	    (rc = parse_fields(&c, req, &f)) <= 0) {
-		/* out of bytes: more may come, unless the window is already full (SPEC 5) */
+	c = cursor_at(buf, len, &req->error, false);
+	if ((rc = skip_empty_lines(&c)) <= 0 || (rc = parse_request_line(&c, req)) <= 0 ||
+	    (rc = parse_fields(&c, req->headers, &req->num_headers, &f)) <= 0) {
+		/* out of bytes: more may come, unless the window is already full (431) */
 		if (rc == 0 && len >= HTTP_MAX_HEAD)
-			return fail(req, HTTP_HEADER_FIELDS_TOO_LARGE, "request head too large");
+			return fail(&c, HTTP_HEADER_FIELDS_TOO_LARGE, "request head too large");
 		return rc;
 	}
-	if ((rc = finish(req, &f)) < 0)
+	if ((rc = finish_request(&c, req, &f)) < 0)
 		return rc;
+	return (int)(c.p - buf);
+}
+
+/*
+ * status-line = HTTP-version SP status-code SP [ reason-phrase ] CRLF (RFC 9112 4); a line
+ * that ends right after the status code is taken too, as most clients do.
+ */
+static int
+parse_status_line(struct cursor *c, struct http_response *res)
+{
+	int major, i, rc;
+
+	if ((rc = parse_http_version(c, &major, &res->minor_version)) <= 0)
+		return rc;
+	if (major != 1)
+		return fail(c, HTTP_BAD_GATEWAY, "not HTTP/1.x");
+	for (i = 0; i < 4; i++, c->p++) {
+		if (c->p == c->end)
+			return 0;
+		if (i == 0 ? *c->p != ' ' : !is_digit(*c->p))
+			return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
+		if (i > 0)
+			res->status = res->status * 10 + (*c->p - '0');
+	}
+	if (res->status < 100 || res->status > 599) /* RFC 9110 15 */
+		return fail(c, HTTP_BAD_GATEWAY, "invalid status code");
+	if (c->p == c->end)
+		return 0;
+	if (*c->p == ' ')
+		c->p++;
+	else if (*c->p != '\r')
+		return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
+	res->reason = c->p;
+	for (; c->p < c->end && *c->p != '\r'; c->p++) {
+		unsigned char ch = (unsigned char)*c->p;
+
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+			return fail(c, HTTP_BAD_GATEWAY,
+			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in reason phrase");
+	}
+	if (c->p == c->end)
+		return 0;
+	res->reason_len = (size_t)(c->p - res->reason);
+	return parse_crlf(c);
+}
+
+static void
+reset_response(struct http_response *res)
+{
+	res->minor_version = 0;
+	res->status = 0;
+	res->reason = NULL;
+	res->reason_len = 0;
+	res->num_headers = 0;
+	res->content_length = -1;
+	res->keep_alive = false;
+	res->error = NULL;
+}
+
+int
+http_parse_response(const char *buf, size_t len, struct http_response *res)
+{
+	struct fields f = {-1, 0, false, false, false};
+	struct cursor c;
+	int rc;
+
+	reset_response(res);
+	if (len == 0)
+		return 0;
+	c = cursor_at(buf, len, &res->error, true);
+	if ((rc = parse_status_line(&c, res)) <= 0 ||
+	    (rc = parse_fields(&c, res->headers, &res->num_headers, &f)) <= 0) {
+		if (rc == 0 && len >= HTTP_MAX_HEAD)
+			rc = fail(&c, HTTP_BAD_GATEWAY, "response head too large");
+		return rc < 0 ? -HTTP_BAD_GATEWAY : rc;
+	}
+	res->content_length = f.content_length;
+	res->keep_alive = persists(res->minor_version, &f);
 	return (int)(c.p - buf);
 }
 
@@ -481,14 +629,13 @@ http_header_get(const struct http_request *req, const char *name)
 	return NULL;
 }
 
-/* 1..19 decimal digits (so no overflow in 64 bits), value <= max. */
-static int
-parse_uint(const char *s, size_t n, unsigned long long max, unsigned long long *out)
+int
+http_parse_uint(const char *s, size_t n, unsigned long long max, unsigned long long *out)
 {
 	unsigned long long v = 0;
 	size_t i;
 
-	if (n == 0 || n > 19)
+	if (n == 0 || n > 19) /* 19 digits cannot overflow 64 bits */
 		return -1;
 	for (i = 0; i < n; i++) {
 		if (!is_digit(s[i]))
@@ -498,7 +645,7 @@ parse_uint(const char *s, size_t n, unsigned long long max, unsigned long long *
 	if (v > max)
 		return -1;
 	*out = v;
-	return 1;
+	return 0;
 }
 
 int
@@ -523,7 +670,7 @@ http_query_uint(const char *query, size_t query_len, const char *name, unsigned 
 	}
 	if (!val)
 		return 0;
-	return parse_uint(val, vlen, max, out);
+	return http_parse_uint(val, vlen, max, out) < 0 ? -1 : 1;
 }
 
 /* Appends to out[0..cap); `len` keeps counting past cap so overflow is seen once at the end. */
@@ -589,4 +736,850 @@ http_format_head(char *out, size_t cap, int status, const char *content_type, si
 		put_str(&o, extra);
 	put_str(&o, "\r\n");
 	return o.len <= cap ? o.len : 0;
+}
+
+/* ------------------------------------------------------------------------ connections */
+
+/*
+ * A holder whose answer has not moved for this long while a complete request waits for a
+ * worker loses its connection: 16 clients that stop reading would otherwise hold every worker
+ * until HTTP_WRITE_TIMEOUT and stall the API for everyone.
+ */
+#define STALL_RECLAIM 1.0
+#define IN_SLACK 65536 /* bytes read beyond a maximal request, so pipelining is not throttled */
+#define OUT_KEEP 65536 /* an output buffer bigger than this is freed once written */
+
+/* A growable byte buffer (the connection's input and output). */
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+struct http_conn {
+	struct http_server *srv;
+	void *owner;
+	int fd;
+	enum http_conn_state state;
+	struct buf in;        /* request bytes: the one being read, then pipelined ones */
+	struct buf out;       /* the answer, written from out_off on */
+	size_t out_off;
+	double deadline;      /* monotonic s, 0 for none: what this state waits for at most */
+	short told_events;    /* what the owner was last told (watch) */
+	double told_deadline;
+	bool keep_alive;      /* of the request being answered */
+	int minor;            /* its HTTP minor version */
+	bool continue_sent;   /* 100 Continue already sent for it */
+	bool peer_eof;        /* the client closed its side (half-close): nothing more comes */
+	bool has_worker;      /* holds one of cfg.workers (in srv->holders) */
+	bool in_ready, in_flush; /* on srv->ready / srv->flush */
+	struct http_conn *qnext;          /* in the worker queue (WAITING) */
+	struct http_conn *hnext, *hprev;  /* in the list of holders */
+	struct http_conn *anext, *aprev;  /* in the list of open connections */
+	double progress_at; /* monotonic s its answer last moved (stall reclaim) */
+	int last_outq;      /* bytes in its socket's send queue when last looked at, -1 */
+};
+
+/* A list of connections, for the work of one turn. */
+struct list {
+	struct http_conn **v;
+	size_t n, cap;
+};
+
+struct http_server {
+	struct http_server_config cfg;
+	struct http_callbacks cb;
+	long long nconns;
+	long long busy; /* workers taken */
+	struct http_conn *holders;
+	struct http_conn *workq_head, *workq_tail; /* WAITING, first come first served */
+	double look_at; /* next look for stalled holders while the queue is not empty */
+	struct list ready;     /* requests to run at http_server_process */
+	struct list flush;     /* answers to write at http_server_flush */
+	struct list graveyard; /* CLOSED, freed at http_server_sweep */
+	struct http_conn *open; /* every connection not CLOSED */
+};
+
+/* Out of memory for a work list: the server's bookkeeping would be lost, so stop here. */
+static void
+list_push(struct list *l, struct http_conn *c)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 32;
+		struct http_conn **v = realloc(l->v, sizeof(*v) * cap);
+
+		if (!v)
+			abort();
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = c;
+}
+
+static void
+list_free(struct list *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
+}
+
+static double
+now(const struct http_conn *c)
+{
+	return *c->srv->cfg.now;
+}
+
+/* Room for n more bytes; -1 when out of memory. */
+static int
+buf_reserve(struct buf *b, size_t n, size_t min_cap)
+{
+	size_t cap;
+	char *p;
+
+	if (b->cap - b->len >= n)
+		return 0;
+	for (cap = b->cap ? b->cap : min_cap; cap - b->len < n; cap *= 2)
+		;
+	if (!(p = realloc(b->p, cap)))
+		return -1;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static void
+buf_free(struct buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+/*
+ * The connection's phases: which change may follow which. Everything that moves a connection
+ * goes through set_state, so a change that is not here is a bug seen in one place.
+ */
+#define TO(s) (1u << (s))
+static const unsigned legal[] = {
+	[HTTP_CONN_IDLE] = TO(HTTP_CONN_READING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_READING] = TO(HTTP_CONN_WAITING) | TO(HTTP_CONN_ANSWERING) |
+			      TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_WAITING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_ANSWERING] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) |
+				TO(HTTP_CONN_HELD) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_HELD] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_WRITING] = TO(HTTP_CONN_IDLE) | TO(HTTP_CONN_READING) | TO(HTTP_CONN_ANSWERING) |
+			      TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_CLOSING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_CLOSED] = 0,
+};
+
+/* The poll events c needs in its state. */
+static short
+conn_events(const struct http_conn *c)
+{
+	/* POLLRDHUP is level-triggered: once the peer's EOF was read, asking again would spin. */
+	short ev = c->peer_eof ? 0 : POLLRDHUP;
+
+	if (c->out.len > c->out_off)
+		ev |= POLLOUT;
+	/* Stop reading when a client piles up requests we have not answered yet. */
+	if (!c->peer_eof && c->in.len < HTTP_MAX_HEAD + c->srv->cfg.max_body + IN_SLACK)
+		ev |= POLLIN;
+	return ev;
+}
+
+/* Tell the owner what c waits for, when that changed. */
+static void
+tell_owner(struct http_conn *c)
+{
+	short ev;
+
+	if (c->state == HTTP_CONN_CLOSED)
+		return;
+	ev = conn_events(c);
+	if (ev == c->told_events && c->deadline == c->told_deadline)
+		return;
+	c->told_events = ev;
+	c->told_deadline = c->deadline;
+	c->srv->cb.watch(c, ev, c->deadline);
+}
+
+/* The deadline a state starts with. */
+static double
+state_deadline(const struct http_conn *c, enum http_conn_state to)
+{
+	switch (to) {
+	case HTTP_CONN_IDLE:
+	case HTTP_CONN_READING:
+		return now(c) + HTTP_IDLE_TIMEOUT;
+	case HTTP_CONN_WAITING:
+		return c == c->srv->workq_head ? c->srv->look_at : 0;
+	case HTTP_CONN_HELD:
+		return c->deadline; /* the owner's, set by http_conn_hold */
+	default:
+		return 0; /* answering: none; writing: the write timeout once a write must wait */
+	}
+}
+
+static void
+set_state(struct http_conn *c, enum http_conn_state to)
+{
+	if (!(legal[c->state] & TO(to))) {
+		fprintf(stderr, "tt-device-queue: connection state %d cannot become %d\n", c->state,
+			to);
+		abort();
+	}
+	c->state = to;
+	c->deadline = state_deadline(c, to);
+	tell_owner(c);
+}
+
+/* ---- the in-flight limit: cfg.workers requests are answered at once, the rest wait (FIFO) */
+
+static void conn_close(struct http_conn *c);
+
+static void
+ready_later(struct http_conn *c)
+{
+	if (!c->in_ready) {
+		c->in_ready = true;
+		list_push(&c->srv->ready, c);
+	}
+}
+
+static void
+flush_later(struct http_conn *c)
+{
+	if (!c->in_flush) {
+		c->in_flush = true;
+		list_push(&c->srv->flush, c);
+	}
+}
+
+static void
+holder_add(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+
+	c->has_worker = true;
+	c->progress_at = now(c);
+	c->last_outq = -1;
+	c->hprev = NULL;
+	c->hnext = s->holders;
+	if (s->holders)
+		s->holders->hprev = c;
+	s->holders = c;
+}
+
+static void
+holder_remove(struct http_conn *c)
+{
+	if (c->hprev)
+		c->hprev->hnext = c->hnext;
+	else
+		c->srv->holders = c->hnext;
+	if (c->hnext)
+		c->hnext->hprev = c->hprev;
+	c->hnext = c->hprev = NULL;
+	c->has_worker = false;
+}
+
+/* The head of the worker queue carries the time of the next look for stalled holders. */
+static void
+new_head(struct http_server *s)
+{
+	struct http_conn *h = s->workq_head;
+
+	if (h && h->deadline != s->look_at) {
+		h->deadline = s->look_at;
+		tell_owner(h);
+	}
+}
+
+static void
+workq_push(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+
+	c->qnext = NULL;
+	if (s->workq_tail) {
+		s->workq_tail->qnext = c;
+	} else {
+		s->workq_head = c;
+		s->look_at = now(c) + STALL_RECLAIM / 2;
+	}
+	s->workq_tail = c;
+}
+
+static void
+workq_remove(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+	struct http_conn **p = &s->workq_head, *prev = NULL;
+
+	for (; *p; prev = *p, p = &(*p)->qnext)
+		if (*p == c) {
+			*p = c->qnext;
+			if (s->workq_tail == c)
+				s->workq_tail = prev;
+			c->qnext = NULL;
+			new_head(s);
+			return;
+		}
+}
+
+/* Give c's worker to the longest-waiting complete request, or free it. */
+static void
+worker_release(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+	struct http_conn *next = s->workq_head;
+
+	if (!c->has_worker)
+		return;
+	holder_remove(c);
+	if (!next) {
+		s->busy--;
+		return;
+	}
+	s->workq_head = next->qnext;
+	if (!s->workq_head)
+		s->workq_tail = NULL;
+	next->qnext = NULL;
+	holder_add(next); /* handed over: busy is unchanged */
+	set_state(next, HTTP_CONN_ANSWERING);
+	ready_later(next);
+	new_head(s);
+}
+
+/*
+ * All workers are taken and a complete request waits: the holder whose answer has not moved
+ * for STALL_RECLAIM seconds the longest (a client that stopped reading) is cut off. Readers
+ * that make progress keep their worker.
+ */
+static void
+worker_reclaim(struct http_server *s)
+{
+	struct http_conn *c, *oldest = NULL;
+	double t = *s->cfg.now;
+	int outq;
+
+	for (c = s->holders; c; c = c->hnext) {
+		if (c->out.len <= c->out_off || ioctl(c->fd, SIOCOUTQ, &outq) < 0)
+			continue;
+		/*
+		 * The socket's send queue, not our writes, shows whether the client reads: POLLOUT
+		 * comes back only after a large part of a big send buffer drained, so a slow but
+		 * steady reader can go seconds without a write of ours.
+		 */
+		if (outq != c->last_outq) {
+			c->last_outq = outq;
+			c->progress_at = t;
+		} else if (t - c->progress_at >= STALL_RECLAIM &&
+			   (!oldest || c->progress_at < oldest->progress_at)) {
+			oldest = c;
+		}
+	}
+	if (oldest)
+		conn_close(oldest);
+}
+
+/* The worker queue's head timed out: look for a stalled holder, and again later. */
+static void
+worker_look(struct http_server *s)
+{
+	s->look_at = *s->cfg.now + STALL_RECLAIM / 2;
+	worker_reclaim(s);
+	new_head(s);
+}
+
+/* A worker for c's complete request: ANSWERING when one is free, else WAITING its turn. */
+static void
+worker_take(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+
+	if (s->busy >= s->cfg.workers)
+		worker_reclaim(s);
+	if (s->busy < s->cfg.workers && !s->workq_head) {
+		s->busy++;
+		holder_add(c);
+		set_state(c, HTTP_CONN_ANSWERING);
+		return;
+	}
+	workq_push(c);
+	set_state(c, HTTP_CONN_WAITING);
+}
+
+/* ---- answers */
+
+/* A JSON error answer {"error": msg} for the failures found here: msg is static ASCII
+ * without '"' or '\\' (http.c's own messages), so it needs no escaping. */
+static void
+respond_error(struct http_conn *c, int status, const char *msg)
+{
+	char body[256];
+	int n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", msg);
+
+	http_conn_respond(c, status, "application/json; charset=utf-8", body,
+			  n < (int)sizeof(body) ? (size_t)n : sizeof(body) - 1, NULL);
+}
+
+/* The head for an answer of len bytes into head[0..cap); the state it leads to. */
+static size_t
+answer_head(struct http_conn *c, char *head, size_t cap, int status, const char *content_type,
+	    size_t len, const char *extra, enum http_conn_state *to)
+{
+	*to = c->keep_alive ? HTTP_CONN_WRITING : HTTP_CONN_CLOSING;
+	return http_format_head(head, cap, status, content_type, len, c->keep_alive, c->minor,
+				extra);
+}
+
+void
+http_conn_respond(struct http_conn *c, int status, const char *content_type, const void *body,
+		  size_t len, const char *extra)
+{
+	enum http_conn_state to;
+	char head[1024];
+	size_t n;
+
+	if (c->state == HTTP_CONN_CLOSED)
+		return;
+	n = answer_head(c, head, sizeof(head), status, content_type, len, extra, &to);
+	if (buf_reserve(&c->out, n + len, n + len) < 0) {
+		conn_close(c);
+		return;
+	}
+	memcpy(c->out.p + c->out.len, head, n);
+	if (len > 0)
+		memcpy(c->out.p + c->out.len + n, body, len);
+	c->out.len += n + len;
+	set_state(c, to);
+	flush_later(c);
+}
+
+void
+http_conn_respond_heap(struct http_conn *c, int status, const char *content_type, char *body,
+		       size_t len, const char *extra)
+{
+	enum http_conn_state to;
+	char head[1024];
+	size_t n;
+	char *p;
+
+	if (c->state == HTTP_CONN_CLOSED || c->out.len > 0) {
+		if (c->state != HTTP_CONN_CLOSED)
+			http_conn_respond(c, status, content_type, body, len, extra);
+		free(body);
+		return;
+	}
+	n = answer_head(c, head, sizeof(head), status, content_type, len, extra, &to);
+	if (!(p = realloc(body, n + len))) {
+		free(body);
+		conn_close(c);
+		return;
+	}
+	memmove(p + n, p, len);
+	memcpy(p, head, n);
+	buf_free(&c->out);
+	c->out = (struct buf){p, n + len, n + len};
+	c->out_off = 0;
+	set_state(c, to);
+	flush_later(c);
+}
+
+void
+http_conn_hold(struct http_conn *c, double until)
+{
+	c->deadline = until; /* the state's deadline (state_deadline) */
+	set_state(c, HTTP_CONN_HELD);
+	worker_release(c); /* a held long-poll takes no worker */
+}
+
+void
+http_conn_retract(struct http_conn *c)
+{
+	if (c->state == HTTP_CONN_CLOSED)
+		return;
+	c->out.len = c->out_off = 0;
+	set_state(c, HTTP_CONN_ANSWERING);
+}
+
+/* ---- reading and running requests */
+
+/* The answered request's bytes go; pipelined bytes move to the front. */
+static void
+consume(struct http_conn *c, size_t n)
+{
+	memmove(c->in.p, c->in.p + n, c->in.len - n);
+	c->in.len -= n;
+	c->continue_sent = false;
+}
+
+/* A request whose framing is lost or refused: answer and close (its bytes are dropped). */
+static void
+refuse(struct http_conn *c, int status, const char *why)
+{
+	c->keep_alive = false;
+	c->in.len = 0;
+	respond_error(c, status, why);
+}
+
+/* RFC 9110 10.1.1: the client waits for this before it sends the body. */
+static void
+send_continue(struct http_conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	c->continue_sent = true;
+	if (send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
+		conn_close(c);
+}
+
+/*
+ * Answer the request buffered on c when c is free to: READING (its worker taken here) or
+ * ANSWERING (handed a worker). One request per write cycle keeps answers in order.
+ */
+static void
+process(struct http_conn *c)
+{
+	struct http_request req;
+	size_t need;
+	int r;
+
+	if (c->state != HTTP_CONN_READING && c->state != HTTP_CONN_ANSWERING)
+		return;
+	r = http_parse_request(c->in.p, c->in.len, &req);
+	if (r == 0) {
+		if (c->peer_eof)
+			conn_close(c);
+		return;
+	}
+	if (r < 0) {
+		c->minor = 1;
+		refuse(c, -r, req.error ? req.error : http_reason(-r));
+		return;
+	}
+	c->keep_alive = req.keep_alive;
+	c->minor = req.minor_version;
+	/* HEAD is never served, and its refusal has a body a HEAD client does not read (RFC 9110
+	 * 9.3.2): close after it, or that body would be taken for the next answer's start. */
+	if (req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0)
+		c->keep_alive = false;
+	if (req.content_length > (long long)c->srv->cfg.max_body) {
+		char why[80];
+
+		snprintf(why, sizeof(why), "Request body over %zu bytes", c->srv->cfg.max_body);
+		refuse(c, HTTP_PAYLOAD_TOO_LARGE, why);
+		return;
+	}
+	need = (size_t)r + (size_t)(req.content_length > 0 ? req.content_length : 0);
+	if (c->in.len < need) {
+		if (req.expect_continue && !c->continue_sent)
+			send_continue(c);
+		if (c->peer_eof && c->state != HTTP_CONN_CLOSED)
+			conn_close(c);
+		return;
+	}
+	if (c->state == HTTP_CONN_READING)
+		worker_take(c);
+	if (c->state != HTTP_CONN_ANSWERING)
+		return;
+	c->srv->cb.request(c, &req, c->in.p + r, need - (size_t)r);
+	if (c->state == HTTP_CONN_CLOSED)
+		return;
+	consume(c, need);
+	if (c->state == HTTP_CONN_ANSWERING) /* the handler broke its contract: say so */
+		respond_error(c, HTTP_INTERNAL_SERVER_ERROR, "No answer was made");
+}
+
+/* Read what the socket holds; false when the connection was closed. */
+static bool
+conn_read(struct http_conn *c)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (buf_reserve(&c->in, 4096, 8192) < 0) {
+			conn_close(c);
+			return false;
+		}
+		n = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
+		if (n > 0) {
+			c->in.len += (size_t)n;
+			if (!(conn_events(c) & POLLIN))
+				return true;
+			continue;
+		}
+		if (n == 0) {
+			c->peer_eof = true;
+			return true;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN)
+			return true;
+		conn_close(c);
+		return false;
+	}
+}
+
+void
+http_conn_event(struct http_conn *c, short revents)
+{
+	if (c->state == HTTP_CONN_CLOSED)
+		return;
+	if (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
+		if (!conn_read(c))
+			return;
+		if (c->peer_eof && (c->state == HTTP_CONN_HELD || c->in.len == 0)) {
+			conn_close(c); /* gone: a waiting client costs nothing more */
+			return;
+		}
+		if (c->state == HTTP_CONN_IDLE && c->in.len > 0)
+			set_state(c, HTTP_CONN_READING);
+		process(c);
+	}
+	if (c->state != HTTP_CONN_CLOSED && (revents & POLLOUT))
+		flush_later(c);
+	tell_owner(c);
+}
+
+void
+http_conn_timeout(struct http_conn *c)
+{
+	switch (c->state) {
+	case HTTP_CONN_IDLE:    /* an idle keep-alive connection */
+	case HTTP_CONN_WRITING: /* a reader that stalled */
+	case HTTP_CONN_CLOSING:
+		conn_close(c);
+		break;
+	case HTTP_CONN_READING: {
+		char why[80];
+
+		snprintf(why, sizeof(why), "Request not completed within %.0f seconds",
+			 HTTP_IDLE_TIMEOUT);
+		c->keep_alive = false;
+		respond_error(c, HTTP_REQUEST_TIMEOUT, why);
+		break;
+	}
+	case HTTP_CONN_WAITING:
+		worker_look(c->srv);
+		break;
+	case HTTP_CONN_HELD:
+		c->srv->cb.hold_expired(c);
+		break;
+	case HTTP_CONN_ANSWERING:
+	case HTTP_CONN_CLOSED:
+		break;
+	}
+	tell_owner(c);
+}
+
+/* ---- writing */
+
+/* An answer was written whole: the next request, or idle, or the end. */
+static void
+answered(struct http_conn *c)
+{
+	c->out.len = c->out_off = 0;
+	if (c->out.cap > OUT_KEEP)
+		buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
+	if (c->state == HTTP_CONN_CLOSING) {
+		conn_close(c);
+		return;
+	}
+	worker_release(c);
+	if (c->in.len > 0) {
+		set_state(c, HTTP_CONN_READING);
+		ready_later(c);
+	} else if (c->peer_eof) {
+		conn_close(c); /* answered a client that half-closed (nc -N): nothing more comes */
+	} else {
+		set_state(c, HTTP_CONN_IDLE);
+	}
+}
+
+/* Write what c has to say; after a complete answer, go on with its next request. */
+static void
+conn_flush(struct http_conn *c)
+{
+	if (c->state != HTTP_CONN_WRITING && c->state != HTTP_CONN_CLOSING)
+		return;
+	while (c->out.len > c->out_off) {
+		ssize_t n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			c->progress_at = now(c);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			c->deadline = now(c) + HTTP_WRITE_TIMEOUT;
+			tell_owner(c);
+			return;
+		}
+		conn_close(c);
+		return;
+	}
+	answered(c);
+}
+
+void
+http_server_flush(struct http_server *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->flush.n; i++) {
+		struct http_conn *c = s->flush.v[i];
+
+		c->in_flush = false;
+		conn_flush(c);
+	}
+	s->flush.n = 0;
+}
+
+void
+http_server_process(struct http_server *s)
+{
+	size_t i, n = s->ready.n;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < n; i++) {
+		struct http_conn *c = s->ready.v[i];
+
+		c->in_ready = false;
+		process(c);
+		tell_owner(c);
+	}
+	/* Connections made ready while processing stay for the next round. */
+	memmove(s->ready.v, s->ready.v + n, sizeof(*s->ready.v) * (s->ready.n - n));
+	s->ready.n -= n;
+}
+
+bool
+http_server_ready(const struct http_server *s)
+{
+	return s->ready.n > 0;
+}
+
+/* ---- a connection's life */
+
+static void
+conn_close(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+
+	if (c->state == HTTP_CONN_CLOSED)
+		return;
+	if (c->state == HTTP_CONN_WAITING)
+		workq_remove(c);
+	set_state(c, HTTP_CONN_CLOSED);
+	worker_release(c);
+	if (c->aprev)
+		c->aprev->anext = c->anext;
+	else
+		s->open = c->anext;
+	if (c->anext)
+		c->anext->aprev = c->aprev;
+	s->nconns--;
+	s->cb.closed(c);
+	close(c->fd);
+	c->fd = -1;
+	list_push(&s->graveyard, c);
+}
+
+struct http_conn *
+http_conn_new(struct http_server *s, int fd, void *owner)
+{
+	struct http_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->srv = s;
+	c->owner = owner;
+	c->fd = fd;
+	c->state = HTTP_CONN_IDLE;
+	c->keep_alive = true;
+	c->minor = 1;
+	c->told_events = -1;
+	c->last_outq = -1;
+	c->anext = s->open;
+	if (s->open)
+		s->open->aprev = c;
+	s->open = c;
+	s->nconns++;
+	c->deadline = state_deadline(c, HTTP_CONN_IDLE);
+	tell_owner(c);
+	return c;
+}
+
+void *
+http_conn_owner(const struct http_conn *c)
+{
+	return c->owner;
+}
+
+enum http_conn_state
+http_conn_state(const struct http_conn *c)
+{
+	return c->state;
+}
+
+long long
+http_server_connections(const struct http_server *s)
+{
+	return s->nconns;
+}
+
+void
+http_server_sweep(struct http_server *s)
+{
+	size_t i, k;
+
+	/* A closed connection may still be on the ready list (left for the next round). */
+	for (i = k = 0; i < s->ready.n; i++)
+		if (s->ready.v[i]->state != HTTP_CONN_CLOSED)
+			s->ready.v[k++] = s->ready.v[i];
+	s->ready.n = k;
+	for (i = 0; i < s->graveyard.n; i++) {
+		struct http_conn *c = s->graveyard.v[i];
+
+		buf_free(&c->in);
+		buf_free(&c->out);
+		free(c);
+	}
+	s->graveyard.n = 0;
+}
+
+struct http_server *
+http_server_new(const struct http_server_config *cfg, const struct http_callbacks *cb)
+{
+	struct http_server *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->cfg = *cfg;
+	s->cb = *cb;
+	return s;
+}
+
+void
+http_server_free(struct http_server *s)
+{
+	if (!s)
+		return;
+	while (s->open)
+		conn_close(s->open);
+	s->flush.n = 0;
+	http_server_sweep(s);
+	list_free(&s->ready);
+	list_free(&s->flush);
+	list_free(&s->graveyard);
+	free(s);
 }

@@ -1,20 +1,27 @@
 /*
- * ttq.c - tt-device-queue: main, configuration, the event loop and the HTTP handlers.
+ * ttq.c - tt-device-queue: main, configuration, the event loop and timers, the route table and
+ * its handlers, the job lifecycle and card resets around the scheduler and the store.
  *
  * Design invariants (SPEC sections 2-10):
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
  *     job output pipes, the signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP). Timers (job
- *     deadlines, kill escalation, idle connections, long-polls, store retries, retention) live
- *     in one min-heap and the earliest becomes the poll timeout. No busy waiting.
+ *     deadlines, kill escalation, each connection's one deadline, store retries, retention)
+ *     live in one min-heap and the earliest becomes the poll timeout. No busy waiting.
+ *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
+ *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
+ *     and answers its requests (handle_request, the route table). The listening socket stays
+ *     here: TT_DEVICE_MAX_CONNECTIONS, the pause when accept runs out of descriptors (a timer
+ *     and a log line) and its close at shutdown are the daemon's decisions, not HTTP's.
  *   - Memory holds only active jobs (queued, running, and finished but not yet committed);
  *     completed jobs are read from SQLite. Each card's last SCHED_RECENT completions are kept
  *     as pre-rendered JSON so /status needs no query.
  *   - Group commit: handlers and process events only change memory and mark records dirty.
  *     Once per loop iteration store_sync() writes every dirty record in one transaction; only
- *     after it committed are responses written, processes started (a job's `running` is
- *     durable before its shell exists) and finished jobs forgotten. A failed commit makes the
- *     store degraded: that iteration's submissions are answered 503 instead, dispatch stops,
- *     and the dirty records are retried every second until a commit succeeds.
+ *     after it committed are responses written (http_server_flush), processes started (a job's
+ *     `running` is durable before its shell exists) and finished jobs forgotten. A failed
+ *     commit makes the store degraded: that iteration's submissions are answered 503 instead
+ *     (http_conn_retract), dispatch stops, and the dirty records are retried every second
+ *     until a commit succeeds.
  *   - A job is finished only when its shell was reaped and its pipe reached EOF (or the
  *     straggler bound passed); then whatever is left of its process group is killed, and the
  *     card stays busy until none of it is alive (a killed process holds the card until its
@@ -27,7 +34,8 @@
  *     request but /status and /metrics is refused, and no timer but store_retry needs it.
  *
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
- * back into it or into each other (store.h uses sched.h's plain records).
+ * into it or into each other (store.h uses sched.h's plain records) but through the callbacks
+ * this file registers (http.c's struct http_callbacks).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -76,9 +84,6 @@
 #define TTQ_VERSION "dev"
 #endif
 
-#define IDLE_TIMEOUT 10.0     /* SPEC 5: idle or dribbling connection */
-#define WRITE_TIMEOUT 10.0    /* a client that reads nothing of its answer for this long */
-#define STALL_RECLAIM 1.0     /* s a stalled answer keeps its worker while others wait */
 #define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
 #define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
@@ -641,7 +646,7 @@ timers_timeout(void)
 
 enum stop_reason { STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_PREEMPT };
 
-struct conn;
+struct client;
 
 /* An active job: queued, running, or finished and waiting for its commit. */
 struct active {
@@ -665,7 +670,7 @@ struct active {
 	bool closing_warned;      /* logged that it takes long */
 	int stop;                 /* enum stop_reason */
 	int late_stop;            /* one that came after the shell ended (iteration_done) */
-	struct conn *waiters;     /* held /result and /logs long-polls */
+	struct client *waiters;   /* held /result and /logs long-polls */
 	char **envp;              /* a run job's environment, kept for its iterations */
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
@@ -733,9 +738,8 @@ struct recent {
 
 /* A submission answered 200 in this iteration: rewritten to 503 if the commit fails. */
 struct ack {
-	struct conn *conn;
+	struct http_conn *conn;
 	struct active *a;
-	size_t out_start; /* where its response starts in the connection's output */
 };
 
 static struct {
@@ -775,8 +779,7 @@ static struct {
 	struct stat dir_st;     /* what dir_fd is, and what the log dir's path must name */
 	struct stat db_st;      /* the database file the store opened (log_dir_in_place) */
 	struct timer dir_check; /* looks for a log dir removed under an idle daemon */
-	long long nconns;
-	long long busy_workers;
+	struct http_server *http; /* the client connections */
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1,
        .dir_fd = -1};
 
@@ -1362,101 +1365,46 @@ recent_forget(const char *id)
 
 /* ------------------------------------------------------------------------ connections */
 
+/*
+ * A client connection as this file sees it: http.c's connection, the loop's watch and timer
+ * for it, and the long-poll it may hold on an active job.
+ */
 enum held_kind { HELD_NONE = 0, HELD_RESULT, HELD_LOGS };
 
-struct conn {
-	int fd, slot;
-	char *in; /* request bytes, heap */
-	size_t in_len, in_cap;
-	struct json_buf out; /* response bytes not yet written */
-	size_t out_off;
-	struct timer timer;   /* idle, slow request, slow reader, or long-poll deadline */
-	bool keep_alive;      /* of the request being answered */
-	int minor;            /* its HTTP minor version */
-	bool close_after;     /* close once out is written */
-	bool peer_eof;        /* the client closed its side */
-	bool has_worker;      /* holds one of TT_DEVICE_HTTP_WORKERS */
-	bool queued_worker;   /* waits in the worker queue */
-	bool continue_sent;   /* 100 Continue already sent for this request */
-	bool request_started; /* the slow-request deadline is armed */
-	bool in_flush, in_ready, dead;
-	int held;             /* enum held_kind */
+struct client {
+	struct http_conn *http;
+	int slot;           /* watch slot of its socket */
+	struct timer timer; /* the deadline http.c asked for */
+	int held;           /* enum held_kind */
 	unsigned long long held_offset, held_limit;
 	struct active *held_on;
-	struct conn *wnext, *wprev; /* in held_on->waiters */
-	struct conn *qnext;         /* in the worker queue */
-	struct conn *hnext, *hprev; /* in the list of worker holders */
-	double progress_at;         /* monotonic time its answer last moved */
-	int last_outq;              /* bytes in its socket's send queue when last looked at */
+	struct client *wnext, *wprev; /* in held_on->waiters */
 };
 
-static struct vec flushq;    /* connections with output to write after the commit */
-static struct vec readyq;    /* connections with buffered requests to process */
-static struct vec graveyard; /* closed connections, freed after the iteration */
-static struct conn *workq_head, *workq_tail;
 static struct json_buf body_buf; /* scratch for response bodies */
 
-static void conn_close(struct conn *c);
-static void conn_process(struct conn *c);
-static void handle_request(struct conn *c, const struct http_request *req, const char *body,
-			   size_t body_len);
-static void held_release(struct conn *c);
+static void held_release(struct client *cl);
 
+/* A complete answer (head and body) for c's request; written after the commit. */
 static void
-conn_flush_later(struct conn *c)
-{
-	if (!c->in_flush && !c->dead) {
-		c->in_flush = true;
-		vec_push(&flushq, c);
-	}
-}
-
-static void
-conn_ready(struct conn *c)
-{
-	if (!c->in_ready && !c->dead) {
-		c->in_ready = true;
-		vec_push(&readyq, c);
-	}
-}
-
-/* Append a complete response (head and body) to the connection's output. */
-static void
-respond_raw(struct conn *c, int status, const char *ctype, const void *body, size_t len,
+respond_raw(struct http_conn *c, int status, const char *ctype, const void *body, size_t len,
 	    const char *extra)
 {
-	char head[1024];
-	size_t n;
-
-	if (!c->keep_alive)
-		c->close_after = true;
-	n = http_format_head(head, sizeof(head), status, ctype, len, !c->close_after, c->minor,
-			     extra);
-	if (body == body_buf.p && len > 65536 && c->out.len == 0 &&
-	    json_buf_reserve(&body_buf, n) == 0) {
+	if (body == body_buf.p && len > 65536) {
 		/*
 		 * A big body (/status with a long queue): the connection takes the scratch buffer
-		 * itself, head moved in front, instead of a second copy of the body. conn_flush
-		 * hands it back, so one such buffer exists, not two (peak memory, issue #8).
+		 * itself instead of a second copy of the body, so one such buffer exists, not two
+		 * (peak memory). The next big body grows a new one.
 		 */
-		struct json_buf mine = c->out;
-
-		memmove(body_buf.p + n, body_buf.p, len);
-		memcpy(body_buf.p, head, n);
-		body_buf.len = n + len;
-		c->out = body_buf;
-		body_buf = mine;
-		conn_flush_later(c);
+		http_conn_respond_heap(c, status, ctype, body_buf.p, len, extra);
+		json_buf_init(&body_buf);
 		return;
 	}
-	json_buf_reserve(&c->out, n + len);
-	json_buf_add(&c->out, head, n);
-	json_buf_add(&c->out, body, len);
-	conn_flush_later(c);
+	http_conn_respond(c, status, ctype, body, len, extra);
 }
 
 static void
-respond_json(struct conn *c, int status, const struct json_buf *b, const char *extra)
+respond_json(struct http_conn *c, int status, const struct json_buf *b, const char *extra)
 {
 	if (b->oom) {
 		static const char oom[] = "{\"error\": \"out of memory\"}";
@@ -1479,7 +1427,7 @@ body_begin(void)
 }
 
 static void __attribute__((format(printf, 3, 4)))
-respond_error(struct conn *c, int status, const char *fmt, ...)
+respond_error(struct http_conn *c, int status, const char *fmt, ...)
 {
 	char msg[1024];
 	struct json_w w = body_begin();
@@ -1494,285 +1442,103 @@ respond_error(struct conn *c, int status, const char *fmt, ...)
 	respond_json(c, status, &body_buf, NULL);
 }
 
-static struct conn *holders; /* connections holding a worker */
-
 static void
-holder_add(struct conn *c)
+waiter_unlink(struct client *cl)
 {
-	c->has_worker = true;
-	c->progress_at = mono_now;
-	c->last_outq = -1;
-	c->hprev = NULL;
-	c->hnext = holders;
-	if (holders)
-		holders->hprev = c;
-	holders = c;
-}
-
-static void
-holder_remove(struct conn *c)
-{
-	if (c->hprev)
-		c->hprev->hnext = c->hnext;
-	else
-		holders = c->hnext;
-	if (c->hnext)
-		c->hnext->hprev = c->hprev;
-	c->hnext = c->hprev = NULL;
-	c->has_worker = false;
-}
-
-/* Give c's worker to the longest-waiting complete request, or free it. */
-static void
-worker_release(struct conn *c)
-{
-	struct conn *next;
-
-	if (!c->has_worker)
-		return;
-	holder_remove(c);
-	while ((next = workq_head)) {
-		workq_head = next->qnext;
-		if (!workq_head)
-			workq_tail = NULL;
-		next->queued_worker = false;
-		if (!next->dead) {
-			holder_add(next); /* handed over: busy_workers is unchanged */
-			conn_ready(next);
-			return;
-		}
-	}
-	D.busy_workers--;
-}
-
-/*
- * All workers are taken and a complete request waits: a holder whose answer has not moved for
- * STALL_RECLAIM seconds (a client that stopped reading) is cut off so it cannot hold a worker
- * that others need (SPEC 5: a non-reading client never delays others). Readers that make
- * progress keep theirs.
- */
-static void
-worker_reclaim(void)
-{
-	struct conn *c, *oldest = NULL;
-	int outq;
-
-	for (c = holders; c; c = c->hnext) {
-		if (c->out.len <= c->out_off || ioctl(c->fd, SIOCOUTQ, &outq) < 0)
-			continue;
-		/*
-		 * The socket's send queue, not our writes, shows whether the client reads: POLLOUT
-		 * comes back only after a large part of a big send buffer drained, so a slow but
-		 * steady reader can go seconds without a write of ours.
-		 */
-		if (outq != c->last_outq) {
-			c->last_outq = outq;
-			c->progress_at = mono_now;
-		} else if (mono_now - c->progress_at >= STALL_RECLAIM &&
-			   (!oldest || c->progress_at < oldest->progress_at)) {
-			oldest = c;
-		}
-	}
-	if (oldest)
-		conn_close(oldest);
-}
-
-static struct timer reclaim_timer;
-
-/* While requests wait for a worker, look for stalled holders every half STALL_RECLAIM. */
-static void
-reclaim_fired(void *arg)
-{
-	(void)arg;
-	if (!workq_head)
-		return;
-	worker_reclaim();
-	if (workq_head)
-		timer_set(&reclaim_timer, mono_now + STALL_RECLAIM / 2);
-}
-
-/* Take a worker for c, or queue it (FIFO); true when c may be answered now. */
-static bool
-worker_take(struct conn *c)
-{
-	if (c->has_worker)
-		return true;
-	if (D.busy_workers >= cfg.http_workers)
-		worker_reclaim();
-	if (D.busy_workers < cfg.http_workers && !workq_head) {
-		D.busy_workers++;
-		holder_add(c);
-		return true;
-	}
-	if (!c->queued_worker) {
-		c->queued_worker = true;
-		c->qnext = NULL;
-		if (workq_tail)
-			workq_tail->qnext = c;
-		else
-			workq_head = c;
-		workq_tail = c;
-		if (!timer_armed(&reclaim_timer))
-			timer_set(&reclaim_timer, mono_now + STALL_RECLAIM / 2);
-	}
-	return false;
-}
-
-static void
-workq_remove(struct conn *c)
-{
-	struct conn **p = &workq_head, *prev = NULL;
-
-	for (; *p; prev = *p, p = &(*p)->qnext)
-		if (*p == c) {
-			*p = c->qnext;
-			if (workq_tail == c)
-				workq_tail = prev;
-			c->queued_worker = false;
-			return;
-		}
-}
-
-static void
-waiter_unlink(struct conn *c)
-{
-	struct active *a = c->held_on;
+	struct active *a = cl->held_on;
 
 	if (!a)
 		return;
-	if (c->wprev)
-		c->wprev->wnext = c->wnext;
+	if (cl->wprev)
+		cl->wprev->wnext = cl->wnext;
 	else
-		a->waiters = c->wnext;
-	if (c->wnext)
-		c->wnext->wprev = c->wprev;
-	c->wnext = c->wprev = NULL;
-	c->held_on = NULL;
+		a->waiters = cl->wnext;
+	if (cl->wnext)
+		cl->wnext->wprev = cl->wprev;
+	cl->wnext = cl->wprev = NULL;
+	cl->held_on = NULL;
 }
 
-static short
-conn_events(const struct conn *c)
-{
-	/* POLLRDHUP is level-triggered: once the peer's EOF was read, asking again would spin. */
-	short ev = c->peer_eof ? 0 : POLLRDHUP;
+/* ---- http.c's callbacks and the loop's events for a client */
 
-	if (c->out.len > c->out_off)
-		ev |= POLLOUT;
-	/* Stop reading when a client piles up requests we have not answered yet. */
-	if (!c->peer_eof && c->in_len < (size_t)HTTP_MAX_HEAD + (size_t)cfg.max_request_bytes + 65536)
-		ev |= POLLIN;
-	return ev;
+static void handle_request(struct http_conn *c, const struct http_request *req, const char *body,
+			   size_t body_len);
+
+static void
+client_hold_expired(struct http_conn *c)
+{
+	held_release(http_conn_owner(c));
 }
 
 static void
-conn_close(struct conn *c)
+client_watch(struct http_conn *c, short events, double deadline)
 {
-	if (c->dead)
-		return;
-	c->dead = true;
-	waiter_unlink(c);
-	if (c->queued_worker)
-		workq_remove(c);
-	worker_release(c);
-	timer_stop(&c->timer);
-	watch_del(&c->slot);
-	close(c->fd);
-	c->fd = -1;
-	D.nconns--;
-	vec_push(&graveyard, c);
+	struct client *cl = http_conn_owner(c);
+
+	watch_events(cl->slot, events);
+	if (deadline > 0)
+		timer_set(&cl->timer, deadline);
+	else
+		timer_stop(&cl->timer);
+}
+
+static void
+client_closed(struct http_conn *c)
+{
+	struct client *cl = http_conn_owner(c);
+
+	waiter_unlink(cl);
+	timer_stop(&cl->timer);
+	watch_del(&cl->slot);
+	free(cl);
 	/* Below the limit again: take connections from the listen backlog. */
 	if (D.listen_fd >= 0 && !D.shutting_down)
 		watch_events(D.listen_slot, POLLIN);
 }
 
 static void
-conn_timer_fired(void *arg)
+client_event(void *arg, short revents)
 {
-	struct conn *c = arg;
-
-	if (c->held) {
-		held_release(c);
-		return;
-	}
-	if (c->out.len > c->out_off || c->in_len == 0) {
-		conn_close(c); /* a reader that stalled, or an idle keep-alive connection */
-		return;
-	}
-	c->keep_alive = false;
-	respond_error(c, HTTP_REQUEST_TIMEOUT, "Request not completed within %.0f seconds",
-		      IDLE_TIMEOUT);
-}
-
-/* Read what the socket holds; false when the connection was closed. */
-static bool
-conn_read(struct conn *c)
-{
-	for (;;) {
-		ssize_t n;
-
-		if (c->in_cap - c->in_len < 4096) {
-			size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
-			char *p = realloc(c->in, cap);
-
-			if (!p) {
-				conn_close(c);
-				return false;
-			}
-			c->in = p;
-			c->in_cap = cap;
-		}
-		n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
-		if (n > 0) {
-			c->in_len += (size_t)n;
-			if (!(conn_events(c) & POLLIN))
-				return true;
-			continue;
-		}
-		if (n == 0) {
-			c->peer_eof = true;
-			return true;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN)
-			return true;
-		conn_close(c);
-		return false;
-	}
+	http_conn_event(((struct client *)arg)->http, revents);
 }
 
 static void
-conn_event(void *arg, short revents)
+client_timer_fired(void *arg)
 {
-	struct conn *c = arg;
-
-	if (c->dead)
-		return;
-	if (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
-		if (!conn_read(c))
-			return;
-		if (c->peer_eof && (c->held || c->in_len == 0)) {
-			conn_close(c); /* gone: a waiting client costs nothing more */
-			return;
-		}
-		if (!c->request_started && c->in_len > 0 && !c->held && c->out.len == 0) {
-			c->request_started = true;
-			timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
-		}
-		conn_process(c);
-	}
-	if (!c->dead && (revents & POLLOUT))
-		conn_flush_later(c);
-	if (!c->dead)
-		watch_events(c->slot, conn_events(c));
+	http_conn_timeout(((struct client *)arg)->http);
 }
+
+/* Start the HTTP side: the connections and the in-flight limit (TT_DEVICE_HTTP_WORKERS). */
+static void
+clients_init(void)
+{
+	static const struct http_callbacks cb = {
+	    .request = handle_request,
+	    .hold_expired = client_hold_expired,
+	    .watch = client_watch,
+	    .closed = client_closed,
+	};
+	struct http_server_config hc = {
+	    .max_body = (size_t)cfg.max_request_bytes,
+	    .workers = cfg.http_workers,
+	    .now = &mono_now,
+	};
+
+	if (!(D.http = http_server_new(&hc, &cb))) {
+		fprintf(stderr, "tt-device-queue serve: out of memory\n");
+		exit(1);
+	}
+}
+
+/* ---- the listening socket */
 
 /* The listening socket's pause after accept failed for want of resources (EMFILE...). */
 static void
 accept_resume_fired(void *arg)
 {
 	(void)arg;
-	if (D.listen_fd >= 0 && !D.shutting_down && D.nconns < cfg.max_connections)
+	if (D.listen_fd >= 0 && !D.shutting_down &&
+	    http_server_connections(D.http) < cfg.max_connections)
 		watch_events(D.listen_slot, POLLIN);
 }
 
@@ -1781,7 +1547,7 @@ static struct timer accept_resume = {.idx = -1, .fn = accept_resume_fired};
 /*
  * Out of descriptors or memory: a listening socket with a backlog stays readable, so polling
  * it again at once would spin the loop. Leave the backlog alone for ACCEPT_RETRY seconds (a
- * closing connection resumes sooner, conn_close) and log it at most once a minute.
+ * closing connection resumes sooner, client_closed) and log it at most once a minute.
  */
 static void
 accept_pause(int err)
@@ -1797,14 +1563,36 @@ accept_pause(int err)
 	timer_set(&accept_resume, mono_now + ACCEPT_RETRY);
 }
 
+/* A new connection on fd: its client, watch and timer; false (fd closed) without memory. */
+static bool
+client_new(int fd)
+{
+	struct client *cl = calloc(1, sizeof(*cl));
+	int one = 1;
+
+	if (!cl || watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) < 0) {
+		free(cl);
+		close(fd);
+		return false;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	timer_init(&cl->timer, client_timer_fired, cl);
+	if (!(cl->http = http_conn_new(D.http, fd, cl))) {
+		watch_del(&cl->slot);
+		free(cl);
+		close(fd);
+		return false;
+	}
+	return true;
+}
+
 static void
 listen_event(void *arg, short revents)
 {
 	(void)arg;
 	(void)revents;
-	while (D.nconns < cfg.max_connections) {
-		int fd = accept4(D.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
-		struct conn *c;
+	while (http_server_connections(D.http) < cfg.max_connections) {
+		int fd = accept4(D.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			/* the pending connection failed and was consumed (accept(2)): take the next */
@@ -1814,212 +1602,13 @@ listen_event(void *arg, short revents)
 				accept_pause(errno); /* EMFILE, ENFILE, ENOBUFS, ENOMEM */
 			return;
 		}
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
+		if (!client_new(fd)) {
 			accept_pause(ENOMEM);
 			return;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c->fd = fd;
-		c->keep_alive = true;
-		c->minor = 1;
-		json_buf_init(&c->out);
-		timer_init(&c->timer, conn_timer_fired, c);
-		if (watch_add(fd, POLLIN | POLLRDHUP, conn_event, c, &c->slot) < 0) {
-			close(fd);
-			free(c);
-			accept_pause(ENOMEM);
-			return;
-		}
-		D.nconns++;
-		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
 	}
 	/* At the limit: leave further connections in the listen backlog (SPEC 4). */
 	watch_events(D.listen_slot, 0);
-}
-
-/* Drop the answered request's bytes; pipelined bytes move to the front. */
-static void
-conn_consume(struct conn *c, size_t n)
-{
-	memmove(c->in, c->in + n, c->in_len - n);
-	c->in_len -= n;
-	c->continue_sent = false;
-	c->request_started = false;
-}
-
-static void
-conn_bad_head(struct conn *c, int status, const char *why)
-{
-	/* The framing is lost: answer and close. */
-	c->keep_alive = false;
-	c->in_len = 0;
-	respond_error(c, status, "%s", why ? why : http_reason(status));
-}
-
-/*
- * Answer the next complete request buffered on c, if c is free to answer one: no response
- * still being written, no long-poll held. One request per write cycle keeps answers in order.
- */
-static void
-conn_process(struct conn *c)
-{
-	struct http_request req;
-	int r;
-	size_t need;
-
-	if (c->dead || c->held || c->close_after || c->out.len > 0 || c->in_len == 0)
-		return;
-	r = http_parse_request(c->in, c->in_len, &req);
-	if (r == 0) {
-		if (c->peer_eof)
-			conn_close(c);
-		return;
-	}
-	if (r < 0) {
-		c->minor = 1;
-		conn_bad_head(c, -r, req.error);
-		return;
-	}
-	c->keep_alive = req.keep_alive;
-	c->minor = req.minor_version;
-	/* HEAD is never served, and its refusal has a body a HEAD client does not read (RFC 9110
-	 * 9.3.2): close after it, or that body would be taken for the next answer's start. */
-	if (req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0)
-		c->keep_alive = false;
-	if (req.content_length > cfg.max_request_bytes) {
-		c->keep_alive = false;
-		c->in_len = 0;
-		respond_error(c, HTTP_PAYLOAD_TOO_LARGE, "Request body over %lld bytes",
-			      cfg.max_request_bytes);
-		return;
-	}
-	need = (size_t)r + (size_t)(req.content_length > 0 ? req.content_length : 0);
-	if (c->in_len < need) {
-		if (req.expect_continue && !c->continue_sent) {
-			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-			c->continue_sent = true;
-			if (send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-			    errno != EAGAIN)
-				conn_close(c);
-		}
-		if (c->peer_eof)
-			conn_close(c);
-		return;
-	}
-	timer_stop(&c->timer); /* complete: no slow-request deadline, also while it waits its turn */
-	if (!worker_take(c))
-		return;
-	handle_request(c, &req, c->in + r, need - (size_t)r);
-	if (!c->dead)
-		conn_consume(c, need);
-}
-
-/* Write what c has to say; after a complete answer, go on with its next request. */
-static void
-conn_flush(struct conn *c)
-{
-	while (c->out.len > c->out_off) {
-		ssize_t n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n > 0) {
-			c->out_off += (size_t)n;
-			c->progress_at = mono_now;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			timer_set(&c->timer, mono_now + WRITE_TIMEOUT);
-			watch_events(c->slot, conn_events(c));
-			return;
-		}
-		conn_close(c);
-		return;
-	}
-	c->out.len = c->out_off = 0;
-	if (c->out.cap > 65536) {
-		if (c->out.cap > body_buf.cap) {
-			struct json_buf big = c->out; /* the scratch buffer respond_raw lent */
-
-			c->out = body_buf;
-			body_buf = big;
-		}
-		json_buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
-		json_buf_init(&c->out);
-	}
-	if (c->close_after) {
-		conn_close(c);
-		return;
-	}
-	if (!c->held)
-		worker_release(c);
-	if (c->held)
-		return;
-	if (c->in_len > 0) {
-		c->request_started = true;
-		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
-		conn_ready(c);
-	} else if (c->peer_eof) {
-		conn_close(c); /* answered a client that half-closed (nc -N): nothing more comes */
-		return;
-	} else {
-		timer_set(&c->timer, mono_now + IDLE_TIMEOUT);
-	}
-	watch_events(c->slot, conn_events(c));
-}
-
-static void
-flush_all(void)
-{
-	int i;
-
-	for (i = 0; i < flushq.n; i++) {
-		struct conn *c = flushq.v[i];
-
-		c->in_flush = false;
-		if (!c->dead)
-			conn_flush(c);
-	}
-	flushq.n = 0;
-}
-
-static void
-process_ready(void)
-{
-	int i, n = readyq.n;
-
-	for (i = 0; i < n; i++) {
-		struct conn *c = readyq.v[i];
-
-		c->in_ready = false;
-		if (!c->dead)
-			conn_process(c);
-		if (!c->dead)
-			watch_events(c->slot, conn_events(c));
-	}
-	/* Connections made ready while processing stay for the next round. */
-	if (n < readyq.n)
-		memmove(readyq.v, readyq.v + n, sizeof(void *) * (size_t)(readyq.n - n));
-	readyq.n -= n;
-}
-
-static void
-bury_dead(void)
-{
-	int i;
-
-	for (i = 0; i < graveyard.n; i++) {
-		struct conn *c = graveyard.v[i];
-
-		free(c->in);
-		json_buf_free(&c->out);
-		free(c);
-	}
-	graveyard.n = 0;
 }
 
 /* ------------------------------------------------------------------------ request parsing */
@@ -2033,7 +1622,7 @@ static void job_finish(struct active *a, int exit_code, const char *error, const
 
 /* Parse a request body that must be a JSON object; on failure answer 400 and return -1. */
 static int
-parse_body(struct conn *c, const char *body, size_t len)
+parse_body(struct http_conn *c, const char *body, size_t len)
 {
 	char err[160];
 	int n = json_parse(body, len, toks, MAX_TOKENS, err, sizeof(err));
@@ -2149,7 +1738,7 @@ field_meant(const char *key, size_t n, const char *const *known)
  * naming the first unknown field and, when one is close, the field meant; -1 then.
  */
 static int
-known_fields(struct conn *c, const char *body, const char *const *known)
+known_fields(struct http_conn *c, const char *body, const char *const *known)
 {
 	char key[64], list[256];
 	const char *meant;
@@ -2245,7 +1834,7 @@ list_cards(char *out, size_t cap)
  * one, and a reset for a job id that came out null would reset every card.
  */
 static int
-target_member(struct conn *c, const char *body, const char *key)
+target_member(struct http_conn *c, const char *body, const char *key)
 {
 	int i = json_obj_get(body, toks, 0, key);
 
@@ -2258,14 +1847,14 @@ target_member(struct conn *c, const char *body, const char *key)
 }
 
 static int
-device_member(struct conn *c, const char *body)
+device_member(struct http_conn *c, const char *body)
 {
 	return target_member(c, body, "device_id");
 }
 
 /* The card named by device_id field i; answers 400 and returns NULL when not configured. */
 static struct card *
-card_from_field(struct conn *c, const char *body, int i)
+card_from_field(struct http_conn *c, const char *body, int i)
 {
 	long long dev = parse_device_field(body, i);
 	struct card *card;
@@ -2286,7 +1875,7 @@ card_from_field(struct conn *c, const char *body, int i)
 
 /* An integer field in [min, max]; *out keeps its default when absent. -1 answered 400. */
 static int
-int_field(struct conn *c, const char *body, const char *key, long long min, long long max,
+int_field(struct http_conn *c, const char *body, const char *key, long long min, long long max,
 	  long long *out)
 {
 	int i = field(body, key);
@@ -2304,7 +1893,7 @@ int_field(struct conn *c, const char *body, const char *key, long long min, long
 
 /* A string field with a character limit; NULL result with 0 return means absent. */
 static int
-str_field(struct conn *c, const char *body, const char *key, size_t max_chars, char **out)
+str_field(struct http_conn *c, const char *body, const char *key, size_t max_chars, char **out)
 {
 	int i = field(body, key);
 	bool nul;
@@ -2345,7 +1934,7 @@ has_control(const char *s)
 
 /* Validate the env object and serialize it again (compact) into *out. SPEC 5. */
 static int
-env_field(struct conn *c, const char *body, char **out)
+env_field(struct http_conn *c, const char *body, char **out)
 {
 	int i = field(body, "env"), k, m;
 	size_t total = 0;
@@ -2426,7 +2015,7 @@ refuse_reason(const struct card *card)
 }
 
 static void
-respond_refused(struct conn *c, const struct card *card, const char *why)
+respond_refused(struct http_conn *c, const struct card *card, const char *why)
 {
 	struct json_w w = body_begin();
 	char msg[1024];
@@ -2445,7 +2034,7 @@ respond_refused(struct conn *c, const struct card *card, const char *why)
 
 /* cwd: empty, or an accessible directory. */
 static int
-check_cwd(struct conn *c, const char *cwd)
+check_cwd(struct http_conn *c, const char *cwd)
 {
 	struct stat st;
 
@@ -2460,8 +2049,16 @@ check_cwd(struct conn *c, const char *cwd)
 
 /* ------------------------------------------------------------------------ handlers */
 
+/* One request as a handler sees it. */
+struct call {
+	const struct http_request *req;
+	const char *body; /* the request body, body_len bytes */
+	size_t body_len;
+	const char *id;   /* the job id of /job/, /result/ and /logs/ paths, else "" */
+};
+
 static void
-ack_push(struct conn *c, struct active *a, size_t out_start)
+ack_push(struct http_conn *c, struct active *a)
 {
 	if (D.nacks == D.capacks) {
 		int cap = D.capacks ? D.capacks * 2 : 32;
@@ -2472,7 +2069,7 @@ ack_push(struct conn *c, struct active *a, size_t out_start)
 		D.acks = p;
 		D.capacks = cap;
 	}
-	D.acks[D.nacks++] = (struct ack){.conn = c, .a = a, .out_start = out_start};
+	D.acks[D.nacks++] = (struct ack){.conn = c, .a = a};
 }
 
 struct submission {
@@ -2493,7 +2090,7 @@ submission_free(struct submission *s)
 
 /* Validate a POST /queue body into s; answers 400 and returns -1 on the first bad field. */
 static int
-submission_parse(struct conn *c, const char *body, struct submission *s)
+submission_parse(struct http_conn *c, const char *body, struct submission *s)
 {
 	int i;
 
@@ -2575,8 +2172,10 @@ static const char *const target_fields[] = {"job_id", "device_id", "client_id", 
 
 /* POST /queue (SPEC 5): validate, enqueue, answer once the job is committed. */
 static void
-handle_queue(struct conn *c, const char *body, size_t len)
+handle_queue(struct http_conn *c, const struct call *k)
 {
+	const char *body = k->body;
+	size_t len = k->body_len;
 	struct submission s = {0};
 	struct active *a;
 	const char *why;
@@ -2622,7 +2221,7 @@ handle_queue(struct conn *c, const char *body, size_t len)
 	mark_dirty(a);
 	w = body_begin();
 	render_submitted(&w, a, position, wait);
-	ack_push(c, a, c->out.len);
+	ack_push(c, a);
 	respond_json(c, 200, &body_buf, NULL);
 out:
 	submission_free(&s);
@@ -2630,7 +2229,7 @@ out:
 
 /* Look up a job for a read: active first, then the store. 1 active, 2 stored, 0 unknown. */
 static int
-find_job(struct conn *c, const char *id, struct active **a, struct job *stored, char **out)
+find_job(struct http_conn *c, const char *id, struct active **a, struct job *stored, char **out)
 {
 	int r;
 
@@ -2649,8 +2248,9 @@ find_job(struct conn *c, const char *id, struct active **a, struct job *stored, 
 
 /* GET /job/ID */
 static void
-handle_job(struct conn *c, const char *id)
+handle_job(struct http_conn *c, const struct call *k)
 {
+	const char *id = k->id;
 	struct active *a;
 	struct job j;
 	char *out = NULL;
@@ -2674,7 +2274,7 @@ handle_job(struct conn *c, const char *id)
 
 /* Read ?wait= (0..60); answers 400 and returns -1 when malformed. */
 static int
-query_wait(struct conn *c, const struct http_request *req, unsigned long long *wait)
+query_wait(struct http_conn *c, const struct http_request *req, unsigned long long *wait)
 {
 	*wait = 0;
 	if (http_query_uint(req->query, req->query_len, "wait", MAX_WAIT, wait) < 0) {
@@ -2695,22 +2295,24 @@ waits_in_vain(const struct active *a)
 	return D.shutting_down && a->job.status == JOB_QUEUED;
 }
 
+/* Answer c later: when the job ends (or, for /logs, has output past the offset), or in wait s. */
 static void
-hold(struct conn *c, struct active *a, int kind, unsigned long long wait)
+hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 {
-	c->held = kind;
-	c->held_on = a;
-	c->wprev = NULL;
-	c->wnext = a->waiters;
+	struct client *cl = http_conn_owner(c);
+
+	cl->held = kind;
+	cl->held_on = a;
+	cl->wprev = NULL;
+	cl->wnext = a->waiters;
 	if (a->waiters)
-		a->waiters->wprev = c;
-	a->waiters = c;
-	timer_set(&c->timer, mono_now + (double)wait);
-	worker_release(c); /* a held long-poll takes no worker (SPEC 4) */
+		a->waiters->wprev = cl;
+	a->waiters = cl;
+	http_conn_hold(c, mono_now + (double)wait); /* a held long-poll takes no worker */
 }
 
 static void
-respond_result_active(struct conn *c, struct active *a)
+respond_result_active(struct http_conn *c, struct active *a)
 {
 	struct json_w w = body_begin();
 	char *out;
@@ -2727,8 +2329,10 @@ respond_result_active(struct conn *c, struct active *a)
 
 /* GET /result/ID[?wait=S] */
 static void
-handle_result(struct conn *c, const struct http_request *req, const char *id)
+handle_result(struct http_conn *c, const struct call *k)
 {
+	const struct http_request *req = k->req;
+	const char *id = k->id;
 	unsigned long long wait;
 	struct active *a;
 	struct job j;
@@ -2754,7 +2358,7 @@ handle_result(struct conn *c, const struct http_request *req, const char *id)
 
 /* The /logs answer for a job whose output file is `path` (SPEC 5). */
 static void
-respond_logs(struct conn *c, const struct job *j, const char *path, unsigned long long offset,
+respond_logs(struct http_conn *c, const struct job *j, const char *path, unsigned long long offset,
 	     unsigned long long limit)
 {
 	static char chunk[64 << 10];
@@ -2801,7 +2405,7 @@ respond_logs(struct conn *c, const struct job *j, const char *path, unsigned lon
 }
 
 static void
-respond_logs_active(struct conn *c, struct active *a, unsigned long long offset,
+respond_logs_active(struct http_conn *c, struct active *a, unsigned long long offset,
 		    unsigned long long limit)
 {
 	char *path = job_output_path(a->job.id);
@@ -2816,8 +2420,10 @@ respond_logs_active(struct conn *c, struct active *a, unsigned long long offset,
 
 /* GET /logs/ID[?offset=N][&limit=N][&wait=S] */
 static void
-handle_logs(struct conn *c, const struct http_request *req, const char *id)
+handle_logs(struct http_conn *c, const struct call *k)
 {
+	const struct http_request *req = k->req;
+	const char *id = k->id;
 	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait;
 	struct active *a;
 	struct job j;
@@ -2843,44 +2449,44 @@ handle_logs(struct conn *c, const struct http_request *req, const char *id)
 	}
 	if (wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
 	    current_log_size(a) <= (long long)offset) {
-		c->held_offset = offset;
-		c->held_limit = limit;
+		struct client *cl = http_conn_owner(c);
+
+		cl->held_offset = offset;
+		cl->held_limit = limit;
 		hold(c, a, HELD_LOGS, wait);
 		return;
 	}
 	respond_logs_active(c, a, offset, limit);
 }
 
-/* Answer a held long-poll now (deadline, job done, or output appeared). */
+/* Answer a held long-poll now (deadline, job done, or output appeared). cl may be freed. */
 static void
-held_release(struct conn *c)
+held_release(struct client *cl)
 {
-	struct active *a = c->held_on;
-	int kind = c->held;
+	struct active *a = cl->held_on;
+	int kind = cl->held;
 
-	timer_stop(&c->timer);
-	waiter_unlink(c);
-	c->held = HELD_NONE;
+	waiter_unlink(cl);
+	cl->held = HELD_NONE;
 	if (!a)
 		return;
 	if (kind == HELD_RESULT)
-		respond_result_active(c, a);
+		respond_result_active(cl->http, a);
 	else
-		respond_logs_active(c, a, c->held_offset, c->held_limit);
-	watch_events(c->slot, conn_events(c));
+		respond_logs_active(cl->http, a, cl->held_offset, cl->held_limit);
 }
 
 /* Release the waiters of a: all of them (done), or /logs waiters that now have bytes. */
 static void
 waiters_wake(struct active *a, bool done)
 {
-	struct conn *c = a->waiters, *next;
+	struct client *cl = a->waiters, *next;
 	long long size = current_log_size(a);
 
-	for (; c; c = next) {
-		next = c->wnext;
-		if (done || (c->held == HELD_LOGS && (long long)c->held_offset < size))
-			held_release(c);
+	for (; cl; cl = next) {
+		next = cl->wnext;
+		if (done || (cl->held == HELD_LOGS && (long long)cl->held_offset < size))
+			held_release(cl);
 	}
 }
 
@@ -2928,8 +2534,9 @@ render_card(struct json_w *w, struct card *card, double now)
 
 /* GET /status[?device=N] */
 static void
-handle_status(struct conn *c, const struct http_request *req)
+handle_status(struct http_conn *c, const struct call *k)
 {
+	const struct http_request *req = k->req;
 	unsigned long long dev = 0;
 	int has_dev = http_query_uint(req->query, req->query_len, "device", 1000000, &dev), i;
 	double now = clock_wall();
@@ -2967,7 +2574,7 @@ handle_status(struct conn *c, const struct http_request *req)
 }
 
 static void
-respond_kill(struct conn *c, const char *key, const struct job *j)
+respond_kill(struct http_conn *c, const char *key, const struct job *j)
 {
 	struct json_w w = body_begin();
 
@@ -2983,7 +2590,7 @@ static void job_finish_at(struct active *a, double end, int exit_code, const cha
 			  const char *trailer);
 
 static void
-kill_active(struct conn *c, struct active *a)
+kill_active(struct http_conn *c, struct active *a)
 {
 	if (a->job.status == JOB_QUEUED && D.degraded) {
 		/* Not recordable now: answered as cancelled, a crash would still run it. */
@@ -3020,8 +2627,10 @@ kill_active(struct conn *c, struct active *a)
 
 /* POST /kill {"job_id": ID} or {"device_id": N} (SPEC 5). */
 static void
-handle_kill(struct conn *c, const char *body, size_t len)
+handle_kill(struct http_conn *c, const struct call *k)
 {
+	const char *body = k->body;
+	size_t len = k->body_len;
 	int ji, di;
 	struct card *card;
 
@@ -3078,20 +2687,8 @@ handle_kill(struct conn *c, const char *body, size_t len)
 	kill_active(c, active_of(card->current));
 }
 
-static bool
-method_is(const struct http_request *req, const char *m)
-{
-	return req->method_len == strlen(m) && memcmp(req->method, m, req->method_len) == 0;
-}
-
-static bool
-path_is(const char *p, size_t n, const char *s)
-{
-	return n == strlen(s) && memcmp(p, s, n) == 0;
-}
-
 static void
-respond_405(struct conn *c, const char *allow)
+respond_405(struct http_conn *c, const char *allow)
 {
 	char extra[64];
 	struct json_w w = body_begin();
@@ -3103,76 +2700,92 @@ respond_405(struct conn *c, const char *allow)
 	respond_json(c, 405, &body_buf, extra);
 }
 
-static void handle_reset(struct conn *c, const char *body, size_t len);
-static void handle_hold(struct conn *c, const char *body, size_t len, bool hold);
-static void handle_metrics(struct conn *c);
+static void handle_reset(struct http_conn *c, const struct call *k);
+static void handle_hold(struct http_conn *c, const struct call *k);
+static void handle_release(struct http_conn *c, const struct call *k);
+static void handle_metrics(struct http_conn *c, const struct call *k);
 
-/* Route one complete request (SPEC 5: paths, methods, trailing '/'). */
-static void
-handle_request(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+/*
+ * The API: each path (or a prefix that a job id follows) with the one method it takes and its
+ * handler. Unknown paths are 404, a known path with another method 405 naming the right one.
+ */
+static const struct route {
+	const char *path;   /* exact, or a prefix when it ends in '/': then a job id follows */
+	const char *method; /* the only one served; a POST needs a Content-Length */
+	bool storeless;     /* answered while the store is not open */
+	void (*fn)(struct http_conn *c, const struct call *k);
+} routes[] = {
+    {"/queue", "POST", false, handle_queue},
+    {"/kill", "POST", false, handle_kill},
+    {"/reset", "POST", false, handle_reset},
+    {"/hold", "POST", false, handle_hold},
+    {"/release", "POST", false, handle_release},
+    {"/status", "GET", true, handle_status},
+    {"/metrics", "GET", true, handle_metrics},
+    {"/job/", "GET", false, handle_job},
+    {"/result/", "GET", false, handle_result},
+    {"/logs/", "GET", false, handle_logs},
+};
+
+/* The route of path p[0..n) (a trailing '/' already dropped), or NULL. */
+static const struct route *
+route_find(const char *p, size_t n)
 {
-	const char *p = req->path;
-	size_t n = req->path_len;
-	const char *allow = "GET";
-	bool post = false;
+	size_t i;
 
-	if (n > 1 && p[n - 1] == '/')
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const char *r = routes[i].path;
+		size_t rn = strlen(r);
+
+		if (r[rn - 1] == '/' ? n > rn && memcmp(p, r, rn) == 0
+				     : n == rn && memcmp(p, r, n) == 0)
+			return &routes[i];
+	}
+	return NULL;
+}
+
+/* http.c's request callback: route one complete request (trailing '/' on a path is ignored). */
+static void
+handle_request(struct http_conn *c, const struct http_request *req, const char *body, size_t body_len)
+{
+	struct call k = {.req = req, .body = body, .body_len = body_len, .id = ""};
+	size_t n = req->path_len, rn;
+	const struct route *r;
+	char id[33];
+
+	if (n > 1 && req->path[n - 1] == '/')
 		n--;
-	if (path_is(p, n, "/queue") || path_is(p, n, "/kill") || path_is(p, n, "/reset") ||
-	    path_is(p, n, "/hold") || path_is(p, n, "/release"))
-		allow = "POST", post = true;
-	else if (!path_is(p, n, "/status") && !path_is(p, n, "/metrics") &&
-		 !((n > 5 && memcmp(p, "/job/", 5) == 0) || (n > 8 && memcmp(p, "/result/", 8) == 0) ||
-		   (n > 6 && memcmp(p, "/logs/", 6) == 0))) {
+	if (!(r = route_find(req->path, n))) {
 		respond_error(c, 404, "Not found");
 		return;
 	}
-	if (!method_is(req, allow)) {
-		respond_405(c, allow);
+	if (req->method_len != strlen(r->method) ||
+	    memcmp(req->method, r->method, req->method_len) != 0) {
+		respond_405(c, r->method);
 		return;
 	}
-	if (post && req->content_length < 0) {
+	if (r->method[0] == 'P' && req->content_length < 0) {
 		respond_error(c, 411, "Content-Length required");
 		return;
 	}
-	if (!D.store && !path_is(p, n, "/status") && !path_is(p, n, "/metrics")) {
+	if (!D.store && !r->storeless) {
 		/* Started without the store: no card or job is known until it opens. */
 		const char *why = refuse_reason(NULL);
 
 		respond_refused(c, NULL, why ? why : "The job store is not open");
 		return;
 	}
-	if (path_is(p, n, "/queue"))
-		handle_queue(c, body, body_len);
-	else if (path_is(p, n, "/kill"))
-		handle_kill(c, body, body_len);
-	else if (path_is(p, n, "/reset"))
-		handle_reset(c, body, body_len);
-	else if (path_is(p, n, "/hold") || path_is(p, n, "/release"))
-		handle_hold(c, body, body_len, p[1] == 'h');
-	else if (path_is(p, n, "/status"))
-		handle_status(c, req);
-	else if (path_is(p, n, "/metrics"))
-		handle_metrics(c);
-	else {
-		const char *slash = memchr(p + 1, '/', n - 1);
-		const char *id = slash + 1;
-		size_t idn = n - (size_t)(id - p);
-		char idbuf[33];
-
-		if (!valid_job_id(id, idn)) {
+	rn = strlen(r->path);
+	if (r->path[rn - 1] == '/') {
+		if (!valid_job_id(req->path + rn, n - rn)) {
 			respond_error(c, 404, "Unknown job");
 			return;
 		}
-		memcpy(idbuf, id, 32);
-		idbuf[32] = '\0';
-		if (p[1] == 'j')
-			handle_job(c, idbuf);
-		else if (p[1] == 'r')
-			handle_result(c, req, idbuf);
-		else
-			handle_logs(c, req, idbuf);
+		memcpy(id, req->path + rn, 32);
+		id[32] = '\0';
+		k.id = id;
 	}
+	r->fn(c, &k);
 }
 
 /* ------------------------------------------------------------------------ running jobs */
@@ -4632,7 +4245,7 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 
 /* The card and epoch of the job named by job_id field i; answers and returns NULL if none. */
 static struct card *
-reset_job_card(struct conn *c, const char *body, int i, char id[33], long long *epoch)
+reset_job_card(struct http_conn *c, const char *body, int i, char id[33], long long *epoch)
 {
 	struct active *a;
 	struct job j;
@@ -4667,8 +4280,10 @@ reset_job_card(struct conn *c, const char *body, int i, char id[33], long long *
 
 /* POST /reset {"device_id"} | {"job_id"} | {} (SPEC 5, 8). */
 static void
-handle_reset(struct conn *c, const char *body, size_t len)
+handle_reset(struct http_conn *c, const struct call *call)
 {
+	const char *body = call->body;
+	size_t len = call->body_len;
 	struct card *card = NULL, *jcard = NULL;
 	enum reset_action act[MAX_CARDS];
 	long long epoch = -1;
@@ -4755,7 +4370,7 @@ hold_swap(struct card *card, struct hold *h)
  * and returns -1 when one is bad.
  */
 static int
-hold_fields(struct conn *c, const char *body, char **by, char **reason)
+hold_fields(struct http_conn *c, const char *body, char **by, char **reason)
 {
 	const char *bad = NULL;
 
@@ -4776,7 +4391,7 @@ hold_fields(struct conn *c, const char *body, char **by, char **reason)
 
 /* The answer of /hold and /release: the card's hold as it is now, and what the request did. */
 static void
-respond_hold(struct conn *c, const struct card *card, const char *action)
+respond_hold(struct http_conn *c, const struct card *card, const char *action)
 {
 	struct json_w w = body_begin();
 
@@ -4799,7 +4414,7 @@ respond_hold(struct conn *c, const struct card *card, const char *action)
  * change is on disk before the answer. Holding a held card keeps the first hold.
  */
 static void
-handle_hold(struct conn *c, const char *body, size_t len, bool hold)
+hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 {
 	char *by = NULL, *reason = NULL;
 	struct card *card;
@@ -4851,14 +4466,29 @@ out:
 	free(h.reason);
 }
 
+/* POST /hold */
+static void
+handle_hold(struct http_conn *c, const struct call *k)
+{
+	hold_or_release(c, k->body, k->body_len, true);
+}
+
+/* POST /release */
+static void
+handle_release(struct http_conn *c, const struct call *k)
+{
+	hold_or_release(c, k->body, k->body_len, false);
+}
+
 /* GET /metrics: Prometheus text exposition 0.0.4 (SPEC 5). */
 static void
-handle_metrics(struct conn *c)
+handle_metrics(struct http_conn *c, const struct call *call)
 {
 	static const char *const outcomes[] = {"ok", "failed", "timeout", "cancelled"};
 	struct json_buf *b = &body_buf;
 	int i, k;
 
+	(void)call;
 	body_begin();
 	json_buf_printf(b, "# HELP ttq_uptime_seconds Seconds since the daemon started.\n"
 			   "# TYPE ttq_uptime_seconds gauge\nttq_uptime_seconds %.3f\n",
@@ -5253,7 +4883,7 @@ store_unwind(void)
 		} else {
 			sched_unlink(&D.sched, a->card, &a->job);
 		}
-		ack->conn->out.len = ack->out_start;
+		http_conn_retract(ack->conn);
 		respond_refused(ack->conn, a->card, "The job store is degraded; the job was not queued");
 		vec_push(&drop, a);
 	}
@@ -5661,7 +5291,7 @@ shutdown_done(void)
 			for (j = D.sched.cards[i].head; j; j = j->next)
 				waiters_wake(active_of(j), true);
 	}
-	return D.nconns == 0 || mono_now >= D.linger_until;
+	return http_server_connections(D.http) == 0 || mono_now >= D.linger_until;
 }
 
 /* ------------------------------------------------------------------------ start-up */
@@ -5687,6 +5317,8 @@ read_boot_id(void)
 	}
 }
 
+/* mkdir -p for the log dir; 0 or -1 with errno. The client has its own (cli.c links no module
+ * of the daemon's). */
 static int
 mkdir_p(const char *path, mode_t mode)
 {
@@ -6412,17 +6044,17 @@ loop_after(void)
 	int rounds = 0;
 
 	do {
-		process_ready();
+		http_server_process(D.http);
 		dispatch_pass();
 		store_sync();
 		spawn_pending();
 		meta_flush(); /* after the starts: off the path between two jobs */
 		prepare_next_logs();
-		flush_all();
-	} while (readyq.n > 0 && ++rounds < 8);
+		http_server_flush(D.http);
+	} while (http_server_ready(D.http) && ++rounds < 8);
 	make_spare(); /* after the answers */
 	watch_sweep();
-	bury_dead();
+	http_server_sweep(D.http);
 }
 
 /*
@@ -6503,7 +6135,7 @@ serve_main(int argc, char **argv)
 	timer_init(&D.retention, retention_fired, NULL);
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
 	timer_init(&D.linger, wake_fired, NULL);
-	timer_init(&reclaim_timer, reclaim_fired, NULL);
+	clients_init();
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
@@ -6531,7 +6163,7 @@ serve_main(int argc, char **argv)
 	 * until the retention pass. */
 	loop_after();
 	while (!shutdown_done()) {
-		int n = poll(pfds, (nfds_t)nwatch, readyq.n > 0 ? 0 : timers_timeout()), i;
+		int n = poll(pfds, (nfds_t)nwatch, http_server_ready(D.http) ? 0 : timers_timeout()), i;
 
 		mono_now = clock_mono();
 		if (n < 0 && errno != EINTR) {
@@ -6549,7 +6181,7 @@ serve_main(int argc, char **argv)
 	}
 	store_sync();
 	meta_flush();
-	flush_all();
+	http_server_flush(D.http);
 	store_close(D.store);
 	drop_spare();
 	/* A clean stop leaves nothing running: the next start need not look for leftovers. */

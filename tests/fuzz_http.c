@@ -1,11 +1,12 @@
 /*
- * fuzz_http.c - libFuzzer target for http_parse_request.
+ * fuzz_http.c - libFuzzer target for http_parse_request and http_parse_response.
  *
  * Invariants checked on arbitrary bytes: the result is <= len; on success every view lies
  * inside the head, names are non-empty, values carry no CR/LF and no surrounding whitespace;
  * num_headers <= HTTP_MAX_HEADERS; an error always has a message. Prefixes at a few cut points
  * derived from the input must give 0, or the whole input's result (its length when k reaches
- * it, or the same error): the parser never decides on bytes it has not seen.
+ * it, or the same error): the parser never decides on bytes it has not seen. The same bytes
+ * parsed as a response head: the same bounds, a status in 100..599, failures only -502.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,6 +79,46 @@ check_prefix(const uint8_t *data, size_t k, int whole)
 	free(p);
 }
 
+static void
+check_response(const char *buf, size_t len, int r, const struct http_response *res)
+{
+	size_t i;
+
+	CHECK(r <= (long long)len);
+	CHECK(r >= 0 || r == -502);
+	CHECK(res->num_headers <= HTTP_MAX_HEADERS);
+	CHECK((r < 0) == (res->error != NULL));
+	if (r <= 0)
+		return;
+	CHECK(res->status >= 100 && res->status <= 599);
+	CHECK(res->content_length >= -1 && res->content_length < 1000000000000000000LL);
+	if (res->reason_len)
+		check_view(res->reason, res->reason_len, buf, r);
+	for (i = 0; i < res->num_headers; i++) {
+		check_view(res->headers[i].name, res->headers[i].name_len, buf, r);
+		if (res->headers[i].value_len)
+			check_view(res->headers[i].value, res->headers[i].value_len, buf, r);
+	}
+}
+
+static void
+check_response_prefix(const uint8_t *data, size_t k, int whole)
+{
+	struct http_response res;
+	char *p = malloc(k ? k : 1);
+	int r;
+
+	CHECK(p != NULL);
+	memcpy(p, data, k);
+	r = http_parse_response(p, k, &res);
+	check_response(p, k, r, &res);
+	if (whole > 0 && (size_t)whole <= k)
+		CHECK(r == whole);
+	else
+		CHECK(r == 0 || (whole < 0 && r == whole));
+	free(p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -99,5 +140,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cuts[4] = r > 0 ? (size_t)r : size / 3; /* the head alone parses to itself */
 	for (i = 0; i < 5; i++)
 		check_prefix(data, cuts[i], r);
+
+	{
+		struct http_response res;
+		int rr = http_parse_response(buf, size, &res);
+
+		check_response(buf, size, rr, &res);
+		check_response_prefix(data, size - 1, rr);
+		check_response_prefix(data, size / 2, rr);
+		if (rr > 0)
+			check_response_prefix(data, (size_t)rr, rr);
+	}
 	return 0;
 }

@@ -204,6 +204,29 @@ def test_worker_bound_and_held_polls():
     tap.eq(timed_get(d)[0], 200, "and the daemon serves")
 
 
+def test_stalled_holder_loses_worker_to_waiter():
+    d = daemon(TT_DEVICE_HTTP_WORKERS=2, TT_DEVICE_MAX_LOG_READ=LOG_READ,
+               TT_DEVICE_MAX_LOG_BYTES=LOG_READ).start()
+    big = big_job(d)
+    base = quiet_fds(d)
+    # Each answer (16 MB) is more than a socket's buffers hold: both workers stay taken.
+    stalled = [send_get(connect(d.port, rcvbuf=4096), "/logs/" + big) for _ in range(2)]
+    tap.ok(all(readable(s, 10) for s in stalled), "two clients are being answered and stop "
+           "reading")
+    waiting = send_get(connect(d.port), "/status")
+    t0 = time.monotonic()
+    st, body = read_response(waiting, 15)
+    took = time.monotonic() - t0
+    tap.ok(st == 200 and b'"devices"' in body and took < 5,
+           "a third client is answered in %.2fs, not after the 10 s write timeout (bound 5 s; "
+           "a holder whose answer has not moved for 1 s loses its worker)" % took)
+    cut = [s for s in stalled if drain_some(s, BIG) < 0]
+    tap.eq(len(cut), 1, "one stalled client was cut off for it, the other is left alone")
+    for s in stalled + [waiting]:
+        s.close()
+    tap.eq(settle_fds(d, base), base, "no descriptor left behind (stalled holders)")
+
+
 def test_non_reader_delays_no_one():
     d = daemon(TT_DEVICE_MAX_LOG_READ=LOG_READ, TT_DEVICE_MAX_LOG_BYTES=LOG_READ).start()
     big = big_job(d)
@@ -346,4 +369,5 @@ def test_out_of_descriptors():
 
 
 run_tests(test_connection_bound, test_out_of_descriptors, test_worker_bound_and_held_polls,
-          test_non_reader_delays_no_one, test_thousand_idle_connections)
+          test_stalled_holder_loses_worker_to_waiter, test_non_reader_delays_no_one,
+          test_thousand_idle_connections)

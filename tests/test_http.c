@@ -1,14 +1,23 @@
 /*
- * test_http.c - unit tests for http.c: request-head parsing, query parameters, response heads.
+ * test_http.c - unit tests for http.c: request and response heads, query parameters, the head
+ * writer, and the connection's phases over a socketpair.
  *
  * Every input is parsed from a copy that ends exactly where a PROT_NONE guard page begins (as
  * picohttpparser's tests do), so reading one byte past the input crashes the test. Each table
  * case is also fed as every one of its prefixes: a prefix must give 0 (need more) or, for a
- * malformed request, the same error as the whole; never a different error or a length.
+ * malformed head, the same error as the whole; never a different error or a length.
+ *
+ * The connection tests play the owner: a clock they move by hand, the watch and closed
+ * callbacks recorded, and the client's end of a socketpair read and written directly.
  */
+#include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "http.h"
@@ -183,7 +192,7 @@ static const struct pcase cases[] = {
     C("Content-Length huge and not digits", RL HOST "Content-Length: 9999999999999999999x\r\n\r\n",
       -400),
 
-    /* Transfer-Encoding: bodies need a length (SPEC 5) */
+    /* Transfer-Encoding: bodies need a length */
     C("Transfer-Encoding chunked", RL HOST "Transfer-Encoding: chunked\r\n\r\n", -411),
     C("Transfer-Encoding identity", RL HOST "transfer-encoding: identity\r\n\r\n", -411),
     C("Transfer-Encoding and Content-Length",
@@ -548,6 +557,442 @@ test_format(void)
 	       "format: cap 0");
 }
 
+
+/* ---- response heads (the client's parser) */
+
+static int
+parse_resp(const char *s, size_t n, struct http_response *res)
+{
+	return http_parse_response(guarded(s, n), n, res);
+}
+
+/* A whole NUL-terminated response head: its length when that is the result, else -1 or the error. */
+static int
+parse_resp_str(const char *s, struct http_response *res)
+{
+	int r = parse_resp(s, strlen(s), res);
+
+	return r == (int)strlen(s) ? r : r > 0 ? -1 : r;
+}
+
+#define OK200 "HTTP/1.1 200 OK\r\n"
+
+static const struct pcase rcases[] = {
+    C("200 with length", OK200 "Content-Length: 2\r\n\r\n", ALL),
+    C("no reason phrase", "HTTP/1.1 204\r\n\r\n", ALL),
+    C("empty reason phrase", "HTTP/1.1 204 \r\n\r\n", ALL),
+    C("reason with spaces and tab", "HTTP/1.1 503 Service \tUnavailable\r\n\r\n", ALL),
+    C("1.0 answer", "HTTP/1.0 200 OK\r\n\r\n", ALL),
+    C("599", "HTTP/1.1 599 X\r\n\r\n", ALL),
+    C("body bytes after the head", OK200 "Content-Length: 2\r\n\r\n{}", 38),
+    C("100 Continue then the answer", "HTTP/1.1 100 Continue\r\n\r\n" OK200 "\r\n", 25),
+    C("incomplete", OK200 "Content-Length: 2\r\n", 0),
+    C("not HTTP", "SSH-2.0-OpenSSH_9.2\r\n", -502),
+    C("HTTP/2", "HTTP/2.0 200 OK\r\n\r\n", -502),
+    C("lower-case version", "http/1.1 200 OK\r\n\r\n", -502),
+    C("two-digit status", "HTTP/1.1 20 OK\r\n\r\n", -502),
+    C("four-digit status", "HTTP/1.1 2000 OK\r\n\r\n", -502),
+    C("status 099", "HTTP/1.1 099 X\r\n\r\n", -502),
+    C("status 600", "HTTP/1.1 600 X\r\n\r\n", -502),
+    C("no space after version", "HTTP/1.1200 OK\r\n\r\n", -502),
+    C("bare LF after status line", "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", -502),
+    C("bare LF after field", OK200 "Content-Length: 0\n\r\n", -502),
+    C("control byte in reason", "HTTP/1.1 200 O\001K\r\n\r\n", -502),
+    C("Transfer-Encoding", OK200 "Transfer-Encoding: chunked\r\n\r\n", -502),
+    C("bad Content-Length", OK200 "Content-Length: 1x\r\n\r\n", -502),
+    C("conflicting Content-Length", OK200 "Content-Length: 1\r\nContent-Length: 2\r\n\r\n",
+      -502),
+    C("19-digit Content-Length", OK200 "Content-Length: 1000000000000000000\r\n\r\n", -502),
+    C("space before colon", OK200 "Content-Length : 1\r\n\r\n", -502),
+    C("folded field", OK200 "X: a\r\n b\r\n\r\n", -502),
+};
+
+static int
+rprefix_result_ok(const struct pcase *t, int whole)
+{
+	struct http_response res;
+	size_t k;
+	int r;
+
+	for (k = 0; k < t->len; k++) {
+		r = parse_resp(t->in, k, &res);
+		if (whole > 0 && (size_t)whole <= k ? r != whole
+		                                    : r != 0 && (whole >= 0 || r != whole))
+			break;
+		if ((r < 0) != (res.error != NULL))
+			break;
+	}
+	if (k < t->len)
+		printf("# %s: prefix of %zu bytes gave %d\n", t->name, k, r);
+	return k == t->len;
+}
+
+static void
+test_response_table(void)
+{
+	struct http_response res;
+	size_t i, n = sizeof(rcases) / sizeof(rcases[0]), bad_msg = 0, bad_prefix = 0;
+	int r, want;
+
+	for (i = 0; i < n; i++) {
+		const struct pcase *t = &rcases[i];
+
+		want = t->want == ALL ? (int)t->len : t->want;
+		r = parse_resp(t->in, t->len, &res);
+		is_int(r, want, "response: %s", t->name);
+		if ((r < 0) != (res.error != NULL)) {
+			printf("# %s: error message %s\n", t->name, res.error ? res.error : "(null)");
+			bad_msg++;
+		}
+		bad_prefix += !rprefix_result_ok(t, want);
+	}
+	ok(bad_msg == 0, "response: res->error set exactly on failure, all %zu cases", n);
+	ok(bad_prefix == 0, "response: every prefix of all %zu cases gives 0 or the whole result",
+	   n);
+}
+
+static void
+test_response_fields(void)
+{
+	static char big[HTTP_MAX_HEAD + 16];
+	struct http_response res;
+	int r;
+
+	r = parse_resp_str(OK200 "Content-Length: 12\r\nX-Y: a\r\n\r\n", &res);
+	ok(r > 0 && res.status == 200 && res.minor_version == 1, "response: status and version");
+	ok(view_is(res.reason, res.reason_len, "OK"), "response: reason view");
+	ok(res.content_length == 12 && res.num_headers == 2, "response: length and fields");
+	ok(view_is(res.headers[1].name, res.headers[1].name_len, "X-Y") &&
+	       view_is(res.headers[1].value, res.headers[1].value_len, "a"),
+	   "response: field views");
+	ok(res.keep_alive, "response: 1.1 keeps the connection");
+	r = parse_resp_str("HTTP/1.1 204\r\n\r\n", &res);
+	ok(r > 0 && res.status == 204 && res.reason_len == 0 && res.content_length == -1,
+	   "response: no reason, no length is -1");
+	r = parse_resp_str(OK200 "Connection: close\r\n\r\n", &res);
+	ok(r > 0 && !res.keep_alive, "response: Connection: close");
+	r = parse_resp_str("HTTP/1.0 200 OK\r\n\r\n", &res);
+	ok(r > 0 && !res.keep_alive, "response: 1.0 closes by default");
+	r = parse_resp_str("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n", &res);
+	ok(r > 0 && res.keep_alive, "response: 1.0 with keep-alive");
+	r = parse_resp_str("HTTP/1.1 100 Continue\r\n\r\n", &res);
+	ok(r > 0 && res.status == 100, "response: a 1xx head is returned for the caller to skip");
+	r = parse_resp("HTTP/1.1 2x", 11, &res);
+	ok(r == -502 && res.error != NULL, "response: a bad status is seen before the line ends");
+
+	memcpy(big, OK200 "X: ", 20);
+	memset(big + 20, 'a', sizeof(big) - 20);
+	is_int(parse_resp(big, HTTP_MAX_HEAD, &res), -502, "response: unfinished at HTTP_MAX_HEAD");
+	is_int(parse_resp(big, HTTP_MAX_HEAD - 1, &res), 0, "response: one byte under, need more");
+	is_int(http_parse_response(NULL, 0, &res), 0, "response: NULL, 0 needs more");
+}
+
+static void
+test_parse_uint(void)
+{
+	unsigned long long v = 77;
+
+	ok(http_parse_uint("0", 1, 0, &v) == 0 && v == 0, "uint: 0");
+	ok(http_parse_uint("65535x", 5, 65535, &v) == 0 && v == 65535, "uint: a view, max");
+	is_int(http_parse_uint("65536", 5, 65535, &v), -1, "uint: over max");
+	is_int(v, 65535, "uint: failure leaves *out");
+	is_int(http_parse_uint("", 0, 9, &v), -1, "uint: empty");
+	is_int(http_parse_uint("-1", 2, 9, &v), -1, "uint: sign");
+	is_int(http_parse_uint("1 ", 2, 9, &v), -1, "uint: space");
+	ok(http_parse_uint("9999999999999999999", 19, ULLONG_MAX, &v) == 0 &&
+	       v == 9999999999999999999ULL,
+	   "uint: 19 digits");
+	is_int(http_parse_uint("00000000000000000001", 20, 9, &v), -1, "uint: 20 digits");
+}
+
+/* ---- the connection: the tests are its owner */
+
+static double clock_now = 1000.0;
+
+/* What the owner saw of one connection. */
+struct owned {
+	struct http_conn *c;
+	int peer;        /* the client's end */
+	short events;    /* last watch */
+	double deadline;
+	int watches, requests, closed, expired;
+	enum { ANSWER, HOLD, NOTHING, TWICE } on_request;
+	char path[64];
+};
+
+static void
+on_request(struct http_conn *c, const struct http_request *req, const char *body, size_t len)
+{
+	struct owned *o = http_conn_owner(c);
+
+	(void)body;
+	o->requests++;
+	snprintf(o->path, sizeof(o->path), "%.*s", (int)req->path_len, req->path);
+	if (o->on_request == HOLD)
+		http_conn_hold(c, clock_now + 5);
+	else if (o->on_request == ANSWER || o->on_request == TWICE)
+		http_conn_respond(c, 200, "text/plain", o->path, strlen(o->path), NULL);
+	if (o->on_request == TWICE)
+		http_conn_respond(c, 200, "text/plain", "x", 1, NULL);
+	(void)len;
+}
+
+static void
+on_expired(struct http_conn *c)
+{
+	struct owned *o = http_conn_owner(c);
+
+	o->expired++;
+	http_conn_respond(c, 200, "text/plain", "late", 4, NULL);
+}
+
+static void
+on_watch(struct http_conn *c, short events, double deadline)
+{
+	struct owned *o = http_conn_owner(c);
+
+	o->watches++;
+	o->events = events;
+	o->deadline = deadline;
+}
+
+static void
+on_closed(struct http_conn *c)
+{
+	struct owned *o = http_conn_owner(c);
+
+	o->closed++;
+}
+
+static struct http_server *
+server(long long workers)
+{
+	static const struct http_callbacks cb = {on_request, on_expired, on_watch, on_closed};
+	struct http_server_config cfg = {.max_body = 100, .workers = workers, .now = &clock_now};
+
+	return http_server_new(&cfg, &cb);
+}
+
+/* A connection over a socketpair, its owner record o. */
+static void
+open_conn(struct http_server *s, struct owned *o)
+{
+	int sv[2];
+
+	memset(o, 0, sizeof(*o));
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
+		perror("socketpair");
+		exit(2);
+	}
+	o->peer = sv[1];
+	o->c = http_conn_new(s, sv[0], o);
+}
+
+static void
+client_send(struct owned *o, const char *req)
+{
+	if (write(o->peer, req, strlen(req)) != (ssize_t)strlen(req))
+		exit(2);
+}
+
+/* What the client has received so far (NUL-terminated). */
+static char *
+client_read(struct owned *o)
+{
+	static char buf[4096];
+	ssize_t n = read(o->peer, buf, sizeof(buf) - 1);
+
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+#define GET(path) "GET " path " HTTP/1.1\r\nHost: x\r\n\r\n"
+
+static void
+test_conn_exchange(void)
+{
+	struct http_server *s = server(4);
+	struct owned o;
+
+	open_conn(s, &o);
+	ok(o.c && http_conn_state(o.c) == HTTP_CONN_IDLE, "conn: new is IDLE");
+	ok(o.watches == 1 && (o.events & POLLIN) && o.deadline == clock_now + HTTP_IDLE_TIMEOUT,
+	   "conn: the owner is told to read, and the idle deadline");
+	client_send(&o, GET("/a"));
+	http_conn_event(o.c, POLLIN);
+	ok(o.requests == 1 && strcmp(o.path, "/a") == 0, "conn: the request reaches the handler");
+	is_int(http_conn_state(o.c), HTTP_CONN_WRITING, "conn: answered, WRITING");
+	ok(strcmp(client_read(&o), "") == 0, "conn: nothing is written before the flush");
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "200 OK") != NULL, "conn: the flush writes the answer");
+	is_int(http_conn_state(o.c), HTTP_CONN_IDLE, "conn: IDLE again (keep-alive)");
+
+	client_send(&o, GET("/b") GET("/c"));
+	http_conn_event(o.c, POLLIN);
+	ok(o.requests == 2 && strcmp(o.path, "/b") == 0, "conn: pipelined: the first runs");
+	http_server_flush(s);
+	ok(http_server_ready(s), "conn: pipelined: the second waits for the next process pass");
+	http_server_process(s);
+	ok(o.requests == 3 && strcmp(o.path, "/c") == 0, "conn: pipelined: then runs, in order");
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "/c") != NULL, "conn: pipelined answers written in order");
+
+	client_send(&o, "GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	http_conn_event(o.c, POLLIN);
+	is_int(http_conn_state(o.c), HTTP_CONN_CLOSING, "conn: Connection: close is CLOSING");
+	http_server_flush(s);
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED && o.closed == 1,
+	   "conn: closed once written, the owner told once");
+	ok(strstr(client_read(&o), "Connection: close") != NULL, "conn: the answer says close");
+	ok(http_server_connections(s) == 0, "conn: counted out");
+	http_server_sweep(s);
+	close(o.peer);
+	http_server_free(s);
+}
+
+static void
+test_conn_deadlines(void)
+{
+	struct http_server *s = server(4);
+	struct owned o;
+
+	open_conn(s, &o);
+	clock_now += 3;
+	client_send(&o, "GET / HTTP/1.1\r\n");
+	http_conn_event(o.c, POLLIN);
+	ok(http_conn_state(o.c) == HTTP_CONN_READING && o.deadline == clock_now + HTTP_IDLE_TIMEOUT,
+	   "conn: a request begun is READING, its deadline from its first byte");
+	clock_now = o.deadline;
+	http_conn_timeout(o.c);
+	is_int(http_conn_state(o.c), HTTP_CONN_CLOSING, "conn: unfinished at the deadline: CLOSING");
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "408 Request Timeout") != NULL && o.closed == 1,
+	   "conn: with a 408, then closed");
+	close(o.peer);
+
+	open_conn(s, &o);
+	clock_now += 1;
+	http_conn_timeout(o.c);
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED && strcmp(client_read(&o), "") == 0,
+	   "conn: an idle connection at its deadline is closed without a word");
+	close(o.peer);
+
+	open_conn(s, &o);
+	client_send(&o, "GET / HTTP/1.1\r\nHost: x\r\n\n");
+	http_conn_event(o.c, POLLIN);
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "400 Bad Request") != NULL && o.closed == 1 && o.requests == 0,
+	   "conn: a malformed head is 400 and closes; no handler runs");
+	close(o.peer);
+
+	open_conn(s, &o);
+	client_send(&o, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n");
+	http_conn_event(o.c, POLLIN);
+	http_server_flush(s);
+	ok(strstr(client_read(&o), "413") != NULL && o.closed == 1, "conn: a body over max_body is 413");
+	close(o.peer);
+
+	open_conn(s, &o);
+	client_send(&o, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n");
+	http_conn_event(o.c, POLLIN);
+	ok(strstr(client_read(&o), "100 Continue") != NULL && o.requests == 0,
+	   "conn: Expect: 100-continue is answered before the body");
+	client_send(&o, "{}");
+	http_conn_event(o.c, POLLIN);
+	ok(o.requests == 1, "conn: then the request runs with its body");
+	http_server_flush(s);
+	client_read(&o);
+	shutdown(o.peer, SHUT_WR);
+	http_conn_event(o.c, POLLIN | POLLRDHUP);
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED, "conn: the client's EOF when idle closes it");
+	close(o.peer);
+	http_server_sweep(s);
+	http_server_free(s);
+}
+
+static void
+test_conn_workers(void)
+{
+	struct http_server *s = server(1);
+	struct owned a, b;
+
+	open_conn(s, &a);
+	open_conn(s, &b);
+	client_send(&a, GET("/a"));
+	client_send(&b, GET("/b"));
+	http_conn_event(a.c, POLLIN);
+	http_conn_event(b.c, POLLIN);
+	ok(http_conn_state(a.c) == HTTP_CONN_WRITING && http_conn_state(b.c) == HTTP_CONN_WAITING,
+	   "workers: one worker: a's answer holds it until written, b waits");
+	ok(b.requests == 0 && b.deadline > clock_now, "workers: b's handler has not run; the "
+	   "queue's head has a deadline (the look for stalled holders)");
+	http_server_flush(s);
+	ok(http_conn_state(b.c) == HTTP_CONN_ANSWERING && http_server_ready(s),
+	   "workers: a written, its worker passes to b");
+	http_server_process(s);
+	ok(b.requests == 1 && strcmp(b.path, "/b") == 0, "workers: b is answered");
+	http_server_flush(s);
+	client_read(&a);
+	client_read(&b);
+
+	a.on_request = HOLD;
+	client_send(&a, GET("/held"));
+	http_conn_event(a.c, POLLIN);
+	ok(http_conn_state(a.c) == HTTP_CONN_HELD && a.deadline == clock_now + 5,
+	   "workers: a hold is HELD with the owner's deadline");
+	client_send(&b, GET("/b2"));
+	http_conn_event(b.c, POLLIN);
+	ok(b.requests == 2, "workers: a held long-poll takes no worker");
+	http_server_flush(s);
+	clock_now += 5;
+	http_conn_timeout(a.c);
+	ok(a.expired == 1 && http_conn_state(a.c) == HTTP_CONN_WRITING,
+	   "workers: the hold's deadline asks the owner to answer");
+	http_server_flush(s);
+	ok(strstr(client_read(&a), "late") != NULL, "workers: and the late answer is written");
+
+	a.on_request = ANSWER;
+	client_send(&a, GET("/first"));
+	http_conn_event(a.c, POLLIN);
+	http_conn_retract(a.c);
+	ok(http_conn_state(a.c) == HTTP_CONN_ANSWERING, "workers: a retracted answer is ANSWERING");
+	http_conn_respond(a.c, 503, "text/plain", "no", 2, NULL);
+	http_server_flush(s);
+	{
+		const char *got = client_read(&a);
+
+		ok(strstr(got, "503") && !strstr(got, "/first"), "workers: only the second answer "
+		   "goes out");
+	}
+	close(a.peer);
+	close(b.peer);
+	http_server_free(s);
+	ok(a.closed == 1 && b.closed == 1, "workers: freeing the server closes its connections");
+}
+
+/* A handler that answers twice breaks the phase table: the process stops right there. */
+static void
+test_conn_illegal(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		struct http_server *s = server(1);
+		struct owned o;
+
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(2);
+		open_conn(s, &o);
+		o.on_request = TWICE;
+		client_send(&o, GET("/"));
+		http_conn_event(o.c, POLLIN);
+		_exit(0);
+	}
+	ok(pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+	   "conn: a second answer to one request aborts (WRITING cannot become WRITING)");
+}
+
 int
 main(void)
 {
@@ -561,5 +1006,12 @@ main(void)
 	test_misc();
 	test_query();
 	test_format();
+	test_response_table();
+	test_response_fields();
+	test_parse_uint();
+	test_conn_exchange();
+	test_conn_deadlines();
+	test_conn_workers();
+	test_conn_illegal();
 	return tap_done();
 }
