@@ -28,6 +28,10 @@ BIG = 16000000  # bytes of output of the big job: more than the socket buffers h
 BIG_CMD = "head -c %d /dev/zero | tr '\\0' a" % BIG
 LOG_READ = str(32 << 20)  # TT_DEVICE_MAX_LOG_READ: /logs may answer the whole big log at once
 TICK = os.sysconf("SC_CLK_TCK")
+# Seconds a request beside the misbehaving clients may take. A request they held up would wait
+# for a 10 s idle or write timeout or a 30 s long-poll; an answer takes milliseconds, so half
+# the shortest timeout tells the two apart on a loaded host without timing the daemon.
+NOT_HELD = 5.0
 
 
 def daemon(**env):
@@ -158,7 +162,7 @@ def test_worker_bound_and_held_polls():
     polls.append(send_get(connect(d.port), "/logs/%s?offset=1000&wait=30" % blocker))
     time.sleep(0.3)
     st, took = timed_get(d)
-    tap.ok(st == 200 and took < 1.0, "7 held long-polls take none of the 2 workers (%.2fs)" % took)
+    tap.ok(st == 200 and took < NOT_HELD, "7 held long-polls take none of the 2 workers (%.2fs)" % took)
 
     readers = [send_get(connect(d.port, rcvbuf=4096), "/logs/" + big) for _ in range(2)]
     first = [drain_some(r, 1000) if readable(r, 10) else 0 for r in readers]
@@ -188,8 +192,8 @@ def test_worker_bound_and_held_polls():
     tap.ok(not readable(waiting, 0), "after 12 s the waiting request is still waiting (no 408)")
     readers[0].close()
     t0 = time.monotonic()
-    st, body = read_response(waiting, 5)
-    tap.ok(st == 200 and b'"devices"' in body and time.monotonic() - t0 < 2,
+    st, body = read_response(waiting, 10)
+    tap.ok(st == 200 and b'"devices"' in body and time.monotonic() - t0 < NOT_HELD,
            "it is answered once a worker frees (%.2fs)" % (time.monotonic() - t0), (st, body[:80]))
 
     d.post("/kill", {"job_id": blocker})
@@ -238,7 +242,7 @@ def test_non_reader_delays_no_one():
     for _ in range(20):
         st, took = timed_get(d)
         worst = max(worst, took if st == 200 else 99)
-    tap.ok(worst < 1.0, "20 requests beside 3 clients that read nothing: slowest %.3fs" % worst)
+    tap.ok(worst < NOT_HELD, "20 requests beside 3 clients that read nothing: slowest %.3fs" % worst)
     j = d.submit("echo beside-the-stalled")
     tap.eq(d.wait_done(j["job_id"])["exit_code"], 0, "a job is submitted and run meanwhile")
     # Nothing of the answers is read: the write timeout (10 s) closes those connections.
@@ -288,11 +292,11 @@ def test_thousand_idle_connections():
         idle.append(s)
     opened = time.monotonic() - t0
     st, took = timed_get(d)
-    tap.ok(st == 200 and took < 1.0, "1000 idle connections opened at once (in %.2fs): a "
+    tap.ok(st == 200 and took < NOT_HELD, "1000 idle connections opened at once (in %.2fs): a "
            "well-behaved client is served in %.3fs" % (opened, took))
     t1 = time.monotonic()
     r = d.post("/queue", {"cmd": "true", "device_id": "1"})
-    tap.ok(r.status == 200 and time.monotonic() - t1 < 1.0, "and a submission is answered in "
+    tap.ok(r.status == 200 and time.monotonic() - t1 < NOT_HELD, "and a submission is answered in "
            "%.3fs" % (time.monotonic() - t1))
     n = settle_fds(d, base + 1002, timeout=5)
     tap.eq(n, base + 1002, "the daemon holds all 1000 idle connections and the 2 long-polls")
@@ -332,7 +336,7 @@ def test_connection_bound():
     held.pop().close()
     t0 = time.monotonic()
     st, _ = read_response(extra, 5)
-    tap.ok(st == 200 and time.monotonic() - t0 < 1.0,
+    tap.ok(st == 200 and time.monotonic() - t0 < NOT_HELD,
            "and is served once one closes (%.3fs)" % (time.monotonic() - t0))
     for s in held + [extra]:
         s.close()
