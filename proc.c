@@ -593,25 +593,9 @@ capfile_reset(struct capfile *cf, long long cap)
 }
 
 int
-capfile_adopt(struct capfile *cf, int fd, long long cap)
-{
-	struct stat st;
-
-	capfile_reset(cf, cap);
-	if (cap < 1024) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (fstat(fd, &st) == -1)
-		return -1;
-	cf->fd = fd;
-	cf->size = st.st_size;
-	return 0;
-}
-
-int
 capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 {
+	struct stat st;
 	int fd, e;
 
 	capfile_reset(cf, cap);
@@ -624,12 +608,14 @@ capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 	fd = openat(dirfd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd == -1)
 		return -1;
-	if (capfile_adopt(cf, fd, cap) == -1) {
+	if (fstat(fd, &st) == -1) {
 		e = errno;
 		close(fd);
 		errno = e;
 		return -1;
 	}
+	cf->fd = fd;
+	cf->size = st.st_size;
 	return 0;
 }
 

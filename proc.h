@@ -116,12 +116,6 @@ struct capfile {
 int capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap);
 
 /*
- * As capfile_open, for a file already open as fd (O_RDWR | O_APPEND, as capfile_open opens
- * it): cf owns fd from a 0 return. -1 with errno (EINVAL: cap < 1024); fd stays the caller's.
- */
-int capfile_adopt(struct capfile *cf, int fd, long long cap);
-
-/*
  * Store n bytes of job output: what fits is written, the rest counted in dropped. 0, or -1
  * with errno when a write failed (the first such errno is kept in write_errno).
  */

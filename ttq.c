@@ -3167,22 +3167,6 @@ handle_request(struct conn *c, const struct http_request *req, const char *body,
 extern char **environ;
 
 /*
- * The spare job folder: <log dir>/.next-job, holding an empty output file, made at the end of
- * a loop turn so that the next job needing a folder not prepared ahead (a start on an idle
- * card, mostly; also a cancel or a failure before its start) takes it with one rename
- * (0.02-0.03 ms) instead of creating a folder and a file (0.15-0.3 ms on a lab host's disk)
- * between its commit and its start (issue #8). No job id starts with a dot, so nothing else
- * ever reads it; a start removes one a crash left behind and a clean stop removes its own.
- */
-#define SPARE_FOLDER ".next-job"
-static bool spare_ready;       /* SPARE_FOLDER was made by this daemon and not taken since */
-static bool spare_wanted;      /* make it at the end of this turn (cleared by a failure) */
-static bool spare_off;         /* the log dir's file system cannot rename without replacing */
-static bool spare_warned;      /* "cannot remove" is logged once until it works again */
-static int spare_out_fd = -1;  /* the spare's output, open (O_RDWR | O_APPEND) while ready */
-static struct stat spare_dir_st, spare_out_st; /* what make_spare made: taken only if intact */
-
-/*
  * Nesting that remove_tree follows (node_modules trees nest deeply); a deeper tree stays, and
  * is reported, rather than costing a descriptor and 1 KiB of stack per level without bound.
  */
@@ -3256,200 +3240,6 @@ remove_tree(int dirfd, const char *name, const struct statx *parent, int depth)
 	return err ? -1 : 0;
 }
 
-/* The log dir's mount and device, which no removal under it leaves (see remove_tree). */
-static struct statx log_dir_sx;
-
-/* Remove <log dir>/name with remove_tree; 0, or -1 with errno. */
-static int
-remove_in_log_dir(const char *name)
-{
-	char path[PATH_MAX];
-
-	if (!log_dir_sx.stx_mask &&
-	    statx(AT_FDCWD, cfg.log_dir, 0, STATX_MNT_ID, &log_dir_sx) < 0)
-		return -1;
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, name);
-	return remove_tree(AT_FDCWD, path, &log_dir_sx, 0);
-}
-
-/*
- * A spare that was changed and cannot be removed goes out of the way, to
- * <log dir>/.changed-spare-<tag>, a dot name that nothing reads, for an operator to look at.
- * Logged when moved; 0, or -1 with errno when it could not be (the caller says so).
- */
-static int
-set_spare_aside(const char *from, const char *tag, int why)
-{
-	char aside[PATH_MAX];
-
-	snprintf(aside, sizeof(aside), "%s/.changed-spare-%s", cfg.log_dir, tag);
-	if (renameat2(AT_FDCWD, from, AT_FDCWD, aside, RENAME_NOREPLACE) < 0)
-		return -1;
-	logmsg("tt-device-queue: WARNING: %s/" SPARE_FOLDER " was changed by someone else and "
-	       "cannot be removed (%s); moved to %s", cfg.log_dir, strerror(why), aside);
-	return 0;
-}
-
-/*
- * Remove the spare folder, whatever stands there (a crash's at a start, one changed by
- * someone else, ours at a clean stop), and forget ours. One that cannot be removed is set
- * aside, so that a new spare can be made.
- */
-static void
-drop_spare(void)
-{
-	char path[PATH_MAX], tag[32];
-	static unsigned n;
-	int why;
-
-	if (spare_out_fd >= 0)
-		close(spare_out_fd);
-	spare_out_fd = -1;
-	spare_ready = false;
-	if (remove_in_log_dir(SPARE_FOLDER) == 0) {
-		spare_warned = false;
-		return;
-	}
-	why = errno;
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	snprintf(tag, sizeof(tag), "%lld-%u", (long long)time(NULL), n++);
-	if (set_spare_aside(path, tag, why) == 0) {
-		spare_warned = false;
-	} else if (!spare_warned) { /* once, not at every job, until it works again */
-		spare_warned = true;
-		logmsg("tt-device-queue: WARNING: %s can neither be removed (%s) nor moved aside "
-		       "(%s)", path, strerror(why), strerror(errno));
-	}
-}
-
-static bool
-same_inode(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
-	       a->st_nlink == b->st_nlink && a->st_uid == b->st_uid && a->st_gid == b->st_gid;
-}
-
-/*
- * Whether folder (the spare, just renamed to a job's) is still the private, empty folder
- * make_spare made: anything running as the service user (a job, too) can write to the log dir,
- * and bytes written into the spare's output, a link or a file in its place, a subfolder, an
- * extra file or other modes must never become a job's. Links and modes are compared with what
- * make_spare saw, not constants (a btrfs folder has one link; a setgid log dir passes its bit
- * on). Bytes in the output are cut from our own open file, never through a path.
- */
-static bool
-spare_intact(const char *folder, int out_fd)
-{
-	/* Room for ".", ".." and "output" (80 bytes) and more: entries are counted with
-	 * getdents64 on the stack, not a DIR and its 32 KiB buffer, at every start. */
-	char ents[512];
-	struct dirent64 *e;
-	struct stat d, o;
-	ssize_t len, off;
-	int fd, n = 0;
-
-	fd = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	if (fstat(fd, &d) < 0 || !same_inode(&d, &spare_dir_st) ||
-	    fstatat(fd, "output", &o, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(&o, &spare_out_st) ||
-	    (o.st_size != 0 && ftruncate(out_fd, 0) < 0)) {
-		close(fd);
-		return false;
-	}
-	while (n <= 1 && (len = getdents64(fd, ents, sizeof(ents))) > 0)
-		for (off = 0; off < len; off += e->d_reclen) {
-			e = (struct dirent64 *)(ents + off);
-			n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-		}
-	if (n == 1 && len == 0) /* dated now, not when the spare was made (maybe an idle night) */
-		futimens(fd, NULL);
-	close(fd);
-	return n == 1 && len == 0;
-}
-
-/*
- * Rename the spare folder to the job's folder and give its output to log, dated now. Never
- * over an existing folder: a job restarted from the store keeps its output. 1 when taken; 0
- * when there is none or it cannot be used, and the caller creates the folder itself; -1 with
- * errno when a changed spare took the job's name and could not be moved out of its way.
- */
-static int
-take_spare(const char *folder, const char *id, struct capfile *log)
-{
-	char spare[PATH_MAX];
-	int fd, e, why;
-
-	if (!spare_ready)
-		return 0;
-	snprintf(spare, sizeof(spare), "%s/" SPARE_FOLDER, cfg.log_dir);
-	if (renameat2(AT_FDCWD, spare, AT_FDCWD, folder, RENAME_NOREPLACE) < 0) {
-		if (errno == EEXIST) /* the job's folder exists; the spare stays for the next */
-			return 0;
-		/* No rename without replacing on this file system (EINVAL) or kernel (ENOSYS):
-		 * no spares. Anything else (EIO, ENOSPC...): made anew after the next job. */
-		spare_off = errno == EINVAL || errno == ENOSYS;
-		drop_spare();
-		spare_wanted = !spare_off;
-		return 0;
-	}
-	/* Checked after the rename, on what now has the job's name, so that nothing can be
-	 * swapped in between the check and the rename. */
-	spare_ready = false;
-	spare_wanted = true;
-	fd = spare_out_fd;
-	spare_out_fd = -1;
-	if (spare_intact(folder, fd) && capfile_adopt(log, fd, cfg.max_log_bytes) == 0) {
-		futimens(fd, NULL);
-		return 1;
-	}
-	close(fd);
-	if (remove_in_log_dir(id) == 0) {
-		logmsg("tt-device-queue: %s was changed by someone else; removed, not used", spare);
-		return 0;
-	}
-	/* What cannot be removed must not stay under the job's name, or the job would write
-	 * into whatever it holds. */
-	why = errno;
-	if (set_spare_aside(folder, id, why) == 0)
-		return 0;
-	e = errno;
-	logmsg("tt-device-queue: WARNING: %s was changed by someone else and can neither be "
-	       "removed (%s) nor moved aside (%s); the job cannot start", folder, strerror(why),
-	       strerror(e));
-	errno = e;
-	return -1;
-}
-
-static void
-make_spare(void)
-{
-	char path[PATH_MAX];
-	int fd, tries;
-
-	if (spare_ready || !spare_wanted || spare_off || D.shutting_down)
-		return;
-	spare_wanted = false; /* a failure (a full disk) waits for the next job's own folder */
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	for (tries = 0; mkdir(path, 0700) < 0; tries++) {
-		if (errno != EEXIST || tries)
-			return;
-		drop_spare(); /* someone else's, or one a failed rename left */
-	}
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	/* The folder taken as the spare's reference must be the private one made just now. */
-	if (fd >= 0 && fstat(fd, &spare_dir_st) == 0 && (spare_dir_st.st_mode & 0777) == 0700 &&
-	    spare_dir_st.st_uid == geteuid()) {
-		spare_out_fd = openat(fd, "output", O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
-						     O_CLOEXEC, 0600);
-		spare_ready = spare_out_fd >= 0 && fstat(spare_out_fd, &spare_out_st) == 0;
-	}
-	if (fd >= 0)
-		close(fd);
-	if (!spare_ready)
-		drop_spare();
-}
-
 /*
  * Open the job's folder as an O_PATH descriptor for openat, never through a link: a folder
  * replaced by a link must not take the daemon's writes (output, meta.json) elsewhere. -1 with
@@ -3464,46 +3254,31 @@ job_dir_open(const char *id)
 	return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/*
- * Open the job's output file, creating its folder (from the spare when use_spare) if need be.
- * -1 with errno when it cannot be created or opened.
- */
+/* Open the job's output file, creating its folder if need be; -1 with errno when it cannot. */
 static int
-open_log(struct active *a, bool use_spare)
+open_log(struct active *a)
 {
 	char path[PATH_MAX];
-	int spared, dfd, e;
+	int dfd, e;
 
 	if (a->log.fd >= 0)
 		return 0;
 	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
-	spared = use_spare ? take_spare(path, a->job.id, &a->log) : 0;
-	if (spared < 0)
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -1;
-	if (!spared) {
-		if (mkdir(path, 0700) < 0 && errno != EEXIST)
-			return -1;
-		spare_wanted = true; /* there is room for folders again */
-		dfd = job_dir_open(a->job.id);
-		if (dfd < 0 || capfile_open(&a->log, dfd, "output", cfg.max_log_bytes) < 0) {
-			e = errno;
-			if (dfd >= 0)
-				close(dfd);
-			a->log.fd = -1;
-			errno = e;
-			return -1;
-		}
-		close(dfd);
+	dfd = job_dir_open(a->job.id);
+	if (dfd < 0 || capfile_open(&a->log, dfd, "output", cfg.max_log_bytes) < 0) {
+		e = errno;
+		if (dfd >= 0)
+			close(dfd);
+		a->log.fd = -1;
+		errno = e;
+		return -1;
 	}
+	close(dfd);
 	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
 	a->log.dropped = a->job.dropped_log_bytes;
 	return 0;
-}
-
-static int
-ensure_log(struct active *a)
-{
-	return open_log(a, true);
 }
 
 /*
@@ -3655,7 +3430,7 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	int fd;
 	pid_t pid;
 
-	if (ensure_log(a) < 0) {
+	if (open_log(a) < 0) {
 		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
 		return -1;
 	}
@@ -3759,7 +3534,7 @@ run_iteration(struct active *a, char *const envp[])
 	/* "--": a command that starts with "-" is a command, not options of bash. */
 	char *argv[] = {"/bin/bash", "-lc", "--", a->job.cmd, NULL}, err[512];
 
-	if (a->job.repeat > 1 && ensure_log(a) == 0)
+	if (a->job.repeat > 1 && open_log(a) == 0)
 		capfile_marker(&a->log, "Repeat %d/%d", a->job.repeat_current, a->job.repeat);
 	if (spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err)) < 0) {
 		char *e = xasprintf("Cannot start the job: %s", err);
@@ -4150,7 +3925,7 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	j->has_exit_code = true;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
-	if (!a->log_closed && ensure_log(a) == 0) {
+	if (!a->log_closed && open_log(a) == 0) {
 		if (a->log.write_errno) /* the drop line cannot say it when the disk is full */
 			logmsg("tt-device-queue: job %s: output could not be stored (%s); %lld bytes "
 			       "dropped", j->id, strerror(a->log.write_errno), a->log.dropped);
@@ -4372,7 +4147,7 @@ reset_run(struct active *a, int step)
 	char why[600];
 
 	a->rs_step = step;
-	if (ensure_log(a) == 0)
+	if (open_log(a) == 0)
 		capfile_marker(&a->log, "$ %s", cmd);
 	if (spawn_process(a, argv, control_env(), NULL, err, sizeof(err)) < 0) {
 		capfile_marker(&a->log, "cannot start: %s", err);
@@ -4963,9 +4738,6 @@ log_dir_forget_files(void)
 {
 	int i;
 
-	drop_spare();
-	spare_wanted = true;
-	memset(&log_dir_sx, 0, sizeof(log_dir_sx)); /* remove_tree's reference, taken again */
 	D.health_script_written = false;            /* written again before the next reset */
 	if (D.lock_fd >= 0)
 		close(D.lock_fd); /* the guardian's copy stays until a new guardian takes over */
@@ -4989,7 +4761,7 @@ log_dir_forget_files(void)
 
 			close(a->log.fd);
 			a->log.fd = -1;
-			if (open_log(a, false) == 0) {
+			if (open_log(a) == 0) {
 				a->log.dropped = dropped;
 				capfile_marker(&a->log, "the log dir was removed while this ran; its output "
 					       "before this line is lost");
@@ -5334,7 +5106,7 @@ prepare_next_logs(void)
 		if (!c->current || !a || a->log_prepared)
 			continue;
 		a->log_prepared = true;
-		open_log(a, false); /* the spare stays for a job that starts on an idle card */
+		open_log(a);
 	}
 }
 
@@ -5381,9 +5153,15 @@ store_retry_fired(void *arg)
 static int
 remove_job_dir(const char *id)
 {
+	char path[PATH_MAX];
+	struct statx dir; /* the log dir's mount and device, which the removal never leaves */
+
 	if (!valid_job_id(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
-	return remove_in_log_dir(id);
+	if (statx(AT_FDCWD, cfg.log_dir, 0, STATX_MNT_ID, &dir) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
+	return remove_tree(AT_FDCWD, path, &dir, 0);
 }
 
 /*
@@ -5939,7 +5717,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 
 		sched_set_current(c, &a->job);
 		/* Output dropped before the crash was counted only up to the last save. */
-		if (a->job.log_truncated && ensure_log(a) == 0)
+		if (a->job.log_truncated && open_log(a) == 0)
 			a->log.dropped_floor = 1;
 		job_finish_at(a, interrupted_at(j, now), -1,
 			      reset ? "Interrupted: the service stopped during the reset (crash or "
@@ -6382,7 +6160,6 @@ loop_after(void)
 		prepare_next_logs();
 		flush_all();
 	} while (readyq.n > 0 && ++rounds < 8);
-	make_spare(); /* after the answers */
 	watch_sweep();
 	bury_dead();
 }
@@ -6470,8 +6247,6 @@ serve_main(int argc, char **argv)
 	prepare_log_dir();
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
 	D.lock_fd = wait_instance_lock();
-	drop_spare(); /* a crash's: made for a job that never came, or half made */
-	spare_wanted = true;
 	if ((D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd, argv_area,
 						  argv_area_len)) < 0) {
 		perror("tt-device-queue serve: guardian");
@@ -6512,7 +6287,6 @@ serve_main(int argc, char **argv)
 	meta_flush();
 	flush_all();
 	store_close(D.store);
-	drop_spare();
 	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
 	if (D.lock_fd >= 0 && ftruncate(D.lock_fd, 0) < 0)
 		logmsg("tt-device-queue: WARNING: cannot clear the lock file: %s", strerror(errno));
