@@ -1076,35 +1076,6 @@ proc_group_alive(pid_t pgid)
 	return alive;
 }
 
-/* ---------------------------------------------------------------------------- CPU hint */
-
-/* Affinity masks as the raw syscalls take them (<sched.h> is avoided, see the includes). */
-#define CPU_WORDS (1024 / (8 * sizeof(unsigned long)))
-#define WORD_BITS (8 * sizeof(unsigned long))
-
-void
-proc_step_aside(void)
-{
-	unsigned long all[CPU_WORDS] = {0}, other[CPU_WORDS];
-	unsigned int cpu;
-	long len;
-	size_t i, left = 0;
-	int e = errno;
-
-	len = syscall(SYS_sched_getaffinity, 0, sizeof all, all);
-	if (len <= 0 || syscall(SYS_getcpu, &cpu, NULL, NULL) == -1 || cpu >= CPU_WORDS * WORD_BITS)
-		goto out;
-	memcpy(other, all, sizeof other);
-	other[cpu / WORD_BITS] &= ~(1UL << (cpu % WORD_BITS));
-	for (i = 0; i < CPU_WORDS; i++)
-		left += (size_t)__builtin_popcountl(other[i]);
-	/* The move happens in the first call; the second only lifts the restriction again. */
-	if (left > 0 && syscall(SYS_sched_setaffinity, 0, (size_t)len, other) == 0)
-		syscall(SYS_sched_setaffinity, 0, (size_t)len, all);
-out:
-	errno = e;
-}
-
 /* ------------------------------------------------------------------- children, strays */
 
 int

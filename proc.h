@@ -41,15 +41,6 @@ struct proc_opts {
 pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen);
 
 /*
- * Move the calling process off the CPU it runs on, then allow it again every CPU it had
- * (issue #8). A child just started by proc_spawn was placed on the caller's CPU and may still be
- * in exec there; the daemon's work after a start (meta.json, the next job's folder) would
- * delay the job by 0.1-0.2 ms on that CPU. Best effort and silent: with one allowed CPU, or
- * when a call fails, nothing changes. errno is preserved.
- */
-void proc_step_aside(void);
-
-/*
  * Whether process group pgid still has a living member: one that is not a zombie (a zombie
  * holds no card, SPEC 6). kill(-pgid, 0) answers the usual case, an empty group, in one call;
  * only when it finds members is /proc read to tell the living from zombies. Returns 1 or 0, or

@@ -3437,7 +3437,6 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	pid = proc_spawn(&o, &fd, err, errlen);
 	if (pid < 0)
 		return -1;
-	proc_step_aside(); /* the rest of this turn's work runs beside the new process, not on it */
 	a->pid = pid;
 	a->out_fd = fd;
 	a->reaped = a->eof = false;

@@ -16,7 +16,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1231,73 +1230,6 @@ test_umask(void)
 	free(out);
 }
 
-/* Affinity through the raw syscalls, as proc.c does: <sched.h> under -I. is this project's. */
-#define MASK_WORDS (1024 / (8 * sizeof(unsigned long)))
-
-static long
-get_mask(unsigned long *m)
-{
-	memset(m, 0, MASK_WORDS * sizeof(unsigned long));
-	return syscall(SYS_sched_getaffinity, 0, MASK_WORDS * sizeof(unsigned long), m);
-}
-
-static unsigned int
-current_cpu(void)
-{
-	unsigned int cpu = ~0u;
-
-	syscall(SYS_getcpu, &cpu, NULL, NULL);
-	return cpu;
-}
-
-static int
-mask_count(const unsigned long *m)
-{
-	int n = 0;
-	size_t i;
-
-	for (i = 0; i < MASK_WORDS; i++)
-		n += __builtin_popcountl(m[i]);
-	return n;
-}
-
-/*
- * After starting a job the daemon moves to another CPU and keeps every CPU it was allowed:
- * it must never end up pinned (an operator's taskset or the cgroup's set stays as it was).
- */
-static void
-test_step_aside(void)
-{
-	unsigned long all[MASK_WORDS], after[MASK_WORDS], one[MASK_WORDS] = {0};
-	unsigned int cpu, cpu2;
-	long len = get_mask(all);
-
-	ok(len > 0, "step aside: the affinity mask is readable");
-	if (len <= 0)
-		return;
-	if (mask_count(all) >= 2) {
-		cpu = current_cpu();
-		errno = EBADF;
-		proc_step_aside();
-		ok(errno == EBADF, "step aside: errno is preserved");
-		cpu2 = current_cpu();
-		ok(cpu2 != cpu, "step aside: moved off CPU %u (now on %u)", cpu, cpu2);
-		get_mask(after);
-		ok(memcmp(all, after, sizeof all) == 0 && mask_count(after) == mask_count(all),
-		   "step aside: every allowed CPU (%d) is allowed again", mask_count(all));
-	} else {
-		ok(1, "# skip step aside: one CPU here, nothing to move to");
-	}
-	/* One allowed CPU: nothing to move to, nothing changes. */
-	cpu = current_cpu();
-	one[cpu / (8 * sizeof(unsigned long))] = 1UL << (cpu % (8 * sizeof(unsigned long)));
-	ok(syscall(SYS_sched_setaffinity, 0, (size_t)len, one) == 0, "step aside: pinned to %u", cpu);
-	proc_step_aside();
-	get_mask(after);
-	ok(current_cpu() == cpu && mask_count(after) == 1 && (after[0] | one[0]) == one[0],
-	   "step aside: pinned to one CPU it stays there, still pinned");
-	syscall(SYS_sched_setaffinity, 0, (size_t)len, all);
-}
 
 int
 main(void)
@@ -1340,7 +1272,6 @@ main(void)
 	test_dead_guardian();
 	test_children_and_marked();
 	test_umask();
-	test_step_aside();
 	while (waitpid(-1, &st, WNOHANG) > 0)
 		;
 	remove_tmpdir();
