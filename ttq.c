@@ -61,7 +61,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/fs.h> /* FS_IOC_GETFLAGS, FS_TOPDIR_FL */
 #include <linux/sockios.h>
 #include <sqlite3.h>
 
@@ -5765,25 +5764,6 @@ recover(void)
 }
 
 /*
- * Mark the log dir a top directory (FS_TOPDIR_FL, `chattr +T`, as /home is) so ext2/3/4 spread
- * the job folders over block groups (the Orlov policy) instead of packing every one into the
- * log dir's group. On an ext4 without a journal each new inode is checked against the group's
- * recently deleted ones, and a crowded group (retention, builds, test runs) made creating a
- * job folder and its two files cost 0.7-1.2 ms of CPU on a lab VM; spread, 0.1-0.3 ms
- * (issue #8). Best effort: other file systems, or a dir we do not own, simply keep their policy.
- */
-static void
-spread_job_folders(int dirfd)
-{
-	int flags = 0; /* the kernel reads and writes an int, whatever the ioctl's nominal type */
-
-	if (ioctl(dirfd, FS_IOC_GETFLAGS, &flags) == 0 && !(flags & FS_TOPDIR_FL)) {
-		flags |= FS_TOPDIR_FL;
-		(void)ioctl(dirfd, FS_IOC_SETFLAGS, &flags);
-	}
-}
-
-/*
  * The log dir is private (0700) however it came to exist: made by hand (0755 under the usual
  * umask), its listing of job ids would stay open to every local user. Ours, it is tightened.
  * Another user's (an admin's shared dir) is left as it is, as changing it could break what
@@ -5837,7 +5817,6 @@ lock_dir(char *why, size_t cap)
 		return -1;
 	}
 	make_log_dir_private(fd);
-	spread_job_folders(fd);
 	if (D.dir_fd >= 0)
 		close(D.dir_fd);
 	D.dir_fd = fd;

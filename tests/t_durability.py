@@ -1477,28 +1477,6 @@ def test_existing_log_dir_made_private():
         os.chown(d.log_dir, os.geteuid(), os.getegid())
 
 
-def test_log_dir_spreads_job_folders():
-    """The log dir is a top directory for ext2/3/4's allocator (lsattr shows T), so job
-    folders are spread over block groups (issue #8); where the file system has no such flags
-    the daemon serves all the same."""
-    d = fast_daemon()
-    d.start()
-    r = run_tool(["lsattr", "-d", d.log_dir])
-    flags = r.returncode == 0
-    if flags:
-        tap.ok("T" in r.stdout.split()[0], "the log dir carries the top-directory flag",
-               r.stdout.strip())
-    else:
-        tap.ok("not supported" in r.stderr.lower() or "inappropriate" in r.stderr.lower(),
-               "no inode flags on this file system (lsattr: %s)" % r.stderr.strip())
-    d.wait_done(d.submit("true")["job_id"])
-    r = run_tool(["chattr", "-T", d.log_dir])
-    d.restart()
-    r = run_tool(["lsattr", "-d", d.log_dir])
-    tap.ok(not flags or (r.returncode == 0 and "T" in r.stdout.split()[0]),
-           "a log dir that lost it gets it back at the next start", r.stdout.strip())
-
-
 def fill_to_the_byte(path):
     """Write zeros to path until not one more byte fits (unbuffered, ever smaller writes)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -1574,7 +1552,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_dropped_count_after_a_crash_is_a_floor,
          test_start_whose_commit_fails_leaves_the_job_as_queued,
          test_refused_submission_whose_card_died_in_the_same_turn,
-         test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
+         test_recent_forgets_deleted_jobs,
          test_meta_json_of_a_job_finished_just_before_a_crash,
          test_instance_recorded_once_the_disk_allows,
          test_log_dir_removed_while_jobs_are_queued, test_log_dir_replaced_or_not_makeable)
