@@ -914,18 +914,15 @@ guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)
  * EOF from ever coming.
  */
 static _Noreturn void
-guardian_main(int rfd, int wfd, int lock_fd, const char *marker, char *title, size_t title_len)
+guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 {
 	pid_t groups[GUARD_SLOTS];
 	struct guard_msg m;
 	size_t n = 0, i;
 	int lo = rfd, hi = lock_fd;
 
+	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this. */
 	prctl(PR_SET_NAME, "ttq-guardian");
-	if (title && title_len > 0) {
-		memset(title, 0, title_len);
-		strncpy(title, "ttq-guardian", title_len - 1);
-	}
 	setsid();
 	default_dispositions();
 	ignore_signal(SIGINT);
@@ -964,7 +961,7 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker, char *title, si
 }
 
 pid_t
-proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_len)
+proc_guardian_start(const char *marker, int lock_fd)
 {
 	sigset_t all, old;
 	pid_t pid;
@@ -980,7 +977,7 @@ proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_l
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = fork();
 	if (pid == 0)
-		guardian_main(p[0], p[1], lock_fd, marker, title, title_len);
+		guardian_main(p[0], p[1], lock_fd, marker);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(p[0]);
@@ -999,25 +996,6 @@ proc_guardian_forget(pid_t pgid)
 	int e = errno;
 
 	guardian_send('-', pgid);
-	errno = e;
-}
-
-pid_t
-proc_guardian_replace(const char *marker, int lock_fd, char *title, size_t title_len)
-{
-	if (guardian_fd != -1) {
-		close(guardian_fd); /* the dead one's pipe: its groups are registered again */
-		guardian_fd = -1;
-	}
-	return proc_guardian_start(marker, lock_fd, title, title_len);
-}
-
-void
-proc_guardian_adopt(pid_t pgid)
-{
-	int e = errno;
-
-	guardian_send('+', pgid);
 	errno = e;
 }
 

@@ -141,27 +141,15 @@ ssize_t capfile_drain(struct capfile *cf, int fd, size_t budget);
  * killed, even by SIGKILL) it sends SIGKILL to every registered group and exits, so no job or
  * control command outlives the daemon (SPEC 6: gone within 2 s); then, when marker is not NULL,
  * it also kills every process carrying that environment entry (proc_kill_marked), which reaches
- * descendants that moved to a session of their own. It ignores SIGINT, SIGTERM
- * and SIGHUP and closes every other descriptor. When title is not NULL, the guardian writes
- * "ttq-guardian" over title[0..title_len) (the daemon's argv strings) so /proc/PID/cmdline
- * names it and `pkill -f 'tt-device-queue serve'` does not take it down with the daemon.
- * lock_fd, when >= 0, is an open file holding the daemon's instance lock (flock); the guardian
- * keeps its copy and, after the kills, waits until every group and marked process is gone (at
+ * descendants that moved to a session of their own. It ignores SIGINT, SIGTERM and SIGHUP,
+ * names itself ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, is
+ * an open file holding the daemon's instance lock (flock); the guardian keeps its copy and, after the kills, waits until every group and marked process is gone (at
  * most 30 s, killing again every 0.1 s) before it exits, so the lock is free only then: a
- * killed job holds its card until its memory is torn down (SPEC 1). Call it in `serve` before
- * any job or control command starts. Returns the guardian's pid, or -1 with errno.
+ * killed job holds its card until its memory is torn down. Call it once, in `serve`,
+ * before any job or control command starts: a second call fails with EBUSY, even after the
+ * first guardian died (it is not replaced). Returns the guardian's pid, or -1 with errno.
  */
-pid_t proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_len);
-
-/*
- * After the guardian died (reaped by the caller): close the pipe to it and start a new one
- * with proc_guardian_start's arguments. The caller then registers every group still running
- * with proc_guardian_adopt, or the new guardian would not know them. Returns its pid, or -1.
- */
-pid_t proc_guardian_replace(const char *marker, int lock_fd, char *title, size_t title_len);
-
-/* Register process group pgid with the guardian, as a spawned child does itself. */
-void proc_guardian_adopt(pid_t pgid);
+pid_t proc_guardian_start(const char *marker, int lock_fd);
 
 /* Tell the guardian that group pgid has ended (after it was killed and reaped). */
 void proc_guardian_forget(pid_t pgid);

@@ -97,6 +97,9 @@
 #define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
 #define DRAIN_BUDGET (1024 * 1024)
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
+/* What the log and status say once the guardian is gone (guardian_died). */
+#define GUARDIAN_GONE "the guardian process died: job processes are not cleaned up if this " \
+		      "daemon is killed; a restart of the service starts a new one"
 
 static const unsigned char embedded_health_check[] = {
 #include "health_check.inc"
@@ -767,7 +770,8 @@ static struct {
 	mode_t job_umask; /* the umask serve was started with, restored for jobs */
 	bool nofile_raised; /* raise_fd_limit raised ours: jobs get job_nofile back */
 	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
-	pid_t guardian_pid;
+	pid_t guardian_pid; /* 0 before it is started (instance_record) and once it died */
+	bool guardian_lost; /* it died (guardian_died) */
 	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
 	bool instance_recorded; /* lock_fd holds this instance's entry (instance_record) */
 	int dir_fd;             /* the log dir, locked (lock_dir), -1 before it is */
@@ -2944,6 +2948,7 @@ handle_status(struct conn *c, const struct http_request *req)
 	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
 	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
 	w_str(&w, "control_warning", D.control_warning[0] ? D.control_warning : NULL);
+	w_str(&w, "guardian_warning", D.guardian_lost ? GUARDIAN_GONE : NULL);
 	json_w_obj_end(&w);
 	w_int(&w, "queued_total", D.sched.queued_total);
 	w_int(&w, "max_queued_jobs", cfg.max_queued);
@@ -3454,8 +3459,6 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
  * daemon dies (the guardian scans for it, proc_kill_marked).
  */
 static char instance_marker[64];
-static char *argv_area; /* main's argv strings, for the guardian's title */
-static size_t argv_area_len;
 
 /*
  * The job's environment: the daemon's, scrubbed, plus its env object (SPEC 6), plus
@@ -3744,61 +3747,16 @@ kill_strays(void)
 	return killed; /* still dying, or dead and not yet reaped */
 }
 
-/* Start a new guardian with the lock file and tell it every group that still runs; -1 if not. */
-static int
-guardian_restart(void)
-{
-	int i;
-
-	D.guardian_pid = proc_guardian_replace(instance_marker, D.lock_fd, argv_area, argv_area_len);
-	if (D.guardian_pid < 0) {
-		D.guardian_pid = 0;
-		return -1;
-	}
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct job *j = D.sched.cards[i].current;
-		struct active *a = j ? active_of(j) : NULL;
-
-		if (a && a->pid > 0)
-			proc_guardian_adopt(a->pid);
-		if (a && a->closing_pgid > 0 && a->closing_pgid != a->pid)
-			proc_guardian_adopt(a->closing_pgid);
-	}
-	return 0;
-}
-
 /*
- * The guardian died (killed by hand, the OOM killer): without it a crash of this daemon would
- * leave every job running. A new one is started and told every group that still runs.
+ * The guardian died (killed by hand, the OOM killer): a double fault, so it is not replaced;
+ * a crash of this daemon now would leave its jobs running. Logged, and shown in status.
  */
 static void
-guardian_replace(int wstatus)
+guardian_died(int wstatus)
 {
-	if (guardian_restart() < 0) {
-		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d) and a new "
-		       "one cannot be started (%s); job processes will not be cleaned up if this "
-		       "daemon is killed", wstatus, strerror(errno));
-		return;
-	}
-	logmsg("tt-device-queue: WARNING: the guardian process exited (status %d); a new one "
-	       "(pid %d) took over the running jobs", wstatus, (int)D.guardian_pid);
-}
-
-/*
- * The lock file was opened only now (instance_record): the guardian, started without it or
- * with one whose folder is gone, cannot hold it, and a start after a crash of this daemon
- * would not wait for the jobs the guardian kills. A new guardian takes it; the old one is
- * killed first (SIGKILL: it kills nothing), so no group it watches is touched.
- */
-static void
-guardian_handover(void)
-{
-	if (D.guardian_pid <= 0)
-		return;
-	kill(D.guardian_pid, SIGKILL);
-	if (guardian_restart() < 0)
-		logmsg("tt-device-queue: WARNING: cannot start a new guardian (%s); job processes "
-		       "will not be cleaned up if this daemon is killed", strerror(errno));
+	D.guardian_pid = 0;
+	D.guardian_lost = true;
+	logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, wstatus);
 }
 
 static void
@@ -3819,7 +3777,7 @@ child_reaped(pid_t pid, int wstatus)
 		return;
 	}
 	if (pid == D.guardian_pid) {
-		guardian_replace(wstatus);
+		guardian_died(wstatus);
 		return;
 	}
 	kill_strays(); /* a stray died: its own children may have come to us */
@@ -4738,7 +4696,7 @@ log_dir_forget_files(void)
 
 	D.health_script_written = false;            /* written again before the next reset */
 	if (D.lock_fd >= 0)
-		close(D.lock_fd); /* the guardian's copy stays until a new guardian takes over */
+		close(D.lock_fd); /* the guardian keeps its copy of the old file */
 	D.lock_fd = -1;
 	D.instance_recorded = false; /* recorded in the new dir before the next commit */
 	for (i = 0; i < D.sched.ncards; i++) {
@@ -4829,16 +4787,15 @@ dir_check_fired(void *arg)
 			card_dirty(&D.sched.cards[i]);
 }
 
-static void guardian_handover(void);
-
 /*
  * Record this instance's entry in <log dir>/guardian.lock, where the next start looks for
- * processes left running (kill_previous_instance). Until it is there, a kill -9 of this daemon
- * together with its guardian would leave its jobs unseen beside the next start's: no commit,
- * and so no job start, goes ahead without it (commit_dirty). A disk that refused it (full) is
- * tried again at the next commit. A lock file that could not even be opened, or that was
- * removed since, is made then and handed to a new guardian. True once recorded; else
- * why[0..cap) says why.
+ * processes left running (kill_previous_instance), then start the guardian, which keeps the
+ * file locked until the jobs it kills are gone. Until both are done, a kill -9 of this daemon
+ * (with its guardian) would leave its jobs unseen beside the next start's: no commit, and so
+ * no job start, goes ahead without them (commit_dirty). A disk that refused the entry (full),
+ * or a file that could not even be opened, is tried again at the next commit. A lock file
+ * removed since (the log dir was) is made again; the guardian keeps the first one. True once
+ * recorded; else why[0..cap) says why.
  */
 static bool
 instance_record(char *why, size_t cap)
@@ -4850,7 +4807,7 @@ instance_record(char *why, size_t cap)
 
 	if (D.instance_recorded && fstat(D.lock_fd, &st) == 0 && st.st_nlink > 0)
 		return true;
-	if (D.instance_recorded) { /* the file was removed: a new one, for a new guardian */
+	if (D.instance_recorded) { /* the file was removed: a new one */
 		close(D.lock_fd);
 		D.lock_fd = -1;
 		D.instance_recorded = false;
@@ -4872,11 +4829,15 @@ instance_record(char *why, size_t cap)
 			close(fd);
 		return false;
 	}
-	D.instance_recorded = true;
-	if (fd != D.lock_fd) {
-		D.lock_fd = fd;
-		guardian_handover();
+	D.lock_fd = fd;
+	if (!D.guardian_pid && !D.guardian_lost &&
+	    (D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd)) < 0) {
+		D.guardian_pid = 0;
+		snprintf(why, cap, "cannot start the guardian process: %s; no job starts until it "
+			 "runs", strerror(errno));
+		return false;
 	}
+	D.instance_recorded = true;
 	return true;
 }
 
@@ -6225,11 +6186,6 @@ serve_main(int argc, char **argv)
 	prepare_log_dir();
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
 	D.lock_fd = wait_instance_lock();
-	if ((D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd, argv_area,
-						  argv_area_len)) < 0) {
-		perror("tt-device-queue serve: guardian");
-		return 1;
-	}
 	if (!instance_record(why, sizeof(why)))
 		instance_unrecorded(why);
 	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
@@ -6275,9 +6231,6 @@ serve_main(int argc, char **argv)
 int
 main(int argc, char **argv)
 {
-	/* argv's strings are contiguous: the guardian retitles itself over them (proc.h). */
-	argv_area = argv[0];
-	argv_area_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
 	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
 		return serve_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {

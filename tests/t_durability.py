@@ -464,7 +464,6 @@ def guardian_of(pid):
 def kill9_with_guardian(d):
     """kill -9 of the daemon and its guardian together, as an OOM kill of the unit can."""
     guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
-    os.kill(d.proc.pid, signal.SIGSTOP)  # it must not replace the guardian first
     os.kill(guardian, signal.SIGKILL)
     d.kill9()
     wait_until(lambda: not pid_alive(guardian), 5, "the guardian to be gone")

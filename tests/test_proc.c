@@ -1042,8 +1042,8 @@ fake_daemon(int report)
 {
 	pid_t r[R_N] = {0};
 
-	r[R_GUARD] = proc_guardian_start(NULL, -1, NULL, 0);
-	r[R_BUSY] = proc_guardian_start(NULL, -1, NULL, 0) == -1 && errno == EBUSY;
+	r[R_GUARD] = proc_guardian_start(NULL, -1);
+	r[R_BUSY] = proc_guardian_start(NULL, -1) == -1 && errno == EBUSY;
 	r[R_BG1] = fake_job(&r[R_SHELL1]);
 	r[R_BG2] = fake_job(&r[R_SHELL2]);
 	proc_guardian_forget(r[R_SHELL2]);
@@ -1123,28 +1123,23 @@ test_guardian(void)
 	ok(wait_gone(r[R_BG2], now_ms() + 2000), "cleanup");
 }
 
-/* In a child: the exit code of `exit 0` spawned while the guardian is dead, then replaced. */
+/* In a child: the exit code of `exit 0` spawned while the guardian is dead. */
 static _Noreturn void
 spawn_past_dead_guardian(int report)
 {
 	char *const argv[] = {"/bin/sh", "-c", "exit 0", NULL};
 	char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
 	struct proc_opts o = {.argv = argv, .envp = envp};
-	pid_t g = proc_guardian_start(NULL, -1, NULL, 0), pid;
-	int r[2] = {NO_EXIT, NO_EXIT}, fd;
+	pid_t g = proc_guardian_start(NULL, -1), pid;
+	int r = NO_EXIT, fd;
 
 	kill(g, SIGKILL);
 	waitpid(g, NULL, 0);
 	if ((pid = proc_spawn(&o, &fd, NULL, 0)) > 0) {
-		r[0] = wait_code(pid, 5000);
+		r = wait_code(pid, 5000);
 		close(fd);
 	}
-	g = proc_guardian_replace(NULL, -1, NULL, 0);
-	if (g > 0 && (pid = proc_spawn(&o, &fd, NULL, 0)) > 0) {
-		r[1] = wait_code(pid, 5000);
-		close(fd);
-	}
-	if (write(report, r, sizeof r) != (ssize_t)sizeof r)
+	if (write(report, &r, sizeof r) != (ssize_t)sizeof r)
 		_exit(1);
 	_exit(0);
 }
@@ -1156,14 +1151,13 @@ spawn_past_dead_guardian(int report)
 static void
 test_dead_guardian(void)
 {
-	int r[2] = {NO_EXIT, NO_EXIT};
-	pid_t child = fork_reporter(spawn_past_dead_guardian, r, sizeof r,
-				    "the child reports two exit codes");
+	int r = NO_EXIT;
+	pid_t child = fork_reporter(spawn_past_dead_guardian, &r, sizeof r,
+				    "the child reports its exit code");
 
 	if (child < 0)
 		return;
-	is_int(r[0], 0, "a job started while the guardian is dead runs (no SIGPIPE death)");
-	is_int(r[1], 0, "a job started under the replaced guardian runs");
+	is_int(r, 0, "a job started while the guardian is dead runs (no SIGPIPE death)");
 	is_int(wait_code(child, 5000), 0, "the child exits");
 }
 
