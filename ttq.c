@@ -672,7 +672,6 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool finished;            /* done; freed once committed */
-	bool log_closed;          /* its output was finished before a crash (meta_outcome) */
 	bool log_prepared;        /* prepare_next_logs tried its output file */
 	bool no_env;              /* submitted without env: nothing to read back at start */
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
@@ -3286,24 +3285,18 @@ open_log(struct active *a)
 }
 
 /*
- * meta.json is rendered when the job finishes but written by meta_flush, after this loop
- * turn has started the next job and before its answers leave: creating a file costs
- * 0.3-0.6 ms on a lab host's disk, which must not sit between two jobs of a card (issue #8).
+ * Write <log dir>/<id>/meta.json, the job's final record, when it finishes. A failure
+ * (disk full, the folder removed or replaced by a link) is logged and not retried: the record
+ * itself is in the database.
  */
-struct meta_pending {
-	char id[33];
-	struct json_buf b; /* the file's text */
-	bool warned;       /* its failure to be written is logged (once) */
-};
-static struct vec metas;
-
 static void
 write_meta(const struct job *j)
 {
 	char *out = job_output_path(j->id);
-	struct meta_pending *m;
 	struct json_buf b;
 	struct json_w w;
+	int dfd, fd, e;
+	ssize_t n;
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
@@ -3312,76 +3305,22 @@ write_meta(const struct job *j)
 	json_w_obj_end(&w);
 	json_buf_add(&b, "\n", 1);
 	free(out);
-	m = b.oom ? NULL : malloc(sizeof(*m));
-	if (!m) {
-		logmsg("tt-device-queue: job %s: cannot write meta.json: out of memory", j->id);
-		json_buf_free(&b);
-		return;
+	dfd = b.oom ? -1 : job_dir_open(j->id);
+	fd = dfd < 0 ? -1
+		     : openat(dfd, "meta.json", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			      0600);
+	e = b.oom ? ENOMEM : errno; /* its folder removed (ENOENT) or a link (ELOOP), no inode */
+	if (dfd >= 0)
+		close(dfd);
+	if (fd >= 0) {
+		errno = 0;
+		n = write(fd, b.p, b.len);
+		e = n == (ssize_t)b.len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
+		close(fd);
 	}
-	snprintf(m->id, sizeof(m->id), "%s", j->id);
-	m->b = b;
-	m->warned = false;
-	vec_push(&metas, m);
-}
-
-/*
- * Write the meta.json files of the jobs finished since the last call (SPEC 6). One the disk
- * has no room for (ENOSPC, EDQUOT, EIO) is kept and written again at a later call: while the
- * store is degraded its retry timer makes such calls every second, so the file appears once
- * there is room, rather than staying empty for good.
- */
-static void
-meta_flush(void)
-{
-	int i, fd, dfd, e, kept = 0;
-	ssize_t w;
-
-	for (i = 0; i < metas.n; i++) {
-		struct meta_pending *m = metas.v[i];
-
-		dfd = job_dir_open(m->id);
-		fd = dfd < 0 ? -1
-			     : openat(dfd, "meta.json",
-				      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-		e = errno; /* its folder removed (ENOENT) or a link (ELOOP), no inode left... */
-		if (dfd >= 0)
-			close(dfd);
-		if (fd >= 0) {
-			errno = 0;
-			w = write(fd, m->b.p, m->b.len);
-			e = w == (ssize_t)m->b.len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
-			close(fd);
-		}
-		if (e && !m->warned)
-			logmsg("tt-device-queue: job %s: cannot write meta.json: %s%s", m->id,
-			       strerror(e), e == ENOSPC || e == EDQUOT || e == EIO ? "; will retry" : "");
-		m->warned = m->warned || e;
-		if (e == ENOSPC || e == EDQUOT || e == EIO) {
-			metas.v[kept++] = m;
-			continue;
-		}
-		json_buf_free(&m->b);
-		free(m);
-	}
-	metas.n = kept;
-}
-
-/* Drop the meta.json not yet written for job id (a job that is forgotten whole). */
-static void
-meta_forget(const char *id)
-{
-	int i;
-
-	for (i = 0; i < metas.n; i++) {
-		struct meta_pending *m = metas.v[i];
-
-		if (strcmp(m->id, id) == 0) {
-			vec_remove(&metas, m);
-			json_buf_free(&m->b);
-			free(m);
-			return;
-		}
-	}
+	if (e)
+		logmsg("tt-device-queue: job %s: cannot write meta.json: %s", j->id, strerror(e));
+	json_buf_free(&b);
 }
 
 static void
@@ -3881,7 +3820,7 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	j->has_exit_code = true;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
-	if (!a->log_closed && open_log(a) == 0) {
+	if (open_log(a) == 0) {
 		if (a->log.write_errno) /* the drop line cannot say it when the disk is full */
 			logmsg("tt-device-queue: job %s: output could not be stored (%s); %lld bytes "
 			       "dropped", j->id, strerror(a->log.write_errno), a->log.dropped);
@@ -4949,7 +4888,6 @@ store_unwind(void)
 			vec_remove(&D.finished, a);
 			count_outcome_by(a, -1);
 			recent_forget(a->job.id);
-			meta_forget(a->job.id);
 			remove_job_dir(a->job.id);
 		} else {
 			sched_unlink(&D.sched, a->card, &a->job);
@@ -5505,23 +5443,8 @@ setup_cards(void)
 static int
 recent_cb(void *ctx, struct job *j, const char *output_file)
 {
-	char path[PATH_MAX];
-	struct stat st;
-
 	(void)output_file;
 	recent_add(ctx, j);
-	/*
-	 * meta.json is written one loop turn after the commit that finished its job; a crash in
-	 * between leaves a done job without it (or, after a power loss, with an empty one). Those
-	 * jobs are among each card's newest, so such files are written again here (into folders
-	 * that still exist, never new ones).
-	 */
-	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
-	if (stat(path, &st) < 0 ? errno == ENOENT : st.st_size == 0) {
-		snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, j->id);
-		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-			write_meta(j);
-	}
 	sched_job_clear(j);
 	return 0;
 }
@@ -5550,81 +5473,6 @@ interrupted_at(const struct job *j, double now)
 	if (t < j->started_at)
 		t = j->started_at;
 	return t > now ? now : t;
-}
-
-/* Member key of the object toks[0] of src as a number into *v: 0, or -1. */
-static int
-meta_num(const char *src, const char *key, double *v)
-{
-	int i = json_obj_get(src, toks, 0, key);
-	char num[64], *end;
-	size_t n;
-
-	if (i < 0 || toks[i].type != JSON_NUMBER || (n = toks[i].end - toks[i].start) >= sizeof(num))
-		return -1;
-	memcpy(num, src + toks[i].start, n);
-	num[n] = 0;
-	*v = strtod(num, &end);
-	return end == num + n ? 0 : -1;
-}
-
-/*
- * The outcome a run job found "running" at start-up had already reached. Its meta.json is
- * written only when it finishes, and a job that finished while the store was degraded never
- * got its "done" commit: without this, the crash that follows would turn its true exit code
- * into "interrupted". On success fills j's exit code, times, error, repeat and log counters
- * from the file and returns 0; -1 when there is no complete record (the usual crash, or a
- * power loss that left the unsynced file empty).
- */
-static int
-meta_outcome(struct job *j)
-{
-	char path[PATH_MAX], word[8], *text = NULL;
-	struct stat st;
-	double code, elapsed, cur, done, size, dropped;
-	int fd, n = -1, i;
-	ssize_t got = -1;
-
-	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20) &&
-	    (text = malloc((size_t)st.st_size)) != NULL)
-		got = read(fd, text, (size_t)st.st_size);
-	close(fd);
-	if (got == st.st_size)
-		n = json_parse(text, (size_t)got, toks, MAX_TOKENS, NULL, 0);
-	i = n > 0 ? json_obj_get(text, toks, 0, "status") : -1;
-	if (i < 0 || json_str_decode(text, &toks[i], word, sizeof(word)) != 4 ||
-	    memcmp(word, "done", 4) != 0 || meta_num(text, "exit_code", &code) < 0 ||
-	    meta_num(text, "elapsed", &elapsed) < 0 || meta_num(text, "repeat_current", &cur) < 0 ||
-	    meta_num(text, "repeat_completed", &done) < 0 || meta_num(text, "log_size", &size) < 0 ||
-	    meta_num(text, "dropped_log_bytes", &dropped) < 0 || !(elapsed >= 0)) {
-		free(text);
-		return -1;
-	}
-	j->exit_code = (int)code;
-	j->finished_at = j->started_at + elapsed;
-	j->repeat_current = (int)cur;
-	j->repeat_completed = (int)done;
-	j->log_size = (long long)size;
-	j->dropped_log_bytes = (long long)dropped;
-	j->log_truncated = dropped > 0;
-	i = json_obj_get(text, toks, 0, "timed_out");
-	j->timed_out = i >= 0 && toks[i].type == JSON_TRUE;
-	i = json_obj_get(text, toks, 0, "error");
-	free(j->error);
-	j->error = NULL;
-	if (i >= 0 && toks[i].type == JSON_STRING) {
-		size_t len = json_str_decode(text, &toks[i], NULL, 0);
-
-		if ((j->error = malloc(len + 1)) != NULL) { /* out of memory: no error text */
-			json_str_decode(text, &toks[i], j->error, len);
-			j->error[len] = 0;
-		}
-	}
-	free(text);
-	return 0;
 }
 
 /* A job found active at start-up: queued ones return to their card, running ones fail. */
@@ -5661,15 +5509,6 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		job_finish_at(a, j->status == JOB_RUNNING ? interrupted_at(j, now) : now, -1, err,
 			      trailer);
 		counts[2]++;
-	} else if (j->status == JOB_RUNNING && j->mode == JOB_MODE_RUN && meta_outcome(&a->job) == 0) {
-		char *err = a->job.error ? xstrdup(a->job.error) : NULL;
-
-		/* It finished before the crash; only its "done" commit was lost (degraded store). */
-		sched_set_current(c, &a->job);
-		a->log_closed = true;
-		job_finish_at(a, a->job.finished_at, a->job.exit_code, err, NULL);
-		free(err);
-		counts[3]++;
 	} else if (j->status == JOB_RUNNING) {
 		/* A reset's card row says resetting: apply_card_row made it pending again. */
 		bool reset = j->mode == JOB_MODE_RESET;
@@ -5702,7 +5541,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 static void
 recover(void)
 {
-	int counts[4] = {0, 0, 0, 0}, i;
+	int counts[3] = {0, 0, 0}, i;
 
 	for (i = 0; i < D.sched.ncards; i++)
 		if (store_load_recent(D.store, D.sched.cards[i].device, SCHED_RECENT, recent_cb,
@@ -5718,10 +5557,8 @@ recover(void)
 	 * the host keeps a queue that answers and says why instead of a restart loop.
 	 */
 	store_sync();
-	meta_flush();
 	logmsg("tt-device-queue: recovered %d queued jobs; %d interrupted jobs failed; %d jobs of "
-	       "unavailable cards failed; %d jobs finished before the stop kept their outcome",
-	       counts[0], counts[1], counts[2], counts[3]);
+	       "unavailable cards failed", counts[0], counts[1], counts[2]);
 }
 
 /*
@@ -6095,7 +5932,6 @@ loop_after(void)
 		dispatch_pass();
 		store_sync();
 		spawn_pending();
-		meta_flush(); /* after the starts: off the path between two jobs */
 		prepare_next_logs();
 		flush_all();
 	} while (readyq.n > 0 && ++rounds < 8);
@@ -6218,7 +6054,6 @@ serve_main(int argc, char **argv)
 		loop_after();
 	}
 	store_sync();
-	meta_flush();
 	flush_all();
 	store_close(D.store);
 	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
