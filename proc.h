@@ -65,7 +65,8 @@ int proc_env_value(pid_t pid, const char *name, char *out, size_t outlen);
 /*
  * SIGKILL every process whose environment holds exactly the entry `marker` ("NAME=VALUE"),
  * found by reading /proc/PID/environ (processes of other users are skipped). Returns how many
- * were signalled. For descendants that left their process group (setsid) and outlive it.
+ * were signalled. For descendants that left their process group (setsid) and outlive it:
+ * without it such a helper survives a kill -9 of the daemon, beside the next job on its card.
  */
 int proc_kill_marked(const char *marker);
 

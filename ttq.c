@@ -3395,7 +3395,9 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 /*
  * Every job and control command carries TT_DEVICE_QUEUE_INSTANCE=<random id of this daemon>:
  * processes that left their job's process group (setsid) are still found by it when the
- * daemon dies (the guardian scans for it, proc_kill_marked).
+ * daemon dies (the guardian scans for it, proc_kill_marked), and by the next start when the
+ * guardian died too (kill_previous_instance). Without it, a job's setsid'd helper outlives a
+ * kill -9 of the daemon and runs beside the next job on its card.
  */
 static char instance_marker[64];
 
