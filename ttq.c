@@ -672,7 +672,6 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool finished;            /* done; freed once committed */
-	bool log_prepared;        /* prepare_next_logs tried its output file */
 	bool no_env;              /* submitted without env: nothing to read back at start */
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
 	int rs_step, rs_attempt;
@@ -4642,16 +4641,7 @@ log_dir_forget_files(void)
 	D.instance_recorded = false; /* recorded in the new dir before the next commit */
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct card *c = &D.sched.cards[i];
-		struct job *j;
 
-		for (j = c->head; j; j = j->next) { /* folders made ahead: made again at the start */
-			struct active *a = active_of(j);
-
-			if (a->log.fd >= 0)
-				close(a->log.fd);
-			a->log.fd = -1;
-			a->log_prepared = false;
-		}
 		if (c->current && active_of(c->current)->log.fd >= 0) {
 			struct active *a = active_of(c->current);
 			long long dropped = a->log.dropped;
@@ -4984,29 +4974,6 @@ store_sync_now(const struct job *extra)
 	}
 	store_failed(why);
 	return false;
-}
-
-/*
- * While a card runs something, create the folder and output file of the job queued next on
- * it: they cost 0.3-0.6 ms each on a lab host's disk, which would otherwise sit between the
- * two jobs (issue #8). Tried once per job; a failure is met again, and reported, at its start.
- * A prepared job that is cancelled or waits through a restart keeps an empty output file,
- * as it would have anyway (every finished job has one).
- */
-static void
-prepare_next_logs(void)
-{
-	int i;
-
-	for (i = 0; i < D.sched.ncards && !D.shutting_down; i++) {
-		struct card *c = &D.sched.cards[i];
-		struct active *a = c->head ? active_of(c->head) : NULL;
-
-		if (!c->current || !a || a->log_prepared)
-			continue;
-		a->log_prepared = true;
-		open_log(a);
-	}
 }
 
 static void
@@ -5458,7 +5425,7 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
  * ran, and only the daemon writes that file, so its mtime is a lower bound: a job silent until
  * the crash is under-counted, never over-counted. The database's mtime is no such bound: an
  * operator's sqlite3 shell opened after the crash checkpoints it. Clamped to [started_at, now]:
- * the file is prepared while the job waits, and the wall clock may have been stepped.
+ * the wall clock may have been stepped.
  */
 static double
 interrupted_at(const struct job *j, double now)
@@ -5934,7 +5901,6 @@ loop_after(void)
 		dispatch_pass();
 		store_sync();
 		spawn_pending();
-		prepare_next_logs();
 		flush_all();
 	} while (readyq.n > 0 && ++rounds < 8);
 	watch_sweep();
