@@ -593,25 +593,9 @@ capfile_reset(struct capfile *cf, long long cap)
 }
 
 int
-capfile_adopt(struct capfile *cf, int fd, long long cap)
-{
-	struct stat st;
-
-	capfile_reset(cf, cap);
-	if (cap < 1024) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (fstat(fd, &st) == -1)
-		return -1;
-	cf->fd = fd;
-	cf->size = st.st_size;
-	return 0;
-}
-
-int
 capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 {
+	struct stat st;
 	int fd, e;
 
 	capfile_reset(cf, cap);
@@ -624,12 +608,14 @@ capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 	fd = openat(dirfd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd == -1)
 		return -1;
-	if (capfile_adopt(cf, fd, cap) == -1) {
+	if (fstat(fd, &st) == -1) {
 		e = errno;
 		close(fd);
 		errno = e;
 		return -1;
 	}
+	cf->fd = fd;
+	cf->size = st.st_size;
 	return 0;
 }
 
@@ -928,18 +914,15 @@ guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)
  * EOF from ever coming.
  */
 static _Noreturn void
-guardian_main(int rfd, int wfd, int lock_fd, const char *marker, char *title, size_t title_len)
+guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 {
 	pid_t groups[GUARD_SLOTS];
 	struct guard_msg m;
 	size_t n = 0, i;
 	int lo = rfd, hi = lock_fd;
 
+	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this. */
 	prctl(PR_SET_NAME, "ttq-guardian");
-	if (title && title_len > 0) {
-		memset(title, 0, title_len);
-		strncpy(title, "ttq-guardian", title_len - 1);
-	}
 	setsid();
 	default_dispositions();
 	ignore_signal(SIGINT);
@@ -978,7 +961,7 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker, char *title, si
 }
 
 pid_t
-proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_len)
+proc_guardian_start(const char *marker, int lock_fd)
 {
 	sigset_t all, old;
 	pid_t pid;
@@ -994,7 +977,7 @@ proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_l
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = fork();
 	if (pid == 0)
-		guardian_main(p[0], p[1], lock_fd, marker, title, title_len);
+		guardian_main(p[0], p[1], lock_fd, marker);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(p[0]);
@@ -1013,25 +996,6 @@ proc_guardian_forget(pid_t pgid)
 	int e = errno;
 
 	guardian_send('-', pgid);
-	errno = e;
-}
-
-pid_t
-proc_guardian_replace(const char *marker, int lock_fd, char *title, size_t title_len)
-{
-	if (guardian_fd != -1) {
-		close(guardian_fd); /* the dead one's pipe: its groups are registered again */
-		guardian_fd = -1;
-	}
-	return proc_guardian_start(marker, lock_fd, title, title_len);
-}
-
-void
-proc_guardian_adopt(pid_t pgid)
-{
-	int e = errno;
-
-	guardian_send('+', pgid);
 	errno = e;
 }
 
@@ -1088,35 +1052,6 @@ proc_group_alive(pid_t pgid)
 	}
 	closedir(d);
 	return alive;
-}
-
-/* ---------------------------------------------------------------------------- CPU hint */
-
-/* Affinity masks as the raw syscalls take them (<sched.h> is avoided, see the includes). */
-#define CPU_WORDS (1024 / (8 * sizeof(unsigned long)))
-#define WORD_BITS (8 * sizeof(unsigned long))
-
-void
-proc_step_aside(void)
-{
-	unsigned long all[CPU_WORDS] = {0}, other[CPU_WORDS];
-	unsigned int cpu;
-	long len;
-	size_t i, left = 0;
-	int e = errno;
-
-	len = syscall(SYS_sched_getaffinity, 0, sizeof all, all);
-	if (len <= 0 || syscall(SYS_getcpu, &cpu, NULL, NULL) == -1 || cpu >= CPU_WORDS * WORD_BITS)
-		goto out;
-	memcpy(other, all, sizeof other);
-	other[cpu / WORD_BITS] &= ~(1UL << (cpu % WORD_BITS));
-	for (i = 0; i < CPU_WORDS; i++)
-		left += (size_t)__builtin_popcountl(other[i]);
-	/* The move happens in the first call; the second only lifts the restriction again. */
-	if (left > 0 && syscall(SYS_sched_setaffinity, 0, (size_t)len, other) == 0)
-		syscall(SYS_sched_setaffinity, 0, (size_t)len, all);
-out:
-	errno = e;
 }
 
 /* ------------------------------------------------------------------- children, strays */

@@ -41,15 +41,6 @@ struct proc_opts {
 pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen);
 
 /*
- * Move the calling process off the CPU it runs on, then allow it again every CPU it had
- * (issue #8). A child just started by proc_spawn was placed on the caller's CPU and may still be
- * in exec there; the daemon's work after a start (meta.json, the next job's folder) would
- * delay the job by 0.1-0.2 ms on that CPU. Best effort and silent: with one allowed CPU, or
- * when a call fails, nothing changes. errno is preserved.
- */
-void proc_step_aside(void);
-
-/*
  * Whether process group pgid still has a living member: one that is not a zombie (a zombie
  * holds no card, SPEC 6). kill(-pgid, 0) answers the usual case, an empty group, in one call;
  * only when it finds members is /proc read to tell the living from zombies. Returns 1 or 0, or
@@ -74,7 +65,8 @@ int proc_env_value(pid_t pid, const char *name, char *out, size_t outlen);
 /*
  * SIGKILL every process whose environment holds exactly the entry `marker` ("NAME=VALUE"),
  * found by reading /proc/PID/environ (processes of other users are skipped). Returns how many
- * were signalled. For descendants that left their process group (setsid) and outlive it.
+ * were signalled. For descendants that left their process group (setsid) and outlive it:
+ * without it such a helper survives a kill -9 of the daemon, beside the next job on its card.
  */
 int proc_kill_marked(const char *marker);
 
@@ -116,12 +108,6 @@ struct capfile {
 int capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap);
 
 /*
- * As capfile_open, for a file already open as fd (O_RDWR | O_APPEND, as capfile_open opens
- * it): cf owns fd from a 0 return. -1 with errno (EINVAL: cap < 1024); fd stays the caller's.
- */
-int capfile_adopt(struct capfile *cf, int fd, long long cap);
-
-/*
  * Store n bytes of job output: what fits is written, the rest counted in dropped. 0, or -1
  * with errno when a write failed (the first such errno is kept in write_errno).
  */
@@ -156,27 +142,15 @@ ssize_t capfile_drain(struct capfile *cf, int fd, size_t budget);
  * killed, even by SIGKILL) it sends SIGKILL to every registered group and exits, so no job or
  * control command outlives the daemon (SPEC 6: gone within 2 s); then, when marker is not NULL,
  * it also kills every process carrying that environment entry (proc_kill_marked), which reaches
- * descendants that moved to a session of their own. It ignores SIGINT, SIGTERM
- * and SIGHUP and closes every other descriptor. When title is not NULL, the guardian writes
- * "ttq-guardian" over title[0..title_len) (the daemon's argv strings) so /proc/PID/cmdline
- * names it and `pkill -f 'tt-device-queue serve'` does not take it down with the daemon.
- * lock_fd, when >= 0, is an open file holding the daemon's instance lock (flock); the guardian
- * keeps its copy and, after the kills, waits until every group and marked process is gone (at
+ * descendants that moved to a session of their own. It ignores SIGINT, SIGTERM and SIGHUP,
+ * names itself ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, is
+ * an open file holding the daemon's instance lock (flock); the guardian keeps its copy and, after the kills, waits until every group and marked process is gone (at
  * most 30 s, killing again every 0.1 s) before it exits, so the lock is free only then: a
- * killed job holds its card until its memory is torn down (SPEC 1). Call it in `serve` before
- * any job or control command starts. Returns the guardian's pid, or -1 with errno.
+ * killed job holds its card until its memory is torn down. Call it once, in `serve`,
+ * before any job or control command starts: a second call fails with EBUSY, even after the
+ * first guardian died (it is not replaced). Returns the guardian's pid, or -1 with errno.
  */
-pid_t proc_guardian_start(const char *marker, int lock_fd, char *title, size_t title_len);
-
-/*
- * After the guardian died (reaped by the caller): close the pipe to it and start a new one
- * with proc_guardian_start's arguments. The caller then registers every group still running
- * with proc_guardian_adopt, or the new guardian would not know them. Returns its pid, or -1.
- */
-pid_t proc_guardian_replace(const char *marker, int lock_fd, char *title, size_t title_len);
-
-/* Register process group pgid with the guardian, as a spawned child does itself. */
-void proc_guardian_adopt(pid_t pgid);
+pid_t proc_guardian_start(const char *marker, int lock_fd);
 
 /* Tell the guardian that group pgid has ended (after it was killed and reaped). */
 void proc_guardian_forget(pid_t pgid);

@@ -69,7 +69,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/fs.h> /* FS_IOC_GETFLAGS, FS_TOPDIR_FL */
 #include <linux/sockios.h>
 #include <sqlite3.h>
 
@@ -103,6 +102,9 @@
 #define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
 #define DRAIN_BUDGET (1024 * 1024)
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
+/* What the log and status say once the guardian is gone (guardian_died). */
+#define GUARDIAN_GONE "the guardian process died: job processes are not cleaned up if this " \
+		      "daemon is killed; a restart of the service starts a new one"
 
 static const unsigned char embedded_health_check[] = {
 #include "health_check.inc"
@@ -675,8 +677,6 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool finished;            /* done; freed once committed */
-	bool log_closed;          /* its output was finished before a crash (meta_outcome) */
-	bool log_prepared;        /* prepare_next_logs tried its output file */
 	bool no_env;              /* submitted without env: nothing to read back at start */
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
 	int rs_step, rs_attempt;
@@ -772,7 +772,8 @@ static struct {
 	mode_t job_umask; /* the umask serve was started with, restored for jobs */
 	bool nofile_raised; /* raise_fd_limit raised ours: jobs get job_nofile back */
 	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
-	pid_t guardian_pid;
+	pid_t guardian_pid; /* 0 before it is started (instance_record) and once it died */
+	bool guardian_lost; /* it died (guardian_died) */
 	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
 	bool instance_recorded; /* lock_fd holds this instance's entry (instance_record) */
 	int dir_fd;             /* the log dir, locked (lock_dir), -1 before it is */
@@ -2560,6 +2561,7 @@ handle_status(struct http_conn *c, const struct call *k)
 	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
 	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
 	w_str(&w, "control_warning", D.control_warning[0] ? D.control_warning : NULL);
+	w_str(&w, "guardian_warning", D.guardian_lost ? GUARDIAN_GONE : NULL);
 	json_w_obj_end(&w);
 	w_int(&w, "queued_total", D.sched.queued_total);
 	w_int(&w, "max_queued_jobs", cfg.max_queued);
@@ -2793,22 +2795,6 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 extern char **environ;
 
 /*
- * The spare job folder: <log dir>/.next-job, holding an empty output file, made at the end of
- * a loop turn so that the next job needing a folder not prepared ahead (a start on an idle
- * card, mostly; also a cancel or a failure before its start) takes it with one rename
- * (0.02-0.03 ms) instead of creating a folder and a file (0.15-0.3 ms on a lab host's disk)
- * between its commit and its start (issue #8). No job id starts with a dot, so nothing else
- * ever reads it; a start removes one a crash left behind and a clean stop removes its own.
- */
-#define SPARE_FOLDER ".next-job"
-static bool spare_ready;       /* SPARE_FOLDER was made by this daemon and not taken since */
-static bool spare_wanted;      /* make it at the end of this turn (cleared by a failure) */
-static bool spare_off;         /* the log dir's file system cannot rename without replacing */
-static bool spare_warned;      /* "cannot remove" is logged once until it works again */
-static int spare_out_fd = -1;  /* the spare's output, open (O_RDWR | O_APPEND) while ready */
-static struct stat spare_dir_st, spare_out_st; /* what make_spare made: taken only if intact */
-
-/*
  * Nesting that remove_tree follows (node_modules trees nest deeply); a deeper tree stays, and
  * is reported, rather than costing a descriptor and 1 KiB of stack per level without bound.
  */
@@ -2882,200 +2868,6 @@ remove_tree(int dirfd, const char *name, const struct statx *parent, int depth)
 	return err ? -1 : 0;
 }
 
-/* The log dir's mount and device, which no removal under it leaves (see remove_tree). */
-static struct statx log_dir_sx;
-
-/* Remove <log dir>/name with remove_tree; 0, or -1 with errno. */
-static int
-remove_in_log_dir(const char *name)
-{
-	char path[PATH_MAX];
-
-	if (!log_dir_sx.stx_mask &&
-	    statx(AT_FDCWD, cfg.log_dir, 0, STATX_MNT_ID, &log_dir_sx) < 0)
-		return -1;
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, name);
-	return remove_tree(AT_FDCWD, path, &log_dir_sx, 0);
-}
-
-/*
- * A spare that was changed and cannot be removed goes out of the way, to
- * <log dir>/.changed-spare-<tag>, a dot name that nothing reads, for an operator to look at.
- * Logged when moved; 0, or -1 with errno when it could not be (the caller says so).
- */
-static int
-set_spare_aside(const char *from, const char *tag, int why)
-{
-	char aside[PATH_MAX];
-
-	snprintf(aside, sizeof(aside), "%s/.changed-spare-%s", cfg.log_dir, tag);
-	if (renameat2(AT_FDCWD, from, AT_FDCWD, aside, RENAME_NOREPLACE) < 0)
-		return -1;
-	logmsg("tt-device-queue: WARNING: %s/" SPARE_FOLDER " was changed by someone else and "
-	       "cannot be removed (%s); moved to %s", cfg.log_dir, strerror(why), aside);
-	return 0;
-}
-
-/*
- * Remove the spare folder, whatever stands there (a crash's at a start, one changed by
- * someone else, ours at a clean stop), and forget ours. One that cannot be removed is set
- * aside, so that a new spare can be made.
- */
-static void
-drop_spare(void)
-{
-	char path[PATH_MAX], tag[32];
-	static unsigned n;
-	int why;
-
-	if (spare_out_fd >= 0)
-		close(spare_out_fd);
-	spare_out_fd = -1;
-	spare_ready = false;
-	if (remove_in_log_dir(SPARE_FOLDER) == 0) {
-		spare_warned = false;
-		return;
-	}
-	why = errno;
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	snprintf(tag, sizeof(tag), "%lld-%u", (long long)time(NULL), n++);
-	if (set_spare_aside(path, tag, why) == 0) {
-		spare_warned = false;
-	} else if (!spare_warned) { /* once, not at every job, until it works again */
-		spare_warned = true;
-		logmsg("tt-device-queue: WARNING: %s can neither be removed (%s) nor moved aside "
-		       "(%s)", path, strerror(why), strerror(errno));
-	}
-}
-
-static bool
-same_inode(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
-	       a->st_nlink == b->st_nlink && a->st_uid == b->st_uid && a->st_gid == b->st_gid;
-}
-
-/*
- * Whether folder (the spare, just renamed to a job's) is still the private, empty folder
- * make_spare made: anything running as the service user (a job, too) can write to the log dir,
- * and bytes written into the spare's output, a link or a file in its place, a subfolder, an
- * extra file or other modes must never become a job's. Links and modes are compared with what
- * make_spare saw, not constants (a btrfs folder has one link; a setgid log dir passes its bit
- * on). Bytes in the output are cut from our own open file, never through a path.
- */
-static bool
-spare_intact(const char *folder, int out_fd)
-{
-	/* Room for ".", ".." and "output" (80 bytes) and more: entries are counted with
-	 * getdents64 on the stack, not a DIR and its 32 KiB buffer, at every start. */
-	char ents[512];
-	struct dirent64 *e;
-	struct stat d, o;
-	ssize_t len, off;
-	int fd, n = 0;
-
-	fd = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	if (fstat(fd, &d) < 0 || !same_inode(&d, &spare_dir_st) ||
-	    fstatat(fd, "output", &o, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(&o, &spare_out_st) ||
-	    (o.st_size != 0 && ftruncate(out_fd, 0) < 0)) {
-		close(fd);
-		return false;
-	}
-	while (n <= 1 && (len = getdents64(fd, ents, sizeof(ents))) > 0)
-		for (off = 0; off < len; off += e->d_reclen) {
-			e = (struct dirent64 *)(ents + off);
-			n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-		}
-	if (n == 1 && len == 0) /* dated now, not when the spare was made (maybe an idle night) */
-		futimens(fd, NULL);
-	close(fd);
-	return n == 1 && len == 0;
-}
-
-/*
- * Rename the spare folder to the job's folder and give its output to log, dated now. Never
- * over an existing folder: a job restarted from the store keeps its output. 1 when taken; 0
- * when there is none or it cannot be used, and the caller creates the folder itself; -1 with
- * errno when a changed spare took the job's name and could not be moved out of its way.
- */
-static int
-take_spare(const char *folder, const char *id, struct capfile *log)
-{
-	char spare[PATH_MAX];
-	int fd, e, why;
-
-	if (!spare_ready)
-		return 0;
-	snprintf(spare, sizeof(spare), "%s/" SPARE_FOLDER, cfg.log_dir);
-	if (renameat2(AT_FDCWD, spare, AT_FDCWD, folder, RENAME_NOREPLACE) < 0) {
-		if (errno == EEXIST) /* the job's folder exists; the spare stays for the next */
-			return 0;
-		/* No rename without replacing on this file system (EINVAL) or kernel (ENOSYS):
-		 * no spares. Anything else (EIO, ENOSPC...): made anew after the next job. */
-		spare_off = errno == EINVAL || errno == ENOSYS;
-		drop_spare();
-		spare_wanted = !spare_off;
-		return 0;
-	}
-	/* Checked after the rename, on what now has the job's name, so that nothing can be
-	 * swapped in between the check and the rename. */
-	spare_ready = false;
-	spare_wanted = true;
-	fd = spare_out_fd;
-	spare_out_fd = -1;
-	if (spare_intact(folder, fd) && capfile_adopt(log, fd, cfg.max_log_bytes) == 0) {
-		futimens(fd, NULL);
-		return 1;
-	}
-	close(fd);
-	if (remove_in_log_dir(id) == 0) {
-		logmsg("tt-device-queue: %s was changed by someone else; removed, not used", spare);
-		return 0;
-	}
-	/* What cannot be removed must not stay under the job's name, or the job would write
-	 * into whatever it holds. */
-	why = errno;
-	if (set_spare_aside(folder, id, why) == 0)
-		return 0;
-	e = errno;
-	logmsg("tt-device-queue: WARNING: %s was changed by someone else and can neither be "
-	       "removed (%s) nor moved aside (%s); the job cannot start", folder, strerror(why),
-	       strerror(e));
-	errno = e;
-	return -1;
-}
-
-static void
-make_spare(void)
-{
-	char path[PATH_MAX];
-	int fd, tries;
-
-	if (spare_ready || !spare_wanted || spare_off || D.shutting_down)
-		return;
-	spare_wanted = false; /* a failure (a full disk) waits for the next job's own folder */
-	snprintf(path, sizeof(path), "%s/" SPARE_FOLDER, cfg.log_dir);
-	for (tries = 0; mkdir(path, 0700) < 0; tries++) {
-		if (errno != EEXIST || tries)
-			return;
-		drop_spare(); /* someone else's, or one a failed rename left */
-	}
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	/* The folder taken as the spare's reference must be the private one made just now. */
-	if (fd >= 0 && fstat(fd, &spare_dir_st) == 0 && (spare_dir_st.st_mode & 0777) == 0700 &&
-	    spare_dir_st.st_uid == geteuid()) {
-		spare_out_fd = openat(fd, "output", O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
-						     O_CLOEXEC, 0600);
-		spare_ready = spare_out_fd >= 0 && fstat(spare_out_fd, &spare_out_st) == 0;
-	}
-	if (fd >= 0)
-		close(fd);
-	if (!spare_ready)
-		drop_spare();
-}
-
 /*
  * Open the job's folder as an O_PATH descriptor for openat, never through a link: a folder
  * replaced by a link must not take the daemon's writes (output, meta.json) elsewhere. -1 with
@@ -3090,67 +2882,46 @@ job_dir_open(const char *id)
 	return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/*
- * Open the job's output file, creating its folder (from the spare when use_spare) if need be.
- * -1 with errno when it cannot be created or opened.
- */
+/* Open the job's output file, creating its folder if need be; -1 with errno when it cannot. */
 static int
-open_log(struct active *a, bool use_spare)
+open_log(struct active *a)
 {
 	char path[PATH_MAX];
-	int spared, dfd, e;
+	int dfd, e;
 
 	if (a->log.fd >= 0)
 		return 0;
 	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
-	spared = use_spare ? take_spare(path, a->job.id, &a->log) : 0;
-	if (spared < 0)
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -1;
-	if (!spared) {
-		if (mkdir(path, 0700) < 0 && errno != EEXIST)
-			return -1;
-		spare_wanted = true; /* there is room for folders again */
-		dfd = job_dir_open(a->job.id);
-		if (dfd < 0 || capfile_open(&a->log, dfd, "output", cfg.max_log_bytes) < 0) {
-			e = errno;
-			if (dfd >= 0)
-				close(dfd);
-			a->log.fd = -1;
-			errno = e;
-			return -1;
-		}
-		close(dfd);
+	dfd = job_dir_open(a->job.id);
+	if (dfd < 0 || capfile_open(&a->log, dfd, "output", cfg.max_log_bytes) < 0) {
+		e = errno;
+		if (dfd >= 0)
+			close(dfd);
+		a->log.fd = -1;
+		errno = e;
+		return -1;
 	}
+	close(dfd);
 	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
 	a->log.dropped = a->job.dropped_log_bytes;
 	return 0;
 }
 
-static int
-ensure_log(struct active *a)
-{
-	return open_log(a, true);
-}
-
 /*
- * meta.json is rendered when the job finishes but written by meta_flush, after this loop
- * turn has started the next job and before its answers leave: creating a file costs
- * 0.3-0.6 ms on a lab host's disk, which must not sit between two jobs of a card (issue #8).
+ * Write <log dir>/<id>/meta.json, the job's final record, when it finishes. A failure
+ * (disk full, the folder removed or replaced by a link) is logged and not retried: the record
+ * itself is in the database.
  */
-struct meta_pending {
-	char id[33];
-	struct json_buf b; /* the file's text */
-	bool warned;       /* its failure to be written is logged (once) */
-};
-static struct vec metas;
-
 static void
 write_meta(const struct job *j)
 {
 	char *out = job_output_path(j->id);
-	struct meta_pending *m;
 	struct json_buf b;
 	struct json_w w;
+	int dfd, fd, e;
+	ssize_t n;
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
@@ -3159,76 +2930,22 @@ write_meta(const struct job *j)
 	json_w_obj_end(&w);
 	json_buf_add(&b, "\n", 1);
 	free(out);
-	m = b.oom ? NULL : malloc(sizeof(*m));
-	if (!m) {
-		logmsg("tt-device-queue: job %s: cannot write meta.json: out of memory", j->id);
-		json_buf_free(&b);
-		return;
+	dfd = b.oom ? -1 : job_dir_open(j->id);
+	fd = dfd < 0 ? -1
+		     : openat(dfd, "meta.json", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			      0600);
+	e = b.oom ? ENOMEM : errno; /* its folder removed (ENOENT) or a link (ELOOP), no inode */
+	if (dfd >= 0)
+		close(dfd);
+	if (fd >= 0) {
+		errno = 0;
+		n = write(fd, b.p, b.len);
+		e = n == (ssize_t)b.len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
+		close(fd);
 	}
-	snprintf(m->id, sizeof(m->id), "%s", j->id);
-	m->b = b;
-	m->warned = false;
-	vec_push(&metas, m);
-}
-
-/*
- * Write the meta.json files of the jobs finished since the last call (SPEC 6). One the disk
- * has no room for (ENOSPC, EDQUOT, EIO) is kept and written again at a later call: while the
- * store is degraded its retry timer makes such calls every second, so the file appears once
- * there is room, rather than staying empty for good.
- */
-static void
-meta_flush(void)
-{
-	int i, fd, dfd, e, kept = 0;
-	ssize_t w;
-
-	for (i = 0; i < metas.n; i++) {
-		struct meta_pending *m = metas.v[i];
-
-		dfd = job_dir_open(m->id);
-		fd = dfd < 0 ? -1
-			     : openat(dfd, "meta.json",
-				      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-		e = errno; /* its folder removed (ENOENT) or a link (ELOOP), no inode left... */
-		if (dfd >= 0)
-			close(dfd);
-		if (fd >= 0) {
-			errno = 0;
-			w = write(fd, m->b.p, m->b.len);
-			e = w == (ssize_t)m->b.len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
-			close(fd);
-		}
-		if (e && !m->warned)
-			logmsg("tt-device-queue: job %s: cannot write meta.json: %s%s", m->id,
-			       strerror(e), e == ENOSPC || e == EDQUOT || e == EIO ? "; will retry" : "");
-		m->warned = m->warned || e;
-		if (e == ENOSPC || e == EDQUOT || e == EIO) {
-			metas.v[kept++] = m;
-			continue;
-		}
-		json_buf_free(&m->b);
-		free(m);
-	}
-	metas.n = kept;
-}
-
-/* Drop the meta.json not yet written for job id (a job that is forgotten whole). */
-static void
-meta_forget(const char *id)
-{
-	int i;
-
-	for (i = 0; i < metas.n; i++) {
-		struct meta_pending *m = metas.v[i];
-
-		if (strcmp(m->id, id) == 0) {
-			vec_remove(&metas, m);
-			json_buf_free(&m->b);
-			free(m);
-			return;
-		}
-	}
+	if (e)
+		logmsg("tt-device-queue: job %s: cannot write meta.json: %s", j->id, strerror(e));
+	json_buf_free(&b);
 }
 
 static void
@@ -3281,14 +2998,13 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	int fd;
 	pid_t pid;
 
-	if (ensure_log(a) < 0) {
+	if (open_log(a) < 0) {
 		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
 		return -1;
 	}
 	pid = proc_spawn(&o, &fd, err, errlen);
 	if (pid < 0)
 		return -1;
-	proc_step_aside(); /* the rest of this turn's work runs beside the new process, not on it */
 	a->pid = pid;
 	a->out_fd = fd;
 	a->reaped = a->eof = false;
@@ -3304,11 +3020,11 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 /*
  * Every job and control command carries TT_DEVICE_QUEUE_INSTANCE=<random id of this daemon>:
  * processes that left their job's process group (setsid) are still found by it when the
- * daemon dies (the guardian scans for it, proc_kill_marked).
+ * daemon dies (the guardian scans for it, proc_kill_marked), and by the next start when the
+ * guardian died too (kill_previous_instance). Without it, a job's setsid'd helper outlives a
+ * kill -9 of the daemon and runs beside the next job on its card.
  */
 static char instance_marker[64];
-static char *argv_area; /* main's argv strings, for the guardian's title */
-static size_t argv_area_len;
 
 /*
  * The job's environment: the daemon's, scrubbed, plus its env object (SPEC 6), plus
@@ -3396,7 +3112,7 @@ run_iteration(struct active *a, char *const envp[])
 	/* "--": a command that starts with "-" is a command, not options of bash. */
 	char *argv[] = {"/bin/bash", "-lc", "--", a->job.cmd, NULL}, err[512];
 
-	if (a->job.repeat > 1 && ensure_log(a) == 0)
+	if (a->job.repeat > 1 && open_log(a) == 0)
 		capfile_marker(&a->log, "Repeat %d/%d", a->job.repeat_current, a->job.repeat);
 	if (spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err)) < 0) {
 		char *e = xasprintf("Cannot start the job: %s", err);
@@ -3608,61 +3324,16 @@ kill_strays(void)
 	return killed; /* still dying, or dead and not yet reaped */
 }
 
-/* Start a new guardian with the lock file and tell it every group that still runs; -1 if not. */
-static int
-guardian_restart(void)
-{
-	int i;
-
-	D.guardian_pid = proc_guardian_replace(instance_marker, D.lock_fd, argv_area, argv_area_len);
-	if (D.guardian_pid < 0) {
-		D.guardian_pid = 0;
-		return -1;
-	}
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct job *j = D.sched.cards[i].current;
-		struct active *a = j ? active_of(j) : NULL;
-
-		if (a && a->pid > 0)
-			proc_guardian_adopt(a->pid);
-		if (a && a->closing_pgid > 0 && a->closing_pgid != a->pid)
-			proc_guardian_adopt(a->closing_pgid);
-	}
-	return 0;
-}
-
 /*
- * The guardian died (killed by hand, the OOM killer): without it a crash of this daemon would
- * leave every job running. A new one is started and told every group that still runs.
+ * The guardian died (killed by hand, the OOM killer): a double fault, so it is not replaced;
+ * a crash of this daemon now would leave its jobs running. Logged, and shown in status.
  */
 static void
-guardian_replace(int wstatus)
+guardian_died(int wstatus)
 {
-	if (guardian_restart() < 0) {
-		logmsg("tt-device-queue: WARNING: the guardian process exited (status %d) and a new "
-		       "one cannot be started (%s); job processes will not be cleaned up if this "
-		       "daemon is killed", wstatus, strerror(errno));
-		return;
-	}
-	logmsg("tt-device-queue: WARNING: the guardian process exited (status %d); a new one "
-	       "(pid %d) took over the running jobs", wstatus, (int)D.guardian_pid);
-}
-
-/*
- * The lock file was opened only now (instance_record): the guardian, started without it or
- * with one whose folder is gone, cannot hold it, and a start after a crash of this daemon
- * would not wait for the jobs the guardian kills. A new guardian takes it; the old one is
- * killed first (SIGKILL: it kills nothing), so no group it watches is touched.
- */
-static void
-guardian_handover(void)
-{
-	if (D.guardian_pid <= 0)
-		return;
-	kill(D.guardian_pid, SIGKILL);
-	if (guardian_restart() < 0)
-		logmsg("tt-device-queue: WARNING: cannot start a new guardian (%s); job processes "
-		       "will not be cleaned up if this daemon is killed", strerror(errno));
+	D.guardian_pid = 0;
+	D.guardian_lost = true;
+	logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, wstatus);
 }
 
 static void
@@ -3683,7 +3354,7 @@ child_reaped(pid_t pid, int wstatus)
 		return;
 	}
 	if (pid == D.guardian_pid) {
-		guardian_replace(wstatus);
+		guardian_died(wstatus);
 		return;
 	}
 	kill_strays(); /* a stray died: its own children may have come to us */
@@ -3787,7 +3458,7 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	j->has_exit_code = true;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
-	if (!a->log_closed && ensure_log(a) == 0) {
+	if (open_log(a) == 0) {
 		if (a->log.write_errno) /* the drop line cannot say it when the disk is full */
 			logmsg("tt-device-queue: job %s: output could not be stored (%s); %lld bytes "
 			       "dropped", j->id, strerror(a->log.write_errno), a->log.dropped);
@@ -4009,7 +3680,7 @@ reset_run(struct active *a, int step)
 	char why[600];
 
 	a->rs_step = step;
-	if (ensure_log(a) == 0)
+	if (open_log(a) == 0)
 		capfile_marker(&a->log, "$ %s", cmd);
 	if (spawn_process(a, argv, control_env(), NULL, err, sizeof(err)) < 0) {
 		capfile_marker(&a->log, "cannot start: %s", err);
@@ -4623,33 +4294,21 @@ log_dir_forget_files(void)
 {
 	int i;
 
-	drop_spare();
-	spare_wanted = true;
-	memset(&log_dir_sx, 0, sizeof(log_dir_sx)); /* remove_tree's reference, taken again */
 	D.health_script_written = false;            /* written again before the next reset */
 	if (D.lock_fd >= 0)
-		close(D.lock_fd); /* the guardian's copy stays until a new guardian takes over */
+		close(D.lock_fd); /* the guardian keeps its copy of the old file */
 	D.lock_fd = -1;
 	D.instance_recorded = false; /* recorded in the new dir before the next commit */
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct card *c = &D.sched.cards[i];
-		struct job *j;
 
-		for (j = c->head; j; j = j->next) { /* folders made ahead: made again at the start */
-			struct active *a = active_of(j);
-
-			if (a->log.fd >= 0)
-				close(a->log.fd);
-			a->log.fd = -1;
-			a->log_prepared = false;
-		}
 		if (c->current && active_of(c->current)->log.fd >= 0) {
 			struct active *a = active_of(c->current);
 			long long dropped = a->log.dropped;
 
 			close(a->log.fd);
 			a->log.fd = -1;
-			if (open_log(a, false) == 0) {
+			if (open_log(a) == 0) {
 				a->log.dropped = dropped;
 				capfile_marker(&a->log, "the log dir was removed while this ran; its output "
 					       "before this line is lost");
@@ -4719,16 +4378,15 @@ dir_check_fired(void *arg)
 			card_dirty(&D.sched.cards[i]);
 }
 
-static void guardian_handover(void);
-
 /*
  * Record this instance's entry in <log dir>/guardian.lock, where the next start looks for
- * processes left running (kill_previous_instance). Until it is there, a kill -9 of this daemon
- * together with its guardian would leave its jobs unseen beside the next start's: no commit,
- * and so no job start, goes ahead without it (commit_dirty). A disk that refused it (full) is
- * tried again at the next commit. A lock file that could not even be opened, or that was
- * removed since, is made then and handed to a new guardian. True once recorded; else
- * why[0..cap) says why.
+ * processes left running (kill_previous_instance), then start the guardian, which keeps the
+ * file locked until the jobs it kills are gone. Until both are done, a kill -9 of this daemon
+ * (with its guardian) would leave its jobs unseen beside the next start's: no commit, and so
+ * no job start, goes ahead without them (commit_dirty). A disk that refused the entry (full),
+ * or a file that could not even be opened, is tried again at the next commit. A lock file
+ * removed since (the log dir was) is made again; the guardian keeps the first one. True once
+ * recorded; else why[0..cap) says why.
  */
 static bool
 instance_record(char *why, size_t cap)
@@ -4740,7 +4398,7 @@ instance_record(char *why, size_t cap)
 
 	if (D.instance_recorded && fstat(D.lock_fd, &st) == 0 && st.st_nlink > 0)
 		return true;
-	if (D.instance_recorded) { /* the file was removed: a new one, for a new guardian */
+	if (D.instance_recorded) { /* the file was removed: a new one */
 		close(D.lock_fd);
 		D.lock_fd = -1;
 		D.instance_recorded = false;
@@ -4762,11 +4420,15 @@ instance_record(char *why, size_t cap)
 			close(fd);
 		return false;
 	}
-	D.instance_recorded = true;
-	if (fd != D.lock_fd) {
-		D.lock_fd = fd;
-		guardian_handover();
+	D.lock_fd = fd;
+	if (!D.guardian_pid && !D.guardian_lost &&
+	    (D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd)) < 0) {
+		D.guardian_pid = 0;
+		snprintf(why, cap, "cannot start the guardian process: %s; no job starts until it "
+			 "runs", strerror(errno));
+		return false;
 	}
+	D.instance_recorded = true;
 	return true;
 }
 
@@ -4878,7 +4540,6 @@ store_unwind(void)
 			vec_remove(&D.finished, a);
 			count_outcome_by(a, -1);
 			recent_forget(a->job.id);
-			meta_forget(a->job.id);
 			remove_job_dir(a->job.id);
 		} else {
 			sched_unlink(&D.sched, a->card, &a->job);
@@ -4975,29 +4636,6 @@ store_sync_now(const struct job *extra)
 	return false;
 }
 
-/*
- * While a card runs something, create the folder and output file of the job queued next on
- * it: they cost 0.3-0.6 ms each on a lab host's disk, which would otherwise sit between the
- * two jobs (issue #8). Tried once per job; a failure is met again, and reported, at its start.
- * A prepared job that is cancelled or waits through a restart keeps an empty output file,
- * as it would have anyway (every finished job has one).
- */
-static void
-prepare_next_logs(void)
-{
-	int i;
-
-	for (i = 0; i < D.sched.ncards && !D.shutting_down; i++) {
-		struct card *c = &D.sched.cards[i];
-		struct active *a = c->head ? active_of(c->head) : NULL;
-
-		if (!c->current || !a || a->log_prepared)
-			continue;
-		a->log_prepared = true;
-		open_log(a, false); /* the spare stays for a job that starts on an idle card */
-	}
-}
-
 static void
 spawn_pending(void)
 {
@@ -5041,9 +4679,15 @@ store_retry_fired(void *arg)
 static int
 remove_job_dir(const char *id)
 {
+	char path[PATH_MAX];
+	struct statx dir; /* the log dir's mount and device, which the removal never leaves */
+
 	if (!valid_job_id(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
-	return remove_in_log_dir(id);
+	if (statx(AT_FDCWD, cfg.log_dir, 0, STATX_MNT_ID, &dir) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
+	return remove_tree(AT_FDCWD, path, &dir, 0);
 }
 
 /*
@@ -5433,23 +5077,8 @@ setup_cards(void)
 static int
 recent_cb(void *ctx, struct job *j, const char *output_file)
 {
-	char path[PATH_MAX];
-	struct stat st;
-
 	(void)output_file;
 	recent_add(ctx, j);
-	/*
-	 * meta.json is written one loop turn after the commit that finished its job; a crash in
-	 * between leaves a done job without it (or, after a power loss, with an empty one). Those
-	 * jobs are among each card's newest, so such files are written again here (into folders
-	 * that still exist, never new ones).
-	 */
-	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
-	if (stat(path, &st) < 0 ? errno == ENOENT : st.st_size == 0) {
-		snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, j->id);
-		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-			write_meta(j);
-	}
 	sched_job_clear(j);
 	return 0;
 }
@@ -5461,7 +5090,7 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
  * ran, and only the daemon writes that file, so its mtime is a lower bound: a job silent until
  * the crash is under-counted, never over-counted. The database's mtime is no such bound: an
  * operator's sqlite3 shell opened after the crash checkpoints it. Clamped to [started_at, now]:
- * the file is prepared while the job waits, and the wall clock may have been stepped.
+ * the wall clock may have been stepped.
  */
 static double
 interrupted_at(const struct job *j, double now)
@@ -5478,81 +5107,6 @@ interrupted_at(const struct job *j, double now)
 	if (t < j->started_at)
 		t = j->started_at;
 	return t > now ? now : t;
-}
-
-/* Member key of the object toks[0] of src as a number into *v: 0, or -1. */
-static int
-meta_num(const char *src, const char *key, double *v)
-{
-	int i = json_obj_get(src, toks, 0, key);
-	char num[64], *end;
-	size_t n;
-
-	if (i < 0 || toks[i].type != JSON_NUMBER || (n = toks[i].end - toks[i].start) >= sizeof(num))
-		return -1;
-	memcpy(num, src + toks[i].start, n);
-	num[n] = 0;
-	*v = strtod(num, &end);
-	return end == num + n ? 0 : -1;
-}
-
-/*
- * The outcome a run job found "running" at start-up had already reached. Its meta.json is
- * written only when it finishes, and a job that finished while the store was degraded never
- * got its "done" commit: without this, the crash that follows would turn its true exit code
- * into "interrupted". On success fills j's exit code, times, error, repeat and log counters
- * from the file and returns 0; -1 when there is no complete record (the usual crash, or a
- * power loss that left the unsynced file empty).
- */
-static int
-meta_outcome(struct job *j)
-{
-	char path[PATH_MAX], word[8], *text = NULL;
-	struct stat st;
-	double code, elapsed, cur, done, size, dropped;
-	int fd, n = -1, i;
-	ssize_t got = -1;
-
-	snprintf(path, sizeof(path), "%s/%s/meta.json", cfg.log_dir, j->id);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20) &&
-	    (text = malloc((size_t)st.st_size)) != NULL)
-		got = read(fd, text, (size_t)st.st_size);
-	close(fd);
-	if (got == st.st_size)
-		n = json_parse(text, (size_t)got, toks, MAX_TOKENS, NULL, 0);
-	i = n > 0 ? json_obj_get(text, toks, 0, "status") : -1;
-	if (i < 0 || json_str_decode(text, &toks[i], word, sizeof(word)) != 4 ||
-	    memcmp(word, "done", 4) != 0 || meta_num(text, "exit_code", &code) < 0 ||
-	    meta_num(text, "elapsed", &elapsed) < 0 || meta_num(text, "repeat_current", &cur) < 0 ||
-	    meta_num(text, "repeat_completed", &done) < 0 || meta_num(text, "log_size", &size) < 0 ||
-	    meta_num(text, "dropped_log_bytes", &dropped) < 0 || !(elapsed >= 0)) {
-		free(text);
-		return -1;
-	}
-	j->exit_code = (int)code;
-	j->finished_at = j->started_at + elapsed;
-	j->repeat_current = (int)cur;
-	j->repeat_completed = (int)done;
-	j->log_size = (long long)size;
-	j->dropped_log_bytes = (long long)dropped;
-	j->log_truncated = dropped > 0;
-	i = json_obj_get(text, toks, 0, "timed_out");
-	j->timed_out = i >= 0 && toks[i].type == JSON_TRUE;
-	i = json_obj_get(text, toks, 0, "error");
-	free(j->error);
-	j->error = NULL;
-	if (i >= 0 && toks[i].type == JSON_STRING) {
-		size_t len = json_str_decode(text, &toks[i], NULL, 0);
-
-		if ((j->error = malloc(len + 1)) != NULL) { /* out of memory: no error text */
-			json_str_decode(text, &toks[i], j->error, len);
-			j->error[len] = 0;
-		}
-	}
-	free(text);
-	return 0;
 }
 
 /* A job found active at start-up: queued ones return to their card, running ones fail. */
@@ -5589,22 +5143,13 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		job_finish_at(a, j->status == JOB_RUNNING ? interrupted_at(j, now) : now, -1, err,
 			      trailer);
 		counts[2]++;
-	} else if (j->status == JOB_RUNNING && j->mode == JOB_MODE_RUN && meta_outcome(&a->job) == 0) {
-		char *err = a->job.error ? xstrdup(a->job.error) : NULL;
-
-		/* It finished before the crash; only its "done" commit was lost (degraded store). */
-		sched_set_current(c, &a->job);
-		a->log_closed = true;
-		job_finish_at(a, a->job.finished_at, a->job.exit_code, err, NULL);
-		free(err);
-		counts[3]++;
 	} else if (j->status == JOB_RUNNING) {
 		/* A reset's card row says resetting: apply_card_row made it pending again. */
 		bool reset = j->mode == JOB_MODE_RESET;
 
 		sched_set_current(c, &a->job);
 		/* Output dropped before the crash was counted only up to the last save. */
-		if (a->job.log_truncated && ensure_log(a) == 0)
+		if (a->job.log_truncated && open_log(a) == 0)
 			a->log.dropped_floor = 1;
 		job_finish_at(a, interrupted_at(j, now), -1,
 			      reset ? "Interrupted: the service stopped during the reset (crash or "
@@ -5630,7 +5175,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 static void
 recover(void)
 {
-	int counts[4] = {0, 0, 0, 0}, i;
+	int counts[3] = {0, 0, 0}, i;
 
 	for (i = 0; i < D.sched.ncards; i++)
 		if (store_load_recent(D.store, D.sched.cards[i].device, SCHED_RECENT, recent_cb,
@@ -5646,29 +5191,8 @@ recover(void)
 	 * the host keeps a queue that answers and says why instead of a restart loop.
 	 */
 	store_sync();
-	meta_flush();
 	logmsg("tt-device-queue: recovered %d queued jobs; %d interrupted jobs failed; %d jobs of "
-	       "unavailable cards failed; %d jobs finished before the stop kept their outcome",
-	       counts[0], counts[1], counts[2], counts[3]);
-}
-
-/*
- * Mark the log dir a top directory (FS_TOPDIR_FL, `chattr +T`, as /home is) so ext2/3/4 spread
- * the job folders over block groups (the Orlov policy) instead of packing every one into the
- * log dir's group. On an ext4 without a journal each new inode is checked against the group's
- * recently deleted ones, and a crowded group (retention, builds, test runs) made creating a
- * job folder and its two files cost 0.7-1.2 ms of CPU on a lab VM; spread, 0.1-0.3 ms
- * (issue #8). Best effort: other file systems, or a dir we do not own, simply keep their policy.
- */
-static void
-spread_job_folders(int dirfd)
-{
-	int flags = 0; /* the kernel reads and writes an int, whatever the ioctl's nominal type */
-
-	if (ioctl(dirfd, FS_IOC_GETFLAGS, &flags) == 0 && !(flags & FS_TOPDIR_FL)) {
-		flags |= FS_TOPDIR_FL;
-		(void)ioctl(dirfd, FS_IOC_SETFLAGS, &flags);
-	}
+	       "unavailable cards failed", counts[0], counts[1], counts[2]);
 }
 
 /*
@@ -5725,7 +5249,6 @@ lock_dir(char *why, size_t cap)
 		return -1;
 	}
 	make_log_dir_private(fd);
-	spread_job_folders(fd);
 	if (D.dir_fd >= 0)
 		close(D.dir_fd);
 	D.dir_fd = fd;
@@ -6048,11 +5571,8 @@ loop_after(void)
 		dispatch_pass();
 		store_sync();
 		spawn_pending();
-		meta_flush(); /* after the starts: off the path between two jobs */
-		prepare_next_logs();
 		http_server_flush(D.http);
 	} while (http_server_ready(D.http) && ++rounds < 8);
-	make_spare(); /* after the answers */
 	watch_sweep();
 	http_server_sweep(D.http);
 }
@@ -6141,13 +5661,6 @@ serve_main(int argc, char **argv)
 	prepare_log_dir();
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
 	D.lock_fd = wait_instance_lock();
-	drop_spare(); /* a crash's: made for a job that never came, or half made */
-	spare_wanted = true;
-	if ((D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd, argv_area,
-						  argv_area_len)) < 0) {
-		perror("tt-device-queue serve: guardian");
-		return 1;
-	}
 	if (!instance_record(why, sizeof(why)))
 		instance_unrecorded(why);
 	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
@@ -6180,10 +5693,8 @@ serve_main(int argc, char **argv)
 		loop_after();
 	}
 	store_sync();
-	meta_flush();
 	http_server_flush(D.http);
 	store_close(D.store);
-	drop_spare();
 	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
 	if (D.lock_fd >= 0 && ftruncate(D.lock_fd, 0) < 0)
 		logmsg("tt-device-queue: WARNING: cannot clear the lock file: %s", strerror(errno));
@@ -6194,9 +5705,6 @@ serve_main(int argc, char **argv)
 int
 main(int argc, char **argv)
 {
-	/* argv's strings are contiguous: the guardian retitles itself over them (proc.h). */
-	argv_area = argv[0];
-	argv_area_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
 	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
 		return serve_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {

@@ -322,16 +322,10 @@ def full_disk_body(d):
     tap.eq(metric(d, "ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
     tap.eq(db_status(d, run1), ("done", 0), "the completion of the job that ended during the "
            "fault is recorded")
-
-    def meta_of_run1():
-        try:
-            with open(os.path.join(d.log_dir, run1, "meta.json")) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
-    meta = wait_until(meta_of_run1, 8, "meta.json of the job that ended during the fault")
-    tap.ok(meta["status"] == "done" and meta["exit_code"] == 0,
-           "its meta.json, which the full disk refused, is written once there is room", meta)
+    said = [x for x in d.stderr().splitlines() if "%s: cannot write meta.json" % run1 in x]
+    tap.ok(len(said) == 1 and "No space left" in said[0] and "retry" not in said[0],
+           "the meta.json the full disk refused is logged once, with its cause, and not "
+           "retried", said)
     later = d.submit(ledger_cmd(ledger, "later"), device_id="1")
     open_gate(pairs["0"][1])
     done = [d.wait_done(j)["exit_code"] for j in
@@ -464,7 +458,6 @@ def guardian_of(pid):
 def kill9_with_guardian(d):
     """kill -9 of the daemon and its guardian together, as an OOM kill of the unit can."""
     guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
-    os.kill(d.proc.pid, signal.SIGSTOP)  # it must not replace the guardian first
     os.kill(guardian, signal.SIGKILL)
     d.kill9()
     wait_until(lambda: not pid_alive(guardian), 5, "the guardian to be gone")
@@ -682,9 +675,10 @@ def test_locked_database_degrades_and_recovers():
     tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
 
 
-def test_outcome_reached_while_degraded_survives_a_crash():
-    """A job ends while the store cannot be written: its "done" commit waits in memory. A
-    crash then must not turn the exit code the client was told into "interrupted" (-1)."""
+def test_outcome_reached_while_degraded_is_interrupted_by_a_crash():
+    """A job ends while the store cannot be written: its "done" commit waits in memory. A crash
+    then leaves it "running" on disk, and the next start fails it as interrupted (-1) as any
+    job found running; its meta.json, written when it ended, is rewritten to agree."""
     d = fast_daemon(ids="0")
     ready, gate_path = d.path("ready"), d.path("gate")
     d.start()
@@ -710,15 +704,11 @@ def test_outcome_reached_while_degraded_survives_a_crash():
     tap.eq(row, ("running",), "the crash came before the done commit")
     d.start()
     job = d.job(jid)
-    tap.ok(job["status"] == "done" and job["exit_code"] == 3 and job["error"] is None,
-           "after the restart the record keeps exit 3, not interrupted", job)
-    tap.ok(0 < job["elapsed"] < 10 and job["repeat_completed"] == 0,
-           "with its elapsed time and counters from before the crash", job)
-    text = d.log_text(jid)
-    tap.ok(text.count("after") == 1 and "interrupted" not in text,
-           "its output is as the job left it: no interrupted line added", text)
-    d.restart()
-    tap.eq(d.job(jid)["exit_code"], 3, "and the recovered outcome was committed")
+    tap.ok(job["status"] == "done" and job["exit_code"] == -1 and "nterrupted" in job["error"],
+           "after the restart it is interrupted (-1), as a job found running is", job)
+    with open(os.path.join(d.log_dir, jid, "meta.json")) as f:
+        meta = json.load(f)
+    tap.eq((meta["exit_code"], meta["error"]), (-1, job["error"]), "meta.json says the same")
 
 
 def test_cancel_refused_while_degraded():
@@ -965,39 +955,6 @@ def test_recent_forgets_deleted_jobs():
     tap.eq(d.get("/job/" + ids[0]).status, 404, "the deleted job is gone")
 
 
-def test_meta_json_of_a_job_finished_just_before_a_crash():
-    """meta.json follows the commit that finished its job by one loop turn. The daemon is
-    killed (SIGKILL, by strace) exactly when it opens the job's folder to write that file
-    (the only openat of the folder itself after the start): the next start writes it."""
-    d = fast_daemon()
-    d.start()
-    if not shutil.which("strace"):
-        skip("meta.json after a crash", "strace not installed")
-        return
-    ready = d.path("ready")
-    j = d.submit("while [ ! -e %s ]; do sleep 0.02; done; echo finished" % q(ready))
-    meta = os.path.join(d.log_dir, j["job_id"], "meta.json")
-    st = subprocess.Popen(["strace", "-qq", "-p", str(d.proc.pid), "-P",
-                           os.path.dirname(meta),
-                           "-e", "trace=openat", "-e", "inject=openat:signal=SIGKILL"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: "TracerPid:\t%d" % st.pid in open(
-            "/proc/%d/status" % d.proc.pid).read(), 10, "strace to attach")
-        open(ready, "w").close()
-        d.proc.wait(20)
-    finally:
-        st.kill()
-        st.wait(10)
-    tap.eq(d.proc.returncode, -signal.SIGKILL, "the daemon died as it opened meta.json")
-    tap.ok(not os.path.exists(meta), "so the done job has no meta.json yet")
-    d.start()
-    job = d.wait_done(j["job_id"])
-    tap.eq((job["status"], job["exit_code"]), ("done", 0), "the job was committed done")
-    tap.ok(os.path.exists(meta) and json.load(open(meta)).get("exit_code") == 0,
-           "the next start wrote its meta.json with the record")
-
-
 # ---------------------------------------------------------------- power-loss durability
 
 def strace_lines(trace):
@@ -1019,8 +976,7 @@ def test_fsync_before_ack_and_spawn_group_commit():
     commits (group commit) instead of paying one fsync each."""
     d = fast_daemon()
     d.start()
-    if not shutil.which("strace"):
-        skip("fsync before 200", "strace not installed")
+    if not tap.ok(shutil.which("strace"), "strace is installed (.ci/run installs it)"):
         return
     trace = d.path("strace.out")
     conns = [http.client.HTTPConnection("127.0.0.1", d.port, timeout=30) for _ in range(20)]
@@ -1477,28 +1433,6 @@ def test_existing_log_dir_made_private():
         os.chown(d.log_dir, os.geteuid(), os.getegid())
 
 
-def test_log_dir_spreads_job_folders():
-    """The log dir is a top directory for ext2/3/4's allocator (lsattr shows T), so job
-    folders are spread over block groups (issue #8); where the file system has no such flags
-    the daemon serves all the same."""
-    d = fast_daemon()
-    d.start()
-    r = run_tool(["lsattr", "-d", d.log_dir])
-    flags = r.returncode == 0
-    if flags:
-        tap.ok("T" in r.stdout.split()[0], "the log dir carries the top-directory flag",
-               r.stdout.strip())
-    else:
-        tap.ok("not supported" in r.stderr.lower() or "inappropriate" in r.stderr.lower(),
-               "no inode flags on this file system (lsattr: %s)" % r.stderr.strip())
-    d.wait_done(d.submit("true")["job_id"])
-    r = run_tool(["chattr", "-T", d.log_dir])
-    d.restart()
-    r = run_tool(["lsattr", "-d", d.log_dir])
-    tap.ok(not flags or (r.returncode == 0 and "T" in r.stdout.split()[0]),
-           "a log dir that lost it gets it back at the next start", r.stdout.strip())
-
-
 def fill_to_the_byte(path):
     """Write zeros to path until not one more byte fits (unbuffered, ever smaller writes)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -1563,7 +1497,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_fresh_log_dir_on_full_disk_opens_the_store_later,
          test_clean_stop_then_full_disk_runs_the_queue_later,
          test_immutable_wal_degrades_and_recovers, test_locked_database_degrades_and_recovers,
-         test_outcome_reached_while_degraded_survives_a_crash,
+         test_outcome_reached_while_degraded_is_interrupted_by_a_crash,
          test_fsync_before_ack_and_spawn_group_commit, test_migration_of_earlier_service_db,
          test_migration_dead_card_same_and_new_boot, test_refuses_pre_v2_and_newer_schema,
          test_removed_card_jobs_finish_with_error, test_dead_card_of_this_boot_stays_listed,
@@ -1574,8 +1508,7 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_dropped_count_after_a_crash_is_a_floor,
          test_start_whose_commit_fails_leaves_the_job_as_queued,
          test_refused_submission_whose_card_died_in_the_same_turn,
-         test_recent_forgets_deleted_jobs, test_log_dir_spreads_job_folders,
-         test_meta_json_of_a_job_finished_just_before_a_crash,
+         test_recent_forgets_deleted_jobs,
          test_instance_recorded_once_the_disk_allows,
          test_log_dir_removed_while_jobs_are_queued, test_log_dir_replaced_or_not_makeable)
 run_tests(*TESTS)

@@ -141,9 +141,9 @@ def test_kill_queued_never_runs():
     tap.ok(not os.path.exists(side), "the cancelled job never ran")
 
 
-def test_next_job_prepared_while_the_card_runs():
-    """The folder and output of the job queued next exist before it starts (issue #8: they
-    are not created between two jobs); cancelled, restarted or run, it behaves as before."""
+def test_queued_job_cancelled_or_restarted():
+    """A queued job that is cancelled says so in its output; one that waits through a restart
+    runs once after it, with its env, into its own output."""
     d = Daemon().start()
     ready = d.path("ready")
     g, wait = gate(d, "g")
@@ -152,158 +152,14 @@ def test_next_job_prepared_while_the_card_runs():
     a = d.submit("echo A-RAN")
     b = d.submit("echo B-RAN $MYVAR", env={"MYVAR": "from-env"})
     out_a = os.path.join(d.log_dir, a["job_id"], "output")
-    tap.ok(os.path.isfile(out_a) and os.path.getsize(out_a) == 0,
-           "the job queued next has an empty output file while it waits")
-    tap.ok(not os.path.exists(os.path.join(d.log_dir, b["job_id"])),
-           "the one behind it has no folder yet")
     d.post("/kill", {"job_id": a["job_id"]})
     tap.ok("cancel" in open(out_a).read().lower(), "cancelled, its output says so")
-    out_b = os.path.join(d.log_dir, b["job_id"], "output")
-    wait_until(lambda: os.path.isfile(out_b), 10, "the new head prepared")
     d.restart()
     wait_until(lambda: os.path.exists(ready) and d.job(blk["job_id"])["status"] == "done", 10,
                "blocker failed by the restart")
     job = d.wait_done(b["job_id"])
     tap.eq((job["exit_code"], d.log_text(b["job_id"])), (0, "B-RAN from-env\n"),
-           "after a restart the prepared job runs once, with its env, into its own output")
-
-
-def test_spare_job_folder():
-    """A job on an idle card takes the folder made ahead for it (<log dir>/.next-job, issue
-    #8): one left behind, with output and a subfolder in it, is replaced at start; the job's folder and
-    output are private, hold only its own output and are dated when it starts, not when the
-    spare was made; a clean stop leaves no spare behind."""
-    d = Daemon(ids="0")
-    spare = os.path.join(d.log_dir, ".next-job")
-    os.makedirs(os.path.join(spare, "sub"))
-    with open(os.path.join(spare, "output"), "w") as f:
-        f.write("STALE OUTPUT OF A CRASH\n")
-    d.start()
-    out = os.path.join(spare, "output")
-    wait_until(lambda: os.path.isfile(out) and os.path.getsize(out) == 0, 10,
-               "an empty spare in place of the crash's")
-    old = time.time() - 3600
-    os.utime(out, (old, old))
-    os.utime(spare, (old, old))
-    spare_ino = os.stat(spare).st_ino
-    t0 = time.time()
-    g, wait = gate(d, "g")
-    ready = d.path("ready")
-    j = d.submit("touch %s; %s; echo FRESH" % (q(ready), wait))["job_id"]
-    wait_until(lambda: os.path.exists(ready), 10, "the job running")
-    folder = os.path.join(d.log_dir, j)
-    tap.ok(os.stat(folder).st_ino == spare_ino and "someone else" not in d.stderr(),
-           "the job's folder is the spare, renamed")
-    tap.ok(os.stat(folder).st_mtime >= t0 - 1 and
-           os.stat(os.path.join(folder, "output")).st_mtime >= t0 - 1,
-           "folder and output are dated at the job's start, not the spare's making")
-    open_gate(g)
-    d.wait_done(j)
-    tap.eq(d.log_text(j), "FRESH\n", "the job's output holds only its own lines")
-    tap.eq((oct(os.stat(folder).st_mode & 0o777), oct(os.stat(os.path.join(folder, "output"))
-                                                       .st_mode & 0o777)),
-           ("0o700", "0o600"), "its folder and output are private")
-    wait_until(lambda: os.path.isfile(out), 10, "a new spare after the start")
-    tap.eq(os.listdir(spare), ["output"], "the new spare holds one empty output file")
-    tap.eq(d.stop(), 0, "a clean stop")
-    tap.ok(not os.path.exists(spare), "leaves no spare folder behind")
-    d.cleanup()
-
-
-def test_tampered_spare_is_not_used():
-    """Anything running as the service user can change .next-job while the daemon runs: a link,
-    a file or a subfolder in its place, an extra file, other modes, its output replaced, a tree
-    too deep to remove. A job on an idle card never takes such a spare: it gets a private
-    folder holding only its own output, and the log says so. Bytes written into the spare's
-    own output are cut, and that spare is used."""
-    d = Daemon(ids="0").start()
-    spare = os.path.join(d.log_dir, ".next-job")
-    out = os.path.join(spare, "output")
-    elsewhere = d.path("elsewhere")
-    os.mkdir(elsewhere)
-    with open(os.path.join(elsewhere, "keep"), "w") as f:
-        f.write("keep\n")
-    changed = "was changed by someone else"
-
-    def stale_bytes():
-        with open(out, "a") as f:
-            f.write("STALE\n")
-
-    def link():
-        shutil.rmtree(spare)
-        os.symlink(elsewhere, spare)
-
-    def a_file():
-        shutil.rmtree(spare)
-        with open(spare, "w") as f:
-            f.write("j\n")
-
-    def subfolder():
-        os.mkdir(os.path.join(spare, "sub"))
-
-    def modes():
-        os.chmod(spare, 0o755)
-        os.chmod(out, 0o644)
-
-    def extra_file():
-        with open(os.path.join(spare, "notes"), "w") as f:
-            f.write("n\n")
-
-    def output_replaced():
-        os.unlink(out)
-        with open(out, "w") as f:
-            f.write("")
-
-    def owner():
-        os.chown(out, 65534, 65534)
-
-    def too_deep():  # deeper than the daemon follows when it removes a tree
-        os.makedirs(os.path.join(spare, *["d"] * 130))
-
-    for tamper in (stale_bytes, link, a_file, subfolder, modes, extra_file, output_replaced,
-                   owner, too_deep):
-        wait_until(lambda: os.path.isdir(spare) and not os.path.islink(spare) and
-                   os.path.isfile(out) and os.path.getsize(out) == 0 and
-                   (os.stat(spare).st_mode & 0o777) == 0o700, 10, "a fresh spare")
-        said = d.stderr().count(changed)
-        tamper()
-        j = d.submit("echo OWN")["job_id"]
-        rec = d.wait_done(j)
-        folder = os.path.join(d.log_dir, j)
-        got = (rec["exit_code"], d.log_text(j), os.path.islink(folder),
-               oct(os.stat(folder).st_mode & 0o777),
-               oct(os.stat(os.path.join(folder, "output")).st_mode & 0o777),
-               sorted(os.listdir(folder)), d.stderr().count(changed) - said)
-        tap.eq(got, (0, "OWN\n", False, "0o700", "0o600", ["meta.json", "output"],
-                     0 if tamper is stale_bytes else 1),
-               "%s: the job gets a private folder of its own%s" %
-               (tamper.__name__, ", from the spare" if tamper is stale_bytes
-                else "; the change is logged"))
-    aside = os.path.join(d.log_dir, ".changed-spare-" + j)
-    tap.ok(os.path.isdir(os.path.join(aside, *["d"] * 130)) and "moved to " + aside in d.stderr(),
-           "a changed spare that cannot be removed is moved aside under a dot name, and logged")
-    tap.eq(os.listdir(elsewhere), ["keep"],
-           "nothing was written or removed through the link")
-    d.cleanup()
-
-
-def test_stuck_spare_at_start_is_set_aside():
-    """A spare a crash left that cannot be removed (too deep a tree) is moved aside at start,
-    with a log line, and spares work again: the next job on an idle card takes a fresh one."""
-    d = Daemon(ids="0")
-    spare = os.path.join(d.log_dir, ".next-job")
-    os.makedirs(os.path.join(spare, *["d"] * 130))
-    d.start()
-    wait_until(lambda: os.path.isfile(os.path.join(spare, "output")), 10, "a fresh spare")
-    aside = [n for n in os.listdir(d.log_dir) if n.startswith(".changed-spare-")]
-    tap.ok(len(aside) == 1 and "moved to %s/%s" % (d.log_dir, aside[0]) in d.stderr(),
-           "the stuck spare is moved aside, and logged", aside)
-    ino = os.stat(spare).st_ino
-    j = d.submit("echo OWN")["job_id"]
-    d.wait_done(j)
-    tap.eq((os.stat(os.path.join(d.log_dir, j)).st_ino, d.log_text(j)), (ino, "OWN\n"),
-           "the next job takes the fresh spare")
-    d.cleanup()
+           "after a restart the queued job runs once, with its env, into its own output")
 
 
 def test_meta_json_failure_names_its_cause():
@@ -312,11 +168,9 @@ def test_meta_json_failure_names_its_cause():
     d = Daemon(ids="0").start()
     ready = d.path("ready")
     g, wait = gate(d, "g")
-    d.submit("touch %s; %s" % (q(ready), wait))
-    wait_until(lambda: os.path.exists(ready), 10, "blocker running")
-    b = d.submit("echo B")["job_id"]
+    b = d.submit("touch %s; %s; echo B" % (q(ready), wait))["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "B running")
     folder = os.path.join(d.log_dir, b)
-    wait_until(lambda: os.path.isfile(os.path.join(folder, "output")), 10, "B prepared")
     shutil.rmtree(folder)
     open_gate(g)
     d.wait_done(b)
@@ -575,9 +429,7 @@ def test_queue_bound_and_concurrent_submitters():
 run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_first_failure,
           test_timeout_kills_process_group, test_flood_capped_and_counted,
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
-          test_next_job_prepared_while_the_card_runs, test_spare_job_folder,
-          test_tampered_spare_is_not_used,
-          test_stuck_spare_at_start_is_set_aside,
+          test_queued_job_cancelled_or_restarted,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
           test_restart_recovers_queued_and_fails_running,
           test_interrupted_job_elapsed_excludes_downtime, test_sigterm_stops_running_keeps_queued,

@@ -116,15 +116,12 @@ def test_files_private():
     j = d.submit("echo private")
     d.wait_done(j["job_id"])
     job_dir = os.path.join(d.log_dir, j["job_id"])
-    spare = os.path.join(d.log_dir, ".next-job")
-    wait_until(lambda: os.path.isfile(os.path.join(spare, "output")), 10, "the spare job folder")
     want = {d.log_dir: "0o700", job_dir: "0o700",
-            os.path.join(job_dir, "output"): "0o600", os.path.join(job_dir, "meta.json"): "0o600",
-            spare: "0o700", os.path.join(spare, "output"): "0o600"}
+            os.path.join(job_dir, "output"): "0o600", os.path.join(job_dir, "meta.json"): "0o600"}
     for name in os.listdir(d.log_dir):
         if name.startswith("jobs.sqlite3"):
             want[os.path.join(d.log_dir, name)] = "0o600"
-    tap.ok(len(want) >= 8, "the store and its WAL files are there", sorted(want))
+    tap.ok(len(want) >= 7, "the store and its WAL files are there", sorted(want))
     got = {p: mode(p) for p in want}
     tap.eq(got, want, "started with umask 000, every folder is 0700 and every file 0600")
     d.cleanup()
@@ -164,10 +161,9 @@ def test_no_path_outside_the_log_dir():
     tap.eq(os.listdir(cwd), [], "the daemon wrote nothing into the job's cwd")
     tap.ok(not os.path.exists("/tmp/ttq-client-x"), "a client_id is never a path")
     extra = sorted(n for n in os.listdir(d.log_dir)
-                   if n not in (j["job_id"], "guardian.lock", ".next-job")
+                   if n not in (j["job_id"], "guardian.lock")
                    and not n.startswith("jobs.sqlite3"))
-    tap.eq(extra, [], "the log dir holds only the job's folder, the store, the instance lock "
-           "and the spare job folder")
+    tap.eq(extra, [], "the log dir holds only the job's folder, the store and the instance lock")
     for path in ("/logs/..%2F..%2F..%2Fetc%2Fpasswd", "/logs/" + "../" * 10 + "etc/passwd",
                  "/job/%s/../../jobs.sqlite3" % j["job_id"], "/result/" + "%2e" * 32):
         r = d.get(path)
@@ -240,6 +236,24 @@ def test_meta_json_not_written_through_a_linked_job_folder():
     d.cleanup()
 
 
+def test_retention_keeps_a_tree_too_deep_to_follow():
+    """A job's folder nesting deeper than removal follows (128 levels; each costs a descriptor
+    and stack): retention keeps the job and says why, the daemon serves on, and once the tree
+    is gone the next pass removes folder and job."""
+    d, j, job_dir, victim = stopped_with_a_done_job_and_a_victim()
+    os.makedirs(os.path.join(job_dir, *["d"] * 130))
+    d.start()  # retention runs at start-up
+    warning = d.status()["worker"]["maintenance_warning"]
+    tap.ok(warning and j["job_id"] in warning, "retention keeps the job and warns", warning)
+    tap.eq(d.wait_done(d.submit("true")["job_id"])["exit_code"], 0, "and service goes on")
+    d.stop()
+    shutil.rmtree(os.path.join(job_dir, "d"))
+    d.start()
+    wait_until(lambda: d.get("/job/" + j["job_id"]).status == 404, 10, "retention")
+    tap.ok(not os.path.lexists(job_dir), "the next pass removes the folder and the job")
+    d.cleanup()
+
+
 def test_retention_stays_out_of_a_mount_in_a_job_folder():
     """A file system mounted inside a job's folder (a bind or FUSE mount a job made) is never
     emptied: retention keeps the job and says why, as rm --one-file-system would."""
@@ -284,6 +298,7 @@ def test_retention_as_the_service_user_removes_read_only_folders():
 run_tests(test_default_bind_is_loopback, test_warns_when_bound_elsewhere,
           test_control_configuration_never_reaches_jobs, test_files_private,
           test_job_ids_unguessable, test_no_path_outside_the_log_dir,
+          test_retention_keeps_a_tree_too_deep_to_follow,
           test_retention_does_not_follow_symlinks,
           test_retention_removes_what_a_job_put_in_its_folder,
           test_meta_json_not_written_through_a_linked_job_folder,

@@ -16,7 +16,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -664,29 +663,25 @@ test_capfile_small(void)
 	is_int(errno, EINVAL, "... with EINVAL");
 }
 
-/* An adopted file continues from its size and keeps the cap; a refused one stays the caller's. */
+/* An existing file continues from its size and keeps the cap (a restarted reset's log). */
 static void
-test_capfile_adopt(void)
+test_capfile_reopen(void)
 {
 	struct capfile cf;
-	const char *path = cap_path("adopt");
+	const char *path = cap_path("reopen");
 	char big[1100], *text;
 	size_t len;
 	int fd;
 
 	fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	is_int(write(fd, "early\n", 6), 6, "six bytes before adoption");
-	errno = 0;
-	is_int(capfile_adopt(&cf, fd, 1023), -1, "adopt: cap below 1024 refused");
-	ok(errno == EINVAL && fcntl(fd, F_GETFD) >= 0 && cf.fd == -1,
-	   "... with EINVAL, the descriptor still open and the caller's");
-	is_int(capfile_adopt(&cf, fd, 1024), 0, "capfile_adopt");
+	is_int(write(fd, "early\n", 6), 6, "six bytes before the open");
+	close(fd);
+	is_int(capfile_open(&cf, AT_FDCWD, path, 1024), 0, "capfile_open of an existing file");
 	is_int(cf.size, 6, "the size is the file's");
 	memset(big, 'b', sizeof big);
 	capfile_output(&cf, big, sizeof big);
 	is_int(cf.dropped, 6 + (long long)sizeof big - 1024, "the cap counts the bytes already there");
 	is_int(capfile_finish(&cf, NULL), 0, "finish");
-	ok(fcntl(fd, F_GETFD) < 0 && errno == EBADF, "finish closes the adopted descriptor");
 	text = slurp_file(path, &len);
 	ok(len <= 1024 && memcmp(text, "early\nbbb", 9) == 0, "the file kept its bytes, then the new");
 	free(text);
@@ -1047,8 +1042,8 @@ fake_daemon(int report)
 {
 	pid_t r[R_N] = {0};
 
-	r[R_GUARD] = proc_guardian_start(NULL, -1, NULL, 0);
-	r[R_BUSY] = proc_guardian_start(NULL, -1, NULL, 0) == -1 && errno == EBUSY;
+	r[R_GUARD] = proc_guardian_start(NULL, -1);
+	r[R_BUSY] = proc_guardian_start(NULL, -1) == -1 && errno == EBUSY;
 	r[R_BG1] = fake_job(&r[R_SHELL1]);
 	r[R_BG2] = fake_job(&r[R_SHELL2]);
 	proc_guardian_forget(r[R_SHELL2]);
@@ -1128,28 +1123,23 @@ test_guardian(void)
 	ok(wait_gone(r[R_BG2], now_ms() + 2000), "cleanup");
 }
 
-/* In a child: the exit code of `exit 0` spawned while the guardian is dead, then replaced. */
+/* In a child: the exit code of `exit 0` spawned while the guardian is dead. */
 static _Noreturn void
 spawn_past_dead_guardian(int report)
 {
 	char *const argv[] = {"/bin/sh", "-c", "exit 0", NULL};
 	char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
 	struct proc_opts o = {.argv = argv, .envp = envp};
-	pid_t g = proc_guardian_start(NULL, -1, NULL, 0), pid;
-	int r[2] = {NO_EXIT, NO_EXIT}, fd;
+	pid_t g = proc_guardian_start(NULL, -1), pid;
+	int r = NO_EXIT, fd;
 
 	kill(g, SIGKILL);
 	waitpid(g, NULL, 0);
 	if ((pid = proc_spawn(&o, &fd, NULL, 0)) > 0) {
-		r[0] = wait_code(pid, 5000);
+		r = wait_code(pid, 5000);
 		close(fd);
 	}
-	g = proc_guardian_replace(NULL, -1, NULL, 0);
-	if (g > 0 && (pid = proc_spawn(&o, &fd, NULL, 0)) > 0) {
-		r[1] = wait_code(pid, 5000);
-		close(fd);
-	}
-	if (write(report, r, sizeof r) != (ssize_t)sizeof r)
+	if (write(report, &r, sizeof r) != (ssize_t)sizeof r)
 		_exit(1);
 	_exit(0);
 }
@@ -1161,14 +1151,13 @@ spawn_past_dead_guardian(int report)
 static void
 test_dead_guardian(void)
 {
-	int r[2] = {NO_EXIT, NO_EXIT};
-	pid_t child = fork_reporter(spawn_past_dead_guardian, r, sizeof r,
-				    "the child reports two exit codes");
+	int r = NO_EXIT;
+	pid_t child = fork_reporter(spawn_past_dead_guardian, &r, sizeof r,
+				    "the child reports its exit code");
 
 	if (child < 0)
 		return;
-	is_int(r[0], 0, "a job started while the guardian is dead runs (no SIGPIPE death)");
-	is_int(r[1], 0, "a job started under the replaced guardian runs");
+	is_int(r, 0, "a job started while the guardian is dead runs (no SIGPIPE death)");
 	is_int(wait_code(child, 5000), 0, "the child exits");
 }
 
@@ -1235,73 +1224,6 @@ test_umask(void)
 	free(out);
 }
 
-/* Affinity through the raw syscalls, as proc.c does: <sched.h> under -I. is this project's. */
-#define MASK_WORDS (1024 / (8 * sizeof(unsigned long)))
-
-static long
-get_mask(unsigned long *m)
-{
-	memset(m, 0, MASK_WORDS * sizeof(unsigned long));
-	return syscall(SYS_sched_getaffinity, 0, MASK_WORDS * sizeof(unsigned long), m);
-}
-
-static unsigned int
-current_cpu(void)
-{
-	unsigned int cpu = ~0u;
-
-	syscall(SYS_getcpu, &cpu, NULL, NULL);
-	return cpu;
-}
-
-static int
-mask_count(const unsigned long *m)
-{
-	int n = 0;
-	size_t i;
-
-	for (i = 0; i < MASK_WORDS; i++)
-		n += __builtin_popcountl(m[i]);
-	return n;
-}
-
-/*
- * After starting a job the daemon moves to another CPU and keeps every CPU it was allowed:
- * it must never end up pinned (an operator's taskset or the cgroup's set stays as it was).
- */
-static void
-test_step_aside(void)
-{
-	unsigned long all[MASK_WORDS], after[MASK_WORDS], one[MASK_WORDS] = {0};
-	unsigned int cpu, cpu2;
-	long len = get_mask(all);
-
-	ok(len > 0, "step aside: the affinity mask is readable");
-	if (len <= 0)
-		return;
-	if (mask_count(all) >= 2) {
-		cpu = current_cpu();
-		errno = EBADF;
-		proc_step_aside();
-		ok(errno == EBADF, "step aside: errno is preserved");
-		cpu2 = current_cpu();
-		ok(cpu2 != cpu, "step aside: moved off CPU %u (now on %u)", cpu, cpu2);
-		get_mask(after);
-		ok(memcmp(all, after, sizeof all) == 0 && mask_count(after) == mask_count(all),
-		   "step aside: every allowed CPU (%d) is allowed again", mask_count(all));
-	} else {
-		ok(1, "# skip step aside: one CPU here, nothing to move to");
-	}
-	/* One allowed CPU: nothing to move to, nothing changes. */
-	cpu = current_cpu();
-	one[cpu / (8 * sizeof(unsigned long))] = 1UL << (cpu % (8 * sizeof(unsigned long)));
-	ok(syscall(SYS_sched_setaffinity, 0, (size_t)len, one) == 0, "step aside: pinned to %u", cpu);
-	proc_step_aside();
-	get_mask(after);
-	ok(current_cpu() == cpu && mask_count(after) == 1 && (after[0] | one[0]) == one[0],
-	   "step aside: pinned to one CPU it stays there, still pinned");
-	syscall(SYS_sched_setaffinity, 0, (size_t)len, all);
-}
 
 int
 main(void)
@@ -1331,7 +1253,7 @@ main(void)
 	test_spawn_errors();
 	test_build_env();
 	test_capfile_small();
-	test_capfile_adopt();
+	test_capfile_reopen();
 	test_capfile_over();
 	test_capfile_trailer();
 	test_capfile_marker();
@@ -1344,7 +1266,6 @@ main(void)
 	test_dead_guardian();
 	test_children_and_marked();
 	test_umask();
-	test_step_aside();
 	while (waitpid(-1, &st, WNOHANG) > 0)
 		;
 	remove_tmpdir();
