@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -88,7 +89,9 @@
 #define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
 #define CLOSING_WARN 10.0     /* s a killed process may take to die before it is logged */
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
-#define LOG_DIR_CHECK 2.0     /* s between looks for a log dir removed under an idle daemon */
+#define LOG_DIR_CHECK 2.0     /* s between looks for a removed log dir, without inotify */
+#define DIR_SETTLE 0.5        /* s after the last removal seen before the log dir is made again,
+				 so that an rm -rf under way does not fail on a folder refilled */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s, SPEC 9 */
 #define MAX_WAIT 60           /* longest ?wait=, SPEC 5 */
@@ -779,10 +782,11 @@ static struct {
 	int dir_fd;             /* the log dir, locked (lock_dir), -1 before it is */
 	struct stat dir_st;     /* what dir_fd is, and what the log dir's path must name */
 	struct stat db_st;      /* the database file the store opened (log_dir_in_place) */
-	struct timer dir_check; /* looks for a log dir removed under an idle daemon */
+	struct timer dir_check; /* looks for a log dir removed, where inotify cannot tell */
+	int dir_notify_fd, dir_notify_slot, dir_wd; /* the log dir's inotify watch (dir_watch) */
 	struct http_server *http; /* the client connections */
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1,
-       .dir_fd = -1};
+       .dir_fd = -1, .dir_notify_fd = -1, .dir_notify_slot = -1, .dir_wd = -1};
 
 /*
  * The daemon's own log is stderr, and writing it never blocks the loop: a parent that reads
@@ -4324,6 +4328,8 @@ log_dir_forget_files(void)
  * new folder is locked, the old one's files are forgotten (log_dir_forget_files). 0, or -1
  * with why[] when it cannot be done now (the caller goes degraded and tries again).
  */
+static void dir_watch(void);
+
 static int
 log_dir_restore(char *why, size_t cap)
 {
@@ -4360,22 +4366,82 @@ log_dir_restore(char *why, size_t cap)
 	}
 	store_close(D.store);
 	D.store = st;
+	if (new_dir)
+		dir_watch();
 	logmsg("tt-device-queue: %s made again with every record%s", new_dir ? cfg.log_dir : db,
 	       new_dir ? "; the output of jobs that finished before is gone" : "");
 	return 0;
 }
 
-/* Every LOG_DIR_CHECK s: a log dir found gone makes this turn commit, which restores it. */
+/* A log dir found gone makes this turn commit, which restores it (commit_dirty). */
 static void
-dir_check_fired(void *arg)
+dir_look(void)
 {
 	int i;
 
-	(void)arg;
-	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 	if (D.store && !log_dir_in_place())
 		for (i = 0; i < D.sched.ncards; i++)
 			card_dirty(&D.sched.cards[i]);
+}
+
+/* Every LOG_DIR_CHECK s where inotify cannot watch the log dir; else DIR_SETTLE after news. */
+static void
+dir_check_fired(void *arg)
+{
+	(void)arg;
+	if (D.dir_wd < 0)
+		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
+	dir_look();
+}
+
+/* The log dir itself went or moved, or its database's name was removed or replaced. */
+static void
+dir_notify_event(void *arg, short revents)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const struct inotify_event *e;
+	bool look = false;
+	ssize_t n, off;
+
+	(void)arg;
+	(void)revents;
+	while ((n = read(D.dir_notify_fd, buf, sizeof(buf))) > 0)
+		for (off = 0; off < n; off += (ssize_t)(sizeof(*e) + e->len)) {
+			e = (const struct inotify_event *)(void *)(buf + off);
+			look = look || e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_Q_OVERFLOW) ||
+			       (e->len && strcmp(e->name, "jobs.sqlite3") == 0);
+		}
+	if (look) /* each event pushes the look back: an rm -rf under way ends first */
+		timer_set(&D.dir_check, mono_now + DIR_SETTLE);
+}
+
+/*
+ * Watch the log dir (again, after a restore made it anew) with inotify, so that one removed
+ * or replaced under an idle daemon is noticed at once while the daemon sleeps (no wake-ups
+ * to look); where inotify cannot (no descriptors, a file system without it), it is looked at
+ * every LOG_DIR_CHECK seconds instead.
+ */
+static void
+dir_watch(void)
+{
+	if (D.dir_notify_fd < 0) {
+		D.dir_notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (D.dir_notify_fd >= 0 && watch_add(D.dir_notify_fd, POLLIN, dir_notify_event, NULL,
+						      &D.dir_notify_slot) < 0) {
+			close(D.dir_notify_fd);
+			D.dir_notify_fd = -1;
+		}
+	}
+	if (D.dir_wd >= 0)
+		inotify_rm_watch(D.dir_notify_fd, D.dir_wd); /* the old folder's, if still there */
+	D.dir_wd = D.dir_notify_fd < 0 ? -1
+		   : inotify_add_watch(D.dir_notify_fd, cfg.log_dir,
+				       IN_DELETE_SELF | IN_MOVE_SELF | IN_DELETE | IN_MOVED_FROM |
+					       IN_MOVED_TO | IN_ONLYDIR);
+	if (D.dir_wd < 0)
+		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
+	else
+		timer_stop(&D.dir_check);
 }
 
 /*
@@ -5663,7 +5729,7 @@ serve_main(int argc, char **argv)
 	D.lock_fd = wait_instance_lock();
 	if (!instance_record(why, sizeof(why)))
 		instance_unrecorded(why);
-	timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
+	dir_watch();
 	if (opened == 0)
 		start_from_store();
 	check_controls(true);

@@ -554,8 +554,10 @@ def test_log_dir_replaced_or_not_makeable():
     wait = gate(d, "g0")[1]
     run = d.submit(ledger_cmd(ledger, "run", wait))["job_id"]
     wait_until(lambda: ledger_counts(ledger)["run"], 10, "the gated job to run")
-    for f in ("jobs.sqlite3", "jobs.sqlite3-wal", "jobs.sqlite3-shm", "guardian.lock"):
-        os.unlink(os.path.join(d.log_dir, f))  # a cleaner removing files, not the folder
+    # a cleaner removing files, not the folder; the database last, as the daemon restores it
+    # as soon as its name is gone
+    for f in ("jobs.sqlite3-wal", "jobs.sqlite3-shm", "guardian.lock", "jobs.sqlite3"):
+        os.unlink(os.path.join(d.log_dir, f))
     first = d.submit(ledger_cmd(ledger, "first"))["job_id"]
     tap.eq(sorted(r[0] for r in db_rows(d, "SELECT id FROM jobs")), sorted([run, first]),
            "a database removed from its folder is written there again, whole")
