@@ -1,5 +1,5 @@
 /*
- * sched.c - per-card FIFO queues, estimates and the reset-request rules (SPEC 5, 7, 8).
+ * sched.c - per-card FIFO queues, estimates, the reset-request rules and the reset ladder.
  *
  * Pure bookkeeping: no I/O, no clocks (callers pass `now`), no allocation except the card
  * array. Queues are intrusive doubly-linked lists through job->prev/next, so enqueue, dequeue
@@ -251,6 +251,40 @@ sched_reset_request(struct card *c, long long job_epoch, bool revive)
 	c->reset_pending = true;
 	c->dirty = true;
 	return RESET_SCHEDULED;
+}
+
+void
+sched_reset_begin(struct reset_ladder *l)
+{
+	l->step = RESET_STEP_RESET;
+	l->attempt = 1;
+	l->deep_done = false;
+}
+
+enum reset_next
+sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_deep,
+		 bool default_health)
+{
+	if (code == 126 || code == 127 || (code == 2 && l->step == RESET_STEP_HEALTH && default_health))
+		return RESET_NEXT_UNRUNNABLE;
+	if (code == 0 && l->step == RESET_STEP_HEALTH)
+		return RESET_NEXT_HEALTHY;
+	if (code == 0) { /* a reset (or the deep reset, then a reset) is checked by the health check */
+		l->step = l->step == RESET_STEP_DEEP ? RESET_STEP_RESET : RESET_STEP_HEALTH;
+		return RESET_NEXT_RUN;
+	}
+	if (l->step == RESET_STEP_DEEP || l->deep_done)
+		return RESET_NEXT_DEAD;
+	if (l->attempt < 1 + retries) {
+		l->attempt++;
+		l->step = RESET_STEP_RESET;
+		return RESET_NEXT_RUN;
+	}
+	if (!has_deep)
+		return RESET_NEXT_DEAD;
+	l->deep_done = true;
+	l->step = RESET_STEP_DEEP;
+	return RESET_NEXT_RUN;
 }
 
 const char *

@@ -1,5 +1,5 @@
 /*
- * sched.h - jobs, cards and the per-card FIFO queues (SPEC sections 6-8).
+ * sched.h - jobs, cards, the per-card FIFO queues and the reset decisions.
  *
  * The scheduler decides; it does no I/O and allocates no jobs. ttq.c owns every job's memory
  * (it embeds struct job in its own runtime record) and turns the decisions into store commits
@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SCHED_DEFAULT_ESTIMATE 10.0 /* seconds per iteration before one was measured, SPEC 7 */
-#define SCHED_RECENT 10             /* completed jobs kept per card for /status, SPEC 5 */
+#define SCHED_DEFAULT_ESTIMATE 10.0 /* seconds per iteration before one was measured */
+#define SCHED_RECENT 10             /* completed jobs kept per card for /status */
 
 enum job_status { JOB_QUEUED = 0, JOB_RUNNING, JOB_DONE };
 enum job_mode { JOB_MODE_RUN = 0, JOB_MODE_RESET };
@@ -86,7 +86,7 @@ struct sched {
 /* What a card should do next (sched_next). */
 enum sched_action { SCHED_IDLE = 0, SCHED_START_JOB, SCHED_START_RESET };
 
-/* Result of a reset request on one card (SPEC 8). */
+/* Result of a reset request on one card. */
 enum reset_action { RESET_SCHEDULED = 0, RESET_JOINED, RESET_ALREADY_RESET, RESET_DEAD };
 
 /*
@@ -143,7 +143,7 @@ double sched_card_wait(const struct card *c, double now);
 
 /*
  * The POST /queue position of a job about to be appended to c: how many jobs or resets run on
- * that card before it, the running one included (0 on an idle card). SPEC 5.
+ * that card before it, the running one included (0 on an idle card).
  */
 int sched_submit_position(const struct card *c);
 
@@ -159,6 +159,40 @@ int sched_queued_position(const struct card *c, const struct job *j);
  * RESET_SCHEDULED; the caller stops the running job when preemption applies.
  */
 enum reset_action sched_reset_request(struct card *c, long long job_epoch, bool revive);
+
+/* The control commands of a card's reset procedure. */
+enum reset_step { RESET_STEP_RESET = 0, RESET_STEP_HEALTH, RESET_STEP_DEEP };
+
+/* Where a card's reset procedure stands: the command running (or last run) and what ran. */
+struct reset_ladder {
+	int step;       /* enum reset_step */
+	int attempt;    /* reset commands run so far in the plain ladder, from 1 */
+	bool deep_done; /* the deep reset has run */
+};
+
+/* What follows a step's command (sched_reset_next). */
+enum reset_next {
+	RESET_NEXT_RUN = 0,    /* run the command of ladder->step now */
+	RESET_NEXT_HEALTHY,    /* the health check passed: the card is healthy */
+	RESET_NEXT_DEAD,       /* every attempt failed: the card is dead */
+	RESET_NEXT_UNRUNNABLE, /* the command could not run at all: a configuration error */
+};
+
+/* A reset procedure at its start: the reset command, attempt 1. */
+void sched_reset_begin(struct reset_ladder *l);
+
+/*
+ * The retry ladder: the command of l->step ended with exit status `code` (the shell's, so 126
+ * and 127 mean it could not be run); decide what comes next and move *l there. A reset that
+ * exits 0 is followed by the health check, a health check that exits 0 makes the card healthy.
+ * A failed reset or health check is tried again (the reset command, then the health check) up
+ * to 1 + retries times in all; then the deep reset runs once when has_deep, and after it the
+ * reset and the health check again; a failure after that, or of the deep reset, is the card
+ * dead. 126, 127, and 2 of the built-in health check (default_health: it cannot import
+ * tt_umd) are RESET_NEXT_UNRUNNABLE: they say nothing about the card. No I/O.
+ */
+enum reset_next sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_deep,
+				 bool default_health);
 
 /* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
 const char *sched_status_name(int status);

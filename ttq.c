@@ -682,10 +682,8 @@ struct active {
 	bool finished;            /* done; freed once committed */
 	bool no_env;              /* submitted without env: nothing to read back at start */
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
-	int rs_step, rs_attempt;
-	bool rs_deep_done;
+	struct reset_ladder ladder;
 	bool rs_was_dead; /* the recovery of a dead card, asked for again */
-	double rs_step_deadline_len;
 };
 
 /* The active record around a scheduler job (struct job is its first member). */
@@ -3511,8 +3509,6 @@ job_start(struct active *a)
 
 /* ------------------------------------------------------------------------ card resets */
 
-enum rs_step { RS_RESET = 0, RS_HEALTH, RS_DEEP };
-
 /* Finished-job and reset counters per card for /metrics (since this start). */
 enum outcome { OUT_OK = 0, OUT_FAILED, OUT_TIMEOUT, OUT_CANCELLED, OUT_N };
 static long long finished_count[MAX_CARDS][OUT_N];
@@ -3568,8 +3564,8 @@ health_template(void)
 static const char *
 step_variable(int step)
 {
-	return step == RS_RESET ? "TT_DEVICE_RESET_CMD"
-	       : step == RS_DEEP ? "TT_DEVICE_DEEP_RESET_CMD"
+	return step == RESET_STEP_RESET ? "TT_DEVICE_RESET_CMD"
+	       : step == RESET_STEP_DEEP ? "TT_DEVICE_DEEP_RESET_CMD"
 				 : "TT_DEVICE_HEALTH_CHECK_CMD";
 }
 
@@ -3647,7 +3643,7 @@ check_controls(bool log)
 {
 	const char *tmpl[3] = {cfg.reset_cmd, cfg.health_cmd ? cfg.health_cmd : DEFAULT_PYTHON,
 			       cfg.deep_reset_cmd};
-	static const int steps[3] = {RS_RESET, RS_HEALTH, RS_DEEP};
+	static const int steps[3] = {RESET_STEP_RESET, RESET_STEP_HEALTH, RESET_STEP_DEEP};
 	char why[PATH_MAX + 64];
 	size_t len = 0;
 	int i;
@@ -3670,20 +3666,20 @@ check_controls(bool log)
 static const char *
 step_template(int step)
 {
-	return step == RS_RESET ? cfg.reset_cmd : step == RS_DEEP ? cfg.deep_reset_cmd
+	return step == RESET_STEP_RESET ? cfg.reset_cmd : step == RESET_STEP_DEEP ? cfg.deep_reset_cmd
 								   : health_template();
 }
 
 static void reset_unrunnable(struct active *a, const char *why);
 
+/* Run the command of the reset procedure's current step (a->ladder.step). */
 static void
-reset_run(struct active *a, int step)
+reset_run(struct active *a)
 {
-	char *cmd = control_command(step_template(step), a->job.device, step != RS_HEALTH), err[512];
-	char *argv[] = {"/bin/bash", "-c", cmd, NULL};
-	char why[600];
+	int step = a->ladder.step;
+	char *cmd = control_command(step_template(step), a->job.device, step != RESET_STEP_HEALTH);
+	char *argv[] = {"/bin/bash", "-c", cmd, NULL}, err[512], why[600];
 
-	a->rs_step = step;
 	if (open_log(a) == 0)
 		capfile_marker(&a->log, "$ %s", cmd);
 	if (spawn_process(a, argv, control_env(), NULL, err, sizeof(err)) < 0) {
@@ -3766,13 +3762,14 @@ static void
 reset_unrunnable(struct active *a, const char *why)
 {
 	struct card *c = a->card;
-	char *cmd = control_command(step_template(a->rs_step), c->device, a->rs_step != RS_HEALTH);
+	int step = a->ladder.step;
+	char *cmd = control_command(step_template(step), c->device, step != RESET_STEP_HEALTH);
 	char *trailer;
 
 	timer_stop(&a->deadline);
 	free(c->control_error);
 	c->control_error = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was "
-				     "not reset and %s", step_variable(a->rs_step), why, cmd, c->device,
+				     "not reset and %s", step_variable(step), why, cmd, c->device,
 				     a->rs_was_dead ? "stays dead" : "stays in service");
 	free(cmd);
 	c->reset_pending = false;
@@ -3801,31 +3798,23 @@ reset_step_done(struct active *a, int code)
 		return;
 	}
 	capfile_marker(&a->log, "exit status %d", code);
-	if (code == 127 || code == 126) { /* bash: command not found / not executable */
-		reset_unrunnable(a, code == 127 ? "exit 127: not found" : "exit 126: not executable");
-		return;
-	}
-	/* The default health check exits 2 when tt_umd cannot be imported (a venv without it):
-	 * that says nothing about the card, which would otherwise die at every reset. */
-	if (code == 2 && a->rs_step == RS_HEALTH && !cfg.health_cmd) {
-		reset_unrunnable(a, "exit 2: health_check.py could not import tt_umd (its log says "
-				    "why)");
-		return;
-	}
-	if (a->rs_step == RS_RESET && code == 0)
-		reset_run(a, RS_HEALTH);
-	else if (a->rs_step == RS_HEALTH && code == 0)
+	switch (sched_reset_next(&a->ladder, code, cfg.reset_retries, cfg.deep_reset_cmd[0] != '\0',
+				 !cfg.health_cmd)) {
+	case RESET_NEXT_RUN:
+		reset_run(a);
+		break;
+	case RESET_NEXT_HEALTHY:
 		reset_finish(a, true);
-	else if (a->rs_step == RS_DEEP)
-		code == 0 ? reset_run(a, RS_RESET) : reset_finish(a, false);
-	else if (!a->rs_deep_done && a->rs_attempt < 1 + cfg.reset_retries) {
-		a->rs_attempt++;
-		reset_run(a, RS_RESET);
-	} else if (!a->rs_deep_done && cfg.deep_reset_cmd[0]) {
-		a->rs_deep_done = true;
-		reset_run(a, RS_DEEP);
-	} else {
+		break;
+	case RESET_NEXT_DEAD:
 		reset_finish(a, false);
+		break;
+	case RESET_NEXT_UNRUNNABLE:
+		reset_unrunnable(a, code == 127   ? "exit 127: not found"
+				    : code == 126 ? "exit 126: not executable"
+						  : "exit 2: health_check.py could not import tt_umd "
+						    "(its log says why)");
+		break;
 	}
 }
 
@@ -3847,7 +3836,7 @@ reset_start(struct card *c)
 	a->job.client_id = xstrdup("system");
 	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
 	a->job.submitted_at = clock_wall();
-	a->rs_attempt = 1;
+	sched_reset_begin(&a->ladder);
 	a->rs_was_dead = c->state == CARD_DEAD;
 	c->state = CARD_RESETTING;
 	card_dirty(c);
@@ -4711,7 +4700,7 @@ spawn_pending(void)
 		struct active *a = D.spawn.v[i];
 
 		if (a->job.mode == JOB_MODE_RESET)
-			reset_run(a, RS_RESET);
+			reset_run(a);
 		else
 			job_spawn_first(a);
 	}

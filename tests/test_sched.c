@@ -182,6 +182,63 @@ test_hold(void)
 	sched_free(&s);
 }
 
+/*
+ * Run the ladder from its start with exit statuses codes[] for the commands it asks for, and
+ * write the steps it ran as letters (r reset, h health, d deep) into out. Returns the outcome.
+ */
+static enum reset_next
+ladder_run(const int *codes, int n, long long retries, bool deep, bool def_health, char *out)
+{
+	static const char names[] = "rhd";
+	struct reset_ladder l;
+	enum reset_next next = RESET_NEXT_RUN;
+	int i;
+
+	sched_reset_begin(&l);
+	for (i = 0; i < n && next == RESET_NEXT_RUN; i++) {
+		*out++ = names[l.step];
+		next = sched_reset_next(&l, codes[i], retries, deep, def_health);
+	}
+	*out = '\0';
+	return i == n ? next : (enum reset_next)-1; /* -1: the codes did not match the run */
+}
+
+static void
+test_ladder(void)
+{
+	char seq[32];
+
+	is_int(ladder_run((int[]){0, 0}, 2, 1, false, false, seq), RESET_NEXT_HEALTHY,
+	       "reset and health check pass: healthy");
+	is_str(seq, "rh", "reset, then health check");
+	is_int(ladder_run((int[]){1, 0, 0}, 3, 1, false, false, seq), RESET_NEXT_HEALTHY,
+	       "a failed reset is tried again (retries 1), then healthy");
+	is_str(seq, "rrh", "reset, reset, health check");
+	is_int(ladder_run((int[]){0, 1, 0, 1}, 4, 1, false, false, seq), RESET_NEXT_DEAD,
+	       "health failing after each of 1 + 1 resets, no deep reset: dead");
+	is_str(seq, "rhrh", "the whole reset-and-check ran twice");
+	is_int(ladder_run((int[]){1}, 1, 0, false, false, seq), RESET_NEXT_DEAD,
+	       "retries 0 and no deep reset: one failed reset is the card dead");
+	is_int(ladder_run((int[]){1, 1, 0, 0, 0}, 5, 1, true, false, seq), RESET_NEXT_HEALTHY,
+	       "both resets fail, the deep reset passes, then reset and health pass: healthy");
+	is_str(seq, "rrdrh", "reset, reset, deep, reset, health");
+	is_int(ladder_run((int[]){1, 1, 0, 1}, 4, 1, true, false, seq), RESET_NEXT_DEAD,
+	       "a reset failing after the deep reset: dead (the deep reset runs once)");
+	is_int(ladder_run((int[]){1, 1, 3}, 3, 1, true, false, seq), RESET_NEXT_DEAD,
+	       "a failed deep reset: dead");
+	is_str(seq, "rrd", "reset, reset, deep");
+	is_int(ladder_run((int[]){127}, 1, 5, true, false, seq), RESET_NEXT_UNRUNNABLE,
+	       "a reset command not found (127): a configuration error, no retry");
+	is_int(ladder_run((int[]){0, 126}, 2, 5, true, false, seq), RESET_NEXT_UNRUNNABLE,
+	       "a health check not executable (126): a configuration error");
+	is_int(ladder_run((int[]){0, 2}, 2, 5, true, true, seq), RESET_NEXT_UNRUNNABLE,
+	       "the built-in health check's 2 (no tt_umd): a configuration error");
+	is_int(ladder_run((int[]){0, 2, 0, 0}, 4, 1, false, false, seq), RESET_NEXT_HEALTHY,
+	       "a custom health check's 2 is a failed check like any other");
+	is_int(ladder_run((int[]){2, 0, 0}, 3, 1, false, true, seq), RESET_NEXT_HEALTHY,
+	       "a reset command's 2 is a failed reset, even with the built-in health check");
+}
+
 int
 main(void)
 {
@@ -190,5 +247,6 @@ main(void)
 	test_estimates();
 	test_resets();
 	test_hold();
+	test_ladder();
 	return tap_done();
 }
