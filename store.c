@@ -1,5 +1,7 @@
 /*
- * store.c - the durable record of jobs and cards in SQLite (SPEC section 9); contract in store.h.
+ * store.c - everything on disk: the log dir (made private, locked, checked and made again
+ * when removed), its SQLite database of jobs and cards, and each job's folder (made, written
+ * with meta.json, removed by retention); contract in store.h.
  *
  * Invariants:
  * - One connection in WAL mode with synchronous=FULL: a COMMIT that returned SQLITE_DONE has
@@ -22,7 +24,16 @@
  *   switch to WAL comes after it, so a refused file is not rewritten either.
  * - Load callbacks run while their query is live: they may read (get_job, get_env) but should
  *   collect and write after the load returns.
- * Failure messages go to st->err (store_errmsg); store_open() copies them to the caller.
+ * - Folders are made 0700 and files 0600. A job's folder is reached through an O_PATH,
+ *   O_NOFOLLOW descriptor and its files are opened with O_NOFOLLOW relative to it, so a folder
+ *   or file replaced by a link never takes a write; removal goes depth first through
+ *   descriptors and never crosses into another mount.
+ * - A job's folder goes before its row (store_retention), never after: one that cannot be
+ *   removed keeps its row, and the next pass finds both again.
+ * - The log dir stays locked (flock on the folder) from store_dir_open on; a new folder made
+ *   in its place is locked before anything is written there.
+ * Failure messages go to st->err (store_errmsg); store_open() copies them to the caller. The
+ * log dir's functions fill the caller's buffer or set errno.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -119,7 +132,7 @@ static const struct column {
 	{"hold_reason", "TEXT"},
 };
 
-/* The columns without which a database is pre-v2 (SPEC 9). */
+/* The columns without which a database is pre-v2: such a file is refused. */
 static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
 	"dropped_log_bytes"};
 
@@ -204,6 +217,9 @@ struct store {
 	bool txn_failed; /* a write in the open transaction failed; txn_err says why */
 	bool refused;    /* store_open: the file is one this build will not use */
 	int rc;          /* the SQLite result code of the last failure recorded in err */
+	bool file_known; /* file_dev/file_ino are the database file opened (store_dir_in_place) */
+	dev_t file_dev;
+	ino_t file_ino;
 	char err[ERRLEN];
 	char txn_err[ERRLEN];
 };
@@ -687,8 +703,16 @@ store_open(const char *path, bool serving, char *err, size_t errlen, bool *refus
 		rc = 0;
 	}
 	umask(mask);
-	if (rc == 0)
+	if (rc == 0) {
+		struct stat sb;
+
+		if (stat(path, &sb) == 0) { /* else store_dir_in_place finds it gone */
+			st->file_known = true;
+			st->file_dev = sb.st_dev;
+			st->file_ino = sb.st_ino;
+		}
 		return st;
+	}
 	/* Not a database, or a damaged one, stays so until someone replaces the file. */
 	prim = st->rc & 0xff;
 	if (refused)
@@ -1254,14 +1278,19 @@ retention_delete(struct store *st, const struct idlist *ids)
 	return 0;
 }
 
-/* Keep in ids only those cb agrees to delete (their folders are gone); the rest wait. */
+/* Keep in ids only the jobs whose folders are gone (none removed when d is NULL). */
 static void
-retention_filter(struct idlist *ids, int (*cb)(void *ctx, const char *id), void *ctx)
+retention_filter(struct idlist *ids, const struct store_dir *d,
+                 void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
 	size_t i, k = 0;
+	int e;
 
 	for (i = 0; i < ids->n; i++) {
-		if (!cb || cb(ctx, ids->v[i]) == 0)
+		e = d && store_remove_job_dir(d, ids->v[i]) < 0 ? (errno ? errno : EIO) : 0;
+		if (cb)
+			cb(ctx, ids->v[i], e);
+		if (!e)
 			ids->v[k++] = ids->v[i];
 		else
 			free(ids->v[i]);
@@ -1270,8 +1299,8 @@ retention_filter(struct idlist *ids, int (*cb)(void *ctx, const char *id), void 
 }
 
 int
-store_retention(struct store *st, double older_than, long long keep,
-                int (*cb)(void *ctx, const char *id), void *ctx)
+store_retention(struct store *st, const struct store_dir *d, double older_than, long long keep,
+                void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
 	struct idlist ids = {NULL, 0, 0};
 	int rc, n;
@@ -1282,7 +1311,7 @@ store_retention(struct store *st, double older_than, long long keep,
 		return -1;
 	rc = retention_select(st, older_than, keep, &ids);
 	if (rc == 0) {
-		retention_filter(&ids, cb, ctx);
+		retention_filter(&ids, d, cb, ctx);
 		rc = retention_delete(st, &ids);
 	}
 	if (rc == 0)
@@ -1344,4 +1373,359 @@ store_copy_to(struct store *st, const char *path)
 	close(fd);
 	sync_parent(path);
 	return 0;
+}
+
+/* ------------------------------------------------------------------------------ the log dir */
+
+struct store_dir {
+	char *path;     /* absolute (realpath at open) */
+	char *db;       /* path + "/" STORE_DB_FILE */
+	int fd;         /* the folder, locked (flock), close-on-exec; -1 before it is */
+	struct stat st; /* what fd is, and what path must still name */
+};
+
+/* Whether path names the file or folder with device dev and inode ino. */
+static bool
+path_is(const char *path, dev_t dev, ino_t ino)
+{
+	struct stat now;
+
+	return stat(path, &now) == 0 && now.st_dev == dev && now.st_ino == ino;
+}
+
+/* mkdir -p; 0 or -1 with errno. The client has its own (cli.c links no module of the daemon). */
+static int
+mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX], *p;
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/*
+ * The log dir is private (0700) however it came to exist: made by hand (0755 under the usual
+ * umask), its listing of job ids would stay open to every local user. Ours, it is tightened.
+ * Another user's (an admin's shared dir) is left as it is, as changing it could break what
+ * that user set up; the files in it are private all the same, and warn says whose it is so an
+ * operator can fix it.
+ */
+static void
+make_private(int fd, const struct stat *st, char *warn, size_t warnlen)
+{
+	if (st->st_uid != geteuid())
+		snprintf(warn, warnlen, "belongs to uid %u, not to this service's user (uid %u); its "
+		         "mode %04o is left as it is", (unsigned)st->st_uid, (unsigned)geteuid(),
+		         (unsigned)(st->st_mode & 07777));
+	else if ((st->st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+		snprintf(warn, warnlen, "cannot be made private (mode %04o): %s",
+		         (unsigned)(st->st_mode & 07777), strerror(errno));
+}
+
+/* Lock the folder at d->path as d's (replacing the one locked before); -1 with err. */
+static int
+lock_dir(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnlen)
+{
+	int fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "cannot open it: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		snprintf(err, errlen, "another tt-device-queue serve is using it; stop it first");
+		close(fd);
+		return -1;
+	}
+	make_private(fd, &st, warn, warnlen);
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = fd;
+	d->st = st;
+	return 0;
+}
+
+struct store_dir *
+store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t warnlen)
+{
+	struct store_dir *d = calloc(1, sizeof(*d));
+
+	warn[0] = '\0';
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	d->fd = -1;
+	if (mkdir_p(path, 0700) < 0) {
+		snprintf(err, errlen, "cannot create it: %s", strerror(errno));
+		free(d);
+		return NULL;
+	}
+	/* Clients are told output file paths: absolute, they mean the same from any directory. */
+	d->path = realpath(path, NULL);
+	if (!d->path)
+		d->path = strdup(path);
+	if (d->path && asprintf(&d->db, "%s/" STORE_DB_FILE, d->path) < 0)
+		d->db = NULL;
+	if (!d->path || !d->db) {
+		snprintf(err, errlen, "out of memory");
+		store_dir_close(d);
+		return NULL;
+	}
+	if (lock_dir(d, err, errlen, warn, warnlen) < 0) {
+		store_dir_close(d);
+		return NULL;
+	}
+	return d;
+}
+
+void
+store_dir_close(struct store_dir *d)
+{
+	if (!d)
+		return;
+	if (d->fd >= 0)
+		close(d->fd);
+	free(d->path);
+	free(d->db);
+	free(d);
+}
+
+const char *
+store_dir_path(const struct store_dir *d)
+{
+	return d->path;
+}
+
+const char *
+store_dir_db(const struct store_dir *d)
+{
+	return d->db;
+}
+
+bool
+store_dir_in_place(const struct store_dir *d, const struct store *st)
+{
+	return path_is(d->path, d->st.st_dev, d->st.st_ino) &&
+	       (!st || (st->file_known && path_is(d->db, st->file_dev, st->file_ino)));
+}
+
+int
+store_dir_remake(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnlen)
+{
+	char why[ERRLEN];
+
+	warn[0] = '\0';
+	if (path_is(d->path, d->st.st_dev, d->st.st_ino))
+		return 0;
+	if (mkdir_p(d->path, 0700) < 0) {
+		snprintf(err, errlen, "the log dir was removed and cannot be made again: %s",
+		         strerror(errno));
+		return -1;
+	}
+	if (lock_dir(d, why, sizeof(why), warn, warnlen) < 0) {
+		snprintf(err, errlen, "the log dir was replaced: %s", why);
+		return -1;
+	}
+	return 1;
+}
+
+int
+store_restore(const struct store_dir *d, struct store **st, char *err, size_t errlen)
+{
+	char why[ERRLEN];
+	struct store *copy;
+
+	if (store_copy_to(*st, d->db) < 0) {
+		snprintf(err, errlen, "the log dir's database was removed and cannot be written "
+		         "again: %s", store_errmsg(*st));
+		return -1;
+	}
+	copy = store_open(d->db, true, why, sizeof(why), NULL);
+	if (!copy || !copy->file_known) {
+		snprintf(err, errlen, "the restored database cannot be opened: %s",
+		         copy ? "it was removed again" : why);
+		store_close(copy);
+		(void)unlink(d->db); /* written again at the next try */
+		return -1;
+	}
+	store_close(*st);
+	*st = copy;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------------ job folders */
+
+/*
+ * Nesting that remove_tree follows (node_modules trees nest deeply); a deeper tree stays, and
+ * is reported, rather than costing a descriptor and 1 KiB of stack per level without bound.
+ */
+#define REMOVE_DEPTH 128
+
+/* A job id as the daemon makes them: 32 lowercase hex digits (so never "." or a path). */
+static bool
+job_id_valid(const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < 32; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return id[32] == '\0';
+}
+
+char *
+store_output_path(const struct store_dir *d, const char *id)
+{
+	/* Sized exactly: one of these is made for every record rendered or written. */
+	size_t n = strlen(d->path) + strlen(id) + sizeof("//" STORE_OUTPUT_FILE);
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s/%s/" STORE_OUTPUT_FILE, d->path, id);
+	return p;
+}
+
+/* The job's folder as an O_PATH descriptor, never through a link; -1 with errno. */
+static int
+job_folder_open(const struct store_dir *d, const char *id)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", d->path, id) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+int
+store_job_folder(const struct store_dir *d, const char *id)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", d->path, id) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	return job_folder_open(d, id);
+}
+
+int
+store_write_meta(const struct store_dir *d, const char *id, const char *text, size_t len)
+{
+	int dfd = job_folder_open(d, id), fd, e;
+	ssize_t n;
+
+	if (dfd < 0)
+		return -1; /* its folder removed (ENOENT) or a link (ELOOP) */
+	fd = openat(dfd, "meta.json", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	e = errno;
+	close(dfd);
+	if (fd < 0) {
+		errno = e; /* no inode left (ENOSPC), or meta.json a link (ELOOP) */
+		return -1;
+	}
+	errno = 0;
+	n = write(fd, text, len);
+	e = n == (ssize_t)len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
+	close(fd);
+	errno = e;
+	return e ? -1 : 0;
+}
+
+/*
+ * Remove name under the folder dirfd and everything in it (store_remove_job_dir's rules): a
+ * link or a file is unlinked itself; a folder is emptied depth first through descriptors, so
+ * a folder swapped for a link on the way never empties the link's target, and one on another
+ * mount than parent is left whole (EXDEV). 0 when nothing stays (absent is fine); -1 with
+ * errno (the first failure) when something does.
+ */
+static int
+remove_tree(int dirfd, const char *name, const struct statx *parent, int depth)
+{
+	char ents[1024], self[32];
+	struct dirent64 *e;
+	struct statx sx;
+	ssize_t len, off;
+	int fd, err = 0;
+
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR)
+		return -1;
+	if (depth >= REMOVE_DEPTH) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	/* O_PATH: a folder its owner made unreadable can still be made writable. */
+	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_MODE | STATX_UID, &sx) < 0) {
+		err = errno;
+	} else if (sx.stx_dev_major != parent->stx_dev_major ||
+	           sx.stx_dev_minor != parent->stx_dev_minor ||
+	           (sx.stx_mask & parent->stx_mask & STATX_MNT_ID &&
+	            sx.stx_mnt_id != parent->stx_mnt_id)) {
+		err = EXDEV;
+	} else if ((sx.stx_mode & 0700) != 0700 && sx.stx_uid == geteuid()) {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd); /* fchmod refuses O_PATH */
+		(void)chmod(self, (sx.stx_mode & 07777) | 0700);
+	}
+	if (!err) {
+		int rd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (rd < 0)
+			err = errno;
+		while (rd >= 0 && (len = getdents64(rd, ents, sizeof(ents))) != 0) {
+			if (len < 0) {
+				err = err ? err : errno;
+				break;
+			}
+			for (off = 0; off < len; off += e->d_reclen) {
+				e = (struct dirent64 *)(void *)(ents + off);
+				if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+				    remove_tree(rd, e->d_name, &sx, depth + 1) < 0 && !err)
+					err = errno;
+			}
+		}
+		if (rd >= 0)
+			close(rd);
+	}
+	close(fd);
+	if (!err && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		err = errno;
+	errno = err;
+	return err ? -1 : 0;
+}
+
+int
+store_remove_job_dir(const struct store_dir *d, const char *id)
+{
+	char path[PATH_MAX];
+	struct statx dir; /* the log dir's mount and device, which the removal never leaves */
+
+	if (!job_id_valid(id))
+		return 0; /* only a direct child of the log dir named as a job id */
+	if (statx(AT_FDCWD, d->path, 0, STATX_MNT_ID, &dir) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s", d->path, id);
+	return remove_tree(AT_FDCWD, path, &dir, 0);
 }

@@ -1,11 +1,19 @@
 /*
- * store.h - the durable record of jobs and cards in SQLite (SPEC section 9).
+ * store.h - everything the daemon keeps on disk: the log dir, its SQLite database of jobs and
+ * cards, and the jobs' folders.
  *
- * One database file <log_dir>/jobs.sqlite3 in WAL mode with synchronous=FULL, so a committed
- * transaction survives kill -9 and power loss. The daemon's memory is the truth for active
- * jobs; the store mirrors it: ttq.c writes every dirty job and card inside one transaction per
- * loop iteration (group commit) and only then answers, starts processes or forgets jobs.
- * Completed jobs live only here. No output text is ever stored (output files are the log).
+ * The log dir's layout (folders 0700, files 0600):
+ *   <log dir>/jobs.sqlite3 (+ -wal, -shm)   the database (STORE_DB_FILE)
+ *   <log dir>/<job id>/output               the job's output (STORE_OUTPUT_FILE), written by
+ *                                           the caller through the folder store_job_folder opens
+ *   <log dir>/<job id>/meta.json            the job's final record (store_write_meta)
+ * The caller may keep files of its own beside them (an instance lock, a health script).
+ *
+ * The database is in WAL mode with synchronous=FULL, so a committed transaction survives
+ * kill -9 and power loss. The daemon's memory is the truth for active jobs; the store mirrors
+ * it: the caller writes every dirty job and card inside one transaction per loop iteration
+ * (group commit) and only then answers, starts processes or forgets jobs. Completed jobs live
+ * only here. No output text is ever stored in the database (output files are the log).
  *
  * Schema version 4 (PRAGMA user_version): the earlier single-card service's jobs columns
  * (without its NOT NULL constraints) plus a `device` column, and a `cards` table with one row
@@ -14,20 +22,25 @@
  * jobs and state become card 0's); a pre-v2 file or a newer version is refused with a message
  * telling to use a fresh logs-v2/.
  *
- * Every function returning int gives 0 (or a count / 1 found) on success and -1 on failure,
- * with store_errmsg() describing the last failure. Statements are prepared once at open and
- * kept for the daemon's life.
+ * Every database function returning int gives 0 (or a count / 1 found) on success and -1 on
+ * failure, with store_errmsg() describing the last failure. Statements are prepared once at
+ * open and kept for the daemon's life. The log dir's functions fail with a message in the
+ * caller's buffer (which does not repeat the log dir's path) or with errno, as each says.
  */
 #ifndef TTQ_STORE_H
 #define TTQ_STORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "sched.h"
 
 #define STORE_SCHEMA_VERSION 4
+#define STORE_DB_FILE "jobs.sqlite3" /* the database, in the log dir */
+#define STORE_OUTPUT_FILE "output"   /* a job's output file, in its folder */
 
-struct store;
+struct store;     /* an open database */
+struct store_dir; /* the log dir, locked */
 
 /* A card's durable row as loaded at start-up. Strings are heap, owned by the caller. */
 struct store_card {
@@ -51,7 +64,8 @@ struct store_card {
  * *refused (unless refused is NULL) telling whether the file is one this build will never
  * use: a pre-v2 or newer schema (the message says to use a fresh logs-v2/), or no sound
  * database at all. Any other failure (disk full, quota, I/O error, permissions, a lock held
- * past the busy timeout) may pass, and a later call may succeed. Close with store_close().
+ * past the busy timeout) may pass, and a later call may succeed. The handle notes which file
+ * it opened (its device and inode, for store_dir_in_place). Close with store_close().
  */
 struct store *store_open(const char *path, bool serving, char *err, size_t errlen, bool *refused);
 
@@ -109,14 +123,17 @@ int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c
 
 /*
  * Delete completed jobs finished before older_than (epoch seconds; 0 = no age limit) and all
- * completed jobs beyond the newest `keep` (keep < 0 = no count limit), in one transaction
- * (SPEC 9, retention). Before any row goes, cb(ctx, id) removes what the caller keeps for that
- * job (its folder): 0 lets the row be deleted, -1 keeps it for the next pass. So a folder never
- * outlives its row: a failed removal or a crash before the commit leaves a row that the next
- * pass finds again. cb may be NULL. Returns the number of rows deleted, or -1 (none deleted).
+ * completed jobs beyond the newest `keep` (keep < 0 = no count limit), in one transaction.
+ * Before a row goes, its job's folder in d is removed (store_remove_job_dir; d NULL removes
+ * none), and a job whose folder stays keeps its row for the next pass: so a folder never
+ * outlives its row, even when its removal fails or the daemon dies before the commit.
+ * cb(ctx, id, err), when not NULL, is told of each job while its row still exists: err 0 when
+ * its folder is gone and its row goes with this commit, else the errno saying why the folder
+ * (and the row) stays. Returns the number of rows deleted, or -1 (none deleted; folders
+ * already removed stay removed, their rows are found again by the next pass).
  */
-int store_retention(struct store *st, double older_than, long long keep,
-		    int (*cb)(void *ctx, const char *id), void *ctx);
+int store_retention(struct store *st, const struct store_dir *d, double older_than,
+		    long long keep, void (*cb)(void *ctx, const char *id, int err), void *ctx);
 
 /*
  * Write a copy of the database as committed now to path, never over a file already there:
@@ -127,5 +144,88 @@ int store_retention(struct store *st, double older_than, long long keep,
  * 0, or -1 (store_errmsg).
  */
 int store_copy_to(struct store *st, const char *path);
+
+/* ------------------------------------------------------------------------------ the log dir */
+
+/*
+ * Make the log dir at path if need be (with its parents, 0700 within the caller's umask),
+ * resolve it to an absolute path (store_dir_path) and lock it: an exclusive flock on the
+ * folder itself, held until store_dir_close or the process's death (even by SIGKILL; no file
+ * is left behind), keeps a second daemon from running the same queues. A folder of the
+ * caller's own that is wider than 0700 is made 0700, so its listing of job ids is not open to
+ * every local user; another user's is left as it is, and warn[0..warnlen) then says whose it
+ * is (warn is "" when all is well). Returns the handle, or NULL with err[0..errlen) saying
+ * why: it cannot be created or opened, or another process holds its lock.
+ */
+struct store_dir *store_dir_open(const char *path, char *err, size_t errlen, char *warn,
+				 size_t warnlen);
+
+/* Unlock and forget the log dir. NULL is allowed. */
+void store_dir_close(struct store_dir *d);
+
+/* The log dir's absolute path, and its database's ("<log dir>/jobs.sqlite3"); owned by d. */
+const char *store_dir_path(const struct store_dir *d);
+const char *store_dir_db(const struct store_dir *d);
+
+/*
+ * Whether d's path still names the folder locked and, unless st is NULL, the database path
+ * still names the file st opened. A tmp cleaner or a mistaken rm -rf removes them under the
+ * daemon: every job would then fail to make its folder while commits went on into a database
+ * that no longer has a name, lost at the next start. A stat of each; no I/O beyond it.
+ */
+bool store_dir_in_place(const struct store_dir *d, const struct store *st);
+
+/*
+ * When d's path no longer names the folder locked (store_dir_in_place), make it again (0700)
+ * and lock the new folder in place of the old; whatever lived in the old one (job folders,
+ * the caller's files) is not in the new one. Returns 1 when a new folder was made and locked,
+ * 0 when the one locked is still in place, -1 with err[0..errlen) when it cannot be done now.
+ * warn as for store_dir_open.
+ */
+int store_dir_remake(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnlen);
+
+/*
+ * Write the database again at store_dir_db(d) from the open handle *st, the one place its
+ * records still live once its file was removed (store_copy_to), and open that copy (as
+ * serving, see store_open): on success *st is closed and replaced by the new handle. Returns
+ * 0, or -1 with err[0..errlen) and *st left open, to be tried again (the old handle may then
+ * only be copied again or closed).
+ */
+int store_restore(const struct store_dir *d, struct store **st, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------------ job folders */
+
+/*
+ * The path of a job's output file, <log dir>/<id>/output, as clients are told it. Heap (the
+ * caller frees), or NULL with ENOMEM.
+ */
+char *store_output_path(const struct store_dir *d, const char *id);
+
+/*
+ * Make the job's folder <log dir>/<id> (0700) if it is not there, and open it as an O_PATH
+ * descriptor (close-on-exec; the caller closes it) for openat(2) of the files in it, such as
+ * STORE_OUTPUT_FILE. Never through a link: a folder replaced by a link must not take the
+ * daemon's writes elsewhere. Returns the descriptor, or -1 with errno (ELOOP or ENOTDIR for
+ * a link or a file in its place, ENOSPC, EACCES...).
+ */
+int store_job_folder(const struct store_dir *d, const char *id);
+
+/*
+ * Write text[0..len) as the job's <log dir>/<id>/meta.json (0600, replacing an older one),
+ * never through a link. A folder that is gone is not made again (ENOENT): the record is in
+ * the database either way. Returns 0, or -1 with errno (ENOSPC also for a short write).
+ */
+int store_write_meta(const struct store_dir *d, const char *id, const char *text, size_t len);
+
+/*
+ * Remove a job's folder and everything in it (absent is fine), never through a link and never
+ * into another mount: a bind or FUSE mount made in a job's folder is left whole (EXDEV), as
+ * rm --one-file-system would, and a folder swapped for a link on the way is unlinked without
+ * emptying its target. Folders of the service user's own that it cannot write (a Go module
+ * cache's are 0555) are made writable first. Only a direct child named as a job id (32
+ * lowercase hex digits) is ever removed; any other id is left alone (0). Returns 0 when
+ * nothing stays, -1 with errno (the first failure) when something does.
+ */
+int store_remove_job_dir(const struct store_dir *d, const char *id);
 
 #endif

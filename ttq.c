@@ -777,14 +777,12 @@ static struct {
 	bool guardian_lost; /* it died (guardian_died) */
 	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
 	bool instance_recorded; /* lock_fd holds this instance's entry (instance_record) */
-	int dir_fd;             /* the log dir, locked (lock_dir), -1 before it is */
-	struct stat dir_st;     /* what dir_fd is, and what the log dir's path must name */
-	struct stat db_st;      /* the database file the store opened (log_dir_in_place) */
+	struct store_dir *dir;  /* the log dir, locked (prepare_log_dir); NULL before it is */
 	struct timer dir_check; /* looks for a log dir removed, where inotify cannot tell */
 	int dir_notify_fd, dir_notify_slot, dir_wd; /* the log dir's inotify watch (dir_watch) */
 	struct http_server *http; /* the client connections */
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1,
-       .dir_fd = -1, .dir_notify_fd = -1, .dir_notify_slot = -1, .dir_wd = -1};
+       .dir_notify_fd = -1, .dir_notify_slot = -1, .dir_wd = -1};
 
 /*
  * The daemon's own log is stderr, and writing it never blocks the loop: a parent that reads
@@ -883,10 +881,17 @@ card_index(const struct card *c)
 	return (int)(c - D.sched.cards);
 }
 
+/* The job's output file path (heap), as records give it. */
 static char *
 job_output_path(const char *id)
 {
-	return xasprintf("%s/%s/output", cfg.log_dir, id);
+	char *p = store_output_path(D.dir, id);
+
+	if (!p) {
+		perror("tt-device-queue");
+		exit(1);
+	}
+	return p;
 }
 
 /* 128 bits from the kernel's random source as 32 lowercase hex characters. */
@@ -2797,107 +2802,19 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 extern char **environ;
 
 /*
- * Nesting that remove_tree follows (node_modules trees nest deeply); a deeper tree stays, and
- * is reported, rather than costing a descriptor and 1 KiB of stack per level without bound.
+ * Open the job's output file, creating its folder if need be; -1 with errno when it cannot.
+ * The folder is the store's (made 0700, reached never through a link); the file in it is
+ * proc.c's capped file, opened relative to that folder with the flags its writer needs.
  */
-#define REMOVE_DEPTH 128
-
-/*
- * Remove name under the folder dirfd and everything in it, never through a link and never
- * into another mount: a link or a file is unlinked itself; a folder is emptied depth first
- * through descriptors, so a folder swapped for a link on the way never empties the link's
- * target, and one on another mount than parent (a bind or FUSE mount made in a job folder)
- * is left whole (EXDEV), as rm --one-file-system would. The service user's own folders that
- * it cannot write (a Go module cache's are 0555) are made writable first. 0 when nothing
- * stays (absent is fine); -1 with errno (the first failure) when something does.
- */
-static int
-remove_tree(int dirfd, const char *name, const struct statx *parent, int depth)
-{
-	char ents[1024], self[32];
-	struct dirent64 *e;
-	struct statx sx;
-	ssize_t len, off;
-	int fd, err = 0;
-
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR)
-		return -1;
-	if (depth >= REMOVE_DEPTH) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	/* O_PATH: a folder its owner made unreadable can still be made writable. */
-	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_MODE | STATX_UID, &sx) < 0) {
-		err = errno;
-	} else if (sx.stx_dev_major != parent->stx_dev_major ||
-		   sx.stx_dev_minor != parent->stx_dev_minor ||
-		   (sx.stx_mask & parent->stx_mask & STATX_MNT_ID &&
-		    sx.stx_mnt_id != parent->stx_mnt_id)) {
-		err = EXDEV;
-	} else if ((sx.stx_mode & 0700) != 0700 && sx.stx_uid == geteuid()) {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd); /* fchmod refuses O_PATH */
-		chmod(self, (sx.stx_mode & 07777) | 0700);
-	}
-	if (!err) {
-		int rd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (rd < 0)
-			err = errno;
-		while (rd >= 0 && (len = getdents64(rd, ents, sizeof(ents))) != 0) {
-			if (len < 0) {
-				err = err ? err : errno;
-				break;
-			}
-			for (off = 0; off < len; off += e->d_reclen) {
-				e = (struct dirent64 *)(ents + off);
-				if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-				    remove_tree(rd, e->d_name, &sx, depth + 1) < 0 && !err)
-					err = errno;
-			}
-		}
-		if (rd >= 0)
-			close(rd);
-	}
-	close(fd);
-	if (!err && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		err = errno;
-	errno = err;
-	return err ? -1 : 0;
-}
-
-/*
- * Open the job's folder as an O_PATH descriptor for openat, never through a link: a folder
- * replaced by a link must not take the daemon's writes (output, meta.json) elsewhere. -1 with
- * errno (ELOOP, ENOTDIR, ENOENT).
- */
-static int
-job_dir_open(const char *id)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
-	return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/* Open the job's output file, creating its folder if need be; -1 with errno when it cannot. */
 static int
 open_log(struct active *a)
 {
-	char path[PATH_MAX];
 	int dfd, e;
 
 	if (a->log.fd >= 0)
 		return 0;
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, a->job.id);
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	dfd = job_dir_open(a->job.id);
-	if (dfd < 0 || capfile_open(&a->log, dfd, "output", cfg.max_log_bytes) < 0) {
+	dfd = store_job_folder(D.dir, a->job.id);
+	if (dfd < 0 || capfile_open(&a->log, dfd, STORE_OUTPUT_FILE, cfg.max_log_bytes) < 0) {
 		e = errno;
 		if (dfd >= 0)
 			close(dfd);
@@ -2922,8 +2839,7 @@ write_meta(const struct job *j)
 	char *out = job_output_path(j->id);
 	struct json_buf b;
 	struct json_w w;
-	int dfd, fd, e;
-	ssize_t n;
+	int e = 0;
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
@@ -2932,19 +2848,10 @@ write_meta(const struct job *j)
 	json_w_obj_end(&w);
 	json_buf_add(&b, "\n", 1);
 	free(out);
-	dfd = b.oom ? -1 : job_dir_open(j->id);
-	fd = dfd < 0 ? -1
-		     : openat(dfd, "meta.json", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			      0600);
-	e = b.oom ? ENOMEM : errno; /* its folder removed (ENOENT) or a link (ELOOP), no inode */
-	if (dfd >= 0)
-		close(dfd);
-	if (fd >= 0) {
-		errno = 0;
-		n = write(fd, b.p, b.len);
-		e = n == (ssize_t)b.len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
-		close(fd);
-	}
+	if (b.oom)
+		e = ENOMEM;
+	else if (store_write_meta(D.dir, j->id, b.p, b.len) < 0)
+		e = errno;
 	if (e)
 		logmsg("tt-device-queue: job %s: cannot write meta.json: %s", j->id, strerror(e));
 	json_buf_free(&b);
@@ -4254,31 +4161,15 @@ dispatch_pass(void)
 	}
 }
 
-static int mkdir_p(const char *path, mode_t mode);
-static int lock_dir(char *why, size_t cap);
-
-/* Whether path names the file or folder that st describes. */
-static bool
-path_is_still(const char *path, const struct stat *st)
-{
-	struct stat now;
-
-	return stat(path, &now) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino;
-}
-
 /*
- * Whether the log dir and the database in it are still those this daemon opened. A tmp
- * cleaner or a mistaken rm -rf removes them under it: every job would then fail to make its
- * folder while commits went on into a database that no longer has a name, lost at the next
- * start. Checked before every commit (commit_dirty) and every LOG_DIR_CHECK seconds.
+ * Whether the log dir and the database in it are still those this daemon opened
+ * (store_dir_in_place). Checked before every commit (commit_dirty), when inotify reports a
+ * change, and every LOG_DIR_CHECK seconds where it cannot.
  */
 static bool
 log_dir_in_place(void)
 {
-	char db[PATH_MAX];
-
-	snprintf(db, sizeof(db), "%s/jobs.sqlite3", cfg.log_dir);
-	return D.dir_fd < 0 || (path_is_still(cfg.log_dir, &D.dir_st) && path_is_still(db, &D.db_st));
+	return !D.dir || store_dir_in_place(D.dir, D.store);
 }
 
 /* What lived in the old log dir and is made again in the new one as it is needed. */
@@ -4311,54 +4202,37 @@ log_dir_forget_files(void)
 }
 
 /*
- * The log dir or its database is gone or replaced (log_dir_in_place): make the folder again,
- * lock it, and write the database there from the open handle, the one place its records
- * still live, before anything more is committed; then open that copy as the store. Once a
- * new folder is locked, the old one's files are forgotten (log_dir_forget_files). 0, or -1
- * with why[] when it cannot be done now (the caller goes degraded and tries again).
+ * The log dir or its database is gone or replaced (log_dir_in_place): make the folder again
+ * and lock it (store_dir_remake), then write the database there from the open handle, the one
+ * place its records still live, before anything more is committed (store_restore). Once a
+ * new folder is locked, the old one's files are forgotten (log_dir_forget_files) and the new
+ * one is watched. 0, or -1 with why[] when it cannot be done now (the caller goes degraded
+ * and tries again).
  */
 static void dir_watch(void);
 
 static int
 log_dir_restore(char *why, size_t cap)
 {
-	char db[PATH_MAX], err[400];
-	bool new_dir = !path_is_still(cfg.log_dir, &D.dir_st);
-	struct store *st;
+	char warn[256];
+	int made;
 
 	logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s or its database was removed or "
 	       "replaced; making it again from the open database", cfg.log_dir);
-	snprintf(db, sizeof(db), "%s/jobs.sqlite3", cfg.log_dir);
-	if (new_dir) {
-		if (mkdir_p(cfg.log_dir, 0700) < 0) {
-			snprintf(why, cap, "the log dir was removed and cannot be made again: %s",
-				 strerror(errno));
-			return -1;
-		}
-		if (lock_dir(err, sizeof(err)) < 0) {
-			snprintf(why, cap, "the log dir was replaced: %s", err);
-			return -1;
-		}
+	made = store_dir_remake(D.dir, why, cap, warn, sizeof(warn));
+	if (warn[0])
+		logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s %s", cfg.log_dir, warn);
+	if (made < 0)
+		return -1;
+	if (made) {
 		log_dir_forget_files(); /* the new folder is ours from now on */
-	}
-	if (store_copy_to(D.store, db) < 0) {
-		snprintf(why, cap, "the log dir's database was removed and cannot be written again: "
-			 "%s", store_errmsg(D.store));
-		return -1;
-	}
-	if (!(st = store_open(db, true, err, sizeof(err), NULL)) || stat(db, &D.db_st) < 0) {
-		snprintf(why, cap, "the restored database cannot be opened: %s", st ? strerror(errno)
-										 : err);
-		store_close(st);
-		unlink(db); /* made again at the next try */
-		return -1;
-	}
-	store_close(D.store);
-	D.store = st;
-	if (new_dir)
 		dir_watch();
-	logmsg("tt-device-queue: %s made again with every record%s", new_dir ? cfg.log_dir : db,
-	       new_dir ? "; the output of jobs that finished before is gone" : "");
+	}
+	if (store_restore(D.dir, &D.store, why, cap) < 0)
+		return -1;
+	logmsg("tt-device-queue: %s made again with every record%s",
+	       made ? cfg.log_dir : store_dir_db(D.dir),
+	       made ? "; the output of jobs that finished before is gone" : "");
 	return 0;
 }
 
@@ -4562,8 +4436,6 @@ store_committed(void)
  * were never acknowledged). Dispatched jobs go back first so a refused submission that the
  * same iteration also dispatched is in its queue again when it is unlinked.
  */
-static int remove_job_dir(const char *id);
-
 static void
 store_unwind(void)
 {
@@ -4595,7 +4467,7 @@ store_unwind(void)
 			vec_remove(&D.finished, a);
 			count_outcome_by(a, -1);
 			recent_forget(a->job.id);
-			remove_job_dir(a->job.id);
+			store_remove_job_dir(D.dir, a->job.id);
 		} else {
 			sched_unlink(&D.sched, a->card, &a->job);
 		}
@@ -4730,40 +4602,23 @@ store_retry_fired(void *arg)
 			card_dirty(&D.sched.cards[i]);
 }
 
-/* Remove a deleted job's folder and all in it (absent is fine); -1 with errno when it stays. */
-static int
-remove_job_dir(const char *id)
-{
-	char path[PATH_MAX];
-	struct statx dir; /* the log dir's mount and device, which the removal never leaves */
-
-	if (!valid_job_id(id, strlen(id)))
-		return 0; /* only a direct child of the log dir named as a job id */
-	if (statx(AT_FDCWD, cfg.log_dir, 0, STATX_MNT_ID, &dir) < 0)
-		return -1;
-	snprintf(path, sizeof(path), "%s/%s", cfg.log_dir, id);
-	return remove_tree(AT_FDCWD, path, &dir, 0);
-}
-
 /*
- * The folder goes before the row (store_retention), so one that cannot be removed keeps its
- * job: a maintenance warning (SPEC 9) at every pass until an operator clears the obstacle,
- * and then the next pass removes both. Deleting the row first would leave the folder behind
- * for good, known to nobody.
+ * Told of each job retention deletes (err 0: its folder is gone) or keeps (its folder stays,
+ * store_retention): one that cannot be removed keeps its job, with a maintenance warning at
+ * every pass until an operator clears the obstacle, and then the next pass removes both.
  */
-static int
-retention_cb(void *ctx, const char *id)
+static void
+retention_cb(void *ctx, const char *id, int err)
 {
 	(void)ctx;
-	if (remove_job_dir(id) == 0) {
+	if (!err) {
 		recent_forget(id);
-		return 0;
+		return;
 	}
 	snprintf(D.maintenance_warning, sizeof(D.maintenance_warning),
 		 "retention could not remove the folder of job %s (the job is kept): %s", id,
-		 strerror(errno));
+		 strerror(err));
 	logmsg("tt-device-queue: %s", D.maintenance_warning);
-	return -1;
 }
 
 static void
@@ -4777,7 +4632,7 @@ retention_fired(void *arg)
 	if (D.degraded)
 		return;
 	D.maintenance_warning[0] = '\0'; /* before the pass: retention_cb may set it */
-	n = store_retention(D.store, cutoff, cfg.max_completed, retention_cb, NULL);
+	n = store_retention(D.store, D.dir, cutoff, cfg.max_completed, retention_cb, NULL);
 	if (n < 0) {
 		snprintf(D.maintenance_warning, sizeof(D.maintenance_warning), "retention failed: %s",
 			 store_errmsg(D.store));
@@ -5016,25 +4871,6 @@ read_boot_id(void)
 	}
 }
 
-/* mkdir -p for the log dir; 0 or -1 with errno. The client has its own (cli.c links no module
- * of the daemon's). */
-static int
-mkdir_p(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX], *p;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 struct card_rows {
 	struct store_card rows[MAX_CARDS];
 	int n;
@@ -5150,15 +4986,16 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
 static double
 interrupted_at(const struct job *j, double now)
 {
-	char path[PATH_MAX];
+	char *path;
 	struct stat st;
 	double t;
 
 	if (isnan(j->started_at))
 		return now;
-	snprintf(path, sizeof(path), "%s/%s/output", cfg.log_dir, j->id);
+	path = job_output_path(j->id);
 	t = stat(path, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9
 				 : j->started_at;
+	free(path);
 	if (t < j->started_at)
 		t = j->started_at;
 	return t > now ? now : t;
@@ -5251,67 +5088,6 @@ recover(void)
 }
 
 /*
- * The log dir is private (0700) however it came to exist: made by hand (0755 under the usual
- * umask), its listing of job ids would stay open to every local user. Ours, it is tightened.
- * Another user's (an admin's shared dir) is left as it is, as changing it could break what
- * that user set up; the files in it are private all the same, and a warning says whose it is
- * so an operator can fix it.
- */
-static void
-make_log_dir_private(int dirfd)
-{
-	struct stat st;
-
-	if (fstat(dirfd, &st) < 0)
-		return;
-	if (st.st_uid != geteuid()) {
-		logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s belongs to uid %u, not to this "
-		       "service's user (uid %u); its mode %04o is left as it is",
-		       cfg.log_dir, (unsigned)st.st_uid, (unsigned)geteuid(),
-		       (unsigned)(st.st_mode & 07777));
-		return;
-	}
-	if ((st.st_mode & 07777) != 0700 && fchmod(dirfd, 0700) < 0)
-		logmsg("tt-device-queue: WARNING: cannot make TT_DEVICE_LOG_DIR %s private (mode %04o): "
-		       "%s",
-		       cfg.log_dir, (unsigned)(st.st_mode & 07777), strerror(errno));
-}
-
-/*
- * One daemon per log dir: a second `serve` on the same dir would "recover" the first one's
- * running jobs as interrupted and run its queue a second time. An flock on the log dir itself
- * (held for the daemon's life, released by the kernel when it dies, even by SIGKILL) keeps it
- * out before it reads or writes anything, and leaves no file behind. Locks the folder at
- * cfg.log_dir into D.dir_fd (close-on-exec; the lock is the open file); -1 with why[] when it
- * cannot be opened or another serve holds it.
- */
-static int
-lock_dir(char *why, size_t cap)
-{
-	int fd = open(cfg.log_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct stat st;
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		snprintf(why, cap, "cannot open %s: %s", cfg.log_dir, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		snprintf(why, cap, "another tt-device-queue serve is using TT_DEVICE_LOG_DIR %s; stop "
-			 "it first", cfg.log_dir);
-		close(fd);
-		return -1;
-	}
-	make_log_dir_private(fd);
-	if (D.dir_fd >= 0)
-		close(D.dir_fd);
-	D.dir_fd = fd;
-	D.dir_st = st;
-	return 0;
-}
-
-/*
  * The lock file holds the instance entry (TT_DEVICE_QUEUE_INSTANCE=...) of the daemon that
  * held it last. Had its guardian lived, that daemon's jobs would be gone; if both died at
  * once (kill -9 of both, the OOM killer) they may still run: whatever still carries that entry
@@ -5390,29 +5166,25 @@ wait_instance_lock(void)
 }
 
 /*
- * The log dir: created, made absolute and locked. A failure here exits 1: without the dir
- * there is nothing to lock, and the lock comes before anything is read or written.
+ * The log dir: created, made absolute and locked (store_dir_open), so that a second `serve`
+ * on the same dir, which would "recover" this one's running jobs as interrupted and run its
+ * queue a second time, is kept out before it reads or writes anything. A failure here exits
+ * 1: without the dir there is nothing to lock, and the lock comes before anything else.
  */
 static void
 prepare_log_dir(void)
 {
-	char *abs, why[PATH_MAX + 100];
+	char why[400], warn[256];
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
-	if (mkdir_p(cfg.log_dir, 0700) < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot create TT_DEVICE_LOG_DIR %s: %s\n",
-			cfg.log_dir, strerror(errno));
+	if (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
+		fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir, why);
 		exit(1);
 	}
-	/* Clients get output_file paths: make them absolute, meaningful from any directory. */
-	if ((abs = realpath(cfg.log_dir, NULL))) {
-		free(cfg.log_dir);
-		cfg.log_dir = abs;
-	}
-	if (lock_dir(why, sizeof(why)) < 0) {
-		fprintf(stderr, "tt-device-queue serve: %s\n", why);
-		exit(1);
-	}
+	free(cfg.log_dir);
+	cfg.log_dir = xstrdup(store_dir_path(D.dir)); /* absolute: output_file paths are */
+	if (warn[0])
+		logmsg("tt-device-queue: WARNING: TT_DEVICE_LOG_DIR %s %s", cfg.log_dir, warn);
 }
 
 /*
@@ -5427,15 +5199,12 @@ prepare_log_dir(void)
 static int
 open_store(bool serving)
 {
-	char path[PATH_MAX], err[400], reason[sizeof(D.degraded_reason)];
+	const char *path = store_dir_db(D.dir);
+	char err[400], reason[sizeof(D.degraded_reason)];
 	bool refused;
 
-	snprintf(path, sizeof(path), "%s/jobs.sqlite3", cfg.log_dir);
-	if ((D.store = store_open(path, serving, err, sizeof(err), &refused))) {
-		if (stat(path, &D.db_st) < 0)
-			memset(&D.db_st, 0, sizeof(D.db_st)); /* restored at the first commit */
+	if ((D.store = store_open(path, serving, err, sizeof(err), &refused)))
 		return 0;
-	}
 	if (refused) {
 		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
 		exit(1);

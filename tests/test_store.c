@@ -735,13 +735,13 @@ test_cards(struct store *st)
 
 struct deleted {
 	struct store *st;
-	char ids[512];
-	int found_at_cb;    /* ids whose row get_job still finds inside the callback */
-	unsigned long keep; /* the callback refuses this job (its folder would not go) */
+	char ids[512];   /* the jobs deleted, as told to the callback */
+	int found_at_cb; /* ids whose row get_job still finds inside the callback */
+	int kept_err;    /* the errno told for a job whose folder stays, 0 if none */
 };
 
-static int
-on_deleted(void *ctx, const char *id)
+static void
+on_deleted(void *ctx, const char *id, int err)
 {
 	struct deleted *d = ctx;
 	size_t len = strlen(d->ids);
@@ -751,21 +751,72 @@ on_deleted(void *ctx, const char *id)
 	if (store_get_job(d->st, id, &j, NULL) == 1)
 		d->found_at_cb++;
 	sched_job_clear(&j);
-	if (n == d->keep)
-		return -1;
+	if (err) {
+		d->kept_err = err;
+		return;
+	}
 	snprintf(d->ids + len, sizeof(d->ids) - len, "%s%lu", len ? "," : "", n);
-	return 0;
+}
+
+/* The folder of job n (make_job's id) in the log dir at dir. */
+static const char *
+folder_of(const char *dir, int n)
+{
+	static char buf[4][512];
+	static int k;
+
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%032x", dir, (unsigned)n);
+	return buf[k];
+}
+
+/* folder_of(dir, n), made with a file in it. */
+static const char *
+job_folder_of(const char *dir, int n)
+{
+	const char *path = folder_of(dir, n);
+	char file[600];
+	FILE *f;
+
+	mkdir(path, 0700);
+	snprintf(file, sizeof(file), "%s/output", path);
+	if ((f = fopen(file, "w"))) {
+		fputs("output\n", f);
+		fclose(f);
+	}
+	return path;
+}
+
+/* Nest depth folders under path: deeper than store_remove_job_dir follows, so it stays. */
+static void
+nest(const char *path, int depth)
+{
+	int fd = open(path, O_PATH | O_DIRECTORY), next;
+
+	for (int i = 0; i < depth && fd >= 0; i++) {
+		mkdirat(fd, "d", 0700);
+		next = openat(fd, "d", O_PATH | O_DIRECTORY);
+		close(fd);
+		fd = next;
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 static void
 test_retention(void)
 {
+	char warn[256];
+	struct store_dir *dir = store_dir_open(path_in("retention-logs"), errbuf, sizeof(errbuf),
+					       warn, sizeof(warn));
 	struct store *st = open_ok("retention.sqlite3");
 	struct deleted d = {.st = st, .ids = ""};
+	const char *dp = dir ? store_dir_path(dir) : "";
+	char six[512], seven[512], cmd[600];
 	struct job j6;
 	int n = 0;
 
-	if (!ok(st != NULL, "open for retention"))
+	if (!ok(st != NULL && dir != NULL, "open for retention"))
 		return;
 	/* done: 1 @100, 2 @200, 3 @300, 4 @300, 5 @400, 6 @500; active 7, 8 "finished" at 1 */
 	static const double fin[] = {100, 200, 300, 300, 400, 500};
@@ -773,34 +824,50 @@ test_retention(void)
 		put_one(st, 1 + i, i % 2, JOB_DONE, fin[i]);
 	put_one(st, 7, 0, JOB_QUEUED, 1.0);
 	put_one(st, 8, 1, JOB_RUNNING, 1.0);
-	is_int(store_retention(st, 0, -1, on_deleted, &d), 0, "no limits: nothing deleted");
-	is_int(store_retention(st, 250, -1, on_deleted, &d), 2, "by age: 2 deleted");
+	for (int i = 1; i <= 7; i++)
+		job_folder_of(dp, i); /* 8 has none: an absent folder is fine */
+	snprintf(seven, sizeof(seven), "%s", job_folder_of(dp, 7));
+	is_int(store_retention(st, dir, 0, -1, on_deleted, &d), 0, "no limits: nothing deleted");
+	is_int(store_retention(st, dir, 250, -1, on_deleted, &d), 2, "by age: 2 deleted");
 	is_str(d.ids, "1,2", "by age: finished before 250");
 	is_int(d.found_at_cb, 2, "the callback runs while the rows still exist");
+	ok(access(folder_of(dp, 1), F_OK) != 0 && access(folder_of(dp, 2), F_OK) != 0 &&
+	   access(folder_of(dp, 3), F_OK) == 0,
+	   "the folders of deleted jobs go, the others stay");
 	d.ids[0] = '\0';
-	is_int(store_retention(st, 0, 2, on_deleted, &d), 2, "keep 2: 2 deleted");
+	is_int(store_retention(st, dir, 0, 2, on_deleted, &d), 2, "keep 2: 2 deleted");
 	ok(strcmp(d.ids, "3,4") == 0 || strcmp(d.ids, "4,3") == 0,
 	   "keep 2: the tie at 300 "
 	   "goes, newest 5, 6 stay (%s)",
 	   d.ids);
 	d.ids[0] = '\0';
-	is_int(store_retention(st, 450, 5, on_deleted, &d), 1, "age and count together");
+	is_int(store_retention(st, dir, 450, 5, on_deleted, &d), 1, "age and count together");
 	is_str(d.ids, "5", "the one older than 450");
 	d.ids[0] = '\0';
-	d.keep = 6; /* job 6's folder cannot be removed: its row stays for the next pass */
-	is_int(store_retention(st, 0, 0, on_deleted, &d), 0, "a job whose folder stays is kept");
+	/* job 6's folder cannot be removed (too deep): its row stays for the next pass */
+	snprintf(six, sizeof(six), "%s", job_folder_of(dp, 6));
+	nest(six, 200);
+	is_int(store_retention(st, dir, 0, 0, on_deleted, &d), 0, "a job whose folder stays is kept");
 	ok(store_get_job(st, "00000000000000000000000000000006", &j6, NULL) == 1,
 	   "its row is still there");
 	sched_job_clear(&j6);
-	d.keep = 0;
-	is_int(store_retention(st, 0, 0, on_deleted, &d), 1, "keep 0 deletes every done job");
+	ok(d.kept_err != 0, "and the callback is told why its folder stays (%s)",
+	   strerror(d.kept_err));
+	ok(access(six, F_OK) == 0, "the folder is still there");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/d'", six);
+	ok(system(cmd) == 0, "the obstacle cleared");
+	d.kept_err = 0;
+	is_int(store_retention(st, dir, 0, 0, on_deleted, &d), 1, "keep 0 deletes every done job");
 	is_str(d.ids, "6", "the last done job, once its folder goes");
+	ok(access(six, F_OK) != 0 && d.kept_err == 0, "its folder with it");
+	ok(access(seven, F_OK) == 0, "an active job's folder stays");
 	is_int(store_load_active(st, count_only, &n), 2, "active jobs untouched");
-	is_int(store_retention(st, 1e12, 0, NULL, NULL), 0, "nothing left; NULL callback ok");
-	ok(store_begin(st) == 0 && store_retention(st, 1, 0, NULL, NULL) == -1,
+	is_int(store_retention(st, NULL, 1e12, 0, NULL, NULL), 0, "nothing left; NULL callback ok");
+	ok(store_begin(st) == 0 && store_retention(st, NULL, 1, 0, NULL, NULL) == -1,
 	   "retention inside an open transaction is refused");
 	store_rollback(st);
 	store_close(st);
+	store_dir_close(dir);
 }
 
 static void
@@ -1217,7 +1284,7 @@ test_scale(void)
 	is_str(got_ids(&g) + strlen(got_ids(&g)) - 6, "109999", "the newest done job last");
 	got_free(&g);
 	t0 = mono_ms();
-	is_int(store_retention(st, 1.0, 10000, NULL, NULL), 0, "retention keeps 10000");
+	is_int(store_retention(st, NULL, 1.0, 10000, NULL, NULL), 0, "retention keeps 10000");
 	printf("# retention pass over 10000 done jobs (none due): %.1f ms\n", mono_ms() - t0);
 
 	t0 = mono_ms();
@@ -1274,6 +1341,222 @@ test_copy_to(void)
 	sched_job_clear(&w);
 }
 
+/* The text of the file at path (up to 255 bytes), or "" when it cannot be read. */
+static const char *
+file_text(const char *path)
+{
+	static char buf[256];
+	ssize_t n;
+	int fd = open(path, O_RDONLY);
+
+	buf[0] = '\0';
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		buf[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	return buf;
+}
+
+/* The log dir: made with its parents and private, absolute, locked against a second daemon. */
+static void
+test_log_dir(void)
+{
+	char warn[256], want[512], cwd[256];
+	struct store_dir *d, *d2;
+
+	umask(077);
+	d = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
+	if (!ok(d != NULL, "a log dir is made with its parents (%s)", d ? "" : errbuf))
+		return;
+	is_int(file_mode(path_in("a/b/logs")), 0700, "private (0700)");
+	is_str(warn, "", "no warning for a folder of our own");
+	d2 = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
+	ok(d2 == NULL && strstr(errbuf, "another tt-device-queue serve is using it"),
+	   "a second open of a locked log dir is refused: %s", errbuf);
+	store_dir_close(d2);
+	store_dir_close(d);
+	d = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
+	ok(d != NULL, "closed, it can be opened again");
+	store_dir_close(d);
+
+	mkdir(path_in("wide"), 0755);
+	chmod(path_in("wide"), 0755);
+	getcwd(cwd, sizeof(cwd));
+	chdir(tmpdir);
+	d = store_dir_open("wide", errbuf, sizeof(errbuf), warn, sizeof(warn));
+	chdir(cwd);
+	if (!ok(d != NULL, "an existing folder opens"))
+		return;
+	is_int(file_mode(path_in("wide")), 0700, "a folder of ours wider than 0700 is made private");
+	snprintf(want, sizeof(want), "%s/wide", tmpdir);
+	is_str(store_dir_path(d), want, "a relative path is made absolute");
+	snprintf(want, sizeof(want), "%s/wide/jobs.sqlite3", tmpdir);
+	is_str(store_dir_db(d), want, "the database lives in it");
+	store_dir_close(d);
+
+	close(open(path_in("a-file"), O_WRONLY | O_CREAT, 0600));
+	d = store_dir_open(path_in("a-file"), errbuf, sizeof(errbuf), warn, sizeof(warn));
+	ok(d == NULL && strstr(errbuf, "cannot open it"), "a file in its place: %s", errbuf);
+	d = store_dir_open(path_in("a-file/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
+	ok(d == NULL && strstr(errbuf, "cannot create it"), "a file on its way: %s", errbuf);
+}
+
+/* Job folders: made private, written never through a link, removed whole but never beyond. */
+static void
+test_job_folders(void)
+{
+	static const char id[] = "0123456789abcdef0123456789abcdef";
+	char warn[256], path[512], *out;
+	struct store_dir *d = store_dir_open(path_in("jobs-logs"), errbuf, sizeof(errbuf), warn,
+					     sizeof(warn));
+	const char *dp = d ? store_dir_path(d) : "";
+	int fd, dfd, e, rc;
+
+	if (!ok(d != NULL, "open a log dir for job folders"))
+		return;
+	out = store_output_path(d, id);
+	snprintf(path, sizeof(path), "%s/%s/output", dp, id);
+	is_str(out, path, "the output path is <log dir>/<id>/output");
+	free(out);
+
+	dfd = store_job_folder(d, id);
+	ok(dfd >= 0, "the job's folder is made and opened");
+	snprintf(path, sizeof(path), "%s/%s", dp, id);
+	is_int(file_mode(path), 0700, "the folder is private (0700)");
+	fd = dfd < 0 ? -1 : openat(dfd, STORE_OUTPUT_FILE, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	ok(fd >= 0 && write(fd, "line\n", 5) == 5, "its output is written through the descriptor");
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	dfd = store_job_folder(d, id);
+	ok(dfd >= 0, "an existing folder opens again");
+	if (dfd >= 0)
+		close(dfd);
+	is_int(store_write_meta(d, id, "{\"a\":1}\n", 8), 0, "meta.json written");
+	snprintf(path, sizeof(path), "%s/%s/meta.json", dp, id);
+	is_str(file_text(path), "{\"a\":1}\n", "with the text given");
+	is_int(file_mode(path), 0600, "private (0600)");
+	is_int(store_write_meta(d, id, "{}\n", 3), 0, "written again");
+	is_str(file_text(path), "{}\n", "replacing the older one whole");
+
+	/* A folder replaced by a link takes no write, neither output nor meta.json. */
+	mkdir(path_in("elsewhere"), 0700);
+	snprintf(path, sizeof(path), "%s/%032x", dp, 1u);
+	symlink(path_in("elsewhere"), path);
+	errno = 0;
+	dfd = store_job_folder(d, folder_of("", 1) + 1);
+	e = errno;
+	ok(dfd < 0 && (e == ELOOP || e == ENOTDIR), "a job folder that is a link is refused (%s)",
+	   strerror(e));
+	if (dfd >= 0)
+		close(dfd);
+	errno = 0;
+	rc = store_write_meta(d, folder_of("", 1) + 1, "{}\n", 3);
+	e = errno;
+	ok(rc < 0 && (e == ELOOP || e == ENOTDIR),
+	   "meta.json is not written through a linked folder (%s)", strerror(e));
+	ok(access(path_in("elsewhere/meta.json"), F_OK) != 0, "the link's target got nothing");
+	errno = 0;
+	rc = store_write_meta(d, folder_of("", 2) + 1, "{}\n", 3);
+	e = errno;
+	ok(rc < 0 && e == ENOENT, "a folder that is gone is not made again for meta.json (%s)",
+	   strerror(e));
+	ok(access(folder_of(dp, 2), F_OK) != 0, "(it stays gone)");
+
+	/* Removal: the whole tree, read-only folders too, but never a link's target. */
+	snprintf(path, sizeof(path), "%s/%s/ro", dp, id);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/%s/ro/f", dp, id);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	snprintf(path, sizeof(path), "%s/%s/ro", dp, id);
+	chmod(path, 0555);
+	close(open(path_in("elsewhere/keep"), O_WRONLY | O_CREAT, 0600));
+	snprintf(path, sizeof(path), "%s/%s/link", dp, id);
+	symlink(path_in("elsewhere"), path);
+	is_int(store_remove_job_dir(d, id), 0, "a job's folder is removed");
+	snprintf(path, sizeof(path), "%s/%s", dp, id);
+	ok(access(path, F_OK) != 0, "with everything in it");
+	ok(access(path_in("elsewhere/keep"), F_OK) == 0, "but not what a link in it points to");
+	is_int(store_remove_job_dir(d, id), 0, "an absent folder is fine");
+	is_int(store_remove_job_dir(d, folder_of("", 1) + 1), 0, "a job folder that is a link goes");
+	ok(access(folder_of(dp, 1), F_OK) != 0 && access(path_in("elsewhere/keep"), F_OK) == 0,
+	   "as the link alone");
+	mkdir(path_in("jobs-logs/not-a-job"), 0700);
+	is_int(store_remove_job_dir(d, "not-a-job"), 0, "a name that is no job id");
+	ok(access(path_in("jobs-logs/not-a-job"), F_OK) == 0, "is left alone");
+	is_int(store_remove_job_dir(d, ".."), 0, "nor is the log dir's parent touched");
+	ok(access(dp, F_OK) == 0, "(the log dir is still there)");
+	store_dir_close(d);
+}
+
+/* A log dir or database removed under the daemon is made again from the open handle. */
+static void
+test_restore(void)
+{
+	char warn[256], cmd[600], moved[512];
+	struct store_dir *d = store_dir_open(path_in("restore-logs"), errbuf, sizeof(errbuf), warn,
+					     sizeof(warn));
+	struct store *st = d ? store_open(store_dir_db(d), true, errbuf, sizeof(errbuf), NULL) : NULL;
+	struct job w, g;
+	char *out = NULL;
+
+	if (!ok(d != NULL && st != NULL, "open a log dir and its database"))
+		return;
+	full_job(&w);
+	ok(store_begin(st) == 0 && store_put_job(st, &w, "/x/output") == 0 && store_commit(st) == 0,
+	   "a job committed");
+	ok(store_dir_in_place(d, st) && store_dir_in_place(d, NULL), "in place after opening");
+	is_int(store_dir_remake(d, errbuf, sizeof(errbuf), warn, sizeof(warn)), 0,
+	       "nothing to make again while in place");
+
+	/* the database alone removed */
+	unlink(store_dir_db(d));
+	ok(!store_dir_in_place(d, st) && store_dir_in_place(d, NULL),
+	   "a removed database is noticed, the folder is still in place");
+	is_int(store_dir_remake(d, errbuf, sizeof(errbuf), warn, sizeof(warn)), 0,
+	       "the folder is not made again");
+	is_int(store_restore(d, &st, errbuf, sizeof(errbuf)), 0, "the database is written again");
+	ok(store_dir_in_place(d, st), "in place again");
+
+	/* the whole folder moved away, as a tmp cleaner or an rm -rf would */
+	snprintf(moved, sizeof(moved), "%s.moved", store_dir_path(d));
+	rename(store_dir_path(d), moved);
+	ok(!store_dir_in_place(d, NULL), "a folder moved away is noticed");
+	mkdir(store_dir_path(d), 0755); /* someone made an empty one meanwhile */
+	ok(!store_dir_in_place(d, NULL), "a new folder at its path is not the one locked");
+	is_int(store_dir_remake(d, errbuf, sizeof(errbuf), warn, sizeof(warn)), 1,
+	       "the folder is made again and locked");
+	is_int(file_mode(store_dir_path(d)), 0700, "private");
+	ok(store_dir_in_place(d, NULL) && !store_dir_in_place(d, st), "it is now the one locked");
+	is_int(store_restore(d, &st, errbuf, sizeof(errbuf)), 0, "the database is written again");
+	ok(store_dir_in_place(d, st), "in place");
+	ok(st && store_get_job(st, w.id, &g, &out) == 1 && strcmp(g.cmd, w.cmd) == 0,
+	   "with the job in it");
+	if (out) {
+		sched_job_clear(&g);
+		free(out);
+	}
+	ok(store_begin(st) == 0 && store_put_card(st, &(struct card){.device = 3}, "b") == 0 &&
+	       store_commit(st) == 0,
+	   "and the restored store takes commits");
+	snprintf(cmd, sizeof(cmd), "%s/%s", moved, STORE_DB_FILE);
+	ok(access(cmd, F_OK) == 0, "the old folder is left as it was");
+
+	/* a file put in its place cannot be restored over */
+	unlink(store_dir_db(d));
+	mkdir(store_dir_db(d), 0700);
+	is_int(store_restore(d, &st, errbuf, sizeof(errbuf)), -1, "nothing is written over a "
+	       "folder at the database's path");
+	ok(strstr(errbuf, "cannot be written again"), "and it says so: %s", errbuf);
+	rmdir(store_dir_db(d));
+	is_int(store_restore(d, &st, errbuf, sizeof(errbuf)), 0, "once it is gone, it works");
+	store_close(st);
+	store_dir_close(d);
+	sched_job_clear(&w);
+}
+
 static void
 cleanup(void)
 {
@@ -1311,6 +1594,9 @@ main(void)
 	test_open_failure_passes();
 	test_write_failure();
 	test_copy_to();
+	test_log_dir();
+	test_job_folders();
+	test_restore();
 	test_scale();
 	ok(store_errmsg(NULL) != NULL, "store_errmsg(NULL) is a string");
 	store_close(NULL);
