@@ -1,5 +1,6 @@
 /*
- * proc.c - job processes, capped output files and the guardian (SPEC section 6).
+ * proc.c - the daemon's processes: spawning, a job's process from start to finish, strays,
+ * the guardian, the instance lock; and capped output files.
  *
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
@@ -17,15 +18,25 @@
  *   mask; the child ends with default dispositions and an empty mask.
  * - A job's pid is its process group and session id (setsid), so kill(-pid) reaches everything
  *   it started that did not leave the group itself.
+ * - A job's process moves through enum proc_job_state only by set_state, whose table says
+ *   which phase may follow which. Its exit callback comes once per process, only from
+ *   proc_job_timeout, and only once nothing of the process is alive: no member of its group
+ *   but zombies, and no child of the daemon that no running job owns.
+ * - A child of the daemon belongs to a job while that job's shell is not reaped: it is the
+ *   shell, in the shell's session, or carries the job's tag. Every other one is a stray.
  * - A capfile's `size` is the file's byte count and never exceeds `cap` after capfile_finish;
  *   capfile_output never writes past cap. Daemon marker lines always start at a line start.
  * - The guardian holds the only read end of the daemon's registration pipe. It learns each job
  *   group from the job itself (see child_register) and kills every group still registered when
- *   the pipe reaches EOF, that is when the daemon and all its pre-exec children are gone.
+ *   the pipe reaches EOF, that is when the daemon and all its pre-exec children are gone. A
+ *   group is forgotten only once it was found empty.
+ * - What is here once per process (the jobs, the guardian, the instance lock) lives in P:
+ *   waitpid(-1) and the guardian are per process too.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -33,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sched.h> /* CLONE_*: <sched.h> would find this project's sched.h under -I. */
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -58,6 +70,12 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define GUARD_POLL_MS 10      /* between two looks at them */
 #define FD_LOOP_MAX 65536     /* bound of the close() loop when close_range is missing */
 #define CHILD_STACK (256 * 1024) /* the spawned child's stack, below it one guard page */
+#define DRAIN_BUDGET (1024 * 1024) /* bytes of one job's output moved per poll event */
+#define LOOK_FIRST 0.002      /* s after a killed group is found alive before the next look */
+#define LOOK_MAX 0.1          /* s between two looks at most (doubling from LOOK_FIRST) */
+#define STRAYS_MAX 512        /* children of the daemon looked at per pass */
+#define LOCK_FILE "guardian.lock"
+#define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
 
 /* Code that runs in a CLONE_VM child: kept free of sanitizer instrumentation (see above). */
 #define CHILD_CODE __attribute__((no_sanitize_address))
@@ -70,6 +88,19 @@ struct guard_msg {
 
 /* The daemon's write end of the guardian pipe (-1 when no guardian runs). Blocking. */
 static int guardian_fd = -1;
+
+/* The daemon as proc.c knows it (proc_init). */
+static struct {
+	struct proc_callbacks cb;
+	const double *now;     /* the owner's monotonic clock, s */
+	struct proc_job *jobs; /* every proc_job, for proc_reaped and the strays */
+	char marker[sizeof(INSTANCE_VAR) + 64];
+	pid_t guardian_pid;    /* 0 before it started and once it died */
+	bool guardian_lost;    /* it died (proc_reaped) */
+	int lock_fd;           /* the instance lock file, -1 when not open */
+	bool recorded;         /* lock_fd holds this instance's entry */
+	char lock_path[PATH_MAX];
+} P = {.lock_fd = -1};
 
 /* ------------------------------------------------------------- async-signal-safe helpers */
 
@@ -268,9 +299,8 @@ child_stdio(const struct child_args *c)
  * nobody knows. Written by the child, the '+' is in the pipe before the child can exec, and
  * the pipe cannot reach EOF before that since the child holds a write end until exec.
  * PR_SET_PDEATHSIG alone would not do: it reaches only this process (the shell), never the
- * background children it starts, which would then keep the card. A dead guardian (the daemon
- * replaces it when it reaps it) must not kill the job: signals are blocked here, and a blocked
- * signal is kept pending even while ignored, so the SIGPIPE of a write to its closed pipe
+ * background children it starts, which would then keep the card. A dead guardian (it is not
+ * replaced) must not kill the job: signals are blocked here, and a blocked signal is kept pending even while ignored, so the SIGPIPE of a write to its closed pipe
  * would kill the shell as soon as the mask is cleared. Setting SIG_IGN again after the write
  * discards a pending SIGPIPE (POSIX sigaction: "shall cause the pending signal to be
  * discarded, whether or not it is blocked").
@@ -479,7 +509,7 @@ same_name(const char *a, const char *b)
 	return n == name_len(b) && memcmp(a, b, n) == 0;
 }
 
-/* Control configuration never reaches a job (SPEC 6). */
+/* Control configuration never reaches a job. */
 static int
 scrubbed(const char *s)
 {
@@ -987,6 +1017,7 @@ proc_guardian_start(const char *marker, int lock_fd)
 		return -1;
 	}
 	guardian_fd = p[1];
+	P.guardian_pid = pid;
 	return pid;
 }
 
@@ -1190,4 +1221,540 @@ proc_kill_marked(const char *marker)
 	closedir(d);
 	free(buf);
 	return killed;
+}
+
+/* --------------------------------------------------------------------- a job's process */
+
+struct proc_job {
+	enum proc_job_state state;
+	void *owner;
+	pid_t pid;           /* the shell: also its group and session; 0 when IDLE */
+	int fd;              /* the output pipe's read end, -1 when closed */
+	struct capfile *out; /* the owner's, where the output goes */
+	int wstatus;         /* the shell's, once reaped */
+	/*
+	 * The one deadline (monotonic s, 0: none); its meaning is the phase's: RUNNING and
+	 * CLOSED, the SIGKILL of a pending stop; REAPED, the straggler bound; KILLING, the next
+	 * look at what is left.
+	 */
+	double deadline;
+	double backoff;      /* KILLING: the wait before the look after next */
+	double warn_at;      /* KILLING: when to call `stuck`, 0 once called */
+	int told_fd;         /* what the owner was last told (watch) */
+	double told_deadline;
+	char tag[PROC_TAG_MAX]; /* proc_opts.tag, "" for none */
+	struct proc_job *next, *prev; /* P.jobs */
+};
+
+/*
+ * Which phase may follow which. Everything that moves a job's process goes through
+ * set_state, so a change that is not here is a bug seen in one place.
+ */
+#define TO(s) (1u << (s))
+static const unsigned legal[] = {
+	[PROC_JOB_IDLE] = TO(PROC_JOB_RUNNING),
+	[PROC_JOB_RUNNING] = TO(PROC_JOB_CLOSED) | TO(PROC_JOB_REAPED),
+	[PROC_JOB_CLOSED] = TO(PROC_JOB_KILLING),
+	[PROC_JOB_REAPED] = TO(PROC_JOB_KILLING),
+	[PROC_JOB_KILLING] = TO(PROC_JOB_IDLE),
+};
+
+static _Noreturn void
+illegal(const struct proc_job *j, int to)
+{
+	fprintf(stderr, "tt-device-queue: job process state %d cannot become %d\n", j->state, to);
+	abort();
+}
+
+/* Tell the owner what j waits for, when that changed; watch's result. */
+static int
+tell_owner(struct proc_job *j)
+{
+	if (j->fd == j->told_fd && j->deadline == j->told_deadline)
+		return 0;
+	j->told_fd = j->fd;
+	j->told_deadline = j->deadline;
+	return P.cb.watch(j, j->fd, j->deadline);
+}
+
+/* The deadline a phase starts with. */
+static double
+state_deadline(const struct proc_job *j, enum proc_job_state to)
+{
+	switch (to) {
+	case PROC_JOB_CLOSED:
+		return j->deadline; /* a pending stop still escalates */
+	case PROC_JOB_REAPED:
+		return *P.now + PROC_STRAGGLER_BOUND;
+	case PROC_JOB_KILLING:
+		return *P.now; /* the first look, from the owner's timers */
+	default:
+		return 0;
+	}
+}
+
+static void
+set_state(struct proc_job *j, enum proc_job_state to)
+{
+	if (!(legal[j->state] & TO(to)))
+		illegal(j, to);
+	if (to == PROC_JOB_KILLING) {
+		j->backoff = 0;
+		j->warn_at = *P.now + PROC_STUCK_WARN;
+	}
+	j->deadline = state_deadline(j, to);
+	j->state = to;
+	tell_owner(j); /* only a new fd can fail: see proc_job_spawn */
+}
+
+/* Whether j has a shell that was not yet found gone with its group: it owns its children. */
+static bool
+has_shell(const struct proc_job *j)
+{
+	return j->state == PROC_JOB_RUNNING || j->state == PROC_JOB_CLOSED ||
+	       j->state == PROC_JOB_REAPED;
+}
+
+/* Close j's pipe and move to phase `to`; the owner is told before the descriptor goes. */
+static void
+close_pipe(struct proc_job *j, enum proc_job_state to)
+{
+	int fd = j->fd;
+
+	j->fd = -1;
+	set_state(j, to);
+	close(fd);
+}
+
+/* Whether pid's environment holds the entry tag ("NAME=VALUE"). */
+static bool
+env_tagged(pid_t pid, const char *tag)
+{
+	char name[PROC_TAG_MAX], value[PROC_TAG_MAX];
+	const char *eq = strchr(tag, '=');
+	size_t n = eq ? (size_t)(eq - tag) : 0;
+
+	if (n == 0)
+		return false;
+	memcpy(name, tag, n);
+	name[n] = '\0';
+	return proc_env_value(pid, name, value, sizeof value) == 1 && strcmp(value, eq + 1) == 0;
+}
+
+/*
+ * Whether a child of ours still belongs to a job whose shell runs: it is that shell, or in its
+ * session (every job starts with setsid, so the session id is its pid), or, having left that
+ * session, it carries the job's tag. A background helper of a running job that came to us when
+ * its parent exited, `(server &)`, is not a stray.
+ */
+static bool
+owned_by_running(pid_t pid)
+{
+	pid_t sid = getsid(pid);
+	struct proc_job *j;
+
+	for (j = P.jobs; j; j = j->next) {
+		if (!has_shell(j))
+			continue;
+		if (j->pid == pid || j->pid == sid)
+			return true;
+		if (j->tag[0] && env_tagged(pid, j->tag))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Kill our children that belong to no job whose shell runs: descendants of a finished job that
+ * came to us when their parent died (we are the child subreaper), in its session or one of
+ * their own (setsid). Their own groups go with them. Returns how many: still dying, or dead and
+ * not yet reaped. The helpers of jobs still running, on other cards or the same job, stay.
+ */
+static int
+kill_strays(void)
+{
+	pid_t kids[STRAYS_MAX];
+	int n = proc_children(kids, STRAYS_MAX), i, killed = 0;
+
+	for (i = 0; i < n; i++) {
+		if (kids[i] == P.guardian_pid || owned_by_running(kids[i]))
+			continue;
+		proc_kill_group(kids[i], SIGKILL);
+		kill(kids[i], SIGKILL);
+		killed++;
+	}
+	return killed;
+}
+
+/*
+ * KILLING: the shell was reaped and its output drained, but the card is free only once nothing
+ * of it is alive: SIGKILL is not death, and a killed process keeps its files, the card's among
+ * them, until its memory is torn down. So its group and the strays are killed and looked at
+ * again, LOOK_FIRST later and then twice as long each time (at most LOOK_MAX), until the group
+ * holds only zombies and no stray is left dying. The usual case ends at the first look: one
+ * kill(2) says the group is empty.
+ */
+static void
+look(struct proc_job *j)
+{
+	int left = kill_strays(), code;
+
+	if (proc_group_alive(j->pid) == 1) {
+		proc_kill_group(j->pid, SIGKILL);
+		left++;
+	}
+	if (left > 0) {
+		if (j->warn_at > 0 && *P.now >= j->warn_at) {
+			j->warn_at = 0;
+			P.cb.stuck(j);
+		}
+		j->backoff = j->backoff > 0 ? j->backoff * 2 : LOOK_FIRST;
+		if (j->backoff > LOOK_MAX)
+			j->backoff = LOOK_MAX;
+		j->deadline = *P.now + j->backoff;
+		tell_owner(j);
+		return;
+	}
+	proc_guardian_forget(j->pid); /* only now: should we die, it kills the group */
+	code = proc_exit_code(j->wstatus);
+	j->pid = 0;
+	set_state(j, PROC_JOB_IDLE);
+	P.cb.exit(j, code); /* j may be spawned again or freed: not touched after */
+}
+
+void
+proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id)
+{
+	P.cb = *cb;
+	P.now = now;
+	snprintf(P.marker, sizeof P.marker, INSTANCE_VAR "%s", instance_id);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+struct proc_job *
+proc_job_new(void *owner)
+{
+	struct proc_job *j = calloc(1, sizeof *j);
+
+	if (!j)
+		return NULL;
+	j->owner = owner;
+	j->fd = j->told_fd = -1;
+	j->next = P.jobs;
+	if (P.jobs)
+		P.jobs->prev = j;
+	P.jobs = j;
+	return j;
+}
+
+void
+proc_job_free(struct proc_job *j)
+{
+	if (!j)
+		return;
+	if (j->state != PROC_JOB_IDLE)
+		illegal(j, -1);
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		P.jobs = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	free(j);
+}
+
+void *
+proc_job_owner(const struct proc_job *j)
+{
+	return j->owner;
+}
+
+enum proc_job_state
+proc_job_state(const struct proc_job *j)
+{
+	return j ? j->state : PROC_JOB_IDLE;
+}
+
+int
+proc_job_spawn(struct proc_job *j, const struct proc_opts *o, struct capfile *out, char *err,
+	       size_t errlen)
+{
+	size_t tlen = o && o->tag ? strlen(o->tag) : 0;
+	pid_t pid;
+	int fd;
+
+	if (j->state != PROC_JOB_IDLE)
+		illegal(j, PROC_JOB_RUNNING);
+	if (tlen >= sizeof j->tag) {
+		set_err(err, errlen, "spawn", EINVAL);
+		errno = EINVAL;
+		return -1;
+	}
+	if ((pid = proc_spawn(o, &fd, err, errlen)) < 0)
+		return -1;
+	j->fd = fd;
+	if (tell_owner(j) < 0) {
+		/* Not watched, its output would fill the pipe and stall it: it goes as a stray. */
+		j->fd = -1;
+		tell_owner(j);
+		close(fd);
+		proc_kill_group(pid, SIGKILL);
+		set_err(err, errlen, "cannot watch the output pipe", ENOMEM);
+		errno = ENOMEM;
+		return -1;
+	}
+	j->pid = pid;
+	j->out = out;
+	j->wstatus = 0;
+	memcpy(j->tag, tlen ? o->tag : "", tlen + 1);
+	set_state(j, PROC_JOB_RUNNING);
+	return 0;
+}
+
+void
+proc_job_event(struct proc_job *j, short revents)
+{
+	ssize_t n;
+
+	(void)revents; /* a hang-up shows as EOF once the pipe is empty */
+	if (j->fd < 0)
+		return;
+	n = capfile_drain(j->out, j->fd, DRAIN_BUDGET);
+	if (n > 0) {
+		P.cb.output(j);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	/* EOF (or a read error): this process's output is complete. */
+	close_pipe(j, j->state == PROC_JOB_REAPED ? PROC_JOB_KILLING : PROC_JOB_CLOSED);
+}
+
+void
+proc_job_timeout(struct proc_job *j)
+{
+	bool got = false;
+
+	j->told_deadline = 0; /* the owner's timer fired: what remains is told again */
+	switch (j->state) {
+	case PROC_JOB_RUNNING:
+	case PROC_JOB_CLOSED:
+		if (j->deadline <= 0)
+			return;
+		j->deadline = 0; /* a stop's grace is over */
+		tell_owner(j);
+		proc_kill_group(j->pid, SIGKILL);
+		P.cb.escalated(j);
+		return;
+	case PROC_JOB_REAPED:
+		/* The straggler bound passed: what the pipe holds now is the last of it. */
+		while (capfile_drain(j->out, j->fd, DRAIN_BUDGET) > 0)
+			got = true;
+		if (got)
+			P.cb.output(j);
+		close_pipe(j, PROC_JOB_KILLING);
+		return;
+	case PROC_JOB_KILLING:
+		look(j);
+		return;
+	default:
+		return;
+	}
+}
+
+void
+proc_job_stop(struct proc_job *j, double grace)
+{
+	if (!j || (j->state != PROC_JOB_RUNNING && j->state != PROC_JOB_CLOSED))
+		return;
+	if (grace <= 0) {
+		proc_kill_group(j->pid, SIGKILL);
+		return;
+	}
+	if (j->deadline > 0)
+		return; /* already stopping */
+	proc_kill_group(j->pid, SIGINT);
+	j->deadline = *P.now + grace;
+	tell_owner(j);
+}
+
+void
+proc_job_kill(struct proc_job *j)
+{
+	if (j && has_shell(j))
+		proc_kill_group(j->pid, SIGKILL);
+}
+
+enum proc_reaped
+proc_reaped(pid_t pid, int wstatus)
+{
+	struct proc_job *j;
+
+	for (j = P.jobs; j; j = j->next) {
+		if (j->pid != pid || (j->state != PROC_JOB_RUNNING && j->state != PROC_JOB_CLOSED))
+			continue;
+		j->wstatus = wstatus;
+		proc_kill_group(pid, SIGKILL);
+		set_state(j, j->state == PROC_JOB_CLOSED ? PROC_JOB_KILLING : PROC_JOB_REAPED);
+		return PROC_REAPED_JOB;
+	}
+	if (pid == P.guardian_pid) {
+		P.guardian_pid = 0;
+		P.guardian_lost = true;
+		return PROC_REAPED_GUARDIAN;
+	}
+	kill_strays(); /* a stray died: its own children may have come to us */
+	return PROC_REAPED_STRAY;
+}
+
+/* ------------------------------------------------------------------- the instance lock */
+
+const char *
+proc_instance_marker(void)
+{
+	return P.marker;
+}
+
+bool
+proc_guardian_lost(void)
+{
+	return P.guardian_lost;
+}
+
+static double
+mono_clock(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * The lock file holds the instance entry of the daemon that held it last. Had its guardian
+ * lived, that daemon's jobs would be gone; if both died at once (kill -9 of both, the OOM
+ * killer) they may still run: whatever still carries that entry is killed now, before any job
+ * starts, and waited for up to 3 s.
+ */
+static void
+kill_previous_instance(int fd)
+{
+	struct timespec pause = {0, 10000000};
+	size_t len = strlen(P.marker);
+	char prev[sizeof P.marker];
+	ssize_t n = pread(fd, prev, sizeof prev - 1, 0);
+	int found = 0, k, round;
+
+	if (n == (ssize_t)len && memcmp(prev, INSTANCE_VAR, sizeof INSTANCE_VAR - 1) == 0) {
+		prev[n] = '\0';
+		for (round = 0; round < 300 && (k = proc_kill_marked(prev)) > 0; round++) {
+			found = found ? found : k;
+			nanosleep(&pause, NULL);
+		}
+	}
+	if (found > 0)
+		P.cb.log("tt-device-queue: killed %d processes the previous instance left running "
+			 "(it died with its guardian)", found);
+}
+
+int
+proc_instance_wait(const char *dir)
+{
+	struct timespec pause = {0, 10000000};
+	double t0 = mono_clock(), next = 0;
+	sigset_t pending;
+	int fd, e;
+
+	snprintf(P.lock_path, sizeof P.lock_path, "%s/" LOCK_FILE, dir);
+	fd = open(P.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		/* A full disk (no inode) must not keep the service down: opened later
+		 * (proc_instance_record), before any job starts. */
+		e = errno;
+		P.cb.log("tt-device-queue: WARNING: cannot open %s (%s)", P.lock_path, strerror(e));
+		errno = e;
+		return -1;
+	}
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			e = errno;
+			P.cb.log("tt-device-queue: WARNING: cannot lock %s (%s); a restart after a "
+				 "crash will not wait for the killed jobs to be gone", P.lock_path,
+				 strerror(e));
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (mono_clock() - t0 >= next) {
+			P.cb.log("tt-device-queue: waiting for the processes of the previous instance "
+				 "to end (its guardian holds %s)", P.lock_path);
+			next += 10;
+		}
+		sigpending(&pending); /* blocked by the caller: looked at, not delivered */
+		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT)) {
+			close(fd);
+			errno = EINTR;
+			return -1;
+		}
+		nanosleep(&pause, NULL);
+	}
+	if (next > 0)
+		P.cb.log("tt-device-queue: the previous instance's processes are gone after %.1f s",
+			 mono_clock() - t0);
+	kill_previous_instance(fd);
+	P.lock_fd = fd;
+	return 0;
+}
+
+bool
+proc_instance_record(char *why, size_t cap)
+{
+	size_t len = strlen(P.marker);
+	struct stat st;
+	int fd, e;
+
+	if (P.recorded && fstat(P.lock_fd, &st) == 0 && st.st_nlink > 0)
+		return true;
+	if (P.recorded) /* the file was removed: a new one */
+		proc_instance_forget();
+	if ((fd = P.lock_fd) < 0 && (fd = open(P.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		snprintf(why, cap, "cannot create " LOCK_FILE " in the log dir: %s; no job starts "
+			 "until this instance is recorded there", strerror(errno));
+		return false;
+	}
+	errno = ENOSPC; /* a short write sets none */
+	if ((fd != P.lock_fd && flock(fd, LOCK_EX | LOCK_NB) < 0) || ftruncate(fd, 0) < 0 ||
+	    pwrite(fd, P.marker, len, 0) != (ssize_t)len) {
+		e = errno;
+		snprintf(why, cap, "cannot record this instance in the log dir's " LOCK_FILE ": %s%s; "
+			 "no job starts until it is", strerror(e),
+			 e == ENOSPC || e == EDQUOT ? " (disk full)" : "");
+		if (fd != P.lock_fd)
+			close(fd);
+		return false;
+	}
+	P.lock_fd = fd;
+	/* The guardian keeps the first lock file it was given; it is started once, never again. */
+	if (guardian_fd < 0 && proc_guardian_start(P.marker, P.lock_fd) < 0) {
+		snprintf(why, cap, "cannot start the guardian process: %s; no job starts until it "
+			 "runs", strerror(errno));
+		return false;
+	}
+	P.recorded = true;
+	return true;
+}
+
+void
+proc_instance_forget(void)
+{
+	if (P.lock_fd >= 0)
+		close(P.lock_fd); /* the guardian keeps its copy of the old file */
+	P.lock_fd = -1;
+	P.recorded = false;
+}
+
+int
+proc_instance_clear(void)
+{
+	return P.lock_fd < 0 ? 0 : ftruncate(P.lock_fd, 0);
 }

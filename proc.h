@@ -1,20 +1,45 @@
 /*
- * proc.h - spawning jobs in their own process group, capped output files, and the guardian
- * that leaves no job process alive when the daemon dies (SPEC section 6).
+ * proc.h - the daemon's processes: spawning, a job's process from start to finish (struct
+ * proc_job), the killing of strays, the guardian and the instance lock; and the capped output
+ * file a job's output is drained into.
  *
- * proc.c knows fork/exec, process groups, pipes and files; nothing of queues, HTTP or SQLite.
- * Every descriptor it opens is close-on-exec. The caller (ttq.c) reaps children itself from
- * its signalfd with waitpid(-1, WNOHANG) and finishes a job only when the shell was reaped
- * and its output pipe drained (or the straggler bound passed).
+ * proc.c knows fork/exec, process groups, pipes, /proc and files; nothing of queues, cards,
+ * HTTP or SQLite. Every descriptor it opens is close-on-exec.
+ *
+ * One job's process (struct proc_job, opaque): spawned in a session and process group of its
+ * own, its output pipe drained into the owner's capped file. It is finished only when its
+ * shell was reaped AND its pipe reached EOF, in either order (as tmux's job.c), or once
+ * PROC_STRAGGLER_BOUND passed after the reap while a descendant still holds the pipe; then
+ * whatever is left of its group, and every child of the daemon that no running job owns (a
+ * stray), is killed and waited for until none of it is alive, since a killed process holds
+ * its card until its memory is torn down. Only then does ONE exit callback go up.
+ *
+ * The owner polls and keeps time; proc.c does neither. The owner's signalfd handler hands
+ * every waitpid() result to proc_reaped. A job tells its owner through `watch` the pipe to
+ * poll and its one deadline; the owner calls proc_job_event and proc_job_timeout back. A job
+ * has at most one deadline at a time (the SIGKILL after a stop's grace, the straggler bound,
+ * the next look at a killed group), so one owner timer per job is enough and the owner's
+ * timer heap stays the only one: the same shape as http.c's connections, so both are wired
+ * alike. (Asking each job for its next deadline every loop turn would walk every job.)
+ *
+ * The log dir's own lock (one daemon per log dir) is not here: it guards the files in the log
+ * dir, not processes. The instance lock is: the guardian holds it until the processes of a
+ * dead daemon are gone, so a new daemon waits there before it starts any.
  */
 #ifndef TTQ_PROC_H
 #define TTQ_PROC_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #define PROC_MARKER "[tt-device-queue]" /* every line the daemon adds to an output file */
+#define PROC_STRAGGLER_BOUND 0.5 /* s a descendant may hold a reaped shell's pipe open */
+#define PROC_STUCK_WARN 10.0     /* s after SIGKILL before `stuck` says a group will not die */
+#define PROC_TAG_MAX 128         /* bytes of a proc_opts tag */
+
+struct capfile;
 
 struct proc_opts {
 	char *const *argv;  /* argv[0] is the program path, exec'd as is (no PATH search) */
@@ -25,7 +50,208 @@ struct proc_opts {
 	unsigned umask;
 	int set_nofile;     /* non-zero: the child's RLIMIT_NOFILE soft limit becomes nofile */
 	unsigned long long nofile;
+	/*
+	 * proc_job_spawn only: NULL, or an entry "NAME=VALUE" of envp that marks the job's
+	 * descendants. A child of the daemon carrying it belongs to the job while the job's shell
+	 * runs, even after it left the job's session, so it is not killed as a stray.
+	 */
+	const char *tag;
 };
+
+/* ------------------------------------------------------------------ a job's process */
+
+/*
+ * A job's process phase. Every change goes through one transition function (proc.c), which
+ * aborts on a change its table does not allow.
+ */
+enum proc_job_state {
+	PROC_JOB_IDLE,    /* no process: not started yet, or finished and reported (exit) */
+	PROC_JOB_RUNNING, /* the shell runs, its pipe is open */
+	PROC_JOB_CLOSED,  /* the pipe reached EOF, the shell is not reaped yet */
+	PROC_JOB_REAPED,  /* the shell was reaped (its group SIGKILLed): EOF awaited, bounded */
+	PROC_JOB_KILLING, /* reaped and drained: what is left is killed until none of it lives */
+};
+
+struct proc_job; /* one job's process, reused for each process the job runs in turn */
+
+/*
+ * What proc.c calls up into its owner (ttq.c), registered once with proc_init. Each job
+ * callback gets the job; its owner pointer is proc_job_owner(j).
+ */
+struct proc_callbacks {
+	/*
+	 * What j waits for changed: fd is its output pipe to poll for POLLIN, or -1 once there
+	 * is none (the owner stops polling the old one, which is closed right after), and
+	 * deadline a monotonic time in seconds (0: none) at which to call proc_job_timeout.
+	 * Returns 0, or -1 when the owner cannot poll a new fd (out of memory): the spawn fails.
+	 */
+	int (*watch)(struct proc_job *j, int fd, double deadline);
+	/* Job output arrived: bytes went into its capfile (or were counted as dropped). */
+	void (*output)(struct proc_job *j);
+	/* A stop's grace passed with the shell still running: its group got SIGKILL. */
+	void (*escalated)(struct proc_job *j);
+	/* Processes of j are still alive PROC_STUCK_WARN s after SIGKILL; said once. */
+	void (*stuck)(struct proc_job *j);
+	/*
+	 * j's process is finished (reaped, drained, nothing of it alive); code as
+	 * proc_exit_code. j is IDLE again: the callback may spawn its next process or free it.
+	 * Called only from proc_job_timeout, never in the middle of proc_job_event or
+	 * proc_reaped, so no job finishes while its owner walks its poll events or its reaps.
+	 */
+	void (*exit)(struct proc_job *j, int code);
+	/* A line for the daemon's log (no trailing newline), from the instance lock's wait. */
+	void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+};
+
+/*
+ * Make this process the daemon proc.c serves: keep cb (copied) and now (the owner's
+ * monotonic clock in seconds, current for its loop turn), become the child subreaper
+ * (descendants that outlive their parent come to us, so they are reaped and strays can be
+ * killed), and make the instance entry (proc_instance_marker) from instance_id, a random
+ * identifier of this start (up to 64 characters). Call once, before any other proc_job or
+ * proc_instance function.
+ */
+void proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id);
+
+/* A new IDLE job with the owner's pointer owner; NULL with ENOMEM. */
+struct proc_job *proc_job_new(void *owner);
+
+/*
+ * Free j (NULL is allowed). j must be IDLE: a job freed with a live process would leave it
+ * unreaped and its card in use, so that aborts, as an illegal transition does.
+ */
+void proc_job_free(struct proc_job *j);
+
+/* The owner's pointer given to proc_job_new. */
+void *proc_job_owner(const struct proc_job *j);
+
+/* j's phase; NULL (a job that never spawned) is IDLE. */
+enum proc_job_state proc_job_state(const struct proc_job *j);
+
+/*
+ * Start o (proc_spawn) as j's process, its output drained into out: the caller's capfile,
+ * which must stay valid until the exit callback (its fd may be -1 or change meanwhile; output
+ * it cannot store is counted as dropped). j must be IDLE and becomes RUNNING; `watch` is
+ * called with the pipe before this returns. Returns 0, with err[0..errlen) empty when the
+ * child exec'd, else holding the child's failure line (proc_spawn: it exits 127 and is
+ * finished like any other). Returns -1 with err filled when nothing could be started (or the
+ * owner could not watch the pipe: the child is killed and taken as a stray); j stays IDLE.
+ * o->tag longer than PROC_TAG_MAX - 1 bytes is EINVAL.
+ */
+int proc_job_spawn(struct proc_job *j, const struct proc_opts *o, struct capfile *out,
+		   char *err, size_t errlen);
+
+/* j's pipe is readable or hung up (the owner's poll said so): drain it, at most a budget. */
+void proc_job_event(struct proc_job *j, short revents);
+
+/*
+ * j's deadline (its last `watch`) passed: escalate a stop, stop waiting for EOF, or look again
+ * at what is left. The owner's timer is taken as spent: a deadline that remains or follows is
+ * told again through `watch`. The exit callback comes only from here.
+ */
+void proc_job_timeout(struct proc_job *j);
+
+/*
+ * Ask j's shell to stop: SIGINT to its group now and SIGKILL once grace seconds have passed
+ * (`escalated` says so); grace <= 0: SIGKILL now. Only while the shell was not reaped
+ * (RUNNING, CLOSED); a stop while one is pending does nothing, as a second SIGINT would
+ * interrupt the job's own cleanup. NULL is allowed (nothing to stop).
+ */
+void proc_job_stop(struct proc_job *j, double grace);
+
+/*
+ * SIGKILL j's group now (a timeout, a second stop of the service), while it has a shell
+ * (RUNNING, CLOSED, REAPED); a pending stop's escalation stays as it is. NULL is allowed.
+ */
+void proc_job_kill(struct proc_job *j);
+
+/* What proc_reaped found the pid to be. */
+enum proc_reaped {
+	PROC_REAPED_JOB,      /* a job's shell */
+	PROC_REAPED_STRAY,    /* anything else of ours: the strays left are killed */
+	PROC_REAPED_GUARDIAN, /* the guardian died: not replaced (proc_guardian_lost) */
+};
+
+/*
+ * The owner reaped pid (waitpid) with status wstatus: every child of this process goes
+ * through here. A job's shell: its group is SIGKILLed (descendants that stayed in it cannot
+ * keep the pipe open) and EOF is awaited for PROC_STRAGGLER_BOUND at most. Anything else
+ * that was no guardian: children of ours that belong to no running job are killed, so a chain
+ * of strays unwinds one generation per reap.
+ */
+enum proc_reaped proc_reaped(pid_t pid, int wstatus);
+
+/* ----------------------------------------------------- the instance and the guardian */
+
+/*
+ * This daemon's instance entry, "TT_DEVICE_QUEUE_INSTANCE=<instance id>" (static storage,
+ * made by proc_init). Every job and control command must carry it in its environment (the
+ * caller adds it): processes that left their job's process group (setsid) are still found by
+ * it when the daemon dies (the guardian kills them) and by the next start when the guardian
+ * died too (proc_instance_wait). Without it, a job's setsid'd helper outlives a kill -9 of
+ * the daemon and runs beside the next job on its card.
+ */
+const char *proc_instance_marker(void);
+
+/*
+ * Take the instance lock, <dir>/guardian.lock (created 0600): an flock that a dead daemon's
+ * guardian holds until every process of its jobs is gone. So a daemon started right after a
+ * crash waits here until the killed jobs have released their cards (a job tearing down
+ * gigabytes of memory holds its card for a while after SIGKILL); `log` says so every 10 s.
+ * Then whatever still carries the previous instance's entry (the file holds it) is killed and
+ * waited for up to 3 s: its guardian died with it. A pending (blocked) SIGTERM or SIGINT ends
+ * the wait. Returns 0, holding the lock for proc_instance_record; -1 with errno EINTR when a
+ * stop was asked (the caller exits), or -1 with any other errno when the file cannot be made
+ * or locked (logged: serving comes first, proc_instance_record tries again).
+ */
+int proc_instance_wait(const char *dir);
+
+/*
+ * Write this instance's entry into the instance lock (opening and locking the file if
+ * proc_instance_wait could not, or again when it was removed since), then start the guardian
+ * (proc_guardian_start) with the lock, once. Until both are done a kill -9 of the daemon
+ * with its guardian would leave its jobs unseen by the next start, so nothing may start
+ * before: the caller runs this before every commit. Cheap once done (one fstat). True when
+ * recorded; else false with why[0..cap) saying why (a full disk, a file that cannot be made).
+ */
+bool proc_instance_record(char *why, size_t cap);
+
+/*
+ * The log dir was replaced: forget the lock file's descriptor (the guardian keeps its copy of
+ * the old one) so that proc_instance_record makes the file again in the new folder.
+ */
+void proc_instance_forget(void);
+
+/*
+ * Empty the instance lock at a clean stop: nothing is left running, so the next start need not
+ * look for leftovers. 0 (also without a lock file), or -1 with errno.
+ */
+int proc_instance_clear(void);
+
+/* Whether the guardian died (reaped by proc_reaped): a crash now would leave jobs running. */
+bool proc_guardian_lost(void);
+
+/*
+ * Fork the guardian: a tiny process that holds the read end of a pipe from the daemon and the
+ * set of process groups the daemon runs. When the pipe reaches EOF (the daemon exited or was
+ * killed, even by SIGKILL) it sends SIGKILL to every registered group and exits, so no job or
+ * control command outlives the daemon; then, when marker is not NULL, it also kills every
+ * process carrying that environment entry (proc_kill_marked), which reaches descendants that
+ * moved to a session of their own. It ignores SIGINT, SIGTERM and SIGHUP, names itself
+ * ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, is an open file
+ * holding the daemon's instance lock (flock); the guardian keeps its copy and, after the
+ * kills, waits until every group and marked process is gone (at most 30 s, killing again every
+ * 0.1 s) before it exits, so the lock is free only then: a killed job holds its card until its
+ * memory is torn down. Call it once, before any job or control command starts: a second call
+ * fails with EBUSY, even after the first guardian died (it is not replaced). Returns the
+ * guardian's pid, or -1 with errno.
+ */
+pid_t proc_guardian_start(const char *marker, int lock_fd);
+
+/* Tell the guardian that group pgid has ended (after it was killed and found gone). */
+void proc_guardian_forget(pid_t pgid);
+
+/* ----------------------------------------------------------------- process primitives */
 
 /*
  * Start o->argv in a new session (so a new process group whose id is the returned pid), stdin
@@ -42,9 +268,9 @@ pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errle
 
 /*
  * Whether process group pgid still has a living member: one that is not a zombie (a zombie
- * holds no card, SPEC 6). kill(-pgid, 0) answers the usual case, an empty group, in one call;
- * only when it finds members is /proc read to tell the living from zombies. Returns 1 or 0, or
- * -1 with errno for pgid <= 1 (never a job's group) or when /proc cannot be read.
+ * holds no card). kill(-pgid, 0) answers the usual case, an empty group, in one call; only
+ * when it finds members is /proc read to tell the living from zombies. Returns 1 or 0, or -1
+ * with errno for pgid <= 1 (never a job's group) or when /proc cannot be read.
  */
 int proc_group_alive(pid_t pgid);
 
@@ -73,15 +299,16 @@ int proc_kill_marked(const char *marker);
 /* Send sig to the whole process group pgid (kill(-pgid, sig)); ESRCH is not an error. */
 void proc_kill_group(pid_t pgid, int sig);
 
-/* The job exit code of a wait status: the exit status, or -s for death by signal s. SPEC 6. */
+/* The job exit code of a wait status: the exit status, or -s for death by signal s. */
 int proc_exit_code(int wstatus);
 
 /*
- * Build a job environment (SPEC 6): the entries of base except names starting with
- * TT_DEVICE_RESET, TT_DEVICE_DEEP_RESET or TT_DEVICE_HEALTH; then the nextra "NAME=VALUE"
- * strings of extra, each replacing an entry of the same name; then PYTHONPATH gets "." put
- * first unless "." is already one of its ':'-separated entries (unset becomes ".").
- * Returns a NULL-terminated array in one heap block (free() it once), or NULL with ENOMEM.
+ * Build a job environment: the entries of base except names starting with TT_DEVICE_RESET,
+ * TT_DEVICE_DEEP_RESET or TT_DEVICE_HEALTH (control configuration never reaches a job); then
+ * the nextra "NAME=VALUE" strings of extra, each replacing an entry of the same name; then
+ * PYTHONPATH gets "." put first unless "." is already one of its ':'-separated entries (unset
+ * becomes "."). Returns a NULL-terminated array in one heap block (free() it once), or NULL
+ * with ENOMEM.
  */
 char **proc_build_env(char *const *base, char *const *extra, size_t nextra);
 
@@ -133,26 +360,5 @@ int capfile_finish(struct capfile *cf, const char *trailer);
  * with errno (EAGAIN: nothing to read now).
  */
 ssize_t capfile_drain(struct capfile *cf, int fd, size_t budget);
-
-/* ------------------------------------------------------------------------- guardian */
-
-/*
- * Fork the guardian: a tiny process that holds the read end of a pipe from the daemon and the
- * set of process groups the daemon runs. When the pipe reaches EOF (the daemon exited or was
- * killed, even by SIGKILL) it sends SIGKILL to every registered group and exits, so no job or
- * control command outlives the daemon (SPEC 6: gone within 2 s); then, when marker is not NULL,
- * it also kills every process carrying that environment entry (proc_kill_marked), which reaches
- * descendants that moved to a session of their own. It ignores SIGINT, SIGTERM and SIGHUP,
- * names itself ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, is
- * an open file holding the daemon's instance lock (flock); the guardian keeps its copy and, after the kills, waits until every group and marked process is gone (at
- * most 30 s, killing again every 0.1 s) before it exits, so the lock is free only then: a
- * killed job holds its card until its memory is torn down. Call it once, in `serve`,
- * before any job or control command starts: a second call fails with EBUSY, even after the
- * first guardian died (it is not replaced). Returns the guardian's pid, or -1 with errno.
- */
-pid_t proc_guardian_start(const char *marker, int lock_fd);
-
-/* Tell the guardian that group pgid has ended (after it was killed and reaped). */
-void proc_guardian_forget(pid_t pgid);
 
 #endif

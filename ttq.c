@@ -1,12 +1,14 @@
 /*
  * ttq.c - tt-device-queue: main, configuration, the event loop and timers, the route table and
- * its handlers, the job lifecycle and card resets around the scheduler and the store.
+ * its handlers, the job lifecycle decisions and card resets around the scheduler, the store
+ * and the processes.
  *
- * Design invariants (SPEC sections 2-10):
+ * Design invariants:
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
  *     job output pipes, the signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP). Timers (job
- *     deadlines, kill escalation, each connection's one deadline, store retries, retention)
- *     live in one min-heap and the earliest becomes the poll timeout. No busy waiting.
+ *     deadlines, each job process's and each connection's one deadline, store retries,
+ *     retention) live in one min-heap and the earliest becomes the poll timeout. No busy
+ *     waiting.
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
  *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
@@ -22,11 +24,12 @@
  *     commit makes the store degraded: that iteration's submissions are answered 503 instead
  *     (http_conn_retract), dispatch stops, and the dirty records are retried every second
  *     until a commit succeeds.
- *   - A job is finished only when its shell was reaped and its pipe reached EOF (or the
- *     straggler bound passed); then whatever is left of its process group is killed, and the
- *     card stays busy until none of it is alive (a killed process holds the card until its
- *     memory is torn down).
- *   - The guardian process (proc.c) kills every job's process group if this process dies.
+ *   - A job's processes are proc.c's (struct proc_job): spawning, the output pipe, reaping,
+ *     the straggler bound, stop escalation, killing what is left of a group and of strays
+ *     until none of it is alive, the guardian and the instance lock. This file polls and times
+ *     each as it asks (job_proc_watch), hands it every waitpid() result (signal_event), and
+ *     decides what an ended process means (job_proc_exit: the next iteration, the job's end
+ *     and why, the next reset step); the card stays busy until that exit callback.
  *   - Under systemd (Type=notify) READY=1 goes out only once the listener is open and start-up
  *     recovery is committed, or, when the store cannot be opened yet, once it listens degraded
  *     (open_store); WATCHDOG=1 comes from a loop timer, so only a live loop pings.
@@ -35,7 +38,7 @@
  *
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
  * into it or into each other (store.h uses sched.h's plain records) but through the callbacks
- * this file registers (http.c's struct http_callbacks).
+ * this file registers (http.c's struct http_callbacks, proc.c's struct proc_callbacks).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,7 +60,6 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -86,8 +88,6 @@
 
 #define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
-#define STRAGGLER_BOUND 0.5   /* s a descendant may hold a finished job's pipe open */
-#define CLOSING_WARN 10.0     /* s a killed process may take to die before it is logged */
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
 #define LOG_DIR_CHECK 2.0     /* s between looks for a removed log dir, without inotify */
 #define DIR_SETTLE 0.5        /* s after the last removal seen before the log dir is made again,
@@ -103,7 +103,6 @@
 #define MAX_EXEC_STRING (32 * 4096) /* MAX_ARG_STRLEN: exec refuses a longer argv or env string */
 #define MAX_CLIENT_ID 128
 #define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
-#define DRAIN_BUDGET (1024 * 1024)
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
 /* What the log and status say once the guardian is gone (guardian_died). */
 #define GUARDIAN_GONE "the guardian process died: job processes are not cleaned up if this " \
@@ -658,21 +657,13 @@ struct active {
 	struct job job;
 	struct card *card;
 	struct active *hnext; /* id index chain */
-	pid_t pid;            /* the running process group, 0 when none */
-	int out_fd;           /* its output pipe, -1 when none */
-	int out_slot;         /* watch slot of out_fd */
-	struct capfile log;   /* log.fd -1 when not open */
-	bool reaped, eof;     /* this process: waited for / pipe at EOF */
-	int wstatus;
+	struct proc_job *proc; /* its process (proc.c), made at its first spawn, else NULL */
+	int out_slot;          /* watch slot of the process's output pipe */
+	struct timer proc_timer; /* the process's one deadline (proc_job_timeout) */
+	struct capfile log;    /* log.fd -1 when not open */
 	double started_mono;      /* when the job started */
 	double iter_started_mono; /* when the current process started */
 	struct timer deadline;    /* the whole job's timeout */
-	struct timer escalate;    /* SIGINT sent: SIGKILL when it fires */
-	struct timer straggler;   /* shell reaped: stop waiting for EOF (then for its group) */
-	pid_t closing_pgid;       /* shell over, its killed group not yet gone (process_done) */
-	double closing_since;     /* mono time the wait for it began */
-	double closing_backoff;   /* s until the next look */
-	bool closing_warned;      /* logged that it takes long */
 	int stop;                 /* enum stop_reason */
 	int late_stop;            /* one that came after the shell ended (iteration_done) */
 	struct client *waiters;   /* held /result and /logs long-polls */
@@ -773,15 +764,11 @@ static struct {
 	mode_t job_umask; /* the umask serve was started with, restored for jobs */
 	bool nofile_raised; /* raise_fd_limit raised ours: jobs get job_nofile back */
 	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
-	pid_t guardian_pid; /* 0 before it is started (instance_record) and once it died */
-	bool guardian_lost; /* it died (guardian_died) */
-	int lock_fd; /* the instance lock (wait_instance_lock), -1 without one */
-	bool instance_recorded; /* lock_fd holds this instance's entry (instance_record) */
 	struct store_dir *dir;  /* the log dir, locked (prepare_log_dir); NULL before it is */
 	struct timer dir_check; /* looks for a log dir removed, where inotify cannot tell */
 	int dir_notify_fd, dir_notify_slot, dir_wd; /* the log dir's inotify watch (dir_watch) */
 	struct http_server *http; /* the client connections */
-} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1, .lock_fd = -1,
+} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1,
        .dir_notify_fd = -1, .dir_notify_slot = -1, .dir_wd = -1};
 
 /*
@@ -1009,8 +996,7 @@ index_del(struct active *a)
 }
 
 static void job_timeout_fired(void *arg);
-static void job_escalate_fired(void *arg);
-static void job_straggler_fired(void *arg);
+static void job_proc_timer_fired(void *arg);
 
 static struct active *
 active_new(void)
@@ -1020,12 +1006,10 @@ active_new(void)
 	if (!a)
 		return NULL;
 	sched_job_init(&a->job);
-	a->out_fd = -1;
 	a->out_slot = -1;
 	a->log.fd = -1;
 	timer_init(&a->deadline, job_timeout_fired, a);
-	timer_init(&a->escalate, job_escalate_fired, a);
-	timer_init(&a->straggler, job_straggler_fired, a);
+	timer_init(&a->proc_timer, job_proc_timer_fired, a);
 	return a;
 }
 
@@ -1033,12 +1017,8 @@ static void
 active_free(struct active *a)
 {
 	timer_stop(&a->deadline);
-	timer_stop(&a->escalate);
-	timer_stop(&a->straggler);
-	if (a->out_fd >= 0) {
-		watch_del(&a->out_slot);
-		close(a->out_fd);
-	}
+	timer_stop(&a->proc_timer);
+	proc_job_free(a->proc); /* finished: it has no process */
 	if (a->log.fd >= 0)
 		close(a->log.fd);
 	free(a->envp);
@@ -2568,7 +2548,7 @@ handle_status(struct http_conn *c, const struct call *k)
 	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
 	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
 	w_str(&w, "control_warning", D.control_warning[0] ? D.control_warning : NULL);
-	w_str(&w, "guardian_warning", D.guardian_lost ? GUARDIAN_GONE : NULL);
+	w_str(&w, "guardian_warning", proc_guardian_lost() ? GUARDIAN_GONE : NULL);
 	json_w_obj_end(&w);
 	w_int(&w, "queued_total", D.sched.queued_total);
 	w_int(&w, "max_queued_jobs", cfg.max_queued);
@@ -2857,14 +2837,41 @@ write_meta(const struct job *j)
 	json_buf_free(&b);
 }
 
+/* ---- proc.c's callbacks and the loop's events for a job's process */
+
 static void
 job_pipe_event(void *arg, short revents)
 {
-	struct active *a = arg;
-	ssize_t n;
+	proc_job_event(((struct active *)arg)->proc, revents);
+}
 
-	(void)revents;
-	n = capfile_drain(&a->log, a->out_fd, DRAIN_BUDGET);
+static void
+job_proc_timer_fired(void *arg)
+{
+	proc_job_timeout(((struct active *)arg)->proc);
+}
+
+static int
+job_proc_watch(struct proc_job *pj, int fd, double deadline)
+{
+	struct active *a = proc_job_owner(pj);
+
+	if (fd < 0)
+		watch_del(&a->out_slot);
+	else if (a->out_slot < 0 && watch_add(fd, POLLIN, job_pipe_event, a, &a->out_slot) < 0)
+		return -1;
+	if (deadline > 0)
+		timer_set(&a->proc_timer, deadline);
+	else
+		timer_stop(&a->proc_timer);
+	return 0;
+}
+
+static void
+job_proc_output(struct proc_job *pj)
+{
+	struct active *a = proc_job_owner(pj);
+
 	if (a->log.dropped > 0 && !a->job.log_truncated) {
 		/* Saved once when output starts being dropped: after a crash the record then says
 		 * the log is incomplete (at least this much), not that nothing was dropped. */
@@ -2872,27 +2879,55 @@ job_pipe_event(void *arg, short revents)
 		a->job.dropped_log_bytes = a->log.dropped;
 		mark_dirty(a);
 	}
-	if (n > 0) {
-		waiters_wake(a, false);
-		return;
-	}
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	/* EOF (or a read error): this process's output is complete. */
-	watch_del(&a->out_slot);
-	close(a->out_fd);
-	a->out_fd = -1;
-	a->eof = true;
-	if (a->reaped)
-		timer_set(&a->straggler, mono_now); /* finish from the timer list, not mid-dispatch */
+	waiters_wake(a, false);
 }
 
-static void process_done(struct active *a);
+static void
+job_proc_escalated(struct proc_job *pj)
+{
+	((struct active *)proc_job_owner(pj))->job.stop_escalated_at = clock_wall();
+}
 
 static void
-job_straggler_fired(void *arg)
+job_proc_stuck(struct proc_job *pj)
 {
-	process_done(arg);
+	struct active *a = proc_job_owner(pj);
+
+	logmsg("tt-device-queue: %s %s on card %d: processes still alive %.0f s after SIGKILL "
+	       "(stuck in the kernel?); the card waits for them",
+	       a->job.mode == JOB_MODE_RESET ? "reset" : "job", a->job.id, a->job.device,
+	       PROC_STUCK_WARN);
+}
+
+static void iteration_done(struct active *a, int code);
+static void reset_step_done(struct active *a, int code);
+
+/* The process is over, nothing of it alive: the next iteration, job or reset step may start. */
+static void
+job_proc_exit(struct proc_job *pj, int code)
+{
+	struct active *a = proc_job_owner(pj);
+
+	if (a->job.mode == JOB_MODE_RESET)
+		reset_step_done(a, code);
+	else
+		iteration_done(a, code);
+}
+
+/* Start the process side: proc.c's callbacks, the clock, this start's instance id. */
+static void
+procs_init(const char *instance_id)
+{
+	static const struct proc_callbacks cb = {
+	    .watch = job_proc_watch,
+	    .output = job_proc_output,
+	    .escalated = job_proc_escalated,
+	    .stuck = job_proc_stuck,
+	    .exit = job_proc_exit,
+	    .log = logmsg,
+	};
+
+	proc_init(&cb, &mono_now, instance_id);
 }
 
 /* Start argv for a (its output into a's log); -1 with err filled when it cannot start. */
@@ -2900,44 +2935,34 @@ static int
 spawn_process(struct active *a, char *const argv[], char *const envp[], const char *cwd, char *err,
 	      size_t errlen)
 {
+	char tag[64];
 	struct proc_opts o = {.argv = argv, .envp = envp, .cwd = cwd,
 			      .oom_score_adj = (int)cfg.oom_score_adj,
 			      .set_umask = 1, .umask = D.job_umask,
 			      .set_nofile = D.nofile_raised, .nofile = D.job_nofile};
-	int fd;
-	pid_t pid;
 
+	/* A job's descendants carry its id (job_env); control commands carry none. */
+	if (a->job.mode == JOB_MODE_RUN) {
+		snprintf(tag, sizeof(tag), "TT_DEVICE_JOB_ID=%s", a->job.id);
+		o.tag = tag;
+	}
 	if (open_log(a) < 0) {
 		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
 		return -1;
 	}
-	pid = proc_spawn(&o, &fd, err, errlen);
-	if (pid < 0)
-		return -1;
-	a->pid = pid;
-	a->out_fd = fd;
-	a->reaped = a->eof = false;
-	a->iter_started_mono = mono_now;
-	if (watch_add(fd, POLLIN, job_pipe_event, a, &a->out_slot) < 0) {
-		proc_kill_group(pid, SIGKILL);
+	if (!a->proc && !(a->proc = proc_job_new(a))) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	if (proc_job_spawn(a->proc, &o, &a->log, err, errlen) < 0)
+		return -1;
+	a->iter_started_mono = mono_now;
 	return 0;
 }
 
 /*
- * Every job and control command carries TT_DEVICE_QUEUE_INSTANCE=<random id of this daemon>:
- * processes that left their job's process group (setsid) are still found by it when the
- * daemon dies (the guardian scans for it, proc_kill_marked), and by the next start when the
- * guardian died too (kill_previous_instance). Without it, a job's setsid'd helper outlives a
- * kill -9 of the daemon and runs beside the next job on its card.
- */
-static char instance_marker[64];
-
-/*
- * The job's environment: the daemon's, scrubbed, plus its env object (SPEC 6), plus
- * TT_DEVICE_JOB_ID and the instance marker, which the job's own env cannot override.
+ * The job's environment: the daemon's, scrubbed, plus its env object, plus TT_DEVICE_JOB_ID
+ * and the instance marker (proc_instance_marker), which the job's own env cannot override.
  * *block receives the one allocation holding the added "NAME=VALUE" strings.
  */
 static char **
@@ -2972,7 +2997,7 @@ job_env(struct active *a, char **block)
 	}
 	extra[k++] = p;
 	p += sprintf(p, "TT_DEVICE_JOB_ID=%s", a->job.id) + 1;
-	extra[k++] = instance_marker;
+	extra[k++] = (char *)proc_instance_marker();
 	extra[k] = NULL;
 	*block = (char *)extra;
 	return proc_build_env(environ, extra, (size_t)k);
@@ -3011,7 +3036,7 @@ control_env(void)
 	if (!envp)
 		return environ;
 	memcpy(envp, environ, sizeof(char *) * n);
-	envp[n] = instance_marker;
+	envp[n] = (char *)proc_instance_marker();
 	return envp;
 }
 
@@ -3054,13 +3079,15 @@ job_spawn_first(struct active *a)
 
 /*
  * The job's shell has ended (reaped) and only what it left behind is awaited: its pipe's
- * other holders (up to STRAGGLER_BOUND) or its killed group (process_done). Its exit status
- * is known by then, and a stop arriving now must not rewrite it.
+ * other holders or its killed group. Its exit status is known by then, and a stop arriving
+ * now must not rewrite it.
  */
 static bool
 shell_ended(const struct active *a)
 {
-	return (a->pid > 0 && a->reaped) || (a->pid <= 0 && a->closing_pgid > 0);
+	enum proc_job_state st = proc_job_state(a->proc);
+
+	return st == PROC_JOB_REAPED || st == PROC_JOB_KILLING;
 }
 
 static const char *
@@ -3117,122 +3144,6 @@ iteration_done(struct active *a, int code)
 	}
 }
 
-static void reset_step_done(struct active *a, int code);
-static int kill_strays(void);
-
-/*
- * The process of a was reaped and its output drained (or the straggler bound passed). Its card
- * is free only once nothing of it is alive: SIGKILL is not death, and a killed process keeps
- * its files, the card's among them, until its memory is torn down (tens of ms per GiB). So
- * its group is killed and looked at again, after 2 ms and then twice as long each time (at most
- * 0.1 s), until it is empty (zombies aside, SPEC 6) and no stray of ours is left dying; only
- * then does the next iteration, job or reset step start. The wait ends at the same place
- * whether it lasted no time (the usual case: one kill(2) says the group is empty) or long.
- */
-static void
-process_done(struct active *a)
-{
-	int code = proc_exit_code(a->wstatus), left;
-
-	timer_stop(&a->straggler);
-	if (a->out_fd >= 0) {
-		while (capfile_drain(&a->log, a->out_fd, DRAIN_BUDGET) > 0)
-			;
-		watch_del(&a->out_slot);
-		close(a->out_fd);
-		a->out_fd = -1;
-	}
-	if (a->pid > 0) {
-		a->closing_pgid = a->pid;
-		a->closing_since = mono_now;
-		a->closing_backoff = 0;
-		a->closing_warned = false;
-		a->pid = 0; /* no longer running: kill_strays takes what it left behind */
-		timer_stop(&a->escalate);
-	}
-	left = kill_strays();
-	if (proc_group_alive(a->closing_pgid) == 1) {
-		proc_kill_group(a->closing_pgid, SIGKILL);
-		left++;
-	}
-	if (left > 0) {
-		if (!a->closing_warned && mono_now - a->closing_since >= CLOSING_WARN) {
-			a->closing_warned = true;
-			logmsg("tt-device-queue: %s %s on card %d: processes still alive %.0f s after "
-			       "SIGKILL (stuck in the kernel?); the card waits for them",
-			       a->job.mode == JOB_MODE_RESET ? "reset" : "job", a->job.id,
-			       a->job.device, CLOSING_WARN);
-		}
-		a->closing_backoff = a->closing_backoff > 0 ? a->closing_backoff * 2 : 0.002;
-		if (a->closing_backoff > 0.1)
-			a->closing_backoff = 0.1;
-		timer_set(&a->straggler, mono_now + a->closing_backoff);
-		return;
-	}
-	proc_guardian_forget(a->closing_pgid); /* only now: should we die, it kills the group */
-	a->closing_pgid = 0;
-	if (a->job.mode == JOB_MODE_RESET)
-		reset_step_done(a, code);
-	else
-		iteration_done(a, code);
-}
-
-/* A child was reaped: whatever is left of its group is killed (SPEC 6). */
-/*
- * Whether a child of ours still belongs to a job or control command that runs: it is its
- * process, or in its session (every one starts with setsid, so the session id is its pid), or,
- * having left that session, it was started under the job's TT_DEVICE_JOB_ID. A background
- * helper of a running job that came to us when its parent exited, `(server &)`, is not a stray.
- */
-static bool
-owned_by_running(pid_t pid)
-{
-	pid_t sid = getsid(pid);
-	char id[40];
-	int i, env = -2;
-
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct job *j = D.sched.cards[i].current;
-		struct active *a = j ? active_of(j) : NULL;
-
-		if (!a || a->pid <= 0)
-			continue;
-		if (a->pid == pid || a->pid == sid)
-			return true;
-		if (a->job.mode == JOB_MODE_RESET)
-			continue; /* control commands carry no job id */
-		if (env == -2)
-			env = proc_env_value(pid, "TT_DEVICE_JOB_ID", id, sizeof(id));
-		if (env == 1 && strcmp(id, a->job.id) == 0)
-			return true;
-	}
-	return false;
-}
-
-/*
- * Kill our children that belong to no running job or control command: descendants of a
- * finished job that came to us when their parent died (we are the child subreaper), in its
- * session or one of their own (setsid). Their own groups go with them. Called when a process
- * ends and whenever a stray is reaped, so a chain of them unwinds one generation per reap: no
- * straggler keeps a card (SPEC 6), and the helpers of jobs still running on other cards, or of
- * the same job, are left alone.
- */
-static int
-kill_strays(void)
-{
-	pid_t kids[512];
-	int n = proc_children(kids, 512), i, killed = 0;
-
-	for (i = 0; i < n; i++) {
-		if (kids[i] == D.guardian_pid || owned_by_running(kids[i]))
-			continue;
-		proc_kill_group(kids[i], SIGKILL);
-		kill(kids[i], SIGKILL);
-		killed++;
-	}
-	return killed; /* still dying, or dead and not yet reaped */
-}
-
 /*
  * The guardian died (killed by hand, the OOM killer): a double fault, so it is not replaced;
  * a crash of this daemon now would leave its jobs running. Logged, and shown in status.
@@ -3240,33 +3151,7 @@ kill_strays(void)
 static void
 guardian_died(int wstatus)
 {
-	D.guardian_pid = 0;
-	D.guardian_lost = true;
 	logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, wstatus);
-}
-
-static void
-child_reaped(pid_t pid, int wstatus)
-{
-	int i;
-
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct job *j = D.sched.cards[i].current;
-		struct active *a = j ? active_of(j) : NULL;
-
-		if (!a || a->pid != pid)
-			continue;
-		a->reaped = true;
-		a->wstatus = wstatus;
-		proc_kill_group(pid, SIGKILL);
-		timer_set(&a->straggler, a->eof ? mono_now : mono_now + STRAGGLER_BOUND);
-		return;
-	}
-	if (pid == D.guardian_pid) {
-		guardian_died(wstatus);
-		return;
-	}
-	kill_strays(); /* a stray died: its own children may have come to us */
 }
 
 static void
@@ -3280,12 +3165,11 @@ job_timeout_fired(void *arg)
 		/* One control command ran past TT_DEVICE_HEALTH_CMD_TIMEOUT: its step fails. */
 		capfile_marker(&a->log, "timed out after %g seconds; its process group is killed",
 			       cfg.health_cmd_timeout);
-		if (a->pid > 0)
-			proc_kill_group(a->pid, SIGKILL);
+		proc_job_kill(a->proc);
 		return;
 	}
 	if (shell_ended(a)) {
-		/* It ended in time, with a status of its own (SPEC 6); only its leftovers are
+		/* It ended in time, with a status of its own; only its leftovers are
 		 * awaited. The deadline stops no more than the iterations still to come. */
 		if (a->late_stop == STOP_NONE)
 			a->late_stop = STOP_TIMEOUT;
@@ -3295,25 +3179,14 @@ job_timeout_fired(void *arg)
 	a->job.timed_out = true;
 	if (isnan(a->job.stop_requested_at))
 		a->job.stop_requested_at = clock_wall();
-	if (a->pid > 0) {
-		proc_kill_group(a->pid, SIGKILL);
-	} else {
+	if (proc_job_state(a->proc) != PROC_JOB_IDLE) {
+		proc_job_kill(a->proc);
+	} else { /* not started yet (its spawn waits for the commit) */
 		char *m = timeout_message(&a->job), trailer[256];
 
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
 		free(m);
 		job_finish(a, -9, NULL, trailer);
-	}
-}
-
-static void
-job_escalate_fired(void *arg)
-{
-	struct active *a = arg;
-
-	if (a->pid > 0) {
-		proc_kill_group(a->pid, SIGKILL);
-		a->job.stop_escalated_at = clock_wall();
 	}
 }
 
@@ -3337,16 +3210,7 @@ job_stop(struct active *a, int reason)
 		a->job.stop_requested_at = clock_wall();
 		mark_dirty(a);
 	}
-	if (a->pid <= 0)
-		return;
-	if (cfg.stop_grace <= 0) {
-		proc_kill_group(a->pid, SIGKILL);
-		return;
-	}
-	if (timer_armed(&a->escalate))
-		return; /* already stopping: a second SIGINT would interrupt the job's cleanup */
-	proc_kill_group(a->pid, SIGINT);
-	timer_set(&a->escalate, mono_now + cfg.stop_grace);
+	proc_job_stop(a->proc, cfg.stop_grace);
 }
 
 /*
@@ -3359,7 +3223,6 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	struct job *j = &a->job;
 
 	timer_stop(&a->deadline);
-	timer_stop(&a->escalate);
 	j->status = JOB_DONE;
 	j->finished_at = end;
 	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
@@ -3591,8 +3454,6 @@ reset_run(struct active *a)
 		capfile_marker(&a->log, "$ %s", cmd);
 	if (spawn_process(a, argv, control_env(), NULL, err, sizeof(err)) < 0) {
 		capfile_marker(&a->log, "cannot start: %s", err);
-		a->pid = 0;
-		a->wstatus = 127 << 8;
 		free(cmd);
 		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
 		reset_unrunnable(a, why);
@@ -4179,10 +4040,7 @@ log_dir_forget_files(void)
 	int i;
 
 	D.health_script_written = false;            /* written again before the next reset */
-	if (D.lock_fd >= 0)
-		close(D.lock_fd); /* the guardian keeps its copy of the old file */
-	D.lock_fd = -1;
-	D.instance_recorded = false; /* recorded in the new dir before the next commit */
+	proc_instance_forget(); /* recorded in the new dir before the next commit */
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct card *c = &D.sched.cards[i];
 
@@ -4305,60 +4163,6 @@ dir_watch(void)
 		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 	else
 		timer_stop(&D.dir_check);
-}
-
-/*
- * Record this instance's entry in <log dir>/guardian.lock, where the next start looks for
- * processes left running (kill_previous_instance), then start the guardian, which keeps the
- * file locked until the jobs it kills are gone. Until both are done, a kill -9 of this daemon
- * (with its guardian) would leave its jobs unseen beside the next start's: no commit, and so
- * no job start, goes ahead without them (commit_dirty). A disk that refused the entry (full),
- * or a file that could not even be opened, is tried again at the next commit. A lock file
- * removed since (the log dir was) is made again; the guardian keeps the first one. True once
- * recorded; else why[0..cap) says why.
- */
-static bool
-instance_record(char *why, size_t cap)
-{
-	char path[PATH_MAX];
-	size_t len = strlen(instance_marker);
-	struct stat st;
-	int fd, e;
-
-	if (D.instance_recorded && fstat(D.lock_fd, &st) == 0 && st.st_nlink > 0)
-		return true;
-	if (D.instance_recorded) { /* the file was removed: a new one */
-		close(D.lock_fd);
-		D.lock_fd = -1;
-		D.instance_recorded = false;
-	}
-	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
-	if ((fd = D.lock_fd) < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
-		snprintf(why, cap, "cannot create guardian.lock in the log dir: %s; no job starts "
-			 "until this instance is recorded there", strerror(errno));
-		return false;
-	}
-	errno = ENOSPC; /* a short write sets none */
-	if ((fd != D.lock_fd && flock(fd, LOCK_EX | LOCK_NB) < 0) || ftruncate(fd, 0) < 0 ||
-	    pwrite(fd, instance_marker, len, 0) != (ssize_t)len) {
-		e = errno;
-		snprintf(why, cap, "cannot record this instance in the log dir's guardian.lock: %s%s; "
-			 "no job starts until it is", strerror(e),
-			 e == ENOSPC || e == EDQUOT ? " (disk full)" : "");
-		if (fd != D.lock_fd)
-			close(fd);
-		return false;
-	}
-	D.lock_fd = fd;
-	if (!D.guardian_pid && !D.guardian_lost &&
-	    (D.guardian_pid = proc_guardian_start(instance_marker, D.lock_fd)) < 0) {
-		D.guardian_pid = 0;
-		snprintf(why, cap, "cannot start the guardian process: %s; no job starts until it "
-			 "runs", strerror(errno));
-		return false;
-	}
-	D.instance_recorded = true;
-	return true;
 }
 
 /* One job record into the open transaction; -1 on failure. */
@@ -4506,7 +4310,7 @@ store_failed(const char *why)
 
 /*
  * Commit every dirty record and extra (store_write_dirty), into a log dir in place
- * (log_dir_restore) and once this instance is recorded there (instance_record). 0, or -1
+ * (log_dir_restore) and once this instance is recorded there (proc_instance_record). 0, or -1
  * with why[0..cap) filled and nothing written.
  */
 static int
@@ -4514,7 +4318,7 @@ commit_dirty(const struct job *extra, char *why, size_t cap)
 {
 	if (!log_dir_in_place() && log_dir_restore(why, cap) < 0)
 		return -1;
-	if (!instance_record(why, cap))
+	if (!proc_instance_record(why, cap))
 		return -1;
 	if (store_write_dirty(extra) == 0)
 		return 0;
@@ -4758,8 +4562,8 @@ shutdown_begin(int signo)
 	if (D.shutting_down) {
 		/* A second request: no more grace. */
 		for (i = 0; i < D.sched.ncards; i++)
-			if (D.sched.cards[i].current && active_of(D.sched.cards[i].current)->pid > 0)
-				proc_kill_group(active_of(D.sched.cards[i].current)->pid, SIGKILL);
+			if (D.sched.cards[i].current)
+				proc_job_kill(active_of(D.sched.cards[i].current)->proc);
 		return;
 	}
 	D.shutting_down = true;
@@ -4816,7 +4620,8 @@ signal_event(void *arg, short revents)
 
 		if (pid <= 0)
 			break;
-		child_reaped(pid, st);
+		if (proc_reaped(pid, st) == PROC_REAPED_GUARDIAN)
+			guardian_died(st);
 	}
 }
 
@@ -5088,84 +4893,6 @@ recover(void)
 }
 
 /*
- * The lock file holds the instance entry (TT_DEVICE_QUEUE_INSTANCE=...) of the daemon that
- * held it last. Had its guardian lived, that daemon's jobs would be gone; if both died at
- * once (kill -9 of both, the OOM killer) they may still run: whatever still carries that entry
- * is killed now, before any job starts (SPEC 1, 6), and waited for up to 3 s. Then the file
- * takes this daemon's entry (instance_record).
- */
-static void
-kill_previous_instance(int fd)
-{
-	struct timespec pause = {0, 10000000};
-	size_t len = strlen(instance_marker);
-	char prev[sizeof(instance_marker)];
-	ssize_t n = pread(fd, prev, sizeof(prev) - 1, 0);
-	int found = 0, k, round;
-
-	if (n == (ssize_t)len && memcmp(prev, instance_marker, 25) == 0) {
-		prev[n] = '\0';
-		for (round = 0; round < 300 && (k = proc_kill_marked(prev)) > 0; round++) {
-			found = found ? found : k;
-			nanosleep(&pause, NULL);
-		}
-	}
-	if (found > 0)
-		logmsg("tt-device-queue: killed %d processes the previous instance left running "
-		       "(it died with its guardian)", found);
-}
-
-/*
- * The instance lock, <log dir>/guardian.lock: taken here and kept by the guardian, which
- * inherits the open file and, when this daemon dies, lets it go only once every process of
- * its jobs is gone (proc_guardian_start). A daemon started right after a crash therefore
- * waits here until the jobs the guardian killed have released their cards: a job tearing down
- * gigabytes of memory holds its card for a while after SIGKILL (SPEC 1: no two jobs on one
- * card). A stop request meanwhile ends the wait. Returns the descriptor (close-on-exec), or
- * -1 with a warning when the file cannot be made (a full disk): serving comes first.
- */
-static int
-wait_instance_lock(void)
-{
-	struct timespec pause = {0, 10000000};
-	char path[PATH_MAX];
-	double t0 = clock_mono(), next = 0;
-	sigset_t pending;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/guardian.lock", cfg.log_dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		/* A full disk (no inode) must not keep the service down: opened later
-		 * (instance_record), before any job starts. */
-		logmsg("tt-device-queue: WARNING: cannot open %s (%s)", path, strerror(errno));
-		return -1;
-	}
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK && errno != EINTR) {
-			logmsg("tt-device-queue: WARNING: cannot lock %s (%s); a restart after a crash "
-			       "will not wait for the killed jobs to be gone", path, strerror(errno));
-			close(fd);
-			return -1;
-		}
-		if (clock_mono() - t0 >= next) {
-			logmsg("tt-device-queue: waiting for the processes of the previous instance to "
-			       "end (its guardian holds %s)", path);
-			next += 10;
-		}
-		sigpending(&pending); /* blocked since setup_signals: looked at, not delivered */
-		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))
-			exit(0);
-		nanosleep(&pause, NULL);
-	}
-	if (next > 0)
-		logmsg("tt-device-queue: the previous instance's processes are gone after %.1f s",
-		       clock_mono() - t0);
-	kill_previous_instance(fd);
-	return fd;
-}
-
-/*
  * The log dir: created, made absolute and locked (store_dir_open), so that a second `serve`
  * on the same dir, which would "recover" this one's running jobs as interrupted and run its
  * queue a second time, is kept out before it reads or writes anything. A failure here exits
@@ -5419,7 +5146,7 @@ stdio_open(void)
 }
 
 /*
- * The disk refused this instance's entry at start (instance_record): degraded from the start,
+ * The disk refused this instance's entry at start (proc_instance_record): degraded from the start,
  * so submissions are refused and nothing starts, and tried again every STORE_RETRY seconds
  * as a commit that failed is.
  */
@@ -5448,7 +5175,7 @@ serve_usage(FILE *f)
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700], why[sizeof(D.degraded_reason)];
+	char status[700], why[sizeof(D.degraded_reason)], instance_id[33];
 	int opened;
 
 	if (argc > 1) {
@@ -5463,12 +5190,11 @@ serve_main(int argc, char **argv)
 	config_load();
 	notify_setup();
 	visible_devices_drop();
-	if (new_job_id(instance_marker + 25) < 0) {
+	if (new_job_id(instance_id) < 0) {
 		perror("tt-device-queue serve: getrandom");
 		return 1;
 	}
-	memcpy(instance_marker, "TT_DEVICE_QUEUE_INSTANCE=", 25);
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	procs_init(instance_id);
 	setup_signals();
 	mono_now = clock_mono();
 	D.started_wall = clock_wall();
@@ -5484,8 +5210,9 @@ serve_main(int argc, char **argv)
 	read_boot_id();
 	prepare_log_dir();
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
-	D.lock_fd = wait_instance_lock();
-	if (!instance_record(why, sizeof(why)))
+	if (proc_instance_wait(cfg.log_dir) < 0 && errno == EINTR)
+		exit(0); /* asked to stop while the previous instance's processes were dying */
+	if (!proc_instance_record(why, sizeof(why)))
 		instance_unrecorded(why);
 	dir_watch();
 	if (opened == 0)
@@ -5520,7 +5247,7 @@ serve_main(int argc, char **argv)
 	http_server_flush(D.http);
 	store_close(D.store);
 	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
-	if (D.lock_fd >= 0 && ftruncate(D.lock_fd, 0) < 0)
+	if (proc_instance_clear() < 0)
 		logmsg("tt-device-queue: WARNING: cannot clear the lock file: %s", strerror(errno));
 	logmsg("tt-device-queue: stopped");
 	return 0;
