@@ -1,5 +1,5 @@
 /*
- * cli.c - the command-line client: every subcommand of tt-device-queue but `serve` (SPEC 10).
+ * cli.c - the command-line client: every subcommand of tt-device-queue but `serve`.
  *
  * Invariants:
  * - One TCP connection per command, reused for every request (keep-alive) and reopened once
@@ -56,7 +56,7 @@
  *   the writer turns invalid bytes into U+FFFD, so they are always valid UTF-8.
  * - The summary line of a job with exit_code -1 (cancelled, interrupted by a service stop,
  *   card dead, ...) says what happened from the record's `error` and that there is no exit
- *   code; the exit status stays 129 (SPEC 10: -s becomes 128+s), which is not a SIGHUP.
+ *   code; the exit status stays 129 (a signal s becomes 128+s), which is not a SIGHUP.
  * - The client id (--client-id, TT_QUEUE_CLIENT_ID or the default) is diagnostic only: one
  *   longer than the daemon's 128 characters is cut to 128 characters (after the invalid bytes
  *   the JSON writer turns into U+FFFD are counted as the daemon counts them), never an error.
@@ -107,7 +107,7 @@
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
 #define CLIENT_SHOW 20   /* columns of a client id in human status */
 
-/* Exit statuses (SPEC 10). Helpers return these so a failure travels up unchanged. */
+/* Exit statuses (the man page's EXIT STATUS). Helpers return these so a failure travels up unchanged. */
 enum st {
 	ST_OK = 0,
 	ST_FAIL = 1, /* unreachable, refused (non-2xx) or a local failure */

@@ -1,6 +1,5 @@
 /*
- * cli.h - the command-line client: every subcommand of tt-device-queue except `serve`
- * (SPEC section 10).
+ * cli.h - the command-line client: every subcommand of tt-device-queue except `serve`.
  *
  * The client speaks HTTP/1.1 to the daemon over one TCP socket, reads the answers' heads with
  * http.h's response parser and their JSON with json.h; it links no other module (the Makefile's

@@ -7,7 +7,7 @@
  * the token after its whole subtree, so a consumer skips any value in O(1). An object's members
  * are a key token (JSON_STRING) followed by the value's subtree.
  *
- * Strictness (SPEC section 5): exactly one value with optional surrounding whitespace; no
+ * Strictness (RFC 8259, no extensions): exactly one value with optional surrounding whitespace; no
  * trailing garbage, no comments, no NaN/Infinity, no leading zeros, no raw control characters
  * in strings, only the escapes of RFC 8259 section 7, surrogate escapes only as proper pairs,
  * input strings must be valid UTF-8, duplicate keys within one object are malformed (compared
@@ -85,7 +85,7 @@ int json_tok_int(const char *src, const struct json_tok *t, long long *out);
 
 /*
  * Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence which is
- * valid so far but incomplete (used to end /logs chunks on a character boundary, SPEC 5).
+ * valid so far but incomplete (used to end /logs chunks on a character boundary).
  * Invalid bytes are not backed over (they become U+FFFD when written). When backing off would
  * leave nothing (n shorter than one character), returns n so a reader always advances.
  */

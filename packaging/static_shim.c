@@ -14,7 +14,7 @@
  *   - ttq_static_*_init: the same for the built-in extensions SQLite registers on every
  *     sqlite3_open() (FTS3/4, FTS5, R*Tree with Geopoly, the sqlite_stmt and dbstat virtual
  *     tables). The daemon's SQL uses none of them; as no-ops they keep about 320 KiB of code
- *     out of the executable, and so out of every daemon's memory (issue #8).
+ *     out of the executable, and so out of every daemon's memory.
  *   - getaddrinfo: numeric IPv4/IPv6 addresses, names listed in /etc/hosts, and "localhost"
  *     (127.0.0.1 and ::1) when /etc/hosts does not list it. No DNS: any other name answers
  *     EAI_NONAME.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stress: many concurrent clients submitting jobs to both cards behind a blocker (issue #7).
+"""Stress: many concurrent clients submitting jobs to both cards behind a blocker.
 
     python3 tests/stress.py [--jobs 900] [--clients 64] [--blocker-sec 3]
     (make stress; STRESS_JOBS / STRESS_CLIENTS override the counts)

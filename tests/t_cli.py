@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration tests of the command-line client (SPEC section 10) against the real daemon.
+"""Integration tests of the command-line client against the real daemon.
 
 Prints TAP. One daemon (cards 0 and 1) serves most checks; each check leaves both cards idle.
 Covers: streaming, every exit status of the spec's table, argv vs shell-program quoting,

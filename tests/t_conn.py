@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Connection handling under load and hostile clients (SPEC 4 and 5, issue #7).
+"""Connection handling under load and hostile clients.
 
 - TT_DEVICE_HTTP_WORKERS bounds the requests being answered at once: stalled readers of big
   answers hold workers, a further complete request waits (and is not timed out while it

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Durability under faults (SPEC 9, issue #4): nothing acknowledged is ever lost or run twice.
+"""Durability under faults: nothing acknowledged is ever lost or run twice.
 
 Every test starts its own daemon (ttqlib.Daemon). Jobs prove what ran by appending a token to a
 ledger file with one O_APPEND write at their very start, so "ran twice" is a token seen twice.
@@ -786,7 +786,7 @@ def test_cancel_whose_commit_fails_is_refused():
 
 
 def test_reset_refused_when_it_cannot_be_recorded():
-    """A reset request must set reset_pending durably (SPEC 8). When its commit fails, or the
+    """A reset request must set reset_pending durably. When its commit fails, or the
     store is already degraded, it is refused with 503: it was answered "scheduled" and
     preempted the running job, and a crash then lost the reset."""
     d = fast_daemon(ids="0")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TAP tests for health_check.py (SPEC 12), run against a fake tt_umd package.
+"""TAP tests for health_check.py, run against a fake tt_umd package.
 
 The fake is written to a temp dir put on PYTHONPATH and is steered by FAKE_UMD_*
 environment variables. It appends every call that touches hardware to the file

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HTTP protocol behaviour of the real daemon: framing, limits, methods, keep-alive (SPEC 5).
+"""HTTP protocol behaviour of the real daemon: framing, limits, methods, keep-alive.
 
 Every malformed or hostile request in BAD must get its exact status (with a JSON error body
 that says why), create no job and no job folder, and leave the daemon serving the next client.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""install.sh on a throw-away checkout with a temporary HOME (SPEC 11), plus the man page and
+"""install.sh on a throw-away checkout with a temporary HOME, plus the man page and
 bash completion it installs.
 
 Each test copies install.sh, the built executable, the man page and the completion into a

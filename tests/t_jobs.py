@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Jobs end to end on two simulated cards: FIFO, repeat, timeouts, output caps, kill,
-environment, restarts and crashes (SPEC 6, 7, 9). Each test starts its own daemon."""
+environment, restarts and crashes. Each test starts its own daemon."""
 
 import json
 import os

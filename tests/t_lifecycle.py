@@ -83,7 +83,7 @@ def ended_shell_job(d, tag):
 def test_stop_after_the_shell_ended_keeps_its_outcome():
     """A kill, a reset or a stop of the service that arrives after the job's shell exited 0,
     while the daemon waits for a helper that holds its output, does not rewrite how it ended:
-    it was recorded as stopped, interrupted (-1) or preempted (SPEC 6: the exit code is the
+    it was recorded as stopped, interrupted (-1) or preempted (the exit code is the
     shell's status)."""
     d = Daemon().start()
     j = ended_shell_job(d, "kill")
@@ -160,7 +160,7 @@ time.sleep(600)
 
 def test_next_job_waits_until_the_killed_group_is_gone():
     """A killed process holds its files (the card) until its memory is torn down: the next
-    job on the card must not start before then (SPEC 1: never two jobs on one card)."""
+    job on the card must not start before then (never two jobs on one card)."""
     d = Daemon().start()
     prog, lock, ready = d.path("holder.py"), d.path("card.lock"), d.path("ready")
     open(prog, "w").write(HOLDER)
@@ -308,7 +308,7 @@ def test_restart_after_a_crash_waits_for_the_killed_jobs():
     """kill -9 of the daemon: its guardian SIGKILLs the running job, whose process then tears
     down gigabytes of memory while it still holds its card (a lock file stands for the card:
     a process lets its files go only after its memory). A daemon started at once ran the next
-    job meanwhile, two jobs on one card (SPEC 1); it now waits for the guardian."""
+    job meanwhile, two jobs on one card; it now waits for the guardian."""
     d = Daemon(ids="0").start()
     card, ready, hog = d.path("card.lock"), d.path("ready"), d.path("hog.py")
     with open(hog, "w") as f:

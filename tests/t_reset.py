@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TAP integration tests for card resets and dead cards (SPEC 5 POST /reset, GET /status; SPEC 8).
+"""TAP integration tests for card resets and dead cards (POST /reset, GET /status).
 
 Every test function starts its own daemon (ttqlib.Daemon) with fake control commands: small
 bash scripts that append their argv (as `[arg1][arg2]...`) to `<name>.log` and their name to

@@ -1,5 +1,5 @@
 /*
- * test_store.c - unit tests of store.c (SPEC section 9) in a private mkdtemp directory.
+ * test_store.c - unit tests of store.c in a private mkdtemp directory.
  *
  * Every database is opened through a pass-through VFS ("shim") registered as the default, so
  * a test can make every write fail (disk full, I/O error) at a chosen moment and then let the
