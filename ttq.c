@@ -47,7 +47,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -3338,70 +3337,6 @@ step_variable(int step)
 				 : "TT_DEVICE_HEALTH_CHECK_CMD";
 }
 
-/* A shell word NAME=value. */
-static bool
-is_assignment(const char *w)
-{
-	size_t k = 0;
-
-	if (!isalpha((unsigned char)w[0]) && w[0] != '_')
-		return false;
-	while (isalnum((unsigned char)w[k]) || w[k] == '_')
-		k++;
-	return w[k] == '=';
-}
-
-/*
- * Why the program of control command tmpl cannot run ("... does not exist"), written into
- * out, or NULL when it can, or when the text cannot be judged without running a shell
- * (expansions, quoting, a shell word). The program is the first word after any NAME=value
- * assignments: a path (a leading ~/ is $HOME, as bash expands it) or a name looked up in PATH.
- */
-static const char *
-program_missing(const char *tmpl, char *out, size_t cap)
-{
-	static const char shell_words[] = " ! . : [[ { ( case cd command eval exec exit export for "
-					  "function if select set source time trap unset until while ";
-	char word[PATH_MAX], path[PATH_MAX * 2], pad[PATH_MAX + 2];
-	const char *p = tmpl, *home = getenv("HOME"), *dirs = getenv("PATH"), *end;
-	size_t n;
-
-	for (;;) {
-		p += strspn(p, " \t");
-		n = strcspn(p, " \t\n");
-		if (n == 0 || n >= sizeof(word))
-			return NULL;
-		memcpy(word, p, n);
-		word[n] = '\0';
-		if (!is_assignment(word))
-			break;
-		p += n; /* an assignment for the command that follows */
-	}
-	snprintf(pad, sizeof(pad), " %s ", word);
-	if (strpbrk(word, "$`\\\"'*?[]<>|&;(){}") || strstr(shell_words, pad))
-		return NULL;
-	if (strncmp(word, "~/", 2) == 0 && home)
-		snprintf(path, sizeof(path), "%s%s", home, word + 1);
-	else if (word[0] == '~')
-		return NULL;
-	else
-		snprintf(path, sizeof(path), "%s", word);
-	if (strchr(word, '/')) {
-		if (access(path, X_OK) == 0)
-			return NULL;
-		snprintf(out, cap, "%s %s", word, errno == EACCES ? "is not executable" : "does not exist");
-		return out;
-	}
-	for (; dirs && *dirs; dirs = *end ? end + 1 : end) {
-		end = dirs + strcspn(dirs, ":");
-		snprintf(path, sizeof(path), "%.*s/%s", (int)(end - dirs), end > dirs ? dirs : ".", word);
-		if (access(path, X_OK) == 0)
-			return NULL;
-	}
-	snprintf(out, cap, "%s is not found in PATH", word);
-	return out;
-}
-
 /*
  * Check that every configured control command's program exists, into D.control_warning
  * (empty when all do); at start-up also log each problem. A reset that could not run its
@@ -3419,7 +3354,7 @@ check_controls(bool log)
 
 	D.control_warning[0] = '\0';
 	for (i = 0; i < 3; i++) {
-		if (!tmpl[i][0] || !program_missing(tmpl[i], why, sizeof(why)))
+		if (!tmpl[i][0] || !proc_program_missing(tmpl[i], why, sizeof(why)))
 			continue;
 		if (log)
 			logmsg("tt-device-queue: WARNING: %s: %s; resets will fail with a configuration "
