@@ -217,6 +217,17 @@ sched_card_wait(const struct card *c, double now)
 	return wait;
 }
 
+double
+sched_queued_wait(const struct card *c, const struct job *j, double now)
+{
+	double wait = sched_card_wait(c, now) - c->queued_estimate;
+	const struct job *it;
+
+	for (it = c->head; it && it != j; it = it->next)
+		wait += sched_job_estimate(it, now);
+	return wait;
+}
+
 int
 sched_submit_position(const struct card *c)
 {

@@ -149,6 +149,12 @@ double sched_job_estimate(const struct job *j, double now);
 double sched_card_wait(const struct card *c, double now);
 
 /*
+ * Seconds until job j, queued on c, would start at wall time now: the current job's or
+ * reset's remainder, a pending reset, and the jobs ahead of j in the queue. O(position).
+ */
+double sched_queued_wait(const struct card *c, const struct job *j, double now);
+
+/*
  * The POST /queue position of a job about to be appended to c: how many jobs or resets run on
  * that card before it, the running one included (0 on an idle card).
  */

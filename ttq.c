@@ -1,7 +1,7 @@
 /*
  * ttq.c - tt-device-queue: main, configuration, the event loop and timers, the route table and
- * its handlers, the job lifecycle decisions and card resets around the scheduler, the store
- * and the processes.
+ * its handlers, rendering records, the group commit, start-up order, and the job lifecycle and
+ * card resets carried out between the scheduler, the store and the processes.
  *
  * Design invariants:
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
@@ -30,6 +30,11 @@
  *     each as it asks (job_proc_watch), hands it every waitpid() result (signal_event), and
  *     decides what an ended process means (job_proc_exit: the next iteration, the job's end
  *     and why, the next reset step); the card stays busy until that exit callback.
+ *   - What a card becomes (a reset's start and end, a hold, a restart), which queued jobs fail
+ *     with a dead card, which job a reset preempts and what a job found at start-up becomes
+ *     are sched.c's decisions, and the next reset step is its ladder's; this file carries them
+ *     out: it words the reasons, logs, commits, spawns and answers. Which setting holds which
+ *     control command, and their {device} templates, are configuration and stay here.
  *   - Under systemd (Type=notify) READY=1 goes out only once the listener is open and start-up
  *     recovery is committed, or, when the store cannot be opened yet, once it listens degraded
  *     (open_store); WATCHDOG=1 comes from a loop timer, so only a live loop pings.
@@ -1127,18 +1132,6 @@ w_timeout_message(struct json_w *w, const struct job *j)
 	free(m);
 }
 
-/* Seconds a queued job of card c waits before it starts: everything ahead of it. O(n). */
-static double
-queued_wait(const struct card *c, const struct job *j, double now)
-{
-	double wait = sched_card_wait(c, now) - c->queued_estimate;
-	const struct job *it;
-
-	for (it = c->head; it && it != j; it = it->next)
-		wait += sched_job_estimate(it, now);
-	return wait;
-}
-
 static long long
 current_log_size(const struct active *a)
 {
@@ -1189,8 +1182,8 @@ render_live(struct json_w *w, const struct active *a, bool result_view)
 
 	if (j->status == JOB_QUEUED) {
 		w_int(w, "position", sched_queued_position(a->card, j));
-		w_num(w, "estimated_wait_sec", queued_wait(a->card, j, now));
-		w_num(w, "estimated_remaining_sec", queued_wait(a->card, j, now) + sched_job_estimate(j, now));
+		w_num(w, "estimated_wait_sec", sched_queued_wait(a->card, j, now));
+		w_num(w, "estimated_remaining_sec", sched_queued_wait(a->card, j, now) + sched_job_estimate(j, now));
 	} else if (j->status == JOB_RUNNING) {
 		if (result_view)
 			w_int(w, "position", 0);

@@ -101,6 +101,16 @@ test_estimates(void)
 	ok(fabs(sched_job_estimate(out, 1005.0) - 15.0) < 1e-9, "running: estimate minus time run");
 	ok(sched_job_estimate(out, 2000.0) == 0, "never negative");
 	ok(fabs(sched_card_wait(c, 1005.0) - 25.0) < 1e-9, "wait = running remainder + queue");
+	jobs[2].repeat = 3;
+	sched_enqueue(&s, c, &jobs[2]);
+	ok(fabs(sched_queued_wait(c, &jobs[1], 1005.0) - 15.0) < 1e-9,
+	   "a queued job waits for the running remainder");
+	ok(fabs(sched_queued_wait(c, &jobs[2], 1005.0) - 25.0) < 1e-9,
+	   "and for each job ahead of it, not behind it");
+	c->reset_pending = true;
+	ok(fabs(sched_queued_wait(c, &jobs[1], 1005.0) - 25.0) < 1e-9,
+	   "a pending reset counts one default step");
+	c->reset_pending = false;
 	out->status = JOB_DONE;
 	ok(sched_job_estimate(out, 1005.0) == 0, "done jobs estimate 0");
 	sched_free(&s);
