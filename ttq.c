@@ -3553,7 +3553,7 @@ reset_hint(enum reset_action act, const struct card *c)
 /*
  * Carry out a reset request's action on one card (decided by sched_reset_request and, when
  * scheduled, already on disk): stop the job it preempts (sched_reset_preempts; job_id the job
- * a job-based request named, else NULL) and write the card's entry (SPEC 5 /reset).
+ * a job-based request named, else NULL) and write the card's entry of the POST /reset answer.
  */
 static void
 reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w)
@@ -4583,7 +4583,7 @@ same_boot_as(const char *row_boot_id)
 	return sched_same_boot(row_boot_id, D.boot_known ? D.boot_id : NULL);
 }
 
-/* Give c its stored row (the strings change owner), then what a restart makes of it (SPEC 8). */
+/* Give c its stored row (the strings change owner), then what a restart makes of it. */
 static void
 apply_card_row(struct card *c, struct store_card *row)
 {
