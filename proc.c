@@ -1,6 +1,6 @@
 /*
  * proc.c - the daemon's processes: spawning, a job's process from start to finish, strays,
- * the guardian, the instance lock; and capped output files.
+ * the guardian, the instance lock, the look for a command's program; and capped output files.
  *
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
@@ -33,6 +33,7 @@
  * - What is here once per process (the jobs, the guardian, the instance lock) lives in P:
  *   waitpid(-1) and the guardian are per process too.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -607,6 +608,64 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 	}
 	env[n] = NULL;
 	return add_pythonpath(env, n, slots);
+}
+
+/* A shell word NAME=value: an assignment for the command that follows it. */
+static bool
+is_assignment(const char *w)
+{
+	size_t k = 0;
+
+	if (!isalpha((unsigned char)w[0]) && w[0] != '_')
+		return false;
+	while (isalnum((unsigned char)w[k]) || w[k] == '_')
+		k++;
+	return w[k] == '=';
+}
+
+const char *
+proc_program_missing(const char *cmd, char *out, size_t cap)
+{
+	static const char shell_words[] = " ! . : [[ { ( case cd command eval exec exit export for "
+					  "function if select set source time trap unset until while ";
+	char word[PATH_MAX], path[PATH_MAX * 2], pad[PATH_MAX + 2];
+	const char *p = cmd, *home = getenv("HOME"), *dirs = getenv("PATH"), *end;
+	size_t n;
+
+	for (;;) {
+		p += strspn(p, " \t");
+		n = strcspn(p, " \t\n");
+		if (n == 0 || n >= sizeof(word))
+			return NULL;
+		memcpy(word, p, n);
+		word[n] = '\0';
+		if (!is_assignment(word))
+			break;
+		p += n; /* an assignment for the command that follows */
+	}
+	snprintf(pad, sizeof(pad), " %s ", word);
+	if (strpbrk(word, "$`\\\"'*?[]<>|&;(){}") || strstr(shell_words, pad))
+		return NULL;
+	if (strncmp(word, "~/", 2) == 0 && home)
+		snprintf(path, sizeof(path), "%s%s", home, word + 1);
+	else if (word[0] == '~')
+		return NULL;
+	else
+		snprintf(path, sizeof(path), "%s", word);
+	if (strchr(word, '/')) {
+		if (access(path, X_OK) == 0)
+			return NULL;
+		snprintf(out, cap, "%s %s", word, errno == EACCES ? "is not executable" : "does not exist");
+		return out;
+	}
+	for (; dirs && *dirs; dirs = *end ? end + 1 : end) {
+		end = dirs + strcspn(dirs, ":");
+		snprintf(path, sizeof(path), "%.*s/%s", (int)(end - dirs), end > dirs ? dirs : ".", word);
+		if (access(path, X_OK) == 0)
+			return NULL;
+	}
+	snprintf(out, cap, "%s is not found in PATH", word);
+	return out;
 }
 
 /* --------------------------------------------------------------------- capped output file */

@@ -1,10 +1,12 @@
 /*
  * proc.h - the daemon's processes: spawning, a job's process from start to finish (struct
- * proc_job), the killing of strays, the guardian and the instance lock; and the capped output
- * file a job's output is drained into.
+ * proc_job), the killing of strays, the guardian and the instance lock; whether a command's
+ * program can be found (proc_program_missing); and the capped output file a job's output is
+ * drained into.
  *
- * proc.c knows fork/exec, process groups, pipes, /proc and files; nothing of queues, cards,
- * HTTP or SQLite. Every descriptor it opens is close-on-exec.
+ * proc.c knows fork/exec and how exec finds a program, process groups, pipes, /proc and files;
+ * nothing of queues, cards, HTTP or SQLite, nor of the settings that name the commands it runs.
+ * Every descriptor it opens is close-on-exec.
  *
  * One job's process (struct proc_job, opaque): spawned in a session and process group of its
  * own, its output pipe drained into the owner's capped file. It is finished only when its
@@ -311,6 +313,17 @@ int proc_exit_code(int wstatus);
  * with ENOMEM.
  */
 char **proc_build_env(char *const *base, char *const *extra, size_t nextra);
+
+/*
+ * Why the program that the shell command line cmd would run cannot be executed, written into
+ * out[0..cap) and returned: "<word> does not exist", "<word> is not executable" or "<word> is
+ * not found in PATH". NULL when it can be, or when that cannot be told without running a shell
+ * (an expansion, quoting, a redirection, a shell keyword or builtin, a word of PATH_MAX bytes
+ * or more). The program is the first word after any NAME=value assignments: a path (a leading
+ * ~/ is $HOME, as bash expands it) or a name looked up in $PATH, as exec does. It only looks
+ * (access(2), X_OK); nothing is run. For a command that would otherwise fail only once run.
+ */
+const char *proc_program_missing(const char *cmd, char *out, size_t cap);
 
 /* ------------------------------------------------------------------- capped output file */
 

@@ -1,10 +1,12 @@
 /*
- * sched.c - per-card FIFO queues, estimates, the reset-request rules and the reset ladder.
+ * sched.c - per-card FIFO queues, estimates, the reset-request rules, the reset ladder, and
+ * the card state changes of a reset's start and end, a hold and a restart.
  *
  * Pure bookkeeping: no I/O, no clocks (callers pass `now`), no allocation except the card
- * array. Queues are intrusive doubly-linked lists through job->prev/next, so enqueue, dequeue
- * and cancel are O(1); each card keeps its queued count and the sum of its queued jobs'
- * estimates so a submission's position and wait are O(1) too.
+ * array (a card's heap strings come from the caller, which hands them over). Queues are
+ * intrusive doubly-linked lists through job->prev/next, so enqueue, dequeue and cancel are
+ * O(1); each card keeps its queued count and the sum of its queued jobs' estimates so a
+ * submission's position and wait are O(1) too.
  */
 #include "sched.h"
 
@@ -215,6 +217,17 @@ sched_card_wait(const struct card *c, double now)
 	return wait;
 }
 
+double
+sched_queued_wait(const struct card *c, const struct job *j, double now)
+{
+	double wait = sched_card_wait(c, now) - c->queued_estimate;
+	const struct job *it;
+
+	for (it = c->head; it && it != j; it = it->next)
+		wait += sched_job_estimate(it, now);
+	return wait;
+}
+
 int
 sched_submit_position(const struct card *c)
 {
@@ -285,6 +298,156 @@ sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_d
 	l->deep_done = true;
 	l->step = RESET_STEP_DEEP;
 	return RESET_NEXT_RUN;
+}
+
+/* ---- a card's state: what a reset's start and end, a hold and a restart make of it */
+
+void
+sched_reset_withdraw(struct card *c)
+{
+	c->reset_pending = false;
+	c->dirty = true;
+}
+
+void
+sched_reset_start(struct card *c, struct reset_ladder *l)
+{
+	sched_reset_begin(l);
+	l->was_dead = c->state == CARD_DEAD;
+	c->state = CARD_RESETTING;
+	c->dirty = true;
+}
+
+/* Replace the heap string *slot with s (either may be NULL). */
+static void
+set_str(char **slot, char *s)
+{
+	free(*slot);
+	*slot = s;
+}
+
+void
+sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_next how,
+		char *reason, double now)
+{
+	switch (how) {
+	case RESET_NEXT_HEALTHY:
+		free(reason);
+		c->state = CARD_HEALTHY;
+		c->reset_epoch++;
+		c->last_reset_at = now;
+		c->dead_since = NAN;
+		set_str(&c->dead_reason, NULL);
+		set_str(&c->control_error, NULL);
+		break;
+	case RESET_NEXT_DEAD:
+		c->state = CARD_DEAD;
+		c->dead_since = now;
+		set_str(&c->dead_reason, reason);
+		break;
+	case RESET_NEXT_UNRUNNABLE:
+		c->state = l->was_dead ? CARD_DEAD : CARD_HEALTHY;
+		set_str(&c->control_error, reason);
+		break;
+	default: /* RESET_NEXT_RUN: the procedure goes on */
+		free(reason);
+		return;
+	}
+	c->reset_pending = false;
+	c->dirty = true;
+}
+
+struct job *
+sched_fail_next(struct sched *s, struct card *c)
+{
+	struct job *j = c->head;
+
+	if (c->state != CARD_DEAD || !j)
+		return NULL;
+	sched_unlink(s, c, j);
+	return j;
+}
+
+struct job *
+sched_reset_preempts(const struct card *c, enum reset_action act, bool preempts,
+		     const char *job_id)
+{
+	struct job *cur = c->current;
+
+	if (!preempts || c->held || !cur || cur->mode != JOB_MODE_RUN)
+		return NULL;
+	if (act != RESET_SCHEDULED && act != RESET_JOINED)
+		return NULL;
+	return !job_id || strcmp(cur->id, job_id) == 0 ? cur : NULL;
+}
+
+void
+sched_hold_swap(struct card *c, struct card_hold *h)
+{
+	struct card_hold old = {c->held, c->held_by, c->hold_reason, c->held_at};
+
+	c->held = h->held;
+	c->held_by = h->by;
+	c->hold_reason = h->reason;
+	c->held_at = h->at;
+	*h = old;
+	c->dirty = true;
+}
+
+bool
+sched_same_boot(const char *row_boot, const char *boot)
+{
+	return !boot || (row_boot && strcmp(row_boot, boot) == 0);
+}
+
+bool
+sched_stays_dead(int state, bool same_boot)
+{
+	return state == CARD_DEAD && same_boot;
+}
+
+bool
+sched_card_restore(struct card *c, bool same_boot)
+{
+	bool revived = c->state == CARD_DEAD && !same_boot;
+
+	if (revived) {
+		c->state = CARD_HEALTHY;
+		c->reset_epoch++;
+		c->reset_pending = false;
+		c->dirty = true;
+	} else if (c->state == CARD_RESETTING && !c->reset_pending) {
+		c->reset_pending = true;
+		c->dirty = true;
+	}
+	if (!sched_stays_dead(c->state, same_boot)) {
+		c->dead_since = NAN;
+		set_str(&c->dead_reason, NULL);
+	}
+	return revived;
+}
+
+enum recover_action
+sched_recover_job(const struct card *c, const struct job *j)
+{
+	if (!c)
+		return RECOVER_CARD_GONE;
+	if (j->status == JOB_RUNNING)
+		return RECOVER_INTERRUPTED;
+	if (c->state == CARD_DEAD)
+		return RECOVER_DEAD_CARD;
+	return RECOVER_QUEUE;
+}
+
+double
+sched_interrupted_at(const struct job *j, double last_output, double now)
+{
+	double t;
+
+	if (isnan(j->started_at))
+		return now;
+	t = isnan(last_output) || last_output < j->started_at ? j->started_at : last_output;
+	return t > now ? now : t;
 }
 
 const char *

@@ -1,14 +1,21 @@
 /*
- * sched.h - jobs, cards, the per-card FIFO queues and the reset decisions.
+ * sched.h - jobs, cards, the per-card FIFO queues, and the decisions about them: which job or
+ * reset a card starts next, what a reset request does, the reset retry ladder, what a reset's
+ * end, a hold and a restart make of a card, and what a job found at start-up becomes.
  *
- * The scheduler decides; it does no I/O and allocates no jobs. ttq.c owns every job's memory
- * (it embeds struct job in its own runtime record) and turns the decisions into store commits
- * and process spawns. Invariants kept by the functions below:
+ * The scheduler decides; it does no I/O, reads no clock (callers pass `now`) and allocates no
+ * jobs. ttq.c owns every job's memory (it embeds struct job in its own runtime record), turns
+ * the decisions into store commits, process spawns, log lines and answers, and words them.
+ * Invariants kept by the functions below:
  *   - a job is on at most one card's queue, and only while its status is JOB_QUEUED;
  *   - each card runs at most one thing at a time: card->current (a run job or its reset job);
  *   - queues are strict FIFO by submission; every queue operation is O(1);
  *   - sched->queued_total equals the sum of the cards' queued counts, and each card's
- *     queued_estimate equals the sum of its queued jobs' run estimates.
+ *     queued_estimate equals the sum of its queued jobs' run estimates;
+ *   - a card's reset state (state, reset_pending, reset_epoch, last_reset_at, the dead and
+ *     control-error reasons) and its hold change only here, but for the loading of its stored
+ *     row at start-up, and every such change marks the card dirty (to be committed);
+ *   - a dead card starts no job: what is queued on it is handed out to fail (sched_fail_next).
  * Times are wall-clock seconds since the epoch (double); NAN means "not set" (JSON null).
  */
 #ifndef TTQ_SCHED_H
@@ -142,6 +149,12 @@ double sched_job_estimate(const struct job *j, double now);
 double sched_card_wait(const struct card *c, double now);
 
 /*
+ * Seconds until job j, queued on c, would start at wall time now: the current job's or
+ * reset's remainder, a pending reset, and the jobs ahead of j in the queue. O(position).
+ */
+double sched_queued_wait(const struct card *c, const struct job *j, double now);
+
+/*
  * The POST /queue position of a job about to be appended to c: how many jobs or resets run on
  * that card before it, the running one included (0 on an idle card).
  */
@@ -168,6 +181,7 @@ struct reset_ladder {
 	int step;       /* enum reset_step */
 	int attempt;    /* reset commands run so far in the plain ladder, from 1 */
 	bool deep_done; /* the deep reset has run */
+	bool was_dead;  /* the card was dead when it began: its recovery, asked for again */
 };
 
 /* What follows a step's command (sched_reset_next). */
@@ -193,6 +207,121 @@ void sched_reset_begin(struct reset_ladder *l);
  */
 enum reset_next sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_deep,
 				 bool default_health);
+
+/* ---- a card's state: what a reset's start and end, a hold and a restart make of it */
+
+/*
+ * Take back a reset request's RESET_SCHEDULED on c that could not be committed: the reset is
+ * no longer pending, as on disk, and c stays dirty so the next commit writes it so.
+ */
+void sched_reset_withdraw(struct card *c);
+
+/*
+ * The reset procedure of card c starts now (sched_next said SCHED_START_RESET): *l begins at
+ * its first step (sched_reset_begin) and records whether c was dead; c becomes CARD_RESETTING
+ * (dirty). reset_pending stays as it is until the end, so a request meanwhile joins this one.
+ */
+void sched_reset_start(struct card *c, struct reset_ladder *l);
+
+/*
+ * The reset procedure that sched_reset_start(c, l) began has ended at wall time now, as
+ * sched_reset_next's last answer `how` says. The reset is no longer pending; c becomes dirty.
+ *   RESET_NEXT_HEALTHY: c is healthy, its reset epoch moves on (a job-based request for a job
+ *     started before it is then "already reset"), last_reset_at is now, and its dead reason
+ *     and control error are cleared.
+ *   RESET_NEXT_DEAD: c is dead since now, reason its dead reason.
+ *   RESET_NEXT_UNRUNNABLE: a command could not run at all, which says nothing about the card:
+ *     c goes back to what it was (dead when l->was_dead, else healthy) and reason becomes its
+ *     control error, kept until a reset succeeds.
+ * reason: heap or NULL, owned by c afterwards (freed when HEALTHY). RESET_NEXT_RUN is no end:
+ * c is left alone and reason freed. What was queued on a card now dead is then the caller's to
+ * fail (sched_fail_next).
+ */
+void sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_next how,
+		     char *reason, double now);
+
+/*
+ * The next job that can never run because c is dead: the head of its queue, unlinked (O(1));
+ * NULL when c is not dead or its queue is empty. A dead card starts nothing (sched_next), so a
+ * job left on its queue would wait forever: the caller fails each one as never run.
+ */
+struct job *sched_fail_next(struct sched *s, struct card *c);
+
+/*
+ * The running job that a reset request, whose action on c was act, stops; NULL for none. Only
+ * when resets preempt (the configuration) and the reset goes ahead (RESET_SCHEDULED or
+ * RESET_JOINED), and only a run job, never the reset itself. A held card's reset waits for
+ * its release, so its running job is let finish. job_id NULL: a request for the card or for
+ * all cards stops whatever job runs; else only the job it named (a job-based request).
+ */
+struct job *sched_reset_preempts(const struct card *c, enum reset_action act, bool preempts,
+				 const char *job_id);
+
+/* A card's maintenance hold as one value, to put on a card or take back (sched_hold_swap). */
+struct card_hold {
+	bool held;
+	char *by, *reason; /* heap or NULL */
+	double at;         /* wall-clock seconds; NAN when not held */
+};
+
+/*
+ * Swap c's hold with *h: c takes h's fields and h gets c's former ones, the strings changing
+ * owner both ways; c becomes dirty. A hold or a release is one swap, and putting memory back
+ * as it is on disk, when the change cannot be committed, is a second one.
+ */
+void sched_hold_swap(struct card *c, struct card_hold *h);
+
+/*
+ * Whether a card row written in the boot row_boot (NULL: not recorded) is of this boot, boot.
+ * boot NULL: this boot's id could not be read, which counts as the same boot, so that a dead
+ * card is not taken for recovered on a guess.
+ */
+bool sched_same_boot(const char *row_boot, const char *boot);
+
+/*
+ * Whether a card stored in `state` (enum card_state) in a boot (same_boot: this one) is dead
+ * now. Only a reboot brings a dead card back, so one dead in this boot stays dead, and stays
+ * listed even when its device node has gone.
+ */
+bool sched_stays_dead(int state, bool same_boot);
+
+/*
+ * Start-up: c has just been given its stored row's state, reset_pending, reset_epoch,
+ * dead_since and dead_reason (and its hold, which outlives restarts and reboots alike); apply
+ * what a restart changes. A card dead in an earlier boot is healthy again (the reboot reset
+ * it), with its reset epoch moved on and no reset pending; a card that was resetting (a stop
+ * cut its reset short) has its reset pending, so it runs again now. A card that is not dead
+ * keeps no dead reason. c becomes dirty when it changed. Returns true when a card dead in an
+ * earlier boot was brought back (the caller logs it).
+ */
+bool sched_card_restore(struct card *c, bool same_boot);
+
+/* What a job found queued or running in the store at start-up becomes (sched_recover_job). */
+enum recover_action {
+	RECOVER_QUEUE = 0,   /* queued on a card that serves: back at the tail of its queue */
+	RECOVER_INTERRUPTED, /* it was running: its processes died with the daemon; it fails as
+				interrupted and is never run again (a reset runs again all the
+				same: its card was resetting, see sched_card_restore) */
+	RECOVER_DEAD_CARD,   /* queued on a card dead in this boot: it fails, never run */
+	RECOVER_CARD_GONE,   /* its card is not configured any more: it fails */
+};
+
+/*
+ * What job j, found active at start-up, becomes; c is its card after sched_card_restore, or
+ * NULL when that card is not configured. The store gives the jobs in submission order, so
+ * queues keep their order when each RECOVER_QUEUE job is appended.
+ */
+enum recover_action sched_recover_job(const struct card *c, const struct job *j);
+
+/*
+ * When job j, found running at start-up, ended, in wall-clock seconds. Its processes died
+ * with the daemon at a moment nothing recorded; charging it until now would count the
+ * downtime as its run. last_output (NAN when unknown) is when its output file was last
+ * written, a lower bound (only the daemon writes that file), else it is taken as having
+ * ended at its start. Clamped to [started_at, now], as the wall clock may have been stepped;
+ * now when it never started.
+ */
+double sched_interrupted_at(const struct job *j, double last_output, double now);
 
 /* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
 const char *sched_status_name(int status);

@@ -1,7 +1,7 @@
 /*
  * ttq.c - tt-device-queue: main, configuration, the event loop and timers, the route table and
- * its handlers, the job lifecycle decisions and card resets around the scheduler, the store
- * and the processes.
+ * its handlers, rendering records, the group commit, start-up order, and the job lifecycle and
+ * card resets carried out between the scheduler, the store and the processes.
  *
  * Design invariants:
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
@@ -30,6 +30,11 @@
  *     each as it asks (job_proc_watch), hands it every waitpid() result (signal_event), and
  *     decides what an ended process means (job_proc_exit: the next iteration, the job's end
  *     and why, the next reset step); the card stays busy until that exit callback.
+ *   - What a card becomes (a reset's start and end, a hold, a restart), which queued jobs fail
+ *     with a dead card, which job a reset preempts and what a job found at start-up becomes
+ *     are sched.c's decisions, and the next reset step is its ladder's; this file carries them
+ *     out: it words the reasons, logs, commits, spawns and answers. Which setting holds which
+ *     control command, and their {device} templates, are configuration and stay here.
  *   - Under systemd (Type=notify) READY=1 goes out only once the listener is open and start-up
  *     recovery is committed, or, when the store cannot be opened yet, once it listens degraded
  *     (open_store); WATCHDOG=1 comes from a loop timer, so only a live loop pings.
@@ -47,7 +52,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -674,7 +678,6 @@ struct active {
 	bool no_env;              /* submitted without env: nothing to read back at start */
 	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
 	struct reset_ladder ladder;
-	bool rs_was_dead; /* the recovery of a dead card, asked for again */
 };
 
 /* The active record around a scheduler job (struct job is its first member). */
@@ -1129,18 +1132,6 @@ w_timeout_message(struct json_w *w, const struct job *j)
 	free(m);
 }
 
-/* Seconds a queued job of card c waits before it starts: everything ahead of it. O(n). */
-static double
-queued_wait(const struct card *c, const struct job *j, double now)
-{
-	double wait = sched_card_wait(c, now) - c->queued_estimate;
-	const struct job *it;
-
-	for (it = c->head; it && it != j; it = it->next)
-		wait += sched_job_estimate(it, now);
-	return wait;
-}
-
 static long long
 current_log_size(const struct active *a)
 {
@@ -1191,8 +1182,8 @@ render_live(struct json_w *w, const struct active *a, bool result_view)
 
 	if (j->status == JOB_QUEUED) {
 		w_int(w, "position", sched_queued_position(a->card, j));
-		w_num(w, "estimated_wait_sec", queued_wait(a->card, j, now));
-		w_num(w, "estimated_remaining_sec", queued_wait(a->card, j, now) + sched_job_estimate(j, now));
+		w_num(w, "estimated_wait_sec", sched_queued_wait(a->card, j, now));
+		w_num(w, "estimated_remaining_sec", sched_queued_wait(a->card, j, now) + sched_job_estimate(j, now));
 	} else if (j->status == JOB_RUNNING) {
 		if (result_view)
 			w_int(w, "position", 0);
@@ -3339,70 +3330,6 @@ step_variable(int step)
 				 : "TT_DEVICE_HEALTH_CHECK_CMD";
 }
 
-/* A shell word NAME=value. */
-static bool
-is_assignment(const char *w)
-{
-	size_t k = 0;
-
-	if (!isalpha((unsigned char)w[0]) && w[0] != '_')
-		return false;
-	while (isalnum((unsigned char)w[k]) || w[k] == '_')
-		k++;
-	return w[k] == '=';
-}
-
-/*
- * Why the program of control command tmpl cannot run ("... does not exist"), written into
- * out, or NULL when it can, or when the text cannot be judged without running a shell
- * (expansions, quoting, a shell word). The program is the first word after any NAME=value
- * assignments: a path (a leading ~/ is $HOME, as bash expands it) or a name looked up in PATH.
- */
-static const char *
-program_missing(const char *tmpl, char *out, size_t cap)
-{
-	static const char shell_words[] = " ! . : [[ { ( case cd command eval exec exit export for "
-					  "function if select set source time trap unset until while ";
-	char word[PATH_MAX], path[PATH_MAX * 2], pad[PATH_MAX + 2];
-	const char *p = tmpl, *home = getenv("HOME"), *dirs = getenv("PATH"), *end;
-	size_t n;
-
-	for (;;) {
-		p += strspn(p, " \t");
-		n = strcspn(p, " \t\n");
-		if (n == 0 || n >= sizeof(word))
-			return NULL;
-		memcpy(word, p, n);
-		word[n] = '\0';
-		if (!is_assignment(word))
-			break;
-		p += n; /* an assignment for the command that follows */
-	}
-	snprintf(pad, sizeof(pad), " %s ", word);
-	if (strpbrk(word, "$`\\\"'*?[]<>|&;(){}") || strstr(shell_words, pad))
-		return NULL;
-	if (strncmp(word, "~/", 2) == 0 && home)
-		snprintf(path, sizeof(path), "%s%s", home, word + 1);
-	else if (word[0] == '~')
-		return NULL;
-	else
-		snprintf(path, sizeof(path), "%s", word);
-	if (strchr(word, '/')) {
-		if (access(path, X_OK) == 0)
-			return NULL;
-		snprintf(out, cap, "%s %s", word, errno == EACCES ? "is not executable" : "does not exist");
-		return out;
-	}
-	for (; dirs && *dirs; dirs = *end ? end + 1 : end) {
-		end = dirs + strcspn(dirs, ":");
-		snprintf(path, sizeof(path), "%.*s/%s", (int)(end - dirs), end > dirs ? dirs : ".", word);
-		if (access(path, X_OK) == 0)
-			return NULL;
-	}
-	snprintf(out, cap, "%s is not found in PATH", word);
-	return out;
-}
-
 /*
  * Check that every configured control command's program exists, into D.control_warning
  * (empty when all do); at start-up also log each problem. A reset that could not run its
@@ -3420,7 +3347,7 @@ check_controls(bool log)
 
 	D.control_warning[0] = '\0';
 	for (i = 0; i < 3; i++) {
-		if (!tmpl[i][0] || !program_missing(tmpl[i], why, sizeof(why)))
+		if (!tmpl[i][0] || !proc_program_missing(tmpl[i], why, sizeof(why)))
 			continue;
 		if (log)
 			logmsg("tt-device-queue: WARNING: %s: %s; resets will fail with a configuration "
@@ -3440,7 +3367,7 @@ step_template(int step)
 								   : health_template();
 }
 
-static void reset_unrunnable(struct active *a, const char *why);
+static void reset_end(struct active *a, enum reset_next how, const char *why);
 
 /* Run the command of the reset procedure's current step (a->ladder.step). */
 static void
@@ -3456,107 +3383,85 @@ reset_run(struct active *a)
 		capfile_marker(&a->log, "cannot start: %s", err);
 		free(cmd);
 		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
-		reset_unrunnable(a, why);
+		reset_end(a, RESET_NEXT_UNRUNNABLE, why);
 		return;
 	}
 	timer_set(&a->deadline, mono_now + cfg.health_cmd_timeout);
 	free(cmd);
 }
 
+/* Fail what is queued on c when it is dead (sched_fail_next): those jobs can never run. */
 static void
 card_fail_queue(struct card *c)
 {
 	char error[256], trailer[320];
+	struct job *j;
 
 	snprintf(error, sizeof(error), "Card %d is dead: it needs a host reboot or operator recovery; "
 				       "this job never ran", c->device);
 	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
-	while (c->head) {
-		struct active *a = active_of(c->head);
-
-		sched_unlink(&D.sched, c, c->head);
-		job_finish(a, -1, error, trailer);
-	}
-}
-
-static void
-reset_finish(struct active *a, bool ok)
-{
-	struct card *c = a->card;
-	char msg[512];
-
-	c->reset_pending = false;
-	check_controls(false);
-	if (ok) {
-		c->state = CARD_HEALTHY;
-		c->reset_epoch++;
-		c->last_reset_at = clock_wall();
-		c->dead_since = NAN;
-		free(c->dead_reason);
-		free(c->control_error);
-		c->dead_reason = c->control_error = NULL;
-		snprintf(msg, sizeof(msg), PROC_MARKER " card %d is healthy (reset epoch %lld)\n",
-			 c->device, c->reset_epoch);
-		reset_count[card_index(c)][0]++;
-		card_dirty(c);
-		job_finish(a, 0, NULL, msg);
-		logmsg("tt-device-queue: reset of card %d succeeded: %shealthy, reset epoch %lld",
-		       c->device, a->rs_was_dead ? "the dead card is " : "", c->reset_epoch);
-		return;
-	}
-	c->state = CARD_DEAD;
-	c->dead_since = clock_wall();
-	free(c->dead_reason);
-	c->dead_reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
-				   "reboot or operator recovery (reset --device %d runs it again)",
-				   a->rs_was_dead ? " again" : "", c->device, c->device);
-	snprintf(msg, sizeof(msg), PROC_MARKER " %s\n", c->dead_reason);
-	reset_count[card_index(c)][1]++;
-	card_dirty(c);
-	job_finish(a, 1, c->dead_reason, msg);
-	logmsg("tt-device-queue: reset of card %d failed", c->device);
-	logmsg("tt-device-queue: card %d is dead: %s", c->device, c->dead_reason);
-	card_fail_queue(c);
+	while ((j = sched_fail_next(&D.sched, c)))
+		job_finish(active_of(j), -1, error, trailer);
 }
 
 /*
- * A control command that could not be run at all is a configuration error, not a card
- * failure: marking the card dead would take a working card out of service for a typo in its
- * command. The reset job fails naming the command and why; the card goes back to what it was
- * (serving; a dead card stays dead) and carries the error in status and /metrics until one
- * of its resets succeeds.
+ * The reset procedure of a's card ended as `how` (sched_reset_next's answer; why: what could
+ * not be run, for RESET_NEXT_UNRUNNABLE): word the card's reason, let sched_reset_end change
+ * the card, finish the reset job and log it. A command that could not be run at all is a
+ * configuration error, not a card failure: marking the card dead would take a working card
+ * out of service for a typo in its command, so the reset job fails naming the command and why
+ * and the card goes back to what it was, carrying the error in status and /metrics.
  */
 static void
-reset_unrunnable(struct active *a, const char *why)
+reset_end(struct active *a, enum reset_next how, const char *why)
 {
 	struct card *c = a->card;
+	bool was_dead = a->ladder.was_dead;
 	int step = a->ladder.step;
-	char *cmd = control_command(step_template(step), c->device, step != RESET_STEP_HEALTH);
-	char *trailer;
+	char *reason = NULL, *cmd, *trailer;
 
 	timer_stop(&a->deadline);
-	free(c->control_error);
-	c->control_error = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was "
-				     "not reset and %s", step_variable(step), why, cmd, c->device,
-				     a->rs_was_dead ? "stays dead" : "stays in service");
-	free(cmd);
-	c->reset_pending = false;
-	c->state = a->rs_was_dead ? CARD_DEAD : CARD_HEALTHY;
-	reset_count[card_index(c)][1]++;
+	if (how == RESET_NEXT_DEAD) {
+		reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
+				   "reboot or operator recovery (reset --device %d runs it again)",
+				   was_dead ? " again" : "", c->device, c->device);
+	} else if (how == RESET_NEXT_UNRUNNABLE) {
+		cmd = control_command(step_template(step), c->device, step != RESET_STEP_HEALTH);
+		reason = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was not "
+				   "reset and %s", step_variable(step), why, cmd, c->device,
+				   was_dead ? "stays dead" : "stays in service");
+		free(cmd);
+	}
+	sched_reset_end(c, &a->ladder, how, reason, clock_wall()); /* c owns reason now */
 	card_dirty(c);
 	check_controls(false);
-	trailer = xasprintf(PROC_MARKER " %s\n", c->control_error);
-	job_finish(a, 1, c->control_error, trailer);
+	reset_count[card_index(c)][how != RESET_NEXT_HEALTHY]++;
+	if (how == RESET_NEXT_HEALTHY) {
+		trailer = xasprintf(PROC_MARKER " card %d is healthy (reset epoch %lld)\n", c->device,
+				    c->reset_epoch);
+		job_finish(a, 0, NULL, trailer);
+		logmsg("tt-device-queue: reset of card %d succeeded: %shealthy, reset epoch %lld",
+		       c->device, was_dead ? "the dead card is " : "", c->reset_epoch);
+	} else {
+		trailer = xasprintf(PROC_MARKER " %s\n", reason);
+		job_finish(a, 1, reason, trailer);
+		if (how == RESET_NEXT_DEAD) {
+			logmsg("tt-device-queue: reset of card %d failed", c->device);
+			logmsg("tt-device-queue: card %d is dead: %s", c->device, reason);
+		} else {
+			logmsg("tt-device-queue: reset of card %d failed: %s", c->device, reason);
+		}
+	}
 	free(trailer);
-	logmsg("tt-device-queue: reset of card %d failed: %s", c->device, c->control_error);
-	if (a->rs_was_dead)
-		card_fail_queue(c); /* what was queued during the attempt: it stays dead */
+	card_fail_queue(c); /* dead, or still dead: what was queued meanwhile never runs */
 }
 
 /* One control command of the reset procedure ended (SPEC 8). */
 static void
 reset_step_done(struct active *a, int code)
 {
+	enum reset_next next;
+
 	timer_stop(&a->deadline);
 	if (a->stop == STOP_SHUTDOWN) {
 		/* The card stays resetting with the reset pending: it runs again at the next start. */
@@ -3566,22 +3471,19 @@ reset_step_done(struct active *a, int code)
 		return;
 	}
 	capfile_marker(&a->log, "exit status %d", code);
-	switch (sched_reset_next(&a->ladder, code, cfg.reset_retries, cfg.deep_reset_cmd[0] != '\0',
-				 !cfg.health_cmd)) {
+	switch ((next = sched_reset_next(&a->ladder, code, cfg.reset_retries,
+					 cfg.deep_reset_cmd[0] != '\0', !cfg.health_cmd))) {
 	case RESET_NEXT_RUN:
 		reset_run(a);
 		break;
-	case RESET_NEXT_HEALTHY:
-		reset_finish(a, true);
-		break;
-	case RESET_NEXT_DEAD:
-		reset_finish(a, false);
-		break;
 	case RESET_NEXT_UNRUNNABLE:
-		reset_unrunnable(a, code == 127   ? "exit 127: not found"
-				    : code == 126 ? "exit 126: not executable"
-						  : "exit 2: health_check.py could not import tt_umd "
-						    "(its log says why)");
+		reset_end(a, next, code == 127   ? "exit 127: not found"
+				   : code == 126 ? "exit 126: not executable"
+						 : "exit 2: health_check.py could not import tt_umd "
+						   "(its log says why)");
+		break;
+	default:
+		reset_end(a, next, NULL);
 		break;
 	}
 }
@@ -3604,14 +3506,12 @@ reset_start(struct card *c)
 	a->job.client_id = xstrdup("system");
 	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
 	a->job.submitted_at = clock_wall();
-	sched_reset_begin(&a->ladder);
-	a->rs_was_dead = c->state == CARD_DEAD;
-	c->state = CARD_RESETTING;
+	sched_reset_start(c, &a->ladder);
 	card_dirty(c);
 	index_add(a);
 	job_start(a);
 	logmsg("tt-device-queue: reset of card %d started%s", c->device,
-	       a->rs_was_dead ? ": the recovery of a dead card, asked for again" : "");
+	       a->ladder.was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
 static const char *
@@ -3652,18 +3552,16 @@ reset_hint(enum reset_action act, const struct card *c)
 
 /*
  * Carry out a reset request's action on one card (decided by sched_reset_request and, when
- * scheduled, already on disk) and write its entry (SPEC 5 /reset).
+ * scheduled, already on disk): stop the job it preempts (sched_reset_preempts; job_id the job
+ * a job-based request named, else NULL) and write the card's entry of the POST /reset answer.
  */
 static void
-reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w,
-		   bool preempt_any)
+reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w)
 {
-	struct job *cur = c->current;
+	struct job *victim = sched_reset_preempts(c, act, cfg.reset_preempts, job_id);
 
-	/* A held card's reset waits for the release: its running job is let finish. */
-	if ((act == RESET_SCHEDULED || act == RESET_JOINED) && cfg.reset_preempts && !c->held && cur &&
-	    cur->mode == JOB_MODE_RUN && (preempt_any || (job_id && strcmp(cur->id, job_id) == 0)))
-		job_stop(active_of(cur), STOP_PREEMPT);
+	if (victim)
+		job_stop(active_of(victim), STOP_PREEMPT);
 	json_w_obj(w);
 	w_device(w, c->device);
 	w_str(w, "action", sched_reset_action_name(act));
@@ -3756,13 +3654,13 @@ handle_reset(struct http_conn *c, const struct call *call)
 	if (n > 0 && !store_sync_now(NULL)) {
 		for (i = 0; i < D.sched.ncards; i++)
 			if ((!card || &D.sched.cards[i] == card) && act[i] == RESET_SCHEDULED)
-				D.sched.cards[i].reset_pending = false;
+				sched_reset_withdraw(&D.sched.cards[i]);
 		respond_refused(c, card, "The job store is degraded; the reset cannot be recorded");
 		return;
 	}
 	w = body_begin();
 	if (card) {
-		reset_request_card(card, act[card_index(card)], jcard ? id : NULL, &w, !jcard);
+		reset_request_card(card, act[card_index(card)], jcard ? id : NULL, &w);
 		respond_json(c, act[card_index(card)] == RESET_DEAD ? 503 : 200, &body_buf, NULL);
 		return;
 	}
@@ -3770,31 +3668,10 @@ handle_reset(struct http_conn *c, const struct call *call)
 	json_w_key(&w, "resets");
 	json_w_arr(&w);
 	for (i = 0; i < D.sched.ncards; i++)
-		reset_request_card(&D.sched.cards[i], act[i], NULL, &w, true);
+		reset_request_card(&D.sched.cards[i], act[i], NULL, &w);
 	json_w_arr_end(&w);
 	json_w_obj_end(&w);
 	respond_json(c, 200, &body_buf, NULL);
-}
-
-/* A card's hold fields, to put back when the change cannot be committed. */
-struct hold {
-	bool held;
-	char *by, *reason;
-	double at;
-};
-
-/* Swap card's hold with h (the strings change owner). */
-static void
-hold_swap(struct card *card, struct hold *h)
-{
-	struct hold old = {card->held, card->held_by, card->hold_reason, card->held_at};
-
-	card->held = h->held;
-	card->held_by = h->by;
-	card->hold_reason = h->reason;
-	card->held_at = h->at;
-	*h = old;
-	card_dirty(card);
 }
 
 /*
@@ -3850,7 +3727,7 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 {
 	char *by = NULL, *reason = NULL;
 	struct card *card;
-	struct hold h = {0};
+	struct card_hold h = {0};
 	bool was;
 	int i;
 
@@ -3874,14 +3751,16 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 		goto out;
 	was = card->held;
 	if (was != hold) {
-		h = (struct hold){hold, hold ? (by ? by : xstrdup("anon")) : NULL, reason,
-				  hold ? clock_wall() : NAN};
+		h = (struct card_hold){hold, hold ? (by ? by : xstrdup("anon")) : NULL, reason,
+				       hold ? clock_wall() : NAN};
 		if (hold)
 			by = NULL;
 		reason = NULL;
-		hold_swap(card, &h); /* h now holds the card's previous hold */
+		sched_hold_swap(card, &h); /* h now holds the card's previous hold */
+		card_dirty(card);
 		if (!store_sync_now(NULL)) {
-			hold_swap(card, &h); /* memory as it is on disk */
+			sched_hold_swap(card, &h); /* memory as it is on disk */
+			card_dirty(card);
 			respond_refused(c, card, "The job store is degraded; the change cannot be "
 						 "recorded");
 			goto out;
@@ -4697,43 +4576,30 @@ card_row_cb(void *ctx, struct store_card *c)
 	return 0;
 }
 
-/* Was a card row written in this boot? Unknown (no boot id) counts as yes: dead stays dead. */
+/* Was a card row written in this boot (sched_same_boot: unknown counts as yes)? */
 static bool
 same_boot_as(const char *row_boot_id)
 {
-	return !D.boot_known || (row_boot_id && strcmp(row_boot_id, D.boot_id) == 0);
+	return sched_same_boot(row_boot_id, D.boot_known ? D.boot_id : NULL);
 }
 
-/* Apply a stored card row: same boot keeps dead; a new boot clears it (SPEC 8). */
+/* Give c its stored row (the strings change owner), then what a restart makes of it. */
 static void
 apply_card_row(struct card *c, struct store_card *row)
 {
-	bool same_boot = same_boot_as(row->boot_id);
-
 	c->reset_epoch = row->reset_epoch;
 	c->last_reset_at = row->last_reset_at;
 	c->reset_pending = row->reset_pending;
 	c->state = row->state;
-	/* A hold is the operator's: it outlives restarts and reboots until released. */
+	c->dead_since = row->dead_since;
+	c->dead_reason = row->dead_reason;
 	c->held = row->held;
 	c->held_at = row->held ? row->held_at : NAN;
 	c->held_by = row->held_by;
 	c->hold_reason = row->hold_reason;
-	row->held_by = row->hold_reason = NULL;
-	if (row->state == CARD_DEAD && !same_boot) {
-		c->state = CARD_HEALTHY;
-		c->reset_epoch++;
-		c->reset_pending = false;
+	row->dead_reason = row->held_by = row->hold_reason = NULL;
+	if (sched_card_restore(c, same_boot_as(row->boot_id)))
 		logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again", c->device);
-	} else if (row->state == CARD_DEAD) {
-		c->dead_since = row->dead_since;
-		c->dead_reason = row->dead_reason;
-		row->dead_reason = NULL;
-	} else if (row->state == CARD_RESETTING) {
-		c->reset_pending = true; /* cut short by a stop: it runs again now */
-	}
-	if (!same_boot || row->state == CARD_RESETTING)
-		card_dirty(c);
 }
 
 static void
@@ -4749,7 +4615,7 @@ setup_cards(void)
 	memcpy(ids, cfg.ids, sizeof(int) * (size_t)cfg.nids);
 	/* A card dead in this boot stays listed even when its node vanished (SPEC 3). */
 	for (i = 0; i < rows.n; i++)
-		if (rows.rows[i].state == CARD_DEAD && same_boot_as(rows.rows[i].boot_id) &&
+		if (sched_stays_dead(rows.rows[i].state, same_boot_as(rows.rows[i].boot_id)) &&
 		    n < MAX_CARDS)
 			ids[n++] = rows.rows[i].device;
 	if (sched_init(&D.sched, ids, n) < 0) {
@@ -4767,7 +4633,7 @@ setup_cards(void)
 		free(rows.rows[i].hold_reason);
 	}
 	for (i = 0; i < D.sched.ncards; i++)
-		card_dirty(&D.sched.cards[i]); /* rows for new cards, and this boot's id */
+		card_dirty(&D.sched.cards[i]); /* rows for new cards, this boot's id, restore's changes */
 }
 
 static int
@@ -4780,33 +4646,73 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
 }
 
 /*
- * When a job found running at start-up ended. Its processes died with the daemon (the guardian
- * kills them within 2 s), at a moment nothing recorded; the restart time would charge the
- * downtime to the job. The last write to its output file is the latest evidence that it still
- * ran, and only the daemon writes that file, so its mtime is a lower bound: a job silent until
- * the crash is under-counted, never over-counted. The database's mtime is no such bound: an
- * operator's sqlite3 shell opened after the crash checkpoints it. Clamped to [started_at, now]:
- * the wall clock may have been stepped.
+ * When a job found running at start-up ended (sched_interrupted_at), from the mtime of its
+ * output file: the last write to it is the latest evidence that the job still ran, and only
+ * the daemon writes that file, so a job silent until the crash is under-counted, never
+ * over-counted. The database's mtime is no such bound: an operator's sqlite3 shell opened
+ * after the crash checkpoints it.
  */
 static double
 interrupted_at(const struct job *j, double now)
 {
-	char *path;
+	char *path = job_output_path(j->id);
 	struct stat st;
-	double t;
+	double t = NAN;
 
-	if (isnan(j->started_at))
-		return now;
-	path = job_output_path(j->id);
-	t = stat(path, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9
-				 : j->started_at;
+	if (stat(path, &st) == 0)
+		t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
 	free(path);
-	if (t < j->started_at)
-		t = j->started_at;
-	return t > now ? now : t;
+	return sched_interrupted_at(j, t, now);
 }
 
-/* A job found active at start-up: queued ones return to their card, running ones fail. */
+/*
+ * A job found active at start-up whose card is no longer configured: its queue cannot run
+ * here. A job found running did run, so its error says it was interrupted, not that it never
+ * ran.
+ */
+static void
+recover_card_gone(struct active *a, double now)
+{
+	static struct card gone;
+	const struct job *j = &a->job;
+	bool ran = j->status == JOB_RUNNING;
+	char err[200], trailer[240];
+
+	gone.device = j->device;
+	a->card = &gone;
+	snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s", j->device,
+		 ran ? "interrupted: the service stopped while the job was running; it is not run "
+		       "again"
+		     : "the job never ran");
+	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
+	job_finish_at(a, ran ? interrupted_at(j, now) : now, -1, err, trailer);
+}
+
+/* A job found running at start-up fails as interrupted; a reset runs again (sched_card_restore). */
+static void
+recover_interrupted(struct active *a, double now)
+{
+	bool reset = a->job.mode == JOB_MODE_RESET;
+
+	sched_set_current(a->card, &a->job);
+	/* Output dropped before the crash was counted only up to the last save. */
+	if (a->job.log_truncated && open_log(a) == 0)
+		a->log.dropped_floor = 1;
+	job_finish_at(a, interrupted_at(&a->job, now), -1,
+		      reset ? "Interrupted: the service stopped during the reset (crash or "
+			      "shutdown); it runs again at this start"
+			    : "Interrupted: the service stopped while the job was running (crash "
+			      "or shutdown); it is not run again",
+		      reset ? PROC_MARKER " interrupted: the service stopped during this reset; "
+					  "it runs again\n"
+			    : PROC_MARKER " interrupted: the service stopped while this job was "
+					  "running; it is not run again\n");
+}
+
+/*
+ * A job found active at start-up, as sched_recover_job decides: back on its queue, or failed.
+ * counts[]: requeued, interrupted, failed for an unavailable card.
+ */
 static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
 {
@@ -4824,47 +4730,24 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 	a->job.prev = a->job.next = NULL;
 	a->card = c;
 	index_add(a);
-	if (!c) {
-		/* A card no longer configured: its queue cannot run here. A job found running did
-		 * run, so its error says it was interrupted, not that it never ran. */
-		static struct card gone;
-		char err[200], trailer[240];
-
-		gone.device = j->device;
-		a->card = &gone;
-		snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s", j->device,
-			 j->status == JOB_RUNNING ? "interrupted: the service stopped while the job "
-						    "was running; it is not run again"
-						  : "the job never ran");
-		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
-		job_finish_at(a, j->status == JOB_RUNNING ? interrupted_at(j, now) : now, -1, err,
-			      trailer);
+	switch (sched_recover_job(c, &a->job)) {
+	case RECOVER_CARD_GONE:
+		recover_card_gone(a, now);
 		counts[2]++;
-	} else if (j->status == JOB_RUNNING) {
-		/* A reset's card row says resetting: apply_card_row made it pending again. */
-		bool reset = j->mode == JOB_MODE_RESET;
-
-		sched_set_current(c, &a->job);
-		/* Output dropped before the crash was counted only up to the last save. */
-		if (a->job.log_truncated && open_log(a) == 0)
-			a->log.dropped_floor = 1;
-		job_finish_at(a, interrupted_at(j, now), -1,
-			      reset ? "Interrupted: the service stopped during the reset (crash or "
-				      "shutdown); it runs again at this start"
-				    : "Interrupted: the service stopped while the job was running (crash "
-				      "or shutdown); it is not run again",
-			      reset ? PROC_MARKER " interrupted: the service stopped during this reset; "
-						  "it runs again\n"
-				    : PROC_MARKER " interrupted: the service stopped while this job was "
-						  "running; it is not run again\n");
+		break;
+	case RECOVER_INTERRUPTED:
+		recover_interrupted(a, now);
 		counts[1]++;
-	} else if (c->state == CARD_DEAD) {
+		break;
+	case RECOVER_DEAD_CARD:
 		sched_enqueue(&D.sched, c, &a->job);
 		card_fail_queue(c);
 		counts[2]++;
-	} else {
+		break;
+	case RECOVER_QUEUE:
 		sched_enqueue(&D.sched, c, &a->job);
 		counts[0]++;
+		break;
 	}
 	return 0;
 }

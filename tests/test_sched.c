@@ -1,7 +1,11 @@
-/* Unit tests for sched.c: FIFO queues, positions, estimates and reset-request rules. */
+/*
+ * Unit tests for sched.c: FIFO queues, positions, estimates, reset-request rules, the reset
+ * ladder, and what a reset's end, a hold and a restart make of a card and its jobs.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sched.h"
 #include "tap.h"
@@ -97,6 +101,16 @@ test_estimates(void)
 	ok(fabs(sched_job_estimate(out, 1005.0) - 15.0) < 1e-9, "running: estimate minus time run");
 	ok(sched_job_estimate(out, 2000.0) == 0, "never negative");
 	ok(fabs(sched_card_wait(c, 1005.0) - 25.0) < 1e-9, "wait = running remainder + queue");
+	jobs[2].repeat = 3;
+	sched_enqueue(&s, c, &jobs[2]);
+	ok(fabs(sched_queued_wait(c, &jobs[1], 1005.0) - 15.0) < 1e-9,
+	   "a queued job waits for the running remainder");
+	ok(fabs(sched_queued_wait(c, &jobs[2], 1005.0) - 25.0) < 1e-9,
+	   "and for each job ahead of it, not behind it");
+	c->reset_pending = true;
+	ok(fabs(sched_queued_wait(c, &jobs[1], 1005.0) - 25.0) < 1e-9,
+	   "a pending reset counts one default step");
+	c->reset_pending = false;
 	out->status = JOB_DONE;
 	ok(sched_job_estimate(out, 1005.0) == 0, "done jobs estimate 0");
 	sched_free(&s);
@@ -117,6 +131,10 @@ test_resets(void)
 	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED && c->reset_pending && c->dirty,
 	   "card request schedules and is durable (dirty)");
 	ok(sched_reset_request(c, -1, true) == RESET_JOINED, "second request joins");
+	c->dirty = false;
+	sched_reset_withdraw(c);
+	ok(!c->reset_pending && c->dirty, "a request that could not be committed is taken back");
+	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED, "and a new one schedules again");
 	is_int(sched_submit_position(c), 2, "a pending reset counts before a new job");
 	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET, "pending reset goes before the queue");
 	c->reset_pending = false;
@@ -239,6 +257,253 @@ test_ladder(void)
 	       "a reset command's 2 is a failed reset, even with the built-in health check");
 }
 
+/* A card of s set up as a reset would find it: state, epoch, queued jobs 0..nq-1. */
+static struct card *
+card_with_queue(struct sched *s, int state, int nq)
+{
+	int ids[] = {0};
+	struct card *c;
+	int i;
+
+	mkjobs();
+	sched_init(s, ids, 1);
+	c = &s->cards[0];
+	c->state = state;
+	c->reset_epoch = 4;
+	for (i = 0; i < nq; i++)
+		sched_enqueue(s, c, &jobs[i]);
+	return c;
+}
+
+static char *
+dup(const char *t)
+{
+	char *p = malloc(strlen(t) + 1);
+
+	if (p)
+		strcpy(p, t);
+	return p;
+}
+
+static void
+test_reset_start_end(void)
+{
+	struct sched s;
+	struct reset_ladder l;
+	struct card *c;
+
+	c = card_with_queue(&s, CARD_HEALTHY, 2);
+	c->reset_pending = true;
+	sched_reset_start(c, &l);
+	ok(c->state == CARD_RESETTING && c->dirty, "a reset's start makes the card resetting, durably");
+	ok(!l.was_dead && l.step == RESET_STEP_RESET && l.attempt == 1,
+	   "the ladder begins at the reset command; the card was not dead");
+	ok(c->reset_pending, "the reset stays pending while it runs, so a request joins it");
+	is_int(sched_reset_request(c, -1, true), RESET_JOINED, "a request during the reset joins it");
+	c->dirty = false;
+	sched_reset_end(c, &l, RESET_NEXT_HEALTHY, NULL, 500.0);
+	ok(c->state == CARD_HEALTHY && !c->reset_pending && c->dirty, "healthy: serving, no reset pending");
+	is_int(c->reset_epoch, 5, "a successful reset moves the epoch on");
+	ok(c->last_reset_at == 500.0, "last_reset_at is the end time given");
+	ok(sched_fail_next(&s, c) == NULL && c->queued == 2, "a healthy card's queue is left to run");
+	is_int(sched_reset_request(c, 4, false), RESET_ALREADY_RESET,
+	       "a job from before the reset is then already reset");
+	sched_free(&s);
+
+	c = card_with_queue(&s, CARD_HEALTHY, 3);
+	sched_reset_start(c, &l);
+	c->control_error = dup("old configuration error");
+	sched_reset_end(c, &l, RESET_NEXT_DEAD, dup("health check failed"), 600.0);
+	ok(c->state == CARD_DEAD && !c->reset_pending, "every attempt failed: the card is dead");
+	ok(c->dead_since == 600.0, "dead since the end time given");
+	is_str(c->dead_reason, "health check failed", "the reason given is the card's dead reason");
+	is_int(c->reset_epoch, 4, "a failed reset does not move the epoch");
+	is_str(c->control_error, "old configuration error", "a failed reset keeps the control error");
+	ok(sched_fail_next(&s, c) == &jobs[0] && sched_fail_next(&s, c) == &jobs[1] &&
+	   sched_fail_next(&s, c) == &jobs[2], "a dead card gives up its queue, oldest first");
+	ok(sched_fail_next(&s, c) == NULL && c->queued == 0 && s.queued_total == 0 && !c->head,
+	   "then nothing is queued");
+
+	/* the recovery of the dead card, asked for again, ends healthy */
+	sched_reset_start(c, &l);
+	ok(l.was_dead && c->state == CARD_RESETTING, "a dead card's recovery is remembered as such");
+	sched_reset_end(c, &l, RESET_NEXT_HEALTHY, NULL, 700.0);
+	ok(c->state == CARD_HEALTHY && isnan(c->dead_since) && !c->dead_reason && !c->control_error,
+	   "a recovered card loses its dead reason and its control error");
+	sched_free(&s);
+}
+
+static void
+test_reset_unrunnable(void)
+{
+	struct sched s;
+	struct reset_ladder l;
+	struct card *c;
+
+	c = card_with_queue(&s, CARD_HEALTHY, 1);
+	c->reset_pending = true;
+	sched_reset_start(c, &l);
+	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("no such command"), 100.0);
+	ok(c->state == CARD_HEALTHY && !c->reset_pending,
+	   "a command that cannot run leaves a serving card in service");
+	is_str(c->control_error, "no such command", "and records the control error");
+	ok(isnan(c->dead_since) && !c->dead_reason && c->reset_epoch == 4 && isnan(c->last_reset_at),
+	   "it was not reset: no epoch, no reset time, not dead");
+	ok(sched_fail_next(&s, c) == NULL && c->queued == 1, "its queue is kept");
+	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("still missing"), 101.0);
+	is_str(c->control_error, "still missing", "a second one replaces the control error");
+	sched_free(&s);
+
+	c = card_with_queue(&s, CARD_DEAD, 2);
+	c->dead_reason = dup("failed before");
+	c->dead_since = 50.0;
+	sched_reset_request(c, -1, true);
+	sched_reset_start(c, &l);
+	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("no such command"), 100.0);
+	ok(c->state == CARD_DEAD && !c->reset_pending,
+	   "a dead card whose recovery could not run stays dead");
+	ok(c->dead_since == 50.0 && c->dead_reason && strcmp(c->dead_reason, "failed before") == 0,
+	   "with the dead reason it had");
+	ok(sched_fail_next(&s, c) == &jobs[0], "and what was queued meanwhile fails");
+	sched_free(&s);
+
+	c = card_with_queue(&s, CARD_HEALTHY, 0);
+	sched_reset_start(c, &l);
+	c->dirty = false;
+	sched_reset_end(c, &l, RESET_NEXT_RUN, dup("unused"), 100.0);
+	ok(c->state == CARD_RESETTING && !c->dirty, "RESET_NEXT_RUN is no end: nothing changes");
+	sched_free(&s);
+}
+
+static void
+test_preempts(void)
+{
+	struct sched s;
+	struct card *c;
+	struct job *out;
+
+	c = card_with_queue(&s, CARD_HEALTHY, 1);
+	ok(sched_reset_preempts(c, RESET_SCHEDULED, true, NULL) == NULL, "an idle card: nothing to stop");
+	sched_next(&s, c, true, &out);
+	sched_set_current(c, out);
+	out->status = JOB_RUNNING;
+	ok(sched_reset_preempts(c, RESET_SCHEDULED, true, NULL) == &jobs[0],
+	   "a card request stops the running job");
+	ok(sched_reset_preempts(c, RESET_JOINED, true, NULL) == &jobs[0], "so does one that joined");
+	ok(sched_reset_preempts(c, RESET_SCHEDULED, false, NULL) == NULL,
+	   "not when resets do not preempt");
+	ok(sched_reset_preempts(c, RESET_ALREADY_RESET, true, NULL) == NULL &&
+	   sched_reset_preempts(c, RESET_DEAD, true, NULL) == NULL, "nor when no reset follows");
+	ok(sched_reset_preempts(c, RESET_SCHEDULED, true, jobs[0].id) == &jobs[0],
+	   "a job-based request stops the job it named");
+	ok(sched_reset_preempts(c, RESET_SCHEDULED, true, jobs[1].id) == NULL,
+	   "but not another job running since");
+	c->held = true;
+	ok(sched_reset_preempts(c, RESET_SCHEDULED, true, NULL) == NULL,
+	   "a held card's running job is let finish");
+	c->held = false;
+	jobs[0].mode = JOB_MODE_RESET;
+	ok(sched_reset_preempts(c, RESET_JOINED, true, NULL) == NULL, "a running reset is never stopped");
+	sched_free(&s);
+}
+
+static void
+test_hold_swap(void)
+{
+	struct sched s;
+	struct card *c;
+	struct card_hold h = {true, dup("alice"), dup("firmware"), 42.0};
+	char *by = h.by;
+
+	c = card_with_queue(&s, CARD_HEALTHY, 0);
+	sched_hold_swap(c, &h);
+	ok(c->held && c->held_by == by && c->held_at == 42.0 && c->dirty, "the card takes the hold");
+	is_str(c->hold_reason, "firmware", "with its reason");
+	ok(!h.held && !h.by && !h.reason && isnan(h.at), "and gives back its former (no) hold");
+	sched_hold_swap(c, &h);
+	ok(!c->held && !c->held_by && !c->hold_reason && isnan(c->held_at),
+	   "a second swap puts the card back as it was");
+	ok(h.held && h.by == by, "and hands the hold back to its owner");
+	free(h.by);
+	free(h.reason);
+	sched_free(&s);
+}
+
+static void
+test_restore(void)
+{
+	struct sched s;
+	struct card *c;
+
+	ok(sched_same_boot("b1", "b1") && !sched_same_boot("b0", "b1") && !sched_same_boot(NULL, "b1"),
+	   "a row is of this boot only when its boot id is this one");
+	ok(sched_same_boot("b0", NULL) && sched_same_boot(NULL, NULL),
+	   "an unreadable boot id counts as the same boot");
+	ok(sched_stays_dead(CARD_DEAD, true) && !sched_stays_dead(CARD_DEAD, false) &&
+	   !sched_stays_dead(CARD_RESETTING, true), "only a card dead in this boot stays dead");
+
+	c = card_with_queue(&s, CARD_DEAD, 0);
+	c->dead_reason = dup("dead");
+	c->dead_since = 10.0;
+	c->reset_pending = true;
+	c->held = true;
+	ok(!sched_card_restore(c, true), "same boot: nothing revived");
+	ok(c->state == CARD_DEAD && c->dead_since == 10.0 && c->dead_reason && c->reset_epoch == 4 &&
+	   c->reset_pending, "same boot: the card stays dead with its reason and its pending reset");
+	c->dirty = false;
+	ok(sched_card_restore(c, false), "a new boot revives a dead card");
+	ok(c->state == CARD_HEALTHY && !c->reset_pending && c->dirty, "healthy, no reset pending");
+	is_int(c->reset_epoch, 5, "the reboot moves the epoch on");
+	ok(!c->dead_reason && isnan(c->dead_since), "no dead reason is left");
+	ok(c->held, "a hold outlives the reboot");
+	sched_free(&s);
+
+	c = card_with_queue(&s, CARD_RESETTING, 0);
+	c->dead_reason = dup("a dead card's recovery was cut short");
+	ok(!sched_card_restore(c, true) && c->state == CARD_RESETTING && c->reset_pending,
+	   "a reset cut short by a stop is pending again");
+	ok(!c->dead_reason, "a card that is not dead keeps no dead reason");
+	sched_free(&s);
+
+	c = card_with_queue(&s, CARD_HEALTHY, 0);
+	c->reset_pending = true;
+	ok(!sched_card_restore(c, false) && c->state == CARD_HEALTHY && c->reset_pending &&
+	   c->reset_epoch == 4, "a healthy card keeps its pending reset and epoch across a reboot");
+	sched_free(&s);
+}
+
+static void
+test_recover_job(void)
+{
+	struct sched s;
+	struct card *c;
+
+	c = card_with_queue(&s, CARD_HEALTHY, 0);
+	jobs[0].status = JOB_QUEUED;
+	jobs[1].status = JOB_RUNNING;
+	is_int(sched_recover_job(c, &jobs[0]), RECOVER_QUEUE, "queued on a serving card: queued again");
+	is_int(sched_recover_job(c, &jobs[1]), RECOVER_INTERRUPTED,
+	       "found running: interrupted, never run twice");
+	c->state = CARD_RESETTING;
+	is_int(sched_recover_job(c, &jobs[0]), RECOVER_QUEUE, "queued on a resetting card: waits for it");
+	c->state = CARD_DEAD;
+	is_int(sched_recover_job(c, &jobs[0]), RECOVER_DEAD_CARD, "queued on a dead card: fails");
+	is_int(sched_recover_job(c, &jobs[1]), RECOVER_INTERRUPTED,
+	       "running on a card now dead: interrupted");
+	is_int(sched_recover_job(NULL, &jobs[0]), RECOVER_CARD_GONE, "a card not configured: fails");
+	is_int(sched_recover_job(NULL, &jobs[1]), RECOVER_CARD_GONE, "running or not");
+	sched_free(&s);
+
+	jobs[2].started_at = 100.0;
+	ok(sched_interrupted_at(&jobs[2], 130.0, 200.0) == 130.0,
+	   "an interrupted job ended at its output's last write");
+	ok(sched_interrupted_at(&jobs[2], NAN, 200.0) == 100.0, "without one, at its start");
+	ok(sched_interrupted_at(&jobs[2], 90.0, 200.0) == 100.0, "never before its start");
+	ok(sched_interrupted_at(&jobs[2], 300.0, 200.0) == 200.0, "never after now");
+	jobs[2].started_at = NAN;
+	ok(sched_interrupted_at(&jobs[2], 130.0, 200.0) == 200.0, "a job that never started: now");
+}
+
 int
 main(void)
 {
@@ -248,5 +513,11 @@ main(void)
 	test_resets();
 	test_hold();
 	test_ladder();
+	test_reset_start_end();
+	test_reset_unrunnable();
+	test_preempts();
+	test_hold_swap();
+	test_restore();
+	test_recover_job();
 	return tap_done();
 }
