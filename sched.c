@@ -409,14 +409,22 @@ sched_stays_dead(int state, bool same_boot)
 bool
 sched_card_restore(struct card *c, bool same_boot)
 {
-	bool revived = c->state == CARD_DEAD && !same_boot;
+	bool resetting = c->state == CARD_RESETTING, revived;
 
+	/* A dead card's recovery cut short keeps dead_since (sched_reset_start clears nothing):
+	 * it is dead until a recovery passes, or a card that never passed a reset would serve
+	 * again when the rerun's command cannot run. */
+	if (resetting && !isnan(c->dead_since)) {
+		c->state = CARD_DEAD;
+		c->dirty = true;
+	}
+	revived = c->state == CARD_DEAD && !same_boot;
 	if (revived) {
 		c->state = CARD_HEALTHY;
 		c->reset_epoch++;
 		c->reset_pending = false;
 		c->dirty = true;
-	} else if (c->state == CARD_RESETTING && !c->reset_pending) {
+	} else if (resetting && !c->reset_pending) {
 		c->reset_pending = true;
 		c->dirty = true;
 	}

@@ -290,7 +290,9 @@ bool sched_stays_dead(int state, bool same_boot);
  * dead_since and dead_reason (and its hold, which outlives restarts and reboots alike); apply
  * what a restart changes. A card dead in an earlier boot is healthy again (the reboot reset
  * it), with its reset epoch moved on and no reset pending; a card that was resetting (a stop
- * cut its reset short) has its reset pending, so it runs again now. A card that is not dead
+ * cut its reset short) has its reset pending, so it runs again now; if that reset was a dead
+ * card's recovery (dead_since is set), the card is dead again until the rerun passes. A card
+ * that is not dead
  * keeps no dead reason. c becomes dirty when it changed. Returns true when a card dead in an
  * earlier boot was brought back (the caller logs it).
  */

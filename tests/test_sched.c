@@ -465,6 +465,21 @@ test_restore(void)
 	ok(!c->dead_reason, "a card that is not dead keeps no dead reason");
 	sched_free(&s);
 
+	c = card_with_queue(&s, CARD_RESETTING, 0);
+	c->dead_reason = dup("health check failed");
+	c->dead_since = 10.0;
+	ok(!sched_card_restore(c, true) && c->state == CARD_DEAD && c->reset_pending &&
+	   c->dead_reason && c->dead_since == 10.0,
+	   "a dead card's recovery cut short: dead again, its recovery pending, its reason kept");
+	{
+		struct reset_ladder l;
+
+		sched_reset_start(c, &l);
+		sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("reset command not found"), 20.0);
+		ok(c->state == CARD_DEAD, "and a rerun whose command cannot run leaves it dead");
+	}
+	sched_free(&s);
+
 	c = card_with_queue(&s, CARD_HEALTHY, 0);
 	c->reset_pending = true;
 	ok(!sched_card_restore(c, false) && c->state == CARD_HEALTHY && c->reset_pending &&
