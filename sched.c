@@ -3,10 +3,13 @@
  * the card state changes of a reset's start and end, a hold and a restart.
  *
  * Pure bookkeeping: no I/O, no clocks (callers pass `now`), no allocation except the card
- * array (a card's heap strings come from the caller, which hands them over). Queues are
- * intrusive doubly-linked lists through job->prev/next, so enqueue, dequeue and cancel are
- * O(1); each card keeps its queued count and the sum of its queued jobs' estimates so a
- * submission's position and wait are O(1) too.
+ * array and a multi-card job's array of its other cards (a card's heap strings come from
+ * the caller, which hands them over). Queues are intrusive doubly-linked
+ * lists of struct job_link (one per job and card: embedded for a job's first card, in its
+ * array for the others), and all queued jobs are also linked in submission order, so enqueue,
+ * dequeue and cancel are O(cards of the job); each card keeps its queued count and the sum of
+ * its queued jobs' estimates so a submission's position and wait are O(1) too while no
+ * multi-card job is queued (with one, a wait is planned over all queued jobs: sched_plan).
  */
 #include "sched.h"
 
@@ -112,64 +115,225 @@ sched_job_clear(struct job *j)
 	free(j->client_id);
 	free(j->env_json);
 	free(j->error);
+	free(j->more);
 	j->cmd = j->cwd = j->client_id = j->env_json = j->error = NULL;
+	j->more = NULL;
+	j->nmore = 0;
+}
+
+int
+sched_job_set_cards(struct job *j, const int *devices, int n)
+{
+	struct job_card *more = NULL;
+	int *sorted, i;
+
+	if (n < 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	sorted = malloc(sizeof(int) * (size_t)n);
+	if (!sorted || (n > 1 && !(more = calloc((size_t)n - 1, sizeof(*more))))) {
+		free(sorted);
+		errno = ENOMEM;
+		return -1;
+	}
+	memcpy(sorted, devices, sizeof(int) * (size_t)n);
+	qsort(sorted, (size_t)n, sizeof(int), cmp_int);
+	for (i = 1; i < n; i++)
+		more[i - 1].device = sorted[i];
+	free(j->more);
+	j->device = sorted[0];
+	j->more = more;
+	j->nmore = n - 1;
+	free(sorted);
+	return 0;
+}
+
+int
+sched_job_ncards(const struct job *j)
+{
+	return 1 + j->nmore;
+}
+
+int
+sched_job_device(const struct job *j, int i)
+{
+	return i == 0 ? j->device : j->more[i - 1].device;
+}
+
+/* j's link on its i-th card, its back-pointer set (a job record may have been copied). */
+static struct job_link *
+job_link(struct job *j, int i)
+{
+	struct job_link *l = i == 0 ? &j->link : &j->more[i - 1].link;
+
+	l->job = j;
+	return l;
+}
+
+long long
+sched_job_epoch(const struct job *j, int device)
+{
+	int i;
+
+	if (device == j->device)
+		return j->reset_epoch;
+	for (i = 0; i < j->nmore; i++)
+		if (j->more[i].device == device)
+			return j->more[i].reset_epoch;
+	return -1;
+}
+
+bool
+sched_job_on(const struct job *j, int device)
+{
+	int i;
+
+	for (i = 0; i < sched_job_ncards(j); i++)
+		if (sched_job_device(j, i) == device)
+			return true;
+	return false;
 }
 
 void
-sched_enqueue(struct sched *s, struct card *c, struct job *j)
+sched_job_note_epochs(struct sched *s, struct job *j)
 {
+	struct card *c;
+	int i;
+
+	if ((c = sched_card(s, j->device)))
+		j->reset_epoch = c->reset_epoch;
+	for (i = 0; i < j->nmore; i++)
+		if ((c = sched_card(s, j->more[i].device)))
+			j->more[i].reset_epoch = c->reset_epoch;
+}
+
+/* Count j in (n = 1) or out of (n = -1) its cards' and the scheduler's queued totals. */
+static void
+count_queued(struct sched *s, struct job *j, int n)
+{
+	double est = sched_job_estimate(j, 0);
+	int i;
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(s, sched_job_device(j, i));
+
+		c->queued += n;
+		c->queued_estimate += n * est;
+		/* Floating-point sums drift; an empty queue is exactly zero. */
+		if (c->queued == 0 || c->queued_estimate < 0)
+			c->queued_estimate = 0;
+	}
+	s->queued_total += n;
+	if (j->nmore > 0)
+		s->multi_queued += n;
+}
+
+int
+sched_enqueue(struct sched *s, struct job *j)
+{
+	int i;
+
+	for (i = 0; i < sched_job_ncards(j); i++)
+		if (!sched_card(s, sched_job_device(j, i)))
+			return -1;
 	j->status = JOB_QUEUED;
-	j->next = NULL;
-	j->prev = c->tail;
-	if (c->tail)
-		c->tail->next = j;
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(s, sched_job_device(j, i));
+		struct job_link *l = job_link(j, i);
+
+		l->next = NULL;
+		l->prev = c->tail;
+		if (c->tail)
+			c->tail->next = l;
+		else
+			c->head = l;
+		c->tail = l;
+	}
+	j->newer = NULL;
+	j->older = s->newest;
+	if (s->newest)
+		s->newest->newer = j;
 	else
-		c->head = j;
-	c->tail = j;
-	c->queued++;
-	c->queued_estimate += sched_job_estimate(j, 0);
-	s->queued_total++;
+		s->oldest = j;
+	s->newest = j;
+	count_queued(s, j, 1);
+	return 0;
 }
 
 void
-sched_unlink(struct sched *s, struct card *c, struct job *j)
+sched_unlink(struct sched *s, struct job *j)
 {
-	if (j->prev)
-		j->prev->next = j->next;
+	int i;
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(s, sched_job_device(j, i));
+		struct job_link *l = job_link(j, i);
+
+		if (l->prev)
+			l->prev->next = l->next;
+		else
+			c->head = l->next;
+		if (l->next)
+			l->next->prev = l->prev;
+		else
+			c->tail = l->prev;
+		l->prev = l->next = NULL;
+	}
+	if (j->older)
+		j->older->newer = j->newer;
 	else
-		c->head = j->next;
-	if (j->next)
-		j->next->prev = j->prev;
+		s->oldest = j->newer;
+	if (j->newer)
+		j->newer->older = j->older;
 	else
-		c->tail = j->prev;
-	j->prev = j->next = NULL;
-	c->queued--;
-	s->queued_total--;
-	c->queued_estimate -= sched_job_estimate(j, 0);
-	/* Floating-point sums drift; an empty queue is exactly zero. */
-	if (c->queued == 0 || c->queued_estimate < 0)
-		c->queued_estimate = 0;
+		s->newest = j->older;
+	j->older = j->newer = NULL;
+	count_queued(s, j, -1);
 }
 
 void
-sched_requeue_front(struct sched *s, struct card *c, struct job *j)
+sched_requeue_front(struct sched *s, struct job *j)
 {
+	int i;
+
 	j->status = JOB_QUEUED;
-	j->prev = NULL;
-	j->next = c->head;
-	if (c->head)
-		c->head->prev = j;
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(s, sched_job_device(j, i));
+		struct job_link *l = job_link(j, i);
+
+		l->prev = NULL;
+		l->next = c->head;
+		if (c->head)
+			c->head->prev = l;
+		else
+			c->tail = l;
+		c->head = l;
+	}
+	j->older = NULL;
+	j->newer = s->oldest;
+	if (s->oldest)
+		s->oldest->older = j;
 	else
-		c->tail = j;
-	c->head = j;
-	c->queued++;
-	c->queued_estimate += sched_job_estimate(j, 0);
-	s->queued_total++;
+		s->newest = j;
+	s->oldest = j;
+	count_queued(s, j, 1);
+}
+
+/* Whether card k can start job j now, with j at the head of its queue. */
+static bool
+card_ready(const struct card *k, const struct job *j)
+{
+	return k && !k->current && !k->held && !k->reset_pending && k->state == CARD_HEALTHY &&
+	       k->head && k->head->job == j;
 }
 
 enum sched_action
 sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 {
+	struct job *j;
+	int i;
+
 	*out = NULL;
 	/* A hold stops resets too: the operator is working on the card. */
 	if (c->current || c->held || !store_ok)
@@ -178,8 +342,12 @@ sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 		return SCHED_START_RESET;
 	if (c->state == CARD_DEAD || !c->head)
 		return SCHED_IDLE;
-	*out = c->head;
-	sched_unlink(s, c, c->head);
+	j = c->head->job;
+	for (i = 0; i < sched_job_ncards(j); i++)
+		if (!card_ready(sched_card(s, sched_job_device(j, i)), j))
+			return SCHED_IDLE; /* it waits for another of its cards; so does c */
+	*out = j;
+	sched_unlink(s, j);
 	return SCHED_START_JOB;
 }
 
@@ -187,6 +355,32 @@ void
 sched_set_current(struct card *c, struct job *j)
 {
 	c->current = j;
+}
+
+void
+sched_occupy(struct sched *s, struct job *j)
+{
+	int i;
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(s, sched_job_device(j, i));
+
+		if (c)
+			c->current = j;
+	}
+}
+
+void
+sched_vacate(struct sched *s, struct job *j)
+{
+	int i;
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(s, sched_job_device(j, i));
+
+		if (c && c->current == j)
+			c->current = NULL;
+	}
 }
 
 double
@@ -204,10 +398,11 @@ sched_job_estimate(const struct job *j, double now)
 	return total > ran ? total - ran : 0;
 }
 
-double
-sched_card_wait(const struct card *c, double now)
+/* Seconds until what runs on c now and a pending reset not yet running are over. */
+static double
+card_busy(const struct card *c, double now)
 {
-	double wait = c->queued_estimate;
+	double wait = 0;
 
 	if (c->current)
 		wait += sched_job_estimate(c->current, now);
@@ -218,13 +413,66 @@ sched_card_wait(const struct card *c, double now)
 }
 
 double
-sched_queued_wait(const struct card *c, const struct job *j, double now)
+sched_card_wait(const struct card *c, double now)
 {
-	double wait = sched_card_wait(c, now) - c->queued_estimate;
-	const struct job *it;
+	return card_busy(c, now) + c->queued_estimate;
+}
 
-	for (it = c->head; it && it != j; it = it->next)
-		wait += sched_job_estimate(it, now);
+void
+sched_plan(struct sched *s, double now)
+{
+	struct job *j;
+	int i;
+
+	for (i = 0; i < s->ncards; i++)
+		s->cards[i].plan_free = card_busy(&s->cards[i], now);
+	for (j = s->oldest; j; j = j->newer) {
+		double start = 0, est = sched_job_estimate(j, now);
+
+		for (i = 0; i < sched_job_ncards(j); i++) {
+			struct card *c = sched_card(s, sched_job_device(j, i));
+
+			if (c->plan_free > start)
+				start = c->plan_free;
+		}
+		j->plan_wait = start;
+		for (i = 0; i < sched_job_ncards(j); i++)
+			sched_card(s, sched_job_device(j, i))->plan_free = start + est;
+	}
+}
+
+double
+sched_submit_wait(struct sched *s, const struct job *j, double now)
+{
+	double wait = 0;
+	int i;
+
+	if (s->multi_queued == 0 && j->nmore == 0)
+		return sched_card_wait(sched_card(s, j->device), now);
+	sched_plan(s, now);
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(s, sched_job_device(j, i));
+
+		if (c && c->plan_free > wait)
+			wait = c->plan_free;
+	}
+	return wait;
+}
+
+double
+sched_queued_wait(struct sched *s, const struct job *j, double now)
+{
+	const struct card *c = sched_card(s, j->device);
+	const struct job_link *it;
+	double wait;
+
+	if (s->multi_queued > 0) {
+		sched_plan(s, now);
+		return j->plan_wait;
+	}
+	wait = card_busy(c, now);
+	for (it = c->head; it && it->job != j; it = it->next)
+		wait += sched_job_estimate(it->job, now);
 	return wait;
 }
 
@@ -241,15 +489,37 @@ sched_submit_position(const struct card *c)
 }
 
 int
-sched_queued_position(const struct card *c, const struct job *j)
+sched_submit_position_job(struct sched *s, const struct job *j)
 {
-	const struct job *it;
-	int pos = 1;
+	int i, pos = 0;
 
-	for (it = c->head; it; it = it->next, pos++)
-		if (it == j)
-			return pos;
-	return 0;
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		const struct card *c = sched_card(s, sched_job_device(j, i));
+		int p = c ? sched_submit_position(c) : 0;
+
+		if (p > pos)
+			pos = p;
+	}
+	return pos;
+}
+
+int
+sched_queued_position(struct sched *s, const struct job *j)
+{
+	int i, best = 0;
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		const struct card *c = sched_card(s, sched_job_device(j, i));
+		const struct job_link *it;
+		int pos = 1;
+
+		for (it = c ? c->head : NULL; it; it = it->next, pos++)
+			if (it->job == j)
+				break;
+		if (it && pos > best)
+			best = pos;
+	}
+	return best;
 }
 
 enum reset_action
@@ -360,11 +630,12 @@ sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_next ho
 struct job *
 sched_fail_next(struct sched *s, struct card *c)
 {
-	struct job *j = c->head;
+	struct job *j;
 
-	if (c->state != CARD_DEAD || !j)
+	if (c->state != CARD_DEAD || !c->head)
 		return NULL;
-	sched_unlink(s, c, j);
+	j = c->head->job;
+	sched_unlink(s, j);
 	return j;
 }
 
@@ -436,14 +707,24 @@ sched_card_restore(struct card *c, bool same_boot)
 }
 
 enum recover_action
-sched_recover_job(const struct card *c, const struct job *j)
+sched_recover_job(struct sched *s, const struct job *j, int *device)
 {
-	if (!c)
-		return RECOVER_CARD_GONE;
+	int i;
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		*device = sched_job_device(j, i);
+		if (!sched_card(s, *device))
+			return RECOVER_CARD_GONE;
+	}
+	*device = j->device;
 	if (j->status == JOB_RUNNING)
 		return RECOVER_INTERRUPTED;
-	if (c->state == CARD_DEAD)
-		return RECOVER_DEAD_CARD;
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		*device = sched_job_device(j, i);
+		if (sched_card(s, *device)->state == CARD_DEAD)
+			return RECOVER_DEAD_CARD;
+	}
+	*device = j->device;
 	return RECOVER_QUEUE;
 }
 

@@ -7,15 +7,36 @@
  * jobs. ttq.c owns every job's memory (it embeds struct job in its own runtime record), turns
  * the decisions into store commits, process spawns, log lines and answers, and words them.
  * Invariants kept by the functions below:
- *   - a job is on at most one card's queue, and only while its status is JOB_QUEUED;
+ *   - a job needs one card or several (a multi-card job: a mesh or a tensor-parallel model
+ *     opens them all in one process); it is on the queue of each of its cards, and only while
+ *     its status is JOB_QUEUED;
  *   - each card runs at most one thing at a time: card->current (a run job or its reset job);
- *   - queues are strict FIFO by submission; every queue operation is O(1);
- *   - sched->queued_total equals the sum of the cards' queued counts, and each card's
+ *     a running multi-card job is the current of each of its cards;
+ *   - queues are strict FIFO by submission; every queue operation is O(cards of the job);
+ *   - all queued jobs also form one list in submission order (sched->oldest), and every
+ *     card's queue is in that order;
+ *   - sched->queued_total counts queued jobs (a multi-card job once), each card's `queued`
+ *     the jobs on its queue (a multi-card job on each of its cards), and each card's
  *     queued_estimate equals the sum of its queued jobs' run estimates;
  *   - a card's reset state (state, reset_pending, reset_epoch, last_reset_at, the dead and
  *     control-error reasons) and its hold change only here, but for the loading of its stored
  *     row at start-up, and every such change marks the card dirty (to be committed);
- *   - a dead card starts no job: what is queued on it is handed out to fail (sched_fail_next).
+ *   - a dead card starts no job: what is queued on it is handed out to fail (sched_fail_next),
+ *     a multi-card job naming it included.
+ *
+ * Why a multi-card job cannot deadlock. A job starts when it heads the queue of each of its
+ * cards and each of them is idle, healthy, not held and has no reset pending; a card whose
+ * head waits for another card stays idle, and nothing behind that head overtakes it. Every
+ * card orders its queue by the one submission order, so the oldest queued job (the head of
+ * sched->oldest) heads the queue of every card it needs: all that can come before it on any of
+ * those cards was submitted earlier, and is no longer queued. What it waits for is then no
+ * queued job but only the cards themselves: running jobs and resets end (each has a timeout),
+ * a dead card fails the jobs queued on it, and a hold lasts until the operator's release. So
+ * the oldest job starts, the next becomes the oldest, and so on: a cycle of jobs each waiting
+ * for a card another one holds in its queue would need two cards that order two jobs
+ * differently, which one submission order rules out. A job put back at the front (a start the
+ * store could not record) was the head of each of its cards, so the order stays one.
+ *
  * Times are wall-clock seconds since the epoch (double); NAN means "not set" (JSON null).
  */
 #ifndef TTQ_SCHED_H
@@ -31,10 +52,25 @@ enum job_status { JOB_QUEUED = 0, JOB_RUNNING, JOB_DONE };
 enum job_mode { JOB_MODE_RUN = 0, JOB_MODE_RESET };
 enum card_state { CARD_HEALTHY = 0, CARD_RESETTING, CARD_DEAD };
 
+struct job;
+
+/* A job's place in one card's queue. */
+struct job_link {
+	struct job *job;
+	struct job_link *prev, *next;
+};
+
+/* A card of a multi-card job after its first: the job's place and reset epoch there. */
+struct job_card {
+	int device;
+	long long reset_epoch; /* as job->reset_epoch, for this card */
+	struct job_link link;
+};
+
 /* A job as the API and the store see it. Strings marked heap are owned by the job. */
 struct job {
 	char id[33];    /* 32 lowercase hex characters + NUL */
-	int device;     /* the card (queue) number */
+	int device;     /* the card (queue) number; a multi-card job's lowest */
 	int status;     /* enum job_status */
 	int mode;       /* enum job_mode */
 	int timeout;    /* seconds, the effective value */
@@ -60,7 +96,14 @@ struct job {
 	long long dropped_log_bytes; /* output bytes not stored because of the cap */
 	long long reset_epoch; /* the card's epoch at submission, then at start */
 	bool dirty;            /* changed since the last successful store commit */
-	struct job *prev, *next; /* queue links, owned by the scheduler */
+	/* A multi-card job's other cards, ascending (sched_job_set_cards); a job of one card
+	 * has none, so single-card jobs carry no heap array. */
+	int nmore;
+	struct job_card *more; /* heap, nmore entries, or NULL */
+	/* Links owned by the scheduler: the first card's queue, and the submission order. */
+	struct job_link link;
+	struct job *older, *newer;
+	double plan_wait; /* sched_plan's estimated wait in seconds, valid right after it */
 };
 
 /* A card: its durable reset state and its queue. */
@@ -79,15 +122,18 @@ struct card {
 	char *control_error; /* heap or NULL: its last reset could not run a control command */
 	bool dirty;          /* durable fields changed since the last commit */
 	struct job *current; /* the running job or reset, or NULL */
-	struct job *head, *tail; /* queued jobs, FIFO */
+	struct job_link *head, *tail; /* queued jobs, FIFO */
 	int queued;
 	double queued_estimate; /* seconds: sum of sched_job_estimate() over the queue */
+	double plan_free;       /* sched_plan's seconds until the card has run all its queue */
 };
 
 struct sched {
 	struct card *cards; /* heap, ncards entries, sorted by device */
 	int ncards;
-	int queued_total; /* queued jobs over all cards */
+	int queued_total; /* queued jobs over all cards, a multi-card job once */
+	int multi_queued; /* of them, multi-card jobs: while none, cards are independent */
+	struct job *oldest, *newest; /* every queued job in submission order */
 };
 
 /* What a card should do next (sched_next). */
@@ -111,32 +157,75 @@ void sched_free(struct sched *s);
 /* The card with this device number, or NULL when it is not configured. O(log n). */
 struct card *sched_card(struct sched *s, int device);
 
-/* A fresh job record: everything zero/empty, NAN times, estimate 10 s, repeat 1. */
+/* A fresh job record: everything zero/empty, NAN times, estimate 10 s, repeat 1, one card. */
 void sched_job_init(struct job *j);
 
-/* Free a job's heap strings (not the job itself) and clear the pointers. */
+/* Free a job's heap strings and card array (not the job itself) and clear the pointers. */
 void sched_job_clear(struct job *j);
 
-/* Append a queued job at the tail of its card's queue. O(1). */
-void sched_enqueue(struct sched *s, struct card *c, struct job *j);
+/*
+ * Give job j the cards devices[0..n), n >= 1, distinct (the caller validated them; any
+ * order): j->device becomes the lowest, and for n > 1 j->more (heap) the others ascending,
+ * each with reset epoch 0. Replaces any cards j had. 0, or -1 with errno ENOMEM (j unchanged).
+ */
+int sched_job_set_cards(struct job *j, const int *devices, int n);
 
-/* Remove a queued job from its card's queue (cancel, dead card, restart). O(1). */
-void sched_unlink(struct sched *s, struct card *c, struct job *j);
+/* The number of cards j needs (1 + j->nmore), and the i-th of them ascending (i = 0: device). */
+int sched_job_ncards(const struct job *j);
+int sched_job_device(const struct job *j, int i);
 
-/* Put a job back at the head of its card's queue (a start the store could not record). O(1). */
-void sched_requeue_front(struct sched *s, struct card *c, struct job *j);
+/*
+ * The reset epoch j recorded for card `device` (at submission, then at its start), or -1 when
+ * j does not name that card.
+ */
+long long sched_job_epoch(const struct job *j, int device);
+
+/* Whether j names card `device`. */
+bool sched_job_on(const struct job *j, int device);
+
+/*
+ * Record the current reset epoch of each of j's cards in j (at submission and at start), so a
+ * job-based reset request can tell, card by card, whether that card was reset since.
+ * Unconfigured cards are skipped.
+ */
+void sched_job_note_epochs(struct sched *s, struct job *j);
+
+/*
+ * Append a queued job at the tail of each of its cards' queues and of the submission order.
+ * O(cards of j). -1 (nothing changed) when one of its cards is not configured.
+ */
+int sched_enqueue(struct sched *s, struct job *j);
+
+/* Remove a queued job from its cards' queues (cancel, dead card, restart). O(cards of j). */
+void sched_unlink(struct sched *s, struct job *j);
+
+/*
+ * Put a job back at the head of each of its cards' queues and of the submission order (a
+ * start the store could not record). It was the head of each when it started and nothing got
+ * ahead of it since, so every queue keeps the one order. O(cards of j).
+ */
+void sched_requeue_front(struct sched *s, struct job *j);
 
 /*
  * Decide what card c starts now. A card starts only when nothing is current, it is not held,
  * and the store is writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
  * caller creates the reset job), on a dead card too (its recovery asked for again); else a
- * card that is not dead has its head job unlinked and returned in *out (SCHED_START_JOB).
- * The caller makes the job current with sched_set_current().
+ * card that is not dead starts its head job, which is unlinked and returned in *out
+ * (SCHED_START_JOB). A multi-card head starts only when it also heads the queue of each of its
+ * other cards and each of them is idle, healthy, not held and has no reset pending; until
+ * then c stays idle, and no job behind it on c overtakes it (see the argument above). The
+ * caller makes the job current on its cards with sched_occupy().
  */
 enum sched_action sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out);
 
 /* Record that j (a run job or a reset job) now runs on c; NULL when it finished. */
 void sched_set_current(struct card *c, struct job *j);
+
+/* j now runs: it becomes the current of each of its cards. */
+void sched_occupy(struct sched *s, struct job *j);
+
+/* j ended (or did not start after all): each of its cards whose current it is becomes idle. */
+void sched_vacate(struct sched *s, struct job *j);
 
 /*
  * The job's remaining run estimate in seconds at wall time now: repeat x per-iteration
@@ -149,10 +238,27 @@ double sched_job_estimate(const struct job *j, double now);
 double sched_card_wait(const struct card *c, double now);
 
 /*
- * Seconds until job j, queued on c, would start at wall time now: the current job's or
- * reset's remainder, a pending reset, and the jobs ahead of j in the queue. O(position).
+ * Estimate, at wall time now, when every queued job starts, as the rule of sched_next runs
+ * them: each card is free once its current job (its estimate's remainder) and a pending reset
+ * (one default step) are over; then, in submission order, a job starts when the last of its
+ * cards is free, and keeps each of them for its estimate. Fills each queued job's plan_wait
+ * and each card's plan_free (seconds from now). O(queued jobs x their cards).
  */
-double sched_queued_wait(const struct card *c, const struct job *j, double now);
+void sched_plan(struct sched *s, double now);
+
+/*
+ * Seconds until job j, about to be submitted (its cards set, not yet enqueued), would start.
+ * While no multi-card job is queued and j needs one card, that is sched_card_wait of its
+ * card, O(1); else the plan's (sched_plan): the last of its cards to be free.
+ */
+double sched_submit_wait(struct sched *s, const struct job *j, double now);
+
+/*
+ * Seconds until queued job j would start: what runs before it on its card (sched_card_wait's
+ * parts for the jobs ahead of it, O(position)) while no multi-card job is queued, else the
+ * plan's (sched_plan).
+ */
+double sched_queued_wait(struct sched *s, const struct job *j, double now);
 
 /*
  * The POST /queue position of a job about to be appended to c: how many jobs or resets run on
@@ -160,8 +266,14 @@ double sched_queued_wait(const struct card *c, const struct job *j, double now);
  */
 int sched_submit_position(const struct card *c);
 
-/* The GET /job position of a queued job: its 1-based index among c's queued jobs. O(n). */
-int sched_queued_position(const struct card *c, const struct job *j);
+/* As sched_submit_position, for job j not yet enqueued: the largest over its cards. */
+int sched_submit_position_job(struct sched *s, const struct job *j);
+
+/*
+ * The GET /job position of a queued job: its 1-based index among its card's queued jobs (the
+ * largest over a multi-card job's cards), 0 when it is not queued. O(n).
+ */
+int sched_queued_position(struct sched *s, const struct job *j);
 
 /*
  * Apply a reset request to card c. job_epoch is the reset_epoch recorded on the named job for
@@ -241,9 +353,10 @@ void sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_ne
 		     char *reason, double now);
 
 /*
- * The next job that can never run because c is dead: the head of its queue, unlinked (O(1));
- * NULL when c is not dead or its queue is empty. A dead card starts nothing (sched_next), so a
- * job left on its queue would wait forever: the caller fails each one as never run.
+ * The next job that can never run because c is dead: the head of its queue, unlinked from
+ * every card's queue it is on (a multi-card job naming c goes too; O(cards of the job)); NULL
+ * when c is not dead or its queue is empty. A dead card starts nothing (sched_next), so a job
+ * left on its queue would wait forever: the caller fails each one as never run.
  */
 struct job *sched_fail_next(struct sched *s, struct card *c);
 
@@ -300,20 +413,22 @@ bool sched_card_restore(struct card *c, bool same_boot);
 
 /* What a job found queued or running in the store at start-up becomes (sched_recover_job). */
 enum recover_action {
-	RECOVER_QUEUE = 0,   /* queued on a card that serves: back at the tail of its queue */
+	RECOVER_QUEUE = 0,   /* queued on cards that serve: back at the tail of their queues */
 	RECOVER_INTERRUPTED, /* it was running: its processes died with the daemon; it fails as
 				interrupted and is never run again (a reset runs again all the
 				same: its card was resetting, see sched_card_restore) */
-	RECOVER_DEAD_CARD,   /* queued on a card dead in this boot: it fails, never run */
-	RECOVER_CARD_GONE,   /* its card is not configured any more: it fails */
+	RECOVER_DEAD_CARD,   /* queued naming a card dead in this boot: it fails, never run */
+	RECOVER_CARD_GONE,   /* one of its cards is not configured any more: it fails */
 };
 
 /*
- * What job j, found active at start-up, becomes; c is its card after sched_card_restore, or
- * NULL when that card is not configured. The store gives the jobs in submission order, so
- * queues keep their order when each RECOVER_QUEUE job is appended.
+ * What job j, found active at start-up, becomes, its cards as sched_card_restore left them;
+ * *device is the card the answer is about (the first one not configured, or dead; else
+ * j->device). A card that is gone comes first: a job found running was interrupted either
+ * way, but the message says why its card is missing. The store gives the jobs in submission
+ * order, so every queue keeps the one order when each RECOVER_QUEUE job is appended.
  */
-enum recover_action sched_recover_job(const struct card *c, const struct job *j);
+enum recover_action sched_recover_job(struct sched *s, const struct job *j, int *device);
 
 /*
  * When job j, found running at start-up, ended, in wall-clock seconds. Its processes died

@@ -1181,9 +1181,11 @@ render_live(struct json_w *w, const struct active *a, bool result_view)
 	double now = clock_wall();
 
 	if (j->status == JOB_QUEUED) {
-		w_int(w, "position", sched_queued_position(a->card, j));
-		w_num(w, "estimated_wait_sec", sched_queued_wait(a->card, j, now));
-		w_num(w, "estimated_remaining_sec", sched_queued_wait(a->card, j, now) + sched_job_estimate(j, now));
+		double wait = sched_queued_wait(&D.sched, j, now);
+
+		w_int(w, "position", sched_queued_position(&D.sched, j));
+		w_num(w, "estimated_wait_sec", wait);
+		w_num(w, "estimated_remaining_sec", wait + sched_job_estimate(j, now));
 	} else if (j->status == JOB_RUNNING) {
 		if (result_view)
 			w_int(w, "position", 0);
@@ -2193,10 +2195,10 @@ handle_queue(struct http_conn *c, const struct call *k)
 	a->job.repeat = (int)s.repeat;
 	a->job.submitted_at = now;
 	a->job.reset_epoch = s.card->reset_epoch;
-	position = sched_submit_position(s.card);
-	wait = sched_card_wait(s.card, now);
+	position = sched_submit_position_job(&D.sched, &a->job);
+	wait = sched_submit_wait(&D.sched, &a->job, now);
 	index_add(a);
-	sched_enqueue(&D.sched, s.card, &a->job);
+	sched_enqueue(&D.sched, &a->job);
 	mark_dirty(a);
 	w = body_begin();
 	render_submitted(&w, a, position, wait);
@@ -2473,8 +2475,7 @@ static void
 render_card(struct json_w *w, struct card *card, double now)
 {
 	struct recent *r = &D.recent[card_index(card)];
-	struct job *j;
-	double wait;
+	const struct job_link *l;
 	int i;
 
 	json_w_obj(w);
@@ -2497,11 +2498,8 @@ render_card(struct json_w *w, struct card *card, double now)
 		json_w_null(w);
 	json_w_key(w, "pending");
 	json_w_arr(w);
-	wait = sched_card_wait(card, now) - card->queued_estimate;
-	for (j = card->head; j; j = j->next) {
-		render_summary(w, j, now, wait);
-		wait += sched_job_estimate(j, now);
-	}
+	for (l = card->head; l; l = l->next)
+		render_summary(w, l->job, now, l->job->plan_wait);
 	json_w_arr_end(w);
 	json_w_key(w, "recent");
 	json_w_arr(w);
@@ -2545,6 +2543,7 @@ handle_status(struct http_conn *c, const struct call *k)
 	w_int(&w, "max_queued_jobs", cfg.max_queued);
 	json_w_key(&w, "devices");
 	json_w_arr(&w);
+	sched_plan(&D.sched, now); /* the pending jobs' waits */
 	for (i = 0; i < D.sched.ncards; i++)
 		if (has_dev != 1 || D.sched.cards[i].device == (int)dev)
 			render_card(&w, &D.sched.cards[i], now);
@@ -2591,7 +2590,7 @@ kill_active(struct http_conn *c, struct active *a)
 			respond_refused(c, card, "The job store is degraded; the cancel cannot be recorded");
 			return;
 		}
-		sched_unlink(&D.sched, a->card, &a->job);
+		sched_unlink(&D.sched, &a->job);
 		job_finish_at(a, done.finished_at, -1, why,
 			      PROC_MARKER " cancelled by a kill request before it started\n");
 		respond_kill(c, "cancelled", &a->job);
@@ -4137,7 +4136,7 @@ store_unwind(void)
 		a->job.status = JOB_QUEUED;
 		a->job.started_at = NAN;
 		a->job.repeat_current = 0; /* as it was queued: job_start set it for the commit */
-		sched_requeue_front(&D.sched, a->card, &a->job);
+		sched_requeue_front(&D.sched, &a->job);
 	}
 	D.spawn.n = 0;
 	for (i = D.nacks - 1; i >= 0; i--) {
@@ -4152,7 +4151,7 @@ store_unwind(void)
 			recent_forget(a->job.id);
 			store_remove_job_dir(D.dir, a->job.id);
 		} else {
-			sched_unlink(&D.sched, a->card, &a->job);
+			sched_unlink(&D.sched, &a->job);
 		}
 		http_conn_retract(ack->conn);
 		respond_refused(ack->conn, a->card, "The job store is degraded; the job was not queued");
@@ -4525,9 +4524,8 @@ shutdown_done(void)
 		timer_set(&D.linger, D.linger_until);
 		/* Long-polls on queued jobs get their answer ("queued") instead of a closed
 		 * connection: the client learns the job is kept and can wait for the restart. */
-		for (i = 0; i < D.sched.ncards; i++)
-			for (j = D.sched.cards[i].head; j; j = j->next)
-				waiters_wake(active_of(j), true);
+		for (j = D.sched.oldest; j; j = j->newer)
+			waiters_wake(active_of(j), true);
 	}
 	return http_server_connections(D.http) == 0 || mono_now >= D.linger_until;
 }
@@ -4666,21 +4664,21 @@ interrupted_at(const struct job *j, double now)
 }
 
 /*
- * A job found active at start-up whose card is no longer configured: its queue cannot run
- * here. A job found running did run, so its error says it was interrupted, not that it never
- * ran.
+ * A job found active at start-up one of whose cards (device) is no longer configured: its
+ * queue cannot run here. A job found running did run, so its error says it was interrupted,
+ * not that it never ran. It touches no card's books (a->card is a stand-in).
  */
 static void
-recover_card_gone(struct active *a, double now)
+recover_card_gone(struct active *a, int device, double now)
 {
 	static struct card gone;
 	const struct job *j = &a->job;
 	bool ran = j->status == JOB_RUNNING;
 	char err[200], trailer[240];
 
-	gone.device = j->device;
+	gone.device = device;
 	a->card = &gone;
-	snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s", j->device,
+	snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s", device,
 		 ran ? "interrupted: the service stopped while the job was running; it is not run "
 		       "again"
 		     : "the job never ran");
@@ -4718,7 +4716,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 {
 	struct active *a = active_new();
 	struct card *c = sched_card(&D.sched, j->device);
-	int *counts = ctx;
+	int *counts = ctx, device;
 	double now = clock_wall();
 
 	(void)output_file;
@@ -4727,12 +4725,11 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		return -1;
 	}
 	a->job = *j;
-	a->job.prev = a->job.next = NULL;
 	a->card = c;
 	index_add(a);
-	switch (sched_recover_job(c, &a->job)) {
+	switch (sched_recover_job(&D.sched, &a->job, &device)) {
 	case RECOVER_CARD_GONE:
-		recover_card_gone(a, now);
+		recover_card_gone(a, device, now);
 		counts[2]++;
 		break;
 	case RECOVER_INTERRUPTED:
@@ -4740,12 +4737,12 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		counts[1]++;
 		break;
 	case RECOVER_DEAD_CARD:
-		sched_enqueue(&D.sched, c, &a->job);
-		card_fail_queue(c);
+		sched_enqueue(&D.sched, &a->job);
+		card_fail_queue(sched_card(&D.sched, device));
 		counts[2]++;
 		break;
 	case RECOVER_QUEUE:
-		sched_enqueue(&D.sched, c, &a->job);
+		sched_enqueue(&D.sched, &a->job);
 		counts[0]++;
 		break;
 	}

@@ -1,6 +1,7 @@
 /*
  * Unit tests for sched.c: FIFO queues, positions, estimates, reset-request rules, the reset
- * ladder, and what a reset's end, a hold and a restart make of a card and its jobs.
+ * ladder, what a reset's end, a hold and a restart make of a card and its jobs, jobs on
+ * several cards, and a randomized property test of the dispatch rule.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +22,14 @@ mkjobs(void)
 		sched_job_init(&jobs[i]);
 		snprintf(jobs[i].id, sizeof(jobs[i].id), "%032d", i);
 	}
+}
+
+/* Queue job j on card c alone, as a submission for that card does. */
+static void
+enqueue_on(struct sched *s, struct card *c, struct job *j)
+{
+	j->device = c->device;
+	sched_enqueue(s, j);
 }
 
 static void
@@ -51,12 +60,12 @@ test_fifo(void)
 	c0 = sched_card(&s, 0);
 	c1 = sched_card(&s, 1);
 	is_int(sched_submit_position(c0), 0, "idle card: position 0");
-	sched_enqueue(&s, c0, &jobs[0]);
-	sched_enqueue(&s, c0, &jobs[1]);
-	sched_enqueue(&s, c1, &jobs[2]);
-	sched_enqueue(&s, c0, &jobs[3]);
+	enqueue_on(&s, c0, &jobs[0]);
+	enqueue_on(&s, c0, &jobs[1]);
+	enqueue_on(&s, c1, &jobs[2]);
+	enqueue_on(&s, c0, &jobs[3]);
 	is_int(s.queued_total, 4, "queued_total counts all cards");
-	is_int(sched_queued_position(c0, &jobs[3]), 3, "1-based position among the card's queue");
+	is_int(sched_queued_position(&s, &jobs[3]), 3, "1-based position among the card's queue");
 	is_int(sched_submit_position(c0), 3, "three queued ahead of a new job");
 	ok(sched_next(&s, c0, false, &out) == SCHED_IDLE && !out, "no dispatch while the store is down");
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[0], "head runs first");
@@ -66,15 +75,15 @@ test_fifo(void)
 	ok(sched_next(&s, c1, true, &out) == SCHED_START_JOB && out == &jobs[2],
 	   "other card runs independently");
 	is_int(sched_submit_position(c0), 3, "running job counts in the submit position");
-	sched_unlink(&s, c0, &jobs[1]);
-	is_int(sched_queued_position(c0, &jobs[3]), 1, "cancel of a middle job keeps order");
+	sched_unlink(&s, &jobs[1]);
+	is_int(sched_queued_position(&s, &jobs[3]), 1, "cancel of a middle job keeps order");
 	is_int(s.queued_total, 1, "total after cancel and two starts");
 	sched_set_current(c0, NULL);
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[3], "FIFO after cancel");
 	ok(c0->head == NULL && c0->tail == NULL && c0->queued == 0, "queue empty");
 	ok(c0->queued_estimate == 0, "empty queue has zero estimate");
-	sched_requeue_front(&s, c0, &jobs[3]);
-	ok(c0->head == &jobs[3] && jobs[3].status == JOB_QUEUED, "requeue at the front");
+	sched_requeue_front(&s, &jobs[3]);
+	ok(c0->head->job == &jobs[3] && jobs[3].status == JOB_QUEUED, "requeue at the front");
 	sched_free(&s);
 }
 
@@ -90,8 +99,8 @@ test_estimates(void)
 	sched_init(&s, ids, 1);
 	c = &s.cards[0];
 	jobs[0].repeat = 2;
-	sched_enqueue(&s, c, &jobs[0]);
-	sched_enqueue(&s, c, &jobs[1]);
+	enqueue_on(&s, c, &jobs[0]);
+	enqueue_on(&s, c, &jobs[1]);
 	ok(fabs(c->queued_estimate - 30.0) < 1e-9, "estimate sums repeat x 10 s");
 	ok(fabs(sched_card_wait(c, 0) - 30.0) < 1e-9, "wait of a new job is the queue's sum");
 	sched_next(&s, c, true, &out);
@@ -102,13 +111,16 @@ test_estimates(void)
 	ok(sched_job_estimate(out, 2000.0) == 0, "never negative");
 	ok(fabs(sched_card_wait(c, 1005.0) - 25.0) < 1e-9, "wait = running remainder + queue");
 	jobs[2].repeat = 3;
-	sched_enqueue(&s, c, &jobs[2]);
-	ok(fabs(sched_queued_wait(c, &jobs[1], 1005.0) - 15.0) < 1e-9,
+	enqueue_on(&s, c, &jobs[2]);
+	ok(fabs(sched_queued_wait(&s, &jobs[1], 1005.0) - 15.0) < 1e-9,
 	   "a queued job waits for the running remainder");
-	ok(fabs(sched_queued_wait(c, &jobs[2], 1005.0) - 25.0) < 1e-9,
+	ok(fabs(sched_queued_wait(&s, &jobs[2], 1005.0) - 25.0) < 1e-9,
 	   "and for each job ahead of it, not behind it");
+	sched_plan(&s, 1005.0);
+	ok(fabs(jobs[1].plan_wait - 15.0) < 1e-9 && fabs(jobs[2].plan_wait - 25.0) < 1e-9,
+	   "the plan gives single-card jobs the same waits");
 	c->reset_pending = true;
-	ok(fabs(sched_queued_wait(c, &jobs[1], 1005.0) - 25.0) < 1e-9,
+	ok(fabs(sched_queued_wait(&s, &jobs[1], 1005.0) - 25.0) < 1e-9,
 	   "a pending reset counts one default step");
 	c->reset_pending = false;
 	out->status = JOB_DONE;
@@ -127,7 +139,7 @@ test_resets(void)
 	mkjobs();
 	sched_init(&s, ids, 1);
 	c = &s.cards[0];
-	sched_enqueue(&s, c, &jobs[0]);
+	enqueue_on(&s, c, &jobs[0]);
 	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED && c->reset_pending && c->dirty,
 	   "card request schedules and is durable (dirty)");
 	ok(sched_reset_request(c, -1, true) == RESET_JOINED, "second request joins");
@@ -173,9 +185,9 @@ test_hold(void)
 	c = &s.cards[0];
 	other = &s.cards[1];
 	ok(!c->held && isnan(c->held_at), "cards start released");
-	sched_enqueue(&s, c, &jobs[0]);
-	sched_enqueue(&s, c, &jobs[1]);
-	sched_enqueue(&s, other, &jobs[2]);
+	enqueue_on(&s, c, &jobs[0]);
+	enqueue_on(&s, c, &jobs[1]);
+	enqueue_on(&s, other, &jobs[2]);
 	ok(sched_next(&s, c, true, &out) == SCHED_START_JOB && out == &jobs[0], "job 0 starts");
 	sched_set_current(c, out);
 	c->held = true;
@@ -183,7 +195,7 @@ test_hold(void)
 	sched_set_current(c, NULL);
 	ok(sched_next(&s, c, true, &out) == SCHED_IDLE && !out, "a held card starts no job");
 	is_int(c->queued, 1, "its queued job stays queued");
-	sched_enqueue(&s, c, &jobs[3]);
+	enqueue_on(&s, c, &jobs[3]);
 	is_int(c->queued, 2, "and new ones are queued behind it");
 	c->reset_pending = true;
 	ok(sched_next(&s, c, true, &out) == SCHED_IDLE, "nor a pending reset");
@@ -198,6 +210,520 @@ test_hold(void)
 	ok(sched_next(&s, c, true, &out) == SCHED_START_JOB && out == &jobs[1],
 	   "then the queue in its order");
 	sched_free(&s);
+}
+
+/* Give job j the cards devs[0..n) and queue it, as a submission naming them does. */
+static void
+enqueue_cards(struct sched *s, struct job *j, const int *devs, int n)
+{
+	sched_job_set_cards(j, devs, n);
+	sched_job_note_epochs(s, j);
+	sched_enqueue(s, j);
+}
+
+static void
+test_multi_cards(void)
+{
+	struct sched s;
+	int ids[] = {0, 1, 2};
+	struct card *c0, *c1, *c2;
+	struct job *out;
+
+	mkjobs();
+	sched_init(&s, ids, 3);
+	c0 = sched_card(&s, 0);
+	c1 = sched_card(&s, 1);
+	c2 = sched_card(&s, 2);
+	ok(sched_job_set_cards(&jobs[1], (int[]){2, 0}, 2) == 0, "a job of two cards");
+	ok(jobs[1].device == 0 && jobs[1].nmore == 1 && sched_job_device(&jobs[1], 1) == 2,
+	   "its cards ascending, the first in device");
+	ok(sched_job_on(&jobs[1], 2) && !sched_job_on(&jobs[1], 1), "names its cards only");
+	ok(jobs[0].more == NULL && sched_job_ncards(&jobs[0]) == 1, "a single-card job has no array");
+	enqueue_on(&s, c0, &jobs[0]);                   /* j0 on 0 */
+	enqueue_cards(&s, &jobs[1], (int[]){0, 2}, 2);  /* j1 on 0 and 2 */
+	enqueue_on(&s, c2, &jobs[2]);                   /* j2 on 2, behind j1 */
+	enqueue_on(&s, c1, &jobs[3]);                   /* j3 on 1, unrelated */
+	is_int(s.queued_total, 4, "a multi-card job counts once in queued_total");
+	is_int(c0->queued + c1->queued + c2->queued, 5, "and once on each of its cards' queues");
+	is_int(s.multi_queued, 1, "one multi-card job queued");
+	ok(fabs(c2->queued_estimate - 20.0) < 1e-9, "its estimate counts on each of its queues");
+	is_int(sched_queued_position(&s, &jobs[1]), 2, "position: the largest over its cards");
+	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[0], "j0 starts on 0");
+	sched_occupy(&s, out);
+	ok(sched_next(&s, c2, true, &out) == SCHED_IDLE && !out,
+	   "card 2 idles: its head j1 waits for card 0, and j2 behind it does not overtake");
+	ok(sched_next(&s, c1, true, &out) == SCHED_START_JOB && out == &jobs[3],
+	   "a card the multi-card job does not name runs on");
+	sched_occupy(&s, out);
+	sched_plan(&s, 0);
+	ok(fabs(jobs[1].plan_wait - 10.0) < 1e-9, "plan: j1 starts when j0 (10 s) ends");
+	ok(fabs(jobs[2].plan_wait - 20.0) < 1e-9,
+	   "plan: j2 on card 2 waits for j1 although card 2 is idle now");
+	ok(fabs(sched_queued_wait(&s, &jobs[2], 0) - 20.0) < 1e-9, "queued wait follows the plan");
+	sched_job_set_cards(&jobs[4], (int[]){2}, 1);
+	ok(fabs(sched_submit_wait(&s, &jobs[4], 0) - 30.0) < 1e-9,
+	   "a new job on card 2 waits for j1 and j2");
+	is_int(sched_submit_position_job(&s, &jobs[4]), 2, "two jobs ahead of it on card 2");
+	sched_vacate(&s, &jobs[0]);
+	ok(!c0->current, "j0 ended: card 0 idle");
+	c2->held = true;
+	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "a hold of any of its cards holds it");
+	c2->held = false;
+	c2->reset_pending = true;
+	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "so does a reset pending on one of them");
+	ok(sched_next(&s, c2, true, &out) == SCHED_START_RESET, "which runs first on its card");
+	c2->reset_pending = false;
+	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[1],
+	   "then j1 starts, heading both queues with both cards idle");
+	sched_occupy(&s, out);
+	ok(c0->current == &jobs[1] && c2->current == &jobs[1], "it is the current of both cards");
+	is_int(s.multi_queued, 0, "no multi-card job queued now");
+	ok(sched_next(&s, c2, true, &out) == SCHED_IDLE, "card 2 is busy with it");
+	sched_vacate(&s, &jobs[1]);
+	ok(!c0->current && !c2->current, "once it ended every card it held is free");
+	ok(sched_next(&s, c2, true, &out) == SCHED_START_JOB && out == &jobs[2], "then j2");
+	sched_occupy(&s, out);
+	sched_vacate(&s, out);
+	sched_vacate(&s, &jobs[3]);
+
+	/* a start the store could not record goes back to the front of both queues */
+	enqueue_on(&s, c0, &jobs[5]);
+	enqueue_cards(&s, &jobs[6], (int[]){0, 1}, 2);
+	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[5], "j5 starts");
+	enqueue_on(&s, c1, &jobs[7]);
+	sched_requeue_front(&s, &jobs[5]);
+	ok(c0->head->job == &jobs[5] && s.oldest == &jobs[5], "requeued at the front");
+	sched_unlink(&s, &jobs[5]);
+	ok(c0->head->job == &jobs[6] && c1->head->job == &jobs[6] && c1->tail->job == &jobs[7],
+	   "cancelled: j6 heads both of its queues, j7 behind it on 1");
+	sched_unlink(&s, &jobs[6]);
+	ok(c0->head == NULL && c1->head->job == &jobs[7] && s.oldest == &jobs[7] &&
+	   c0->queued == 0 && c0->queued_estimate == 0, "a cancel unlinks it from every card");
+
+	/* a card that dies hands out the multi-card jobs naming it, off every queue */
+	enqueue_cards(&s, &jobs[6], (int[]){0, 1}, 2);
+	c0->state = CARD_DEAD;
+	ok(sched_fail_next(&s, c0) == &jobs[6] && !sched_fail_next(&s, c0), "a dead card's queue fails");
+	ok(c1->head->job == &jobs[7] && c1->queued == 1 && s.queued_total == 1,
+	   "its multi-card job is off the other card's queue too");
+	for (int i = 0; i < 8; i++)
+		sched_job_clear(&jobs[i]);
+	sched_free(&s);
+}
+
+static void
+test_multi_epochs(void)
+{
+	struct sched s;
+	int ids[] = {0, 1};
+	struct job j;
+
+	sched_init(&s, ids, 2);
+	sched_job_init(&j);
+	s.cards[0].reset_epoch = 4;
+	s.cards[1].reset_epoch = 7;
+	sched_job_set_cards(&j, (int[]){1, 0}, 2);
+	sched_job_note_epochs(&s, &j);
+	is_int(sched_job_epoch(&j, 0), 4, "card 0's epoch recorded");
+	is_int(sched_job_epoch(&j, 1), 7, "card 1's epoch recorded");
+	is_int(sched_job_epoch(&j, 2), -1, "not one of its cards");
+	s.cards[1].reset_epoch = 8;
+	ok(sched_reset_request(&s.cards[1], sched_job_epoch(&j, 1), false) == RESET_ALREADY_RESET,
+	   "a job-based request skips the card reset since the job");
+	ok(sched_reset_request(&s.cards[0], sched_job_epoch(&j, 0), false) == RESET_SCHEDULED,
+	   "and resets the one that was not");
+	sched_job_clear(&j);
+	sched_free(&s);
+}
+
+/* ---- the randomized property test of the dispatch rule */
+
+#define P_JOBS 40
+#define P_CARDS 4
+enum fate { F_NONE = 0, F_QUEUED, F_RUNNING, F_DONE, F_CANCELLED, F_FAILED };
+
+/* One random world: up to four cards, jobs submitted in index order. */
+struct world {
+	struct sched s;
+	struct job jobs[P_JOBS], resets[P_CARDS];
+	struct reset_ladder ladder[P_CARDS];
+	int fate[P_JOBS];
+	char reason[P_JOBS][64];
+	int nsub;
+	int occupant[P_CARDS];  /* job index, P_JOBS + card index for its reset, -1 idle */
+	int last_start[P_CARDS]; /* the last job index started on the card, -1 none */
+	bool preempts;
+	unsigned long long rng;
+	unsigned seed;
+	unsigned multi_started, multi_waited; /* what the worlds exercised */
+	int failures; /* checks failed in this world (only the first is reported) */
+};
+
+static unsigned
+rnd(struct world *w, unsigned n)
+{
+	w->rng ^= w->rng << 13;
+	w->rng ^= w->rng >> 7;
+	w->rng ^= w->rng << 17;
+	return (unsigned)(w->rng % n);
+}
+
+static int
+cidx(struct world *w, const struct card *c)
+{
+	return (int)(c - w->s.cards);
+}
+
+static int
+jidx(struct world *w, const struct job *j)
+{
+	return (int)(j - w->jobs);
+}
+
+/* A property did not hold: the first failure of a world is reported with its seed. */
+#define PCHECK(w, cond, fmt, ...)                                                                  \
+	do {                                                                                       \
+		if (!(cond) && (w)->failures++ == 0)                                               \
+			ok(0, "seed %u: " fmt, (w)->seed, __VA_ARGS__);                            \
+	} while (0)
+
+/* A job that ran or was about to run ends (it finished, was killed, or a reset stopped it). */
+static void
+w_end(struct world *w, struct job *j, const char *why)
+{
+	int i, k = jidx(w, j);
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(&w->s, sched_job_device(j, i));
+
+		w->occupant[cidx(w, c)] = -1;
+	}
+	sched_vacate(&w->s, j);
+	j->status = JOB_DONE;
+	w->fate[k] = F_DONE;
+	snprintf(w->reason[k], sizeof(w->reason[k]), "%s", why);
+}
+
+/* A job unlinked from its queues ends without running: cancelled, or failed for a dead card. */
+static void
+w_fail(struct world *w, struct job *j, int fate, const char *why)
+{
+	int k = jidx(w, j);
+
+	j->status = JOB_DONE;
+	w->fate[k] = fate;
+	snprintf(w->reason[k], sizeof(w->reason[k]), "%s", why);
+}
+
+static void
+w_submit(struct world *w)
+{
+	int devs[P_CARDS], n = 0, i, k = w->nsub;
+	struct job *j = &w->jobs[k];
+
+	if (k >= P_JOBS)
+		return;
+	if (w->s.ncards > 1 && rnd(w, 5) < 2) {
+		for (i = 0; i < w->s.ncards; i++)
+			if (rnd(w, 2))
+				devs[n++] = w->s.cards[i].device;
+		while (n < 2) { /* at least two, distinct */
+			int d = w->s.cards[rnd(w, (unsigned)w->s.ncards)].device, dup = 0;
+
+			for (i = 0; i < n; i++)
+				dup |= devs[i] == d;
+			if (!dup)
+				devs[n++] = d;
+		}
+	} else {
+		devs[n++] = w->s.cards[rnd(w, (unsigned)w->s.ncards)].device;
+	}
+	for (i = 0; i < n; i++)
+		if (sched_card(&w->s, devs[i])->state == CARD_DEAD)
+			return; /* refused with 503: a dead card takes no work */
+	sched_job_init(j);
+	snprintf(j->id, sizeof(j->id), "%032d", k);
+	j->repeat = 1 + (int)rnd(w, 3);
+	sched_job_set_cards(j, devs, n);
+	sched_job_note_epochs(&w->s, j);
+	sched_enqueue(&w->s, j);
+	w->fate[k] = F_QUEUED;
+	w->nsub++;
+}
+
+/* Job j starts: no card of it has an occupant and nothing older waits on any of them. */
+static void
+w_start(struct world *w, struct job *j)
+{
+	int i, k = jidx(w, j), m;
+
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		struct card *c = sched_card(&w->s, sched_job_device(j, i));
+		int ci = cidx(w, c);
+
+		PCHECK(w, w->occupant[ci] == -1, "job %d starts on card %d held by %d", k,
+		       c->device, w->occupant[ci]);
+		PCHECK(w, w->last_start[ci] < k, "card %d starts job %d after job %d", c->device,
+		       k, w->last_start[ci]);
+		for (m = 0; m < k; m++)
+			PCHECK(w, !(w->fate[m] == F_QUEUED && sched_job_on(&w->jobs[m], c->device)),
+			       "job %d overtakes job %d on card %d", k, m, c->device);
+		w->occupant[ci] = k;
+		w->last_start[ci] = k;
+	}
+	sched_occupy(&w->s, j);
+	j->status = JOB_RUNNING;
+	w->fate[k] = F_RUNNING;
+	w->multi_started += j->nmore > 0;
+}
+
+static void
+w_dispatch(struct world *w)
+{
+	int i;
+
+	for (i = 0; i < w->s.ncards; i++) {
+		struct card *c = &w->s.cards[i];
+		struct job *j;
+
+		switch (sched_next(&w->s, c, true, &j)) {
+		case SCHED_START_JOB:
+			w_start(w, j);
+			break;
+		case SCHED_START_RESET:
+			PCHECK(w, w->occupant[i] == -1, "reset starts on busy card %d", c->device);
+			w->occupant[i] = P_JOBS + i;
+			sched_reset_start(c, &w->ladder[i]);
+			sched_set_current(c, &w->resets[i]);
+			break;
+		default: /* idle: count a ready card held back by its multi-card head */
+			w->multi_waited += !c->current && !c->held && !c->reset_pending &&
+					   c->state == CARD_HEALTHY && c->head && c->head->job->nmore;
+			break;
+		}
+	}
+}
+
+/* A reset ends on card index i: healthy, or dead and then its queue fails. */
+static void
+w_reset_end(struct world *w, int i, bool healthy)
+{
+	struct card *c = &w->s.cards[i];
+	struct job *j;
+	char why[64];
+
+	sched_set_current(c, NULL);
+	w->occupant[i] = -1;
+	sched_reset_end(c, &w->ladder[i], healthy ? RESET_NEXT_HEALTHY : RESET_NEXT_DEAD, NULL, 0);
+	snprintf(why, sizeof(why), "card %d is dead", c->device);
+	while ((j = sched_fail_next(&w->s, c)))
+		w_fail(w, j, F_FAILED, why);
+}
+
+/* A reset request on card index i (job_epoch as sched_reset_request takes it). */
+static void
+w_reset_request(struct world *w, int i, long long job_epoch, bool revive, const char *job_id)
+{
+	struct card *c = &w->s.cards[i];
+	enum reset_action act = sched_reset_request(c, job_epoch, revive);
+	struct job *stop = sched_reset_preempts(c, act, w->preempts, job_id);
+
+	if (stop)
+		w_end(w, stop, "interrupted by a reset of its card");
+}
+
+/* One random event. */
+static void
+w_event(struct world *w)
+{
+	int i = (int)rnd(w, (unsigned)w->s.ncards), k = w->nsub ? (int)rnd(w, (unsigned)w->nsub) : 0;
+	struct card *c = &w->s.cards[i];
+	struct job *j = &w->jobs[k];
+
+	switch (rnd(w, 10)) {
+	case 0:
+	case 1:
+		w_submit(w);
+		break;
+	case 2: /* the running job of card i ends, or its reset does */
+		if (c->current && c->current->mode == JOB_MODE_RUN)
+			w_end(w, c->current, "finished");
+		else if (c->current)
+			w_reset_end(w, i, rnd(w, 4) != 0);
+		break;
+	case 3: /* kill JOB_ID */
+		if (w->nsub && w->fate[k] == F_QUEUED) {
+			sched_unlink(&w->s, j);
+			w_fail(w, j, F_CANCELLED, "cancelled by a kill request");
+		}
+		else if (w->nsub && w->fate[k] == F_RUNNING)
+			w_end(w, j, "stopped by a kill request");
+		break;
+	case 4: /* kill --device N */
+		if (c->current && c->current->mode == JOB_MODE_RUN)
+			w_end(w, c->current, "stopped by a kill request");
+		break;
+	case 5: /* reset --device N */
+		w_reset_request(w, i, -1, true, NULL);
+		break;
+	case 6: /* reset JOB_ID: every card it names, each against the epoch it recorded */
+		if (!w->nsub)
+			break;
+		for (i = 0; i < sched_job_ncards(j); i++) {
+			int d = sched_job_device(j, i);
+
+			w_reset_request(w, cidx(w, sched_card(&w->s, d)), sched_job_epoch(j, d), false,
+					j->id);
+		}
+		break;
+	case 7:
+		c->held = !c->held;
+		break;
+	default:
+		w_dispatch(w);
+		break;
+	}
+}
+
+/* The books agree: queues, counts, estimates, the submission order and the occupants. */
+static void
+w_check(struct world *w)
+{
+	int i, total = 0, multi = 0, last = -1, inqueue[P_JOBS] = {0};
+	const struct job *j;
+
+	for (j = w->s.oldest; j; j = j->newer) {
+		PCHECK(w, jidx(w, j) > last, "submission order broken at job %d", jidx(w, j));
+		last = jidx(w, j);
+		inqueue[last] = 1;
+		total++;
+		multi += j->nmore > 0;
+	}
+	PCHECK(w, total == w->s.queued_total && multi == w->s.multi_queued,
+	       "queued_total %d / multi %d, but %d / %d listed", w->s.queued_total,
+	       w->s.multi_queued, total, multi);
+	for (i = 0; i < w->nsub; i++)
+		PCHECK(w, inqueue[i] == (w->fate[i] == F_QUEUED),
+		       "job %d queued %d but listed %d", i, w->fate[i] == F_QUEUED, inqueue[i]);
+	for (i = 0; i < w->s.ncards; i++) {
+		const struct card *c = &w->s.cards[i];
+		const struct job_link *l;
+		double est = 0;
+		int n = 0, prev = -1, occ = w->occupant[i];
+
+		for (l = c->head; l; l = l->next, n++) {
+			PCHECK(w, sched_job_on(l->job, c->device) && jidx(w, l->job) > prev,
+			       "card %d: queue out of order at job %d", c->device, jidx(w, l->job));
+			prev = jidx(w, l->job);
+			est += sched_job_estimate(l->job, 0);
+		}
+		PCHECK(w, n == c->queued && fabs(est - c->queued_estimate) < 1e-6,
+		       "card %d: queued %d, estimate %g, but %d listed (%g)", c->device, c->queued,
+		       c->queued_estimate, n, est);
+		PCHECK(w, occ == -1 ? !c->current
+			   : occ >= P_JOBS ? c->current == &w->resets[i]
+					   : c->current == &w->jobs[occ],
+		       "card %d: current is not its occupant %d", c->device, occ);
+	}
+}
+
+/*
+ * After a dispatch pass, the oldest queued job waits only for its cards: if each of them is
+ * idle, healthy, not held and has no reset pending, the pass would have started it.
+ */
+static void
+w_check_progress(struct world *w)
+{
+	const struct job *j = w->s.oldest;
+	int i;
+	bool ready = j != NULL;
+
+	for (i = 0; j && i < sched_job_ncards(j); i++) {
+		const struct card *c = sched_card(&w->s, sched_job_device(j, i));
+
+		ready &= !c->current && !c->held && !c->reset_pending && c->state == CARD_HEALTHY;
+	}
+	PCHECK(w, !ready, "job %d could start but waits", j ? jidx(w, j) : -1);
+}
+
+/* Release the holds and let everything run to its end; every job then has a fate and why. */
+static void
+w_drain(struct world *w)
+{
+	int i, round;
+
+	for (i = 0; i < w->s.ncards; i++)
+		w->s.cards[i].held = false;
+	for (round = 0; round < 4 * P_JOBS + 8; round++) {
+		w_dispatch(w);
+		w_check_progress(w);
+		for (i = 0; i < w->s.ncards; i++) {
+			struct card *c = &w->s.cards[i];
+
+			if (c->current && c->current->mode == JOB_MODE_RUN)
+				w_end(w, c->current, "finished");
+			else if (c->current)
+				w_reset_end(w, i, true);
+		}
+		w_check(w);
+		if (!w->s.oldest)
+			break;
+	}
+	PCHECK(w, !w->s.oldest, "%d jobs still queued after the drain", w->s.queued_total);
+	for (i = 0; i < w->nsub; i++)
+		PCHECK(w, (w->fate[i] == F_DONE || w->fate[i] == F_CANCELLED || w->fate[i] == F_FAILED) &&
+			   w->reason[i][0],
+		       "job %d ended with no fate (%d) or reason", i, w->fate[i]);
+	for (i = 0; i < w->nsub; i++)
+		if (w->fate[i] == F_FAILED) {
+			int d;
+
+			PCHECK(w, sscanf(w->reason[i], "card %d", &d) == 1 && sched_job_on(&w->jobs[i], d),
+			       "job %d failed for a card it does not name: %s", i, w->reason[i]);
+		}
+}
+
+static void
+test_property(void)
+{
+	static const int pool[] = {0, 1, 2, 3, 5, 7};
+	unsigned seed, worlds = 4000, bad = 0, multi_started = 0, waited = 0;
+
+	for (seed = 1; seed <= worlds; seed++) {
+		static struct world w;
+		int ids[P_CARDS], n, i, step;
+
+		memset(&w, 0, sizeof(w));
+		w.seed = seed;
+		w.rng = 0x9E3779B97F4A7C15ULL * seed;
+		n = 1 + (int)rnd(&w, P_CARDS);
+		for (i = 0; i < n; i++)
+			ids[i] = pool[(seed + (unsigned)i * 2) % 6];
+		sched_init(&w.s, ids, n);
+		w.preempts = rnd(&w, 3) != 0;
+		for (i = 0; i < P_CARDS; i++) {
+			w.occupant[i] = w.last_start[i] = -1;
+			sched_job_init(&w.resets[i]);
+			w.resets[i].mode = JOB_MODE_RESET;
+			w.resets[i].status = JOB_RUNNING;
+		}
+		for (step = 0; step < 300; step++) {
+			w_event(&w);
+			w_check(&w);
+		}
+		w_drain(&w);
+		for (i = 0; i < w.nsub; i++)
+			sched_job_clear(&w.jobs[i]);
+		multi_started += w.multi_started;
+		waited += w.multi_waited;
+		bad += w.failures > 0;
+		sched_free(&w.s);
+	}
+	ok(bad == 0, "%u seeded worlds of up to 4 cards: no card has two occupants, each card "
+		     "starts its jobs in submission order, and every job starts or fails for a "
+		     "stated reason (%u worlds broke a rule)", worlds, bad);
+	ok(multi_started > worlds && waited > worlds, "the worlds started %u multi-card jobs, and "
+	   "%u times a ready card idled for its multi-card head", multi_started, waited);
 }
 
 /*
@@ -271,7 +797,7 @@ card_with_queue(struct sched *s, int state, int nq)
 	c->state = state;
 	c->reset_epoch = 4;
 	for (i = 0; i < nq; i++)
-		sched_enqueue(s, c, &jobs[i]);
+		enqueue_on(s, c, &jobs[i]);
 	return c;
 }
 
@@ -492,21 +1018,41 @@ test_recover_job(void)
 {
 	struct sched s;
 	struct card *c;
+	int ids[] = {0, 1}, d;
 
 	c = card_with_queue(&s, CARD_HEALTHY, 0);
 	jobs[0].status = JOB_QUEUED;
 	jobs[1].status = JOB_RUNNING;
-	is_int(sched_recover_job(c, &jobs[0]), RECOVER_QUEUE, "queued on a serving card: queued again");
-	is_int(sched_recover_job(c, &jobs[1]), RECOVER_INTERRUPTED,
+	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_QUEUE, "queued on a serving card: queued again");
+	is_int(sched_recover_job(&s, &jobs[1], &d), RECOVER_INTERRUPTED,
 	       "found running: interrupted, never run twice");
 	c->state = CARD_RESETTING;
-	is_int(sched_recover_job(c, &jobs[0]), RECOVER_QUEUE, "queued on a resetting card: waits for it");
+	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_QUEUE, "queued on a resetting card: waits for it");
 	c->state = CARD_DEAD;
-	is_int(sched_recover_job(c, &jobs[0]), RECOVER_DEAD_CARD, "queued on a dead card: fails");
-	is_int(sched_recover_job(c, &jobs[1]), RECOVER_INTERRUPTED,
+	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_DEAD_CARD, "queued on a dead card: fails");
+	is_int(sched_recover_job(&s, &jobs[1], &d), RECOVER_INTERRUPTED,
 	       "running on a card now dead: interrupted");
-	is_int(sched_recover_job(NULL, &jobs[0]), RECOVER_CARD_GONE, "a card not configured: fails");
-	is_int(sched_recover_job(NULL, &jobs[1]), RECOVER_CARD_GONE, "running or not");
+	jobs[0].device = jobs[1].device = 3;
+	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_CARD_GONE, "a card not configured: fails");
+	is_int(sched_recover_job(&s, &jobs[1], &d), RECOVER_CARD_GONE, "running or not");
+	is_int(d, 3, "naming the card");
+	sched_free(&s);
+
+	mkjobs();
+	sched_init(&s, ids, 2);
+	sched_job_set_cards(&jobs[0], (int[]){0, 1}, 2);
+	sched_job_set_cards(&jobs[1], (int[]){0, 2}, 2);
+	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_QUEUE, "a multi-card job on serving cards");
+	is_int(sched_recover_job(&s, &jobs[1], &d), RECOVER_CARD_GONE,
+	       "one of its cards not configured: fails");
+	is_int(d, 2, "naming that card");
+	s.cards[1].state = CARD_DEAD;
+	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_DEAD_CARD, "one of its cards dead: fails");
+	is_int(d, 1, "naming the dead card");
+	jobs[0].status = JOB_RUNNING;
+	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_INTERRUPTED, "found running: interrupted");
+	sched_job_clear(&jobs[0]);
+	sched_job_clear(&jobs[1]);
 	sched_free(&s);
 
 	jobs[2].started_at = 100.0;
@@ -527,6 +1073,8 @@ main(void)
 	test_estimates();
 	test_resets();
 	test_hold();
+	test_multi_cards();
+	test_multi_epochs();
 	test_ladder();
 	test_reset_start_end();
 	test_reset_unrunnable();
@@ -534,5 +1082,6 @@ main(void)
 	test_hold_swap();
 	test_restore();
 	test_recover_job();
+	test_property();
 	return tap_done();
 }

@@ -508,7 +508,7 @@ check_full(const struct job *g, const struct job *w)
 	is_int(g->log_size, w->log_size, "log_size (64-bit)");
 	is_int(g->dropped_log_bytes, w->dropped_log_bytes, "dropped_log_bytes (64-bit)");
 	is_int(g->reset_epoch, w->reset_epoch, "reset_epoch");
-	ok(!g->dirty && !g->prev && !g->next, "dirty and links clear");
+	ok(!g->dirty && !g->older && !g->newer && !g->more, "dirty and links clear");
 }
 
 static void
