@@ -74,7 +74,7 @@ enum jcol {
 	JC_RESET_EPOCH, JC_SUBMITTED, JC_STATUS, JC_EXIT, JC_ELAPSED, JC_OUTPUT, JC_STARTED,
 	JC_FINISHED, JC_REP_CUR, JC_REP_DONE, JC_FIRST_ITER, JC_ESTIMATE, JC_STOP_REQ,
 	JC_STOP_ESC, JC_LOG_SIZE, JC_LOG_TRUNC, JC_DROPPED, JC_TIMED_OUT, JC_ERROR, JC_UPDATED,
-	JC_COUNT
+	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_COUNT
 };
 
 #define JOB_COLS_HEAD "id, device, cmd, cwd, timeout, repeat, "
@@ -82,13 +82,16 @@ enum jcol {
 	", mode, client_id, reset_epoch, submitted, status, exit_code, elapsed, output_file, "     \
 	"started_at, finished_at, repeat_current, repeat_completed, first_iteration_elapsed, "     \
 	"per_iter_estimate_sec, stop_requested_at, stop_escalated_at, log_size, log_truncated, "   \
-	"dropped_log_bytes, timed_out, error, updated_at"
+	"dropped_log_bytes, timed_out, error, updated_at, device_ids, reset_epochs"
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
 
 /*
- * The v3 jobs table: the earlier service's columns, without its NOT NULL constraints (this
- * build writes NULL for an env it keeps and for absent times), plus `device`.
+ * The jobs table: the earlier service's columns, without its NOT NULL constraints (this
+ * build writes NULL for an env it keeps and for absent times), plus `device` (v3) and, for a
+ * job of several cards, `device_ids` and `reset_epochs` (v5): its cards ascending as "0,1"
+ * (the first is `device`) and each card's epoch in the same order as "3,5". Both are NULL for
+ * a job of one card, whose card and epoch are `device` and `reset_epoch` alone.
  */
 #define JOBS_TABLE_BODY                                                                            \
 	"(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "                        \
@@ -98,7 +101,8 @@ enum jcol {
 	"repeat_current INTEGER, repeat_completed INTEGER, first_iteration_elapsed REAL, "         \
 	"per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "             \
 	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "  \
-	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)"
+	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0, device_ids TEXT, "      \
+	"reset_epochs TEXT)"
 
 static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
 
@@ -114,22 +118,33 @@ static const char schema_indexes[] =
 	"WHERE status IN ('queued', 'running');"
 	"CREATE INDEX IF NOT EXISTS jobs_done ON jobs(finished_at, seq) WHERE status = 'done';"
 	"CREATE INDEX IF NOT EXISTS jobs_recent ON jobs(device, finished_at, seq) "
-	"WHERE status = 'done';";
+	"WHERE status = 'done';"
+	"CREATE INDEX IF NOT EXISTS jobs_recent_multi ON jobs(finished_at, seq) "
+	"WHERE status = 'done' AND device_ids IS NOT NULL;";
 
-/* Every column of the v3 jobs table: those an older table has are copied by the migration. */
+/* Every column of the jobs table: those an older table has are copied by the migration. */
 static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", "repeat",
 	"env_json", "mode", "client_id", "reset_epoch", "submitted", "status", "exit_code",
 	"elapsed", "output_file", "started_at", "finished_at", "repeat_current",
 	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
 	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
-	"dropped_log_bytes", "timed_out", "error", "updated_at", "device"};
+	"dropped_log_bytes", "timed_out", "error", "updated_at", "device", "device_ids",
+	"reset_epochs"};
 
-/* The columns version 4 added to cards (a maintenance hold), as the migration adds them. */
-static const struct column {
+/* Columns a later version added to a table, as the migration adds them. */
+struct column {
 	const char *name, *type;
-} hold_columns[] = {
+};
+
+/* Version 4 added to cards a maintenance hold. */
+static const struct column hold_columns[] = {
 	{"held", "INTEGER NOT NULL DEFAULT 0"}, {"held_by", "TEXT"}, {"held_at", "REAL"},
 	{"hold_reason", "TEXT"},
+};
+
+/* Version 5 added to jobs the cards of a job that needs several. */
+static const struct column card_list_columns[] = {
+	{"device_ids", "TEXT"}, {"reset_epochs", "TEXT"},
 };
 
 /* The columns without which a database is pre-v2: such a file is refused. */
@@ -154,7 +169,7 @@ static const struct stmt_def {
 	[S_PUT_JOB] = {"saving job",
 		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
 		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
-		"?27, ?28, ?29) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
+		"?27, ?28, ?29, ?30, ?31) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
 		"cmd = excluded.cmd, cwd = excluded.cwd, timeout = excluded.timeout, "
 		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
 		"mode = excluded.mode, client_id = excluded.client_id, "
@@ -170,7 +185,8 @@ static const struct stmt_def {
 		"stop_escalated_at = excluded.stop_escalated_at, log_size = excluded.log_size, "
 		"log_truncated = excluded.log_truncated, "
 		"dropped_log_bytes = excluded.dropped_log_bytes, timed_out = excluded.timed_out, "
-		"error = excluded.error, updated_at = excluded.updated_at"},
+		"error = excluded.error, updated_at = excluded.updated_at, "
+		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs"},
 	[S_PUT_CARD] = {"saving card",
 		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
@@ -187,9 +203,15 @@ static const struct stmt_def {
 	[S_ACTIVE] = {"loading active jobs",
 		"SELECT " JOB_READ " FROM jobs WHERE status IN ('queued', 'running') ORDER BY seq"},
 	[S_RECENT] = {"loading recent jobs",
-		"SELECT * FROM (SELECT " JOB_READ ", finished_at AS f_, seq AS s_ FROM jobs "
-		"WHERE device = ?1 AND status = 'done' ORDER BY finished_at DESC, seq DESC "
-		"LIMIT ?2) ORDER BY f_, s_"},
+		/* the card's own (by jobs_recent) and the multi-card jobs that name it besides
+		 * (by jobs_recent_multi), the newest ?2 of both */
+		"SELECT * FROM (SELECT * FROM (SELECT " JOB_READ ", finished_at AS f_, seq AS s_ "
+		"FROM jobs WHERE device = ?1 AND status = 'done' ORDER BY finished_at DESC, "
+		"seq DESC LIMIT ?2) UNION ALL SELECT * FROM (SELECT " JOB_READ ", finished_at AS f_, "
+		"seq AS s_ FROM jobs WHERE status = 'done' AND device_ids IS NOT NULL AND "
+		"device <> ?1 AND instr(',' || device_ids || ',', ',' || ?1 || ',') > 0 "
+		"ORDER BY finished_at DESC, seq DESC LIMIT ?2) ORDER BY f_ DESC, s_ DESC LIMIT ?2) "
+		"ORDER BY f_, s_"},
 	[S_CARDS] = {"loading cards",
 		"SELECT device, state, reset_epoch, reset_pending, boot_id, last_reset_at, "
 		"dead_since, dead_reason, held, held_by, held_at, hold_reason FROM cards "
@@ -488,7 +510,7 @@ create_schema(struct store *st)
 	    exec_sql(st, "creating cards", schema_cards) != 0 ||
 	    exec_sql(st, "creating indexes", schema_indexes) != 0)
 		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 4");
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 5");
 }
 
 /* Refuse a pre-v2 jobs table, naming the columns it lacks. */
@@ -590,28 +612,45 @@ migrate(struct store *st)
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
 }
 
-/* Version 3 becomes 4: the cards table gets the hold columns it lacks. */
+/* Add to table the columns cols[0..n) it lacks (ALTER TABLE ADD COLUMN keeps its rows). */
 static int
-add_hold_columns(struct store *st)
+add_columns(struct store *st, const char *table, const struct column *cols, size_t n)
 {
-	const char *names[NELEM(hold_columns)];
-	char sql[160];
+	const char *names[8];
+	char sql[160], what[64];
 	unsigned long mask;
 	size_t i;
 
-	for (i = 0; i < NELEM(hold_columns); i++)
-		names[i] = hold_columns[i].name;
-	if (column_mask(st, "cards", names, NELEM(names), &mask) != 0)
+	for (i = 0; i < n; i++)
+		names[i] = cols[i].name;
+	if (column_mask(st, table, names, n, &mask) != 0)
 		return -1;
-	for (i = 0; i < NELEM(hold_columns); i++) {
+	snprintf(what, sizeof(what), "migrating %s", table);
+	for (i = 0; i < n; i++) {
 		if (mask & (1UL << i))
 			continue;
-		snprintf(sql, sizeof(sql), "ALTER TABLE cards ADD COLUMN %s %s",
-		         hold_columns[i].name, hold_columns[i].type);
-		if (exec_sql(st, "migrating cards", sql) != 0)
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", table, cols[i].name,
+		         cols[i].type);
+		if (exec_sql(st, what, sql) != 0)
 			return -1;
 	}
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 4");
+	return 0;
+}
+
+/*
+ * Version 3 becomes 4: the cards table gets the hold columns it lacks. Version 4 becomes 5:
+ * the jobs table gets the card list of a multi-card job (NULL for the jobs it has, each of
+ * one card). A file migrated from the earlier service already has the jobs columns (its table
+ * was rebuilt as the current one); add_columns skips them.
+ */
+static int
+add_later_columns(struct store *st, long long version)
+{
+	if (version < 4 && add_columns(st, "cards", hold_columns, NELEM(hold_columns)) != 0)
+		return -1;
+	if (add_columns(st, "jobs", card_list_columns, NELEM(card_list_columns)) != 0)
+		return -1;
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 5");
 }
 
 /* Inside the open-time transaction: refuse, create, migrate or just check the schema. */
@@ -637,7 +676,7 @@ build_schema(struct store *st)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound file */
 		return -1;
-	if (version < STORE_SCHEMA_VERSION && add_hold_columns(st) != 0)
+	if (version < STORE_SCHEMA_VERSION && add_later_columns(st, version) != 0)
 		return -1;
 	return exec_sql(st, "creating indexes", schema_indexes);
 }
@@ -841,6 +880,28 @@ bind_int(sqlite3_stmt *s, int col, long long v)
 	return sqlite3_bind_int64(s, col + 1, v);
 }
 
+/*
+ * A multi-card job's cards (epochs false) or their reset epochs (true) as the v5 columns hold
+ * them, "0,1" / "3,5", bound to col (SQLite frees the text); NULL for a job of one card.
+ */
+static int
+bind_card_list(sqlite3_stmt *s, int col, const struct job *j, bool epochs)
+{
+	size_t cap = 24 * (size_t)(j->nmore + 1), n = 0;
+	char *text;
+	int i;
+
+	if (j->nmore == 0)
+		return sqlite3_bind_null(s, col + 1);
+	if (!(text = malloc(cap)))
+		return SQLITE_NOMEM;
+	n += (size_t)snprintf(text, cap, "%lld", epochs ? j->reset_epoch : (long long)j->device);
+	for (i = 0; i < j->nmore; i++)
+		n += (size_t)snprintf(text + n, cap - n, ",%lld",
+		                      epochs ? j->more[i].reset_epoch : (long long)j->more[i].device);
+	return sqlite3_bind_text(s, col + 1, text, (int)n, free);
+}
+
 static int
 bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
 {
@@ -855,6 +916,8 @@ bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
 	rc |= bind_text(s, JC_STATUS, status_names[j->status]);
 	rc |= bind_text(s, JC_OUTPUT, output_file);
 	rc |= bind_text(s, JC_ERROR, j->error);
+	rc |= bind_card_list(s, JC_DEVICE_IDS, j, false);
+	rc |= bind_card_list(s, JC_RESET_EPOCHS, j, true);
 	return rc;
 }
 
@@ -1035,6 +1098,85 @@ row_times(sqlite3_stmt *s, struct job *j)
 	j->stop_escalated_at = col_real(s, JC_STOP_ESC, NAN);
 }
 
+/*
+ * Parse a comma-separated list of at most n integers into v; the count, or -1 when text is
+ * not such a list.
+ */
+static int
+parse_list(const char *text, long long *v, int n)
+{
+	int k = 0;
+
+	while (text && k < n) {
+		char *end;
+
+		if (*text < '0' || *text > '9')
+			return -1;
+		errno = 0;
+		v[k++] = strtoll(text, &end, 10);
+		if (errno)
+			return -1;
+		if (*end == '\0')
+			return k;
+		if (*end != ',')
+			return -1;
+		text = end + 1;
+	}
+	return -1;
+}
+
+/*
+ * A multi-card job's cards from its v5 columns (both NULL: one card, j->device). They must
+ * list the same number (at least two) of cards ascending from j->device, and of epochs (the
+ * first j->reset_epoch's card): a damaged list is refused rather than run a job on cards it
+ * did not name.
+ */
+static int
+row_cards(struct store *st, sqlite3_stmt *s, struct job *j)
+{
+	const char *ids = (const char *)sqlite3_column_text(s, JC_DEVICE_IDS);
+	const char *eps = (const char *)sqlite3_column_text(s, JC_RESET_EPOCHS);
+	int n = 0, i, rc = -1, *devs = NULL;
+	long long *v = NULL, *e = NULL;
+	bool sound;
+
+	if (!ids && !eps)
+		return 0;
+	for (i = 0; ids && ids[i]; i++)
+		n += ids[i] == ',';
+	n++;
+	v = malloc(sizeof(*v) * (size_t)n);
+	e = malloc(sizeof(*e) * (size_t)n);
+	devs = malloc(sizeof(*devs) * (size_t)n);
+	if (!v || !e || !devs) {
+		oom(st, "reading job");
+		goto out;
+	}
+	sound = n >= 2 && parse_list(ids, v, n) == n && parse_list(eps, e, n) == n &&
+	        v[0] == j->device;
+	for (i = 0; sound && i < n; i++) {
+		sound = v[i] <= INT_MAX && (i == 0 || v[i] > v[i - 1]);
+		devs[i] = (int)v[i];
+	}
+	if (!sound) {
+		set_err(st, "reading job %s: its cards '%s' / epochs '%s' are damaged", j->id,
+		        ids ? ids : "NULL", eps ? eps : "NULL");
+		goto out;
+	}
+	if (sched_job_set_cards(j, devs, n) != 0) {
+		oom(st, "reading job");
+		goto out;
+	}
+	for (i = 1; i < n; i++)
+		j->more[i - 1].reset_epoch = e[i];
+	rc = 0;
+out:
+	free(v);
+	free(e);
+	free(devs);
+	return rc;
+}
+
 /* Fill *j from the current row of a job query; heap strings become j's. */
 static int
 row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
@@ -1044,6 +1186,10 @@ row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
 		return -1;
 	row_numbers(s, j);
 	row_times(s, j);
+	if (row_cards(st, s, j) != 0) {
+		sched_job_clear(j);
+		return -1;
+	}
 	return 0;
 }
 

@@ -15,9 +15,11 @@
  * (group commit) and only then answers, starts processes or forgets jobs. Completed jobs live
  * only here. No output text is ever stored in the database (output files are the log).
  *
- * Schema version 4 (PRAGMA user_version): the earlier single-card service's jobs columns
- * (without its NOT NULL constraints) plus a `device` column, and a `cards` table with one row
- * per card (version 4 added its hold columns; a version 3 file gets them in place). Version
+ * Schema version 5 (PRAGMA user_version): the earlier single-card service's jobs columns
+ * (without its NOT NULL constraints) plus a `device` column and, for a job of several cards,
+ * its card list (`device_ids`, `reset_epochs`; version 5), and a `cards` table with one row
+ * per card (version 4 added its hold columns). A version 3 or 4 file gets the columns it
+ * lacks in place, its rows kept. Version
  * 1/2 databases of the earlier service are migrated in place (the jobs table rebuilt, its
  * jobs and state become card 0's); a pre-v2 file or a newer version is refused with a message
  * telling to use a fresh logs-v2/.
@@ -35,7 +37,7 @@
 
 #include "sched.h"
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 #define STORE_DB_FILE "jobs.sqlite3" /* the database, in the log dir */
 #define STORE_OUTPUT_FILE "output"   /* a job's output file, in its folder */
 
@@ -105,7 +107,10 @@ typedef int (*store_job_cb)(void *ctx, struct job *j, const char *output_file);
 /* Load queued and running jobs in submission order (env_json left NULL). Returns the count. */
 int store_load_active(struct store *st, store_job_cb cb, void *ctx);
 
-/* Load the newest n completed jobs of one card, oldest first. Returns the count. */
+/*
+ * Load the newest n completed jobs of one card (multi-card jobs naming it included), oldest
+ * first. Returns the count.
+ */
 int store_load_recent(struct store *st, int device, int n, store_job_cb cb, void *ctx);
 
 /*

@@ -423,14 +423,16 @@ test_fresh(void)
 	is_int(umask(022), 022, "store_open restores the umask");
 	db = side_open(path_in("fresh.sqlite3"));
 	is_str(side_text(db, "PRAGMA journal_mode", buf, sizeof(buf)), "wal", "journal is WAL");
-	is_int(side_int(db, "PRAGMA user_version"), 4, "user_version 4");
+	is_int(side_int(db, "PRAGMA user_version"), 5, "user_version 5");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
-	                    "name IN ('jobs_active', 'jobs_done', 'jobs_recent')"),
-	       3, "the three job indexes exist");
+	                    "name IN ('jobs_active', 'jobs_done', 'jobs_recent', "
+	                    "'jobs_recent_multi')"),
+	       4, "the four job indexes exist");
 	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 13,
 	       "cards has 13 columns");
-	ok(strstr(side_columns(db, buf, sizeof(buf)), ",updated_at,device") != NULL,
-	   "jobs ends with updated_at, device");
+	ok(strstr(side_columns(db, buf, sizeof(buf)), ",updated_at,device,device_ids,reset_epochs") !=
+	       NULL,
+	   "jobs ends with updated_at, device, device_ids, reset_epochs");
 	sqlite3_close(db);
 	store_close(st);
 
@@ -439,7 +441,7 @@ test_fresh(void)
 	ok(st != NULL, "an existing empty file opens");
 	is_int(file_mode(path_in("empty.sqlite3")), 0600, "an existing 0644 file becomes 0600");
 	db = side_open(path_in("empty.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 4, "empty file gets schema v4");
+	is_int(side_int(db, "PRAGMA user_version"), 5, "empty file gets schema v5");
 	sqlite3_close(db);
 	store_close(st);
 }
@@ -968,13 +970,13 @@ check_migrated_db(const char *name)
 	char fresh[2048], migrated[2048];
 	sqlite3 *db = side_open(path_in(name)), *fdb = side_open(path_in("fresh.sqlite3"));
 
-	is_int(side_int(db, "PRAGMA user_version"), 4, "migrated to user_version 4");
+	is_int(side_int(db, "PRAGMA user_version"), 5, "migrated to user_version 5");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"), 0,
 	       "device_state dropped");
 	is_int(side_int(db, "SELECT count(*) FROM jobs WHERE device = 0"), 3, "all jobs on card 0");
 	is_str(side_columns(db, migrated, sizeof(migrated)),
 	       side_columns(fdb, fresh, sizeof(fresh)),
-	       "migrated jobs columns equal a fresh v3 table's");
+	       "migrated jobs columns equal a fresh table's");
 	is_str(side_text(db, TABLE_SHAPE, migrated, sizeof(migrated)),
 	       side_text(fdb, TABLE_SHAPE, fresh, sizeof(fresh)),
 	       "with the same types and constraints (no NOT NULL left from the old table)");
@@ -987,7 +989,7 @@ check_migrated_db(const char *name)
 	       "no table left from the rebuild");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
 	                    "name LIKE 'jobs_%'"),
-	       3, "indexes created");
+	       4, "indexes created");
 	sqlite3_close(db);
 	sqlite3_close(fdb);
 }
@@ -1066,7 +1068,7 @@ test_migration(void)
 static void
 test_migration_v3(void)
 {
-	char fresh[512], migrated[512];
+	char fresh[1024], migrated[1024];
 	struct cards cs = {.n = 0};
 	struct card c = {.device = 1,
 	                 .state = CARD_HEALTHY,
@@ -1108,7 +1110,9 @@ test_migration_v3(void)
 	store_close(st);
 	db = side_open(path_in("v3.sqlite3"));
 	fdb = side_open(path_in("fresh.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 4, "v3 becomes user_version 4");
+	is_int(side_int(db, "PRAGMA user_version"), 5, "v3 becomes user_version 5");
+	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
+	       "migrated jobs columns equal a fresh table's");
 	is_str(side_text(db, "SELECT group_concat(name) FROM pragma_table_info('cards')", migrated,
 	                 sizeof(migrated)),
 	       side_text(fdb, "SELECT group_concat(name) FROM pragma_table_info('cards')", fresh,
@@ -1117,6 +1121,127 @@ test_migration_v3(void)
 	is_str(
 	    side_text(db, "SELECT held_by FROM cards WHERE device = 1", migrated, sizeof(migrated)),
 	    "bob", "the hold is stored");
+	sqlite3_close(db);
+	sqlite3_close(fdb);
+}
+
+/* A job of several cards keeps its cards and their epochs; a job of one card writes neither. */
+static void
+test_multi_card(void)
+{
+	struct store *st = open_ok("multi.sqlite3");
+	struct got g = {.n = 0};
+	struct job j, back;
+	char *out = NULL, buf[128];
+	sqlite3 *db;
+
+	make_job(&j, 1200, 0, JOB_QUEUED, NAN);
+	ok(sched_job_set_cards(&j, (int[]){7, 2, 5}, 3) == 0, "a job of cards 7, 2, 5");
+	j.reset_epoch = 11;
+	j.more[0].reset_epoch = 4; /* card 5 */
+	j.more[1].reset_epoch = 9; /* card 7 */
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0,
+	   "put + commit it");
+	is_int(store_get_job(st, j.id, &back, &out), 1, "get_job finds it");
+	ok(back.device == 2 && back.nmore == 2 && back.more[0].device == 5 &&
+	       back.more[1].device == 7,
+	   "its cards come back ascending, the first in device");
+	ok(back.reset_epoch == 11 && back.more[0].reset_epoch == 4 && back.more[1].reset_epoch == 9,
+	   "with each card's epoch");
+	sched_job_clear(&back);
+	free(out);
+	is_int(store_load_active(st, collect, &g), 1, "load_active gives it");
+	ok(g.n == 1 && g.jobs[0].nmore == 2 && g.jobs[0].more[1].device == 7, "with its cards");
+	got_free(&g);
+	put_one(st, 1201, 5, JOB_QUEUED, NAN);
+	db = side_open(path_in("multi.sqlite3"));
+	is_str(side_text(db, "SELECT device_ids || ' ' || reset_epochs FROM jobs WHERE id = "
+	                     "'000000000000000000000000000004b0'", buf, sizeof(buf)),
+	       "2,5,7 11,4,9", "stored as lists in card order");
+	is_int(side_int(db, "SELECT count(*) FROM jobs WHERE id = '000000000000000000000000000004b1' "
+	                    "AND device_ids IS NULL AND reset_epochs IS NULL"),
+	       1, "a job of one card stores no list");
+
+	/* /status's recent list of every card it ran on, once each */
+	j.status = JOB_DONE;
+	j.has_exit_code = true;
+	j.finished_at = 3000;
+	store_begin(st);
+	store_put_job(st, &j, NULL);
+	store_commit(st);
+	put_one(st, 1202, 5, JOB_DONE, 2000);
+	put_one(st, 1203, 2, JOB_DONE, 4000);
+	is_int(store_load_recent(st, 5, 10, collect, &g), 2, "card 5: its own and the multi-card job");
+	is_str(got_ids(&g), "1202,1200", "oldest first");
+	got_free(&g);
+	is_int(store_load_recent(st, 2, 10, collect, &g), 2, "card 2 (its first card): listed once");
+	is_str(got_ids(&g), "1200,1203", "by finish time");
+	got_free(&g);
+	is_int(store_load_recent(st, 7, 1, collect, &g), 1, "card 7: the newest 1");
+	is_str(got_ids(&g), "1200", "the multi-card job");
+	got_free(&g);
+	is_int(store_load_recent(st, 3, 10, collect, &g), 0, "a card it does not name: none");
+	is_int(store_load_recent(st, 5, 1, collect, &g), 1, "n counts both kinds together");
+	is_str(got_ids(&g), "1200", "the newest of them");
+	got_free(&g);
+
+	/* a damaged list is refused, not read as other cards */
+	side_exec(db, "UPDATE jobs SET device_ids = '2,7,5' WHERE id = "
+	              "'000000000000000000000000000004b0'");
+	is_int(store_get_job(st, j.id, &back, &out), -1, "cards out of order: refused");
+	ok(strstr(store_errmsg(st), "damaged") != NULL, "saying so: %s", store_errmsg(st));
+	side_exec(db, "UPDATE jobs SET device_ids = '3,5,7' WHERE id = "
+	              "'000000000000000000000000000004b0'");
+	is_int(store_get_job(st, j.id, &back, &out), -1, "a first card other than device: refused");
+	side_exec(db, "UPDATE jobs SET device_ids = '2,5,7', reset_epochs = '11,4' WHERE id = "
+	              "'000000000000000000000000000004b0'");
+	is_int(store_get_job(st, j.id, &back, &out), -1, "epochs not one per card: refused");
+	sqlite3_close(db);
+	sched_job_clear(&j);
+	store_close(st);
+}
+
+/* A version 4 database (before multi-card jobs) gets the card list columns, its jobs kept. */
+static void
+test_migration_v4(void)
+{
+	char fresh[1024], migrated[1024];
+	struct got g = {.n = 0};
+	struct store *st;
+	sqlite3 *db = side_open(path_in("v4.sqlite3")), *fdb;
+
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
+	              "NOT NULL, cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
+	              "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
+	              "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, "
+	              "finished_at REAL, repeat_current INTEGER, repeat_completed INTEGER, "
+	              "first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
+	              "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, "
+	              "log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
+	              "error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)");
+	side_exec(db, "CREATE TABLE cards (device INTEGER PRIMARY KEY, state TEXT, "
+	              "reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
+	              "dead_since REAL, dead_reason TEXT, updated_at REAL, held INTEGER NOT NULL "
+	              "DEFAULT 0, held_by TEXT, held_at REAL, hold_reason TEXT)");
+	side_exec(db, "INSERT INTO jobs (id, cmd, status, device, reset_epoch, submitted) VALUES "
+	              "('0000000000000000000000000000000a', 'true', 'queued', 1, 2, 10.5); "
+	              "PRAGMA user_version = 4");
+	sqlite3_close(db);
+	st = open_ok("v4.sqlite3");
+	if (!ok(st != NULL, "a v4 database opens (migrated)"))
+		return;
+	is_int(store_load_active(st, collect, &g), 1, "its queued job is kept");
+	ok(g.n == 1 && g.jobs[0].device == 1 && g.jobs[0].nmore == 0 && g.jobs[0].reset_epoch == 2,
+	   "a job of one card, on card 1");
+	got_free(&g);
+	store_close(st);
+	db = side_open(path_in("v4.sqlite3"));
+	fdb = side_open(path_in("fresh.sqlite3"));
+	is_int(side_int(db, "PRAGMA user_version"), 5, "v4 becomes user_version 5");
+	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
+	       "migrated jobs columns equal a fresh table's");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_recent_multi'"), 1,
+	       "and the index of multi-card jobs exists");
 	sqlite3_close(db);
 	sqlite3_close(fdb);
 }
@@ -1148,13 +1273,13 @@ test_refusals(void)
 	sqlite3_close(db);
 
 	db = side_open(path_in("newer.sqlite3"));
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 5");
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 6");
 	sqlite3_close(db);
 	refused = false;
 	ok(store_open(path_in("newer.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL,
-	   "v5 refused");
+	   "v6 refused");
 	ok(refused, "for good (refused)");
-	ok(strstr(errbuf, "5") && strstr(errbuf, "4") && strstr(errbuf, "fresh logs-v2/"),
+	ok(strstr(errbuf, "6") && strstr(errbuf, "5") && strstr(errbuf, "fresh logs-v2/"),
 	   "message: %s", errbuf);
 
 	fd = open(path_in("text.sqlite3"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -1590,6 +1715,8 @@ main(void)
 	test_retention();
 	test_migration();
 	test_migration_v3();
+	test_migration_v4();
+	test_multi_card();
 	test_refusals();
 	test_open_failure_passes();
 	test_write_failure();
