@@ -97,8 +97,8 @@
 #define DIR_SETTLE 0.5        /* s after the last removal seen before the log dir is made again,
 				 so that an rm -rf under way does not fail on a folder refilled */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
-#define RETENTION_EVERY 300.0 /* s, SPEC 9 */
-#define MAX_WAIT 60           /* longest ?wait=, SPEC 5 */
+#define RETENTION_EVERY 300.0 /* s between retention passes */
+#define MAX_WAIT 60           /* s, the longest ?wait= */
 #define MAX_TOKENS 65536      /* JSON tokens per request body */
 #define MAX_CARDS 256
 #define MAX_CWD_CHARS 4096
@@ -259,7 +259,7 @@ parse_device_ids(const char *v, int *ids)
 	return n;
 }
 
-/* The numeric entries of /dev/tenstorrent/ (SPEC 3). */
+/* The numeric entries of /dev/tenstorrent/. */
 static int
 discover_device_ids(int *ids)
 {
@@ -676,7 +676,7 @@ struct active {
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool finished;            /* done; freed once committed */
 	bool no_env;              /* submitted without env: nothing to read back at start */
-	/* reset jobs (mode reset): the procedure's position, SPEC 8 */
+	/* reset jobs (mode reset): the procedure's position */
 	struct reset_ladder ladder;
 };
 
@@ -1138,7 +1138,7 @@ current_log_size(const struct active *a)
 	return a->log.fd >= 0 ? a->log.size : a->job.log_size;
 }
 
-/* The record fields shared by GET /job, meta.json and the stored view (SPEC 5). */
+/* The record fields shared by GET /job, meta.json and the stored view. */
 static void
 render_record(struct json_w *w, const struct job *j, const char *output_file)
 {
@@ -1219,7 +1219,7 @@ render_active_job(struct json_w *w, struct active *a)
 	free(out);
 }
 
-/* GET /result of a done job (SPEC 5: the outcome fields). */
+/* GET /result of a done job (the outcome fields). */
 static void
 render_result_done(struct json_w *w, const struct job *j, const char *output_file)
 {
@@ -1588,7 +1588,7 @@ listen_event(void *arg, short revents)
 			return;
 		}
 	}
-	/* At the limit: leave further connections in the listen backlog (SPEC 4). */
+	/* At the limit: leave further connections in the listen backlog. */
 	watch_events(D.listen_slot, 0);
 }
 
@@ -1775,7 +1775,7 @@ utf8_chars(const char *s)
 	return n;
 }
 
-/* device_id: a JSON string of digits or a non-negative integer (SPEC 3). -1 when invalid. */
+/* device_id: a JSON string of digits or a non-negative integer. -1 when invalid. */
 static long long
 parse_device_field(const char *body, int i)
 {
@@ -1913,7 +1913,7 @@ has_control(const char *s)
 	return false;
 }
 
-/* Validate the env object and serialize it again (compact) into *out. SPEC 5. */
+/* Validate the env object and serialize it again (compact) into *out. */
 static int
 env_field(struct http_conn *c, const char *body, char **out)
 {
@@ -2151,7 +2151,7 @@ static const char *const queue_fields[] = {"cmd",       "cwd",  "device_id", "ti
 /* The members of POST /kill and POST /reset bodies (client_id: diagnostic, as in /queue). */
 static const char *const target_fields[] = {"job_id", "device_id", "client_id", NULL};
 
-/* POST /queue (SPEC 5): validate, enqueue, answer once the job is committed. */
+/* POST /queue: validate, enqueue, answer once the job is committed. */
 static void
 handle_queue(struct http_conn *c, const struct call *k)
 {
@@ -2268,7 +2268,7 @@ query_wait(struct http_conn *c, const struct http_request *req, unsigned long lo
 /*
  * Whether a long-poll on a would wait for nothing: a queued job does not start while the
  * service stops, so the answer ("queued": it is kept) is given at once rather than held until
- * the connection is cut (SPEC 9).
+ * the connection is cut.
  */
 static bool
 waits_in_vain(const struct active *a)
@@ -2337,7 +2337,7 @@ handle_result(struct http_conn *c, const struct call *k)
 	respond_json(c, 200, &body_buf, NULL);
 }
 
-/* The /logs answer for a job whose output file is `path` (SPEC 5). */
+/* The /logs answer for a job whose output file is `path`. */
 static void
 respond_logs(struct http_conn *c, const struct job *j, const char *path, unsigned long long offset,
 	     unsigned long long limit)
@@ -2604,7 +2604,7 @@ kill_active(struct http_conn *c, struct active *a)
 	}
 }
 
-/* POST /kill {"job_id": ID} or {"device_id": N} (SPEC 5). */
+/* POST /kill {"job_id": ID} or {"device_id": N}. */
 static void
 handle_kill(struct http_conn *c, const struct call *k)
 {
@@ -3455,7 +3455,7 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	card_fail_queue(c); /* dead, or still dead: what was queued meanwhile never runs */
 }
 
-/* One control command of the reset procedure ended (SPEC 8). */
+/* One control command of the reset procedure ended. */
 static void
 reset_step_done(struct active *a, int code)
 {
@@ -3487,7 +3487,7 @@ reset_step_done(struct active *a, int code)
 	}
 }
 
-/* The reset of card c starts now as a job of its own (SPEC 8). */
+/* The reset of card c starts now as a job of its own. */
 static void
 reset_start(struct card *c)
 {
@@ -3607,7 +3607,7 @@ reset_job_card(struct http_conn *c, const char *body, int i, char id[33], long l
 	return card;
 }
 
-/* POST /reset {"device_id"} | {"job_id"} | {} (SPEC 5, 8). */
+/* POST /reset {"device_id"} | {"job_id"} | {}. */
 static void
 handle_reset(struct http_conn *c, const struct call *call)
 {
@@ -3790,7 +3790,7 @@ handle_release(struct http_conn *c, const struct call *k)
 	hold_or_release(c, k->body, k->body_len, false);
 }
 
-/* GET /metrics: Prometheus text exposition 0.0.4 (SPEC 5). */
+/* GET /metrics: Prometheus text exposition 0.0.4. */
 static void
 handle_metrics(struct http_conn *c, const struct call *call)
 {
@@ -4611,7 +4611,7 @@ setup_cards(void)
 		exit(1);
 	}
 	memcpy(ids, cfg.ids, sizeof(int) * (size_t)cfg.nids);
-	/* A card dead in this boot stays listed even when its node vanished (SPEC 3). */
+	/* A card dead in this boot stays listed even when its node vanished. */
 	for (i = 0; i < rows.n; i++)
 		if (sched_stays_dead(rows.rows[i].state, same_boot_as(rows.rows[i].boot_id)) &&
 		    n < MAX_CARDS)
@@ -4796,8 +4796,8 @@ prepare_log_dir(void)
 
 /*
  * Open <log_dir>/jobs.sqlite3 (serving: the loop already runs, so a lock held elsewhere is
- * waited for briefly). A database this build refuses (pre-v2, newer, not a database) exits 1,
- * as SPEC 9 asks: no wait makes it usable, and nothing has run yet. Any other failure (disk
+ * waited for briefly). A database this build refuses (pre-v2, newer, not a database) exits 1:
+ * no wait makes it usable, and nothing has run yet. Any other failure (disk
  * full, quota, I/O error, the file cannot be created, a lock) may pass: -1 with the store
  * degraded and retried every STORE_RETRY seconds. Until then the daemon answers /status and
  * /metrics and refuses the rest, rather than exit into a restart loop that systemd gives up
@@ -4827,7 +4827,7 @@ open_store(bool serving)
 	return -1;
 }
 
-/* health_check.py beside the binary, else the copy built into it (SPEC 4). */
+/* health_check.py beside the binary, else the copy built into it. */
 /*
  * Write the built-in health_check.py to D.health_check_path: whole or not at all (a temporary
  * file renamed over it), since python3 runs an empty file and exits 0, which would pass every
