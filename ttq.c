@@ -1073,6 +1073,39 @@ w_device(struct json_w *w, int device)
 	json_w_cstr(w, buf);
 }
 
+/*
+ * A job's cards as records give them: device_id, its first (what clients of one card read),
+ * and device_ids, all of them ascending (one for a job of one card), as strings.
+ */
+static void
+w_job_devices(struct json_w *w, const struct job *j)
+{
+	char buf[16];
+	int i;
+
+	w_device(w, j->device);
+	json_w_key(w, "device_ids");
+	json_w_arr(w);
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		snprintf(buf, sizeof(buf), "%d", sched_job_device(j, i));
+		json_w_cstr(w, buf);
+	}
+	json_w_arr_end(w);
+}
+
+/* "card 0", or "cards 0,1" for a job of several, into buf (for log lines and messages). */
+static const char *
+job_cards(const struct job *j, char *buf, size_t cap)
+{
+	size_t n;
+	int i;
+
+	n = (size_t)snprintf(buf, cap, "card%s %d", j->nmore ? "s" : "", j->device);
+	for (i = 0; i < j->nmore && n < cap; i++)
+		n += (size_t)snprintf(buf + n, cap - n, ",%d", j->more[i].device);
+	return buf;
+}
+
 static void
 w_num(struct json_w *w, const char *key, double v)
 {
@@ -1143,7 +1176,7 @@ static void
 render_record(struct json_w *w, const struct job *j, const char *output_file)
 {
 	w_str(w, "job_id", j->id);
-	w_device(w, j->device);
+	w_job_devices(w, j);
 	w_str(w, "status", sched_status_name(j->status));
 	w_str(w, "mode", sched_mode_name(j->mode));
 	w_str(w, "client_id", j->client_id);
@@ -1240,7 +1273,7 @@ render_result_done(struct json_w *w, const struct job *j, const char *output_fil
 	w_bool(w, "log_truncated", j->log_truncated);
 	w_int(w, "dropped_log_bytes", j->dropped_log_bytes);
 	w_str(w, "error", j->error);
-	w_device(w, j->device);
+	w_job_devices(w, j);
 	json_w_obj_end(w);
 }
 
@@ -1260,7 +1293,7 @@ render_result_pending(struct json_w *w, const struct active *a)
 	w_int(w, "repeat_completed", j->repeat_completed);
 	w_time(w, "submitted_at", j->submitted_at);
 	w_time(w, "started_at", j->started_at);
-	w_device(w, j->device);
+	w_job_devices(w, j);
 	json_w_obj_end(w);
 }
 
@@ -1272,7 +1305,7 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 
 	json_w_obj(w);
 	w_str(w, "job_id", j->id);
-	w_device(w, j->device);
+	w_job_devices(w, j);
 	w_str(w, "status", sched_status_name(j->status));
 	w_str(w, "mode", sched_mode_name(j->mode));
 	w_str(w, "client_id", j->client_id);
@@ -1821,7 +1854,9 @@ target_member(struct http_conn *c, const char *body, const char *key)
 
 	if (i >= 0 && toks[i].type == JSON_NULL) {
 		respond_error(c, 400, "%s must be %s, not null", key,
-			      strcmp(key, "job_id") == 0 ? "a job id" : "a card number");
+			      strcmp(key, "job_id") == 0      ? "a job id"
+			      : strcmp(key, "device_ids") == 0 ? "a list of card numbers"
+							      : "a card number");
 		return -2;
 	}
 	return i;
@@ -1833,25 +1868,35 @@ device_member(struct http_conn *c, const char *body)
 	return target_member(c, body, "device_id");
 }
 
-/* The card named by device_id field i; answers 400 and returns NULL when not configured. */
+/*
+ * The card named by token i, the value of field `key` (device_id, or an element of
+ * device_ids); answers 400 and returns NULL when it is no card number or not configured.
+ */
 static struct card *
-card_from_field(struct http_conn *c, const char *body, int i)
+card_named(struct http_conn *c, const char *body, int i, const char *key)
 {
 	long long dev = parse_device_field(body, i);
 	struct card *card;
 	char list[512];
 
 	if (dev < 0) {
-		respond_error(c, 400, "device_id must be a card number (a string of digits or a "
-				      "non-negative integer)");
+		respond_error(c, 400, "%s must be a card number (a string of digits or a "
+				      "non-negative integer)", key);
 		return NULL;
 	}
 	card = sched_card(&D.sched, (int)dev);
 	if (!card) {
 		list_cards(list, sizeof(list));
-		respond_error(c, 400, "Unknown device_id %lld; configured queues: %s", dev, list);
+		respond_error(c, 400, "Unknown %s %lld; configured queues: %s", key, dev, list);
 	}
 	return card;
+}
+
+/* The card named by device_id field i; answers 400 and returns NULL when not configured. */
+static struct card *
+card_from_field(struct http_conn *c, const char *body, int i)
+{
+	return card_named(c, body, i, "device_id");
 }
 
 /* An integer field in [min, max]; *out keeps its default when absent. -1 answered 400. */
@@ -2056,7 +2101,9 @@ ack_push(struct http_conn *c, struct active *a)
 struct submission {
 	char *cmd, *cwd, *client_id, *mode, *env_json;
 	long long timeout, repeat;
-	struct card *card;
+	struct card *card;     /* its (first) card */
+	int devices[MAX_CARDS]; /* its cards (device_ids), ndevices of them; else card's alone */
+	int ndevices;
 };
 
 static void
@@ -2069,12 +2116,76 @@ submission_free(struct submission *s)
 	free(s->env_json);
 }
 
+/*
+ * device_ids (token i): a list of at least two configured cards, each as device_id takes it,
+ * none twice, into s->devices; s->card becomes its lowest. Answers 400 and returns -1 when it
+ * is not. A job that touches several cards must wait for all of them (sched_next): a mesh or
+ * a tensor-parallel model queued on one card's queue alone collides on the other.
+ */
+static int
+device_ids_field(struct http_conn *c, const char *body, int i, struct submission *s)
+{
+	int k, m, n = (int)toks[i].size;
+
+	if (toks[i].type != JSON_ARRAY) {
+		respond_error(c, 400, "device_ids must be a list of card numbers");
+		return -1;
+	}
+	if (n < 2) {
+		respond_error(c, 400, "device_ids must name at least two cards (one card: device_id)");
+		return -1;
+	}
+	for (k = i + 1, m = 0; m < n; m++, k = (int)toks[k].next) {
+		struct card *card = card_named(c, body, k, "device_ids element");
+		int d;
+
+		if (!card)
+			return -1;
+		for (d = 0; d < s->ndevices; d++)
+			if (s->devices[d] == card->device) {
+				respond_error(c, 400, "device_ids names card %d twice", card->device);
+				return -1;
+			}
+		s->devices[s->ndevices++] = card->device; /* distinct cards: at most ncards */
+		if (!s->card || card->device < s->card->device)
+			s->card = card;
+	}
+	return 0;
+}
+
+/* The cards of the submission: device_ids, else device_id (default "0"). -1 answered 400. */
+static int
+submission_cards(struct http_conn *c, const char *body, struct submission *s)
+{
+	int i = device_member(c, body), l;
+
+	if (i == -2 || (l = target_member(c, body, "device_ids")) == -2)
+		return -1;
+	if (i >= 0 && l >= 0) {
+		respond_error(c, 400, "give device_id (one card) or device_ids (several), not both");
+		return -1;
+	}
+	if (l >= 0)
+		return device_ids_field(c, body, l, s);
+	s->card = i < 0 ? sched_card(&D.sched, 0) : card_from_field(c, body, i);
+	if (!s->card) {
+		if (i < 0) {
+			char list[512];
+
+			list_cards(list, sizeof(list));
+			respond_error(c, 400, "No queue 0 here; give device_id (configured queues: %s)", list);
+		}
+		return -1;
+	}
+	s->devices[0] = s->card->device;
+	s->ndevices = 1;
+	return 0;
+}
+
 /* Validate a POST /queue body into s; answers 400 and returns -1 on the first bad field. */
 static int
 submission_parse(struct http_conn *c, const char *body, struct submission *s)
 {
-	int i;
-
 	if (field(body, "cmd") < 0) {
 		respond_error(c, 400, "cmd is required");
 		return -1;
@@ -2110,18 +2221,8 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	    int_field(c, body, "repeat", 1, cfg.max_repeat, &s->repeat) < 0 ||
 	    env_field(c, body, &s->env_json) < 0)
 		return -1;
-	if ((i = device_member(c, body)) == -2)
+	if (submission_cards(c, body, s) < 0)
 		return -1;
-	s->card = i < 0 ? sched_card(&D.sched, 0) : card_from_field(c, body, i);
-	if (!s->card) {
-		if (i < 0) {
-			char list[512];
-
-			list_cards(list, sizeof(list));
-			respond_error(c, 400, "No queue 0 here; give device_id (configured queues: %s)", list);
-		}
-		return -1;
-	}
 	return check_cwd(c, s->cwd ? s->cwd : "");
 }
 
@@ -2132,7 +2233,7 @@ render_submitted(struct json_w *w, const struct active *a, int position, double 
 
 	json_w_obj(w);
 	w_str(w, "job_id", a->job.id);
-	w_device(w, a->job.device);
+	w_job_devices(w, &a->job);
 	w_str(w, "status", "queued");
 	w_str(w, "output_file", out);
 	w_int(w, "position", position);
@@ -2145,9 +2246,9 @@ render_submitted(struct json_w *w, const struct active *a, int position, double 
 	free(out);
 }
 
-/* The members of a POST /queue body: those the earlier Python client sends, and no more. */
-static const char *const queue_fields[] = {"cmd",       "cwd",  "device_id", "timeout", "repeat",
-					   "env",       "mode", "client_id", NULL};
+/* The members of a POST /queue body: those the earlier Python client sends, and device_ids. */
+static const char *const queue_fields[] = {"cmd",  "cwd",  "device_id", "device_ids", "timeout",
+					   "repeat", "env", "mode",      "client_id",  NULL};
 /* The members of POST /kill and POST /reset bodies (client_id: diagnostic, as in /queue). */
 static const char *const target_fields[] = {"job_id", "device_id", "client_id", NULL};
 
@@ -2161,14 +2262,21 @@ handle_queue(struct http_conn *c, const struct call *k)
 	struct active *a;
 	const char *why;
 	struct json_w w;
-	int position;
+	struct card *refused = NULL;
+	int position, i;
 	double wait, now = clock_wall();
 
 	if (parse_body(c, body, len) < 0 || known_fields(c, body, queue_fields) < 0 ||
 	    submission_parse(c, body, &s) < 0)
 		goto out;
-	if ((why = refuse_reason(s.card))) {
-		respond_refused(c, s.card, why);
+	for (i = 0; i < s.ndevices && !refused; i++) { /* a dead one of its cards refuses it */
+		struct card *card = sched_card(&D.sched, s.devices[i]);
+
+		if (card->state == CARD_DEAD)
+			refused = card;
+	}
+	if ((why = refuse_reason(refused ? refused : s.card))) {
+		respond_refused(c, refused ? refused : s.card, why);
 		goto out;
 	}
 	if (D.sched.queued_total >= cfg.max_queued) {
@@ -2177,13 +2285,13 @@ handle_queue(struct http_conn *c, const struct call *k)
 		goto out;
 	}
 	a = active_new();
-	if (!a || new_job_id(a->job.id) < 0) {
-		free(a);
+	if (!a || new_job_id(a->job.id) < 0 || sched_job_set_cards(&a->job, s.devices, s.ndevices) < 0) {
+		if (a)
+			active_free(a);
 		respond_error(c, 500, "cannot create a job: %s", strerror(errno));
 		goto out;
 	}
 	a->card = s.card;
-	a->job.device = s.card->device;
 	a->job.mode = JOB_MODE_RUN;
 	a->job.cmd = s.cmd;
 	a->job.cwd = s.cwd ? s.cwd : xstrdup("");
@@ -2194,7 +2302,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 	a->job.timeout = s.timeout ? (int)s.timeout : cfg.default_timeout;
 	a->job.repeat = (int)s.repeat;
 	a->job.submitted_at = now;
-	a->job.reset_epoch = s.card->reset_epoch;
+	sched_job_note_epochs(&D.sched, &a->job);
 	position = sched_submit_position_job(&D.sched, &a->job);
 	wait = sched_submit_wait(&D.sched, &a->job, now);
 	index_add(a);
@@ -2634,10 +2742,12 @@ handle_kill(struct http_conn *c, const struct call *k)
 		id[32] = '\0';
 		if ((r = find_job(c, id, &a, &j, &out)) < 0)
 			return;
-		if (r == 1 && di >= 0 && parse_device_field(body, di) != a->job.device) {
+		if (r == 1 && di >= 0 && !sched_job_on(&a->job, (int)parse_device_field(body, di))) {
 			/* as /reset: a card and a job that disagree name nothing for sure */
-			respond_error(c, 400, "job_id %s is on card %d, not on the device_id given",
-				      id, a->job.device);
+			char cards[256];
+
+			respond_error(c, 400, "job_id %s is on %s, not on the device_id given", id,
+				      job_cards(&a->job, cards, sizeof(cards)));
 			return;
 		}
 		if (r == 1) {
@@ -2883,10 +2993,12 @@ job_proc_stuck(struct proc_job *pj)
 {
 	struct active *a = proc_job_owner(pj);
 
-	logmsg("tt-device-queue: %s %s on card %d: processes still alive %.0f s after SIGKILL "
+	char cards[256];
+
+	logmsg("tt-device-queue: %s %s on %s: processes still alive %.0f s after SIGKILL "
 	       "(stuck in the kernel?); the card waits for them",
-	       a->job.mode == JOB_MODE_RESET ? "reset" : "job", a->job.id, a->job.device,
-	       PROC_STUCK_WARN);
+	       a->job.mode == JOB_MODE_RESET ? "reset" : "job", a->job.id,
+	       job_cards(&a->job, cards, sizeof(cards)), PROC_STUCK_WARN);
 }
 
 static void iteration_done(struct active *a, int code);
@@ -3055,6 +3167,8 @@ run_iteration(struct active *a, char *const envp[])
 static void
 job_spawn_first(struct active *a)
 {
+	char cards[256];
+
 	a->envp = job_env(a, &a->env_block);
 	free(a->job.env_json);
 	a->job.env_json = NULL;
@@ -3063,7 +3177,8 @@ job_spawn_first(struct active *a)
 		return;
 	}
 	timer_set(&a->deadline, mono_now + a->job.timeout);
-	logmsg("tt-device-queue: job %s started on card %d", a->job.id, a->job.device);
+	logmsg("tt-device-queue: job %s started on %s", a->job.id,
+	       job_cards(&a->job, cards, sizeof(cards)));
 	run_iteration(a, a->envp);
 }
 
@@ -3089,7 +3204,8 @@ stop_error(const struct active *a)
 	case STOP_SHUTDOWN:
 		return "Interrupted: the service stopped while the job was running; it is not run again";
 	case STOP_PREEMPT:
-		return "Interrupted by a reset of its card";
+		return a->job.nmore ? "Interrupted by a reset of one of its cards"
+				    : "Interrupted by a reset of its card";
 	default:
 		return NULL;
 	}
@@ -3211,6 +3327,8 @@ static void
 job_finish_at(struct active *a, double end, int exit_code, const char *error, const char *trailer)
 {
 	struct job *j = &a->job;
+	char cards[256];
+	int i;
 
 	timer_stop(&a->deadline);
 	j->status = JOB_DONE;
@@ -3238,11 +3356,12 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	if (!card_known(a->card))
 		return; /* a job of a card no longer configured, failed at start-up */
 	count_outcome(a);
-	if (a->card->current == j)
-		sched_set_current(a->card, NULL);
-	recent_add(a->card, j);
-	logmsg("tt-device-queue: job %s on card %d finished: exit %d in %.2fs%s%s", j->id, j->device,
-	       exit_code, j->elapsed, error ? ": " : "", error ? error : "");
+	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
+	for (i = 0; i < sched_job_ncards(j); i++)
+		recent_add(sched_card(&D.sched, sched_job_device(j, i)), j);
+	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s", j->id,
+	       job_cards(j, cards, sizeof(cards)), exit_code, j->elapsed, error ? ": " : "",
+	       error ? error : "");
 }
 
 /* job_finish_at, the job ending now. */
@@ -3260,9 +3379,9 @@ job_start(struct active *a)
 	j->status = JOB_RUNNING;
 	j->started_at = clock_wall();
 	j->repeat_current = 1; /* in the "running" commit: a crash after it shows the job ran */
-	j->reset_epoch = a->card->reset_epoch;
+	sched_job_note_epochs(&D.sched, j);
 	a->started_mono = mono_now;
-	sched_set_current(a->card, j);
+	sched_occupy(&D.sched, j);
 	mark_dirty(a);
 	vec_push(&D.spawn, a);
 }
@@ -3572,52 +3691,86 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 	json_w_obj_end(w);
 }
 
-/* The card and epoch of the job named by job_id field i; answers and returns NULL if none. */
-static struct card *
-reset_job_card(struct http_conn *c, const char *body, int i, char id[33], long long *epoch)
+/* "card 0" or "cards 0,1": the cards marked in want (n of them), for a message. */
+static const char *
+reset_job_named(const bool *want, int n)
+{
+	static char buf[256];
+	size_t len = (size_t)snprintf(buf, sizeof(buf), "card%s ", n > 1 ? "s" : "");
+	int i, k = 0;
+
+	for (i = 0; i < D.sched.ncards && len < sizeof(buf); i++)
+		if (want[i])
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", k++ ? "," : "",
+						D.sched.cards[i].device);
+	return buf;
+}
+
+/*
+ * The cards of the job named by job_id field i, each with the reset epoch the job recorded for
+ * it (at its submission, then at its start): want[k] and epoch[k] for D.sched.cards[k]. A job of
+ * several cards names each of them: whichever it wedged, a reset for the job reaches it.
+ * Returns how many, or -1 (answered) when the job is unknown or one of its cards is not
+ * configured here.
+ */
+static int
+reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool *want,
+		long long *epoch)
 {
 	struct active *a;
-	struct job j;
+	struct job stored, *j;
 	char *out = NULL;
-	struct card *card;
-	int r;
+	int r, k, n = 0;
 
 	if (toks[i].type != JSON_STRING) {
 		respond_error(c, 400, "job_id must be a string");
-		return NULL;
+		return -1;
 	}
 	if (json_str_decode(body, &toks[i], id, 32) != 32 || !valid_job_id(id, 32)) {
 		respond_error(c, 404, "Unknown job");
-		return NULL;
+		return -1;
 	}
 	id[32] = '\0';
-	if ((r = find_job(c, id, &a, &j, &out)) < 0)
-		return NULL;
-	if (r == 1) {
-		*epoch = a->job.reset_epoch;
-		return a->card;
+	if ((r = find_job(c, id, &a, &stored, &out)) < 0)
+		return -1;
+	j = r == 1 ? &a->job : &stored;
+	for (k = 0; k < sched_job_ncards(j) && n >= 0; k++) {
+		int dev = sched_job_device(j, k);
+		struct card *card = sched_card(&D.sched, dev);
+
+		if (!card) {
+			respond_error(c, 400, "Job %s was queued on card %d, which is not configured here",
+				      id, dev);
+			n = -1;
+		} else {
+			want[card_index(card)] = true;
+			epoch[card_index(card)] = sched_job_epoch(j, dev);
+			n++;
+		}
 	}
-	*epoch = j.reset_epoch;
-	card = sched_card(&D.sched, j.device);
-	if (!card)
-		respond_error(c, 400, "Job %s was queued on card %d, which is not configured here", id,
-			      j.device);
-	sched_job_clear(&j);
-	free(out);
-	return card;
+	if (r == 2) {
+		sched_job_clear(&stored);
+		free(out);
+	}
+	return n;
 }
 
-/* POST /reset {"device_id"} | {"job_id"} | {}. */
+/*
+ * POST /reset {"device_id"} | {"job_id"} | {"job_id", "device_id"} | {}: a card, every card
+ * a job needed (or the one of them named beside it), or every card. One card is answered with
+ * its entry, several with {"resets": [...]}.
+ */
 static void
 handle_reset(struct http_conn *c, const struct call *call)
 {
 	const char *body = call->body;
 	size_t len = call->body_len;
-	struct card *card = NULL, *jcard = NULL;
+	struct card *card = NULL, *one = NULL;
 	enum reset_action act[MAX_CARDS];
-	long long epoch = -1;
+	bool want[MAX_CARDS] = {false};
+	long long epoch[MAX_CARDS];
 	char id[33];
-	int ji, di, i, n;
+	int ji, di, i, n, targets = 0;
 	struct json_w w;
 
 	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
@@ -3627,47 +3780,57 @@ handle_reset(struct http_conn *c, const struct call *call)
 		respond_refused(c, NULL, "The service is shutting down");
 		return;
 	}
-	if (ji >= 0 && !(jcard = reset_job_card(c, body, ji, id, &epoch)))
+	for (i = 0; i < D.sched.ncards; i++)
+		epoch[i] = -1;
+	if (ji >= 0 && (targets = reset_job_cards(c, body, ji, id, want, epoch)) < 0)
 		return;
 	if (di >= 0 && !(card = card_from_field(c, body, di)))
 		return;
-	if (card && jcard && card != jcard) {
-		respond_error(c, 400, "job_id %s was queued on card %d, not on card %d", id, jcard->device,
-			      card->device);
+	if (card && ji >= 0 && !want[card_index(card)]) {
+		respond_error(c, 400, "job_id %s was queued on %s, not on card %d", id,
+			      reset_job_named(want, targets), card->device);
 		return;
 	}
-	card = jcard ? jcard : card;
+	if (card) { /* that card alone */
+		for (i = 0; i < D.sched.ncards; i++)
+			want[i] = &D.sched.cards[i] == card;
+		targets = 1;
+	} else if (ji < 0) { /* every card */
+		for (i = 0; i < D.sched.ncards; i++)
+			want[i] = true;
+		targets = D.sched.ncards;
+	}
 	for (i = 0, n = 0; i < D.sched.ncards; i++) {
-		struct card *k = &D.sched.cards[i];
-
-		if (card && k != card)
+		if (!want[i])
 			continue;
+		one = &D.sched.cards[i];
 		/* Only a request naming this card alone runs a dead card's recovery again. */
-		act[i] = sched_reset_request(k, jcard ? epoch : -1, card && !jcard);
+		act[i] = sched_reset_request(one, epoch[i], card && ji < 0);
 		if (act[i] == RESET_SCHEDULED) {
-			card_dirty(k);
+			card_dirty(one);
 			n++;
 		}
 	}
 	/* reset_pending is on disk before the answer and before any job is preempted for it. */
 	if (n > 0 && !store_sync_now(NULL)) {
 		for (i = 0; i < D.sched.ncards; i++)
-			if ((!card || &D.sched.cards[i] == card) && act[i] == RESET_SCHEDULED)
+			if (want[i] && act[i] == RESET_SCHEDULED)
 				sched_reset_withdraw(&D.sched.cards[i]);
 		respond_refused(c, card, "The job store is degraded; the reset cannot be recorded");
 		return;
 	}
 	w = body_begin();
-	if (card) {
-		reset_request_card(card, act[card_index(card)], jcard ? id : NULL, &w);
-		respond_json(c, act[card_index(card)] == RESET_DEAD ? 503 : 200, &body_buf, NULL);
+	if (targets == 1 && (card || ji >= 0)) {
+		reset_request_card(one, act[card_index(one)], ji >= 0 ? id : NULL, &w);
+		respond_json(c, act[card_index(one)] == RESET_DEAD ? 503 : 200, &body_buf, NULL);
 		return;
 	}
 	json_w_obj(&w);
 	json_w_key(&w, "resets");
 	json_w_arr(&w);
 	for (i = 0; i < D.sched.ncards; i++)
-		reset_request_card(&D.sched.cards[i], act[i], NULL, &w);
+		if (want[i])
+			reset_request_card(&D.sched.cards[i], act[i], ji >= 0 ? id : NULL, &w);
 	json_w_arr_end(&w);
 	json_w_obj_end(&w);
 	respond_json(c, 200, &body_buf, NULL);
@@ -3863,14 +4026,15 @@ static void
 count_outcome_by(const struct active *a, int n)
 {
 	const struct job *j = &a->job;
-	int k;
+	int i, k;
 
 	if (j->mode != JOB_MODE_RUN)
 		return;
 	k = j->timed_out ? OUT_TIMEOUT : isnan(j->started_at) ? OUT_CANCELLED
 				       : j->exit_code == 0    ? OUT_OK
 							      : OUT_FAILED;
-	finished_count[card_index(a->card)][k] += n;
+	for (i = 0; i < sched_job_ncards(j); i++) /* on each card it needed */
+		finished_count[card_index(sched_card(&D.sched, sched_job_device(j, i)))][k] += n;
 }
 
 /* ------------------------------------------------------------------------ store sync */
@@ -4077,6 +4241,7 @@ store_write_dirty(const struct job *extra)
 static void
 store_committed(void)
 {
+	char cards[256];
 	int i;
 
 	for (i = 0; i < D.dirty.n; i++) {
@@ -4095,8 +4260,9 @@ store_committed(void)
 	/* Queued only now that it is on disk; logged before a same-turn cancel frees it. */
 	for (i = 0; i < D.nacks; i++)
 		if (D.acks[i].a)
-			logmsg("tt-device-queue: job %s queued on card %d by %s", D.acks[i].a->job.id,
-			       D.acks[i].a->job.device, D.acks[i].a->job.client_id);
+			logmsg("tt-device-queue: job %s queued on %s by %s", D.acks[i].a->job.id,
+			       job_cards(&D.acks[i].a->job, cards, sizeof(cards)),
+			       D.acks[i].a->job.client_id);
 	for (i = 0; i < D.finished.n; i++) {
 		index_del(D.finished.v[i]);
 		active_free(D.finished.v[i]);
@@ -4127,7 +4293,7 @@ store_unwind(void)
 	for (i = D.spawn.n - 1; i >= 0; i--) {
 		struct active *a = D.spawn.v[i];
 
-		sched_set_current(a->card, NULL);
+		sched_vacate(&D.sched, &a->job);
 		if (a->job.mode == JOB_MODE_RESET) {
 			/* Not started: forget the reset job; the card's reset stays pending. */
 			vec_push(&drop, a);
@@ -4692,7 +4858,7 @@ recover_interrupted(struct active *a, double now)
 {
 	bool reset = a->job.mode == JOB_MODE_RESET;
 
-	sched_set_current(a->card, &a->job);
+	sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
 	/* Output dropped before the crash was counted only up to the last save. */
 	if (a->job.log_truncated && open_log(a) == 0)
 		a->log.dropped_floor = 1;
