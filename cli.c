@@ -107,6 +107,8 @@
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
 #define CLIENT_SHOW 20   /* columns of a client id in human status */
 
+#define MAX_JOB_CARDS 256 /* cards one job may name (the daemon's MAX_CARDS) */
+
 /* Exit statuses (the man page's EXIT STATUS). Helpers return these so a failure travels up unchanged. */
 enum st {
 	ST_OK = 0,
@@ -495,6 +497,37 @@ doc_scalar(const struct doc *d, int obj, const char *key, char *buf, size_t cap)
 		n = cap - 1;
 	memcpy(buf, d->src + d->t[i].start, n);
 	buf[n] = 0;
+	return buf;
+}
+
+/*
+ * The cards of the job record at obj: its device_ids, or its device_id alone (a daemon that
+ * lists no device_ids), as text into cards[0..max) of 24 bytes each. Returns how many.
+ */
+static int
+doc_cards(const struct doc *d, int obj, char (*cards)[24], int max)
+{
+	int ids = doc_child(d, obj, "device_ids", JSON_ARRAY), n = 0, j, k;
+
+	for (k = 0, j = ids + 1; ids >= 0 && k < (int)d->t[ids].size && n < max;
+	     k++, j = (int)d->t[j].next)
+		if (d->t[j].type == JSON_STRING)
+			tok_cstr(d, j, cards[n++], 24);
+	if (n == 0 && max > 0 && doc_scalar(d, obj, "device_id", cards[0], 24) != NULL)
+		n = 1;
+	return n;
+}
+
+/* "0" or "0,1" from cards[0..n) into buf. */
+static const char *
+cards_list(char (*cards)[24], int n, char *buf, size_t cap)
+{
+	size_t len = 0;
+	int k;
+
+	buf[0] = 0;
+	for (k = 0; k < n && len < cap; k++)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? "," : "", cards[k]);
 	return buf;
 }
 
@@ -1579,12 +1612,14 @@ static void
 print_summary(const char *id, const struct doc *d, const struct sink *o)
 {
 	struct json_buf b;
-	char dev[32] = "?", text[1024];
+	char dev[256] = "?", text[1024], cards[MAX_JOB_CARDS][24];
 	long long v;
+	int n;
 
 	json_buf_init(&b);
-	doc_scalar(d, 0, "device_id", dev, sizeof dev);
-	json_buf_printf(&b, NOTE "job %s on card %s: ", id, dev);
+	n = doc_cards(d, 0, cards, MAX_JOB_CARDS);
+	cards_list(cards, n, dev, sizeof dev);
+	json_buf_printf(&b, NOTE "job %s on card%s %s: ", id, n > 1 ? "s" : "", dev);
 	summary_outcome(&b, d);
 	if (doc_true(d, 0, "log_truncated"))
 		json_buf_printf(&b,
@@ -1715,6 +1750,7 @@ enum opt_id {
 	O_HELP,
 	O_JSON,
 	O_DEVICE,
+	O_DEVICES, /* --device of a submission: N, N,M,... or all */
 	O_CWD,
 	O_TIMEOUT,
 	O_REPEAT,
@@ -1761,8 +1797,13 @@ struct args {
 
 /* Every subcommand option; which are accepted depends on the subcommand's optspec table. */
 struct opts {
-	unsigned long long device;
+	unsigned long long device; /* the card; a job of several cards: its lowest */
 	int device_set;
+	/* a submission's --device N,M,... (ascending, ndevices >= 2) or --device all (resolved
+	 * from /status by submission_cards); ndevices 0 for one card */
+	unsigned long long devices[MAX_JOB_CARDS];
+	int ndevices;
+	int device_all;
 	const char *cwd;   /* NULL: the client's directory */
 	long long timeout; /* -1: not sent */
 	long long repeat;  /* -1: not sent */
@@ -1915,8 +1956,65 @@ opt_submit(struct args *a, struct opts *o, int id, const char *val)
 
 /* Apply an option shared by several subcommands. Returns ST_OK or ST_USAGE. */
 static int
+cmp_ull(const void *x, const void *y)
+{
+	unsigned long long a = *(const unsigned long long *)x, b = *(const unsigned long long *)y;
+
+	return (a > b) - (a < b);
+}
+
+/*
+ * A submission's --device: one card (N), several (N,M,...: a job that opens them all, queued
+ * on each of their queues), or all (every configured card). Given twice, the two must name
+ * the same cards: the last of two would win silently, a job on cards its code does not open.
+ */
+static int
+opt_devices(struct args *a, struct opts *o, const char *val)
+{
+	unsigned long long v[MAX_JOB_CARDS];
+	char item[32];
+	const char *p = val, *comma;
+	int n = 0, k;
+
+	if (strcmp(val, "all") == 0) {
+		if (o->device_set && !o->device_all)
+			return usage_err(a->cmd, "--device given twice (all and another); give the "
+			                         "cards your code opens");
+		o->device_all = o->device_set = 1;
+		return ST_OK;
+	}
+	for (;;) {
+		comma = strchr(p, ',');
+		snprintf(item, sizeof item, "%.*s", comma ? (int)(comma - p) : (int)strlen(p), p);
+		if (n == MAX_JOB_CARDS || arg_uint(item, 999999, &v[n]) < 0)
+			return usage_err(a->cmd, "--device takes a card number, a list such as 0,1, "
+			                         "or all, not '%s'", val);
+		for (k = 0; k < n; k++)
+			if (v[k] == v[n])
+				return usage_err(a->cmd, "--device names card %llu twice", v[n]);
+		n++;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	qsort(v, (size_t)n, sizeof v[0], cmp_ull);
+	if (o->device_set && (o->device_all || n != (o->ndevices ? o->ndevices : 1) ||
+	                      memcmp(v, o->ndevices ? o->devices : &o->device,
+	                             sizeof v[0] * (size_t)n) != 0))
+		return usage_err(a->cmd, "--device given twice with different cards; give the "
+		                         "cards your code opens");
+	o->device = v[0];
+	o->device_set = 1;
+	o->ndevices = n > 1 ? n : 0;
+	memcpy(o->devices, v, sizeof v[0] * (size_t)n);
+	return ST_OK;
+}
+
+static int
 opt_common(struct args *a, struct opts *o, int id, const char *val)
 {
+	if (id == O_DEVICES)
+		return opt_devices(a, o, val);
 	if (id == O_DEVICE) {
 		unsigned long long dev;
 
@@ -2252,9 +2350,19 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 		json_w_key(&w, "cwd");
 		json_w_cstr(&w, cwd);
 	}
-	snprintf(dev, sizeof dev, "%llu", o->device);
-	json_w_key(&w, "device_id");
-	json_w_cstr(&w, dev);
+	if (o->ndevices > 1) {
+		json_w_key(&w, "device_ids");
+		json_w_arr(&w);
+		for (k = 0; k < o->ndevices; k++) {
+			snprintf(dev, sizeof dev, "%llu", o->devices[k]);
+			json_w_cstr(&w, dev);
+		}
+		json_w_arr_end(&w);
+	} else {
+		snprintf(dev, sizeof dev, "%llu", o->device);
+		json_w_key(&w, "device_id");
+		json_w_cstr(&w, dev);
+	}
 	if (o->timeout >= 0) {
 		json_w_key(&w, "timeout");
 		json_w_int(&w, o->timeout);
@@ -2302,19 +2410,52 @@ submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct do
 }
 
 /*
- * Inside a job (the daemon puts TT_DEVICE_JOB_ID in its environment): that job's id into
- * job[33] and the card it holds into card[cap] while the daemon shows it running. 0 then;
- * -1 when not inside a running job of this daemon, or when the daemon cannot be asked (the
- * request that follows then says why).
+ * --device all: every card the daemon lists in /status (one card: that one alone), so that a
+ * job that opens all of them waits for all of them. ST_OK, or the failure of asking.
  */
 static int
-held_card(struct cli *c, char *job, char *card, size_t cap)
+submission_cards(struct cli *c, struct opts *o)
+{
+	struct doc d;
+	int rc, devs, j, k;
+	unsigned long long v;
+	char id[24];
+
+	if (!o->device_all)
+		return ST_OK;
+	if ((rc = api(c, "GET", "/status", NULL, 0, &d)) != ST_OK)
+		return rc;
+	devs = doc_child(&d, 0, "devices", JSON_ARRAY);
+	o->ndevices = 0;
+	for (k = 0, j = devs + 1; devs >= 0 && k < (int)d.t[devs].size && o->ndevices < MAX_JOB_CARDS;
+	     k++, j = (int)d.t[j].next)
+		if (doc_scalar(&d, j, "device_id", id, sizeof id) && arg_uint(id, 999999, &v) == 0)
+			o->devices[o->ndevices++] = v;
+	doc_free(&d);
+	if (o->ndevices == 0)
+		return fail(c, "--device all: the daemon's /status lists no cards");
+	qsort(o->devices, (size_t)o->ndevices, sizeof o->devices[0], cmp_ull);
+	o->device = o->devices[0];
+	o->device_all = 0;
+	if (o->ndevices == 1)
+		o->ndevices = 0;
+	return ST_OK;
+}
+
+/*
+ * Inside a job (the daemon puts TT_DEVICE_JOB_ID in its environment): that job's id into
+ * job[33] and the cards it holds into cards[0..max) while the daemon shows it running. Their
+ * count then; -1 when not inside a running job of this daemon, or when the daemon cannot be
+ * asked (the request that follows then says why).
+ */
+static int
+held_cards(struct cli *c, char *job, char (*cards)[24], int max)
 {
 	const char *id = env_nonempty("TT_DEVICE_JOB_ID");
 	char path[64], st[16];
 	struct resp r;
 	struct doc d;
-	int rc = -1;
+	int n = -1;
 
 	if (id == NULL || strlen(id) != 32 || strspn(id, "0123456789abcdef") != 32)
 		return -1;
@@ -2324,35 +2465,42 @@ held_card(struct cli *c, char *job, char *card, size_t cap)
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
 		return -1;
 	if (doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "running") == 0 &&
-	    doc_scalar(&d, 0, "device_id", card, cap) != NULL) {
+	    (n = doc_cards(&d, 0, cards, max)) > 0)
 		snprintf(job, 33, "%s", id);
-		rc = 0;
-	}
+	else
+		n = -1;
 	doc_free(&d);
-	return rc;
+	return n;
 }
 
 /*
- * Waiting inside a job for a job on the card that job holds would hang until the job's
+ * Waiting inside a job for a job on a card that job holds would hang until the job's
  * timeout: each card runs one job at a time, in order, and the one waiting holds it. `target`
- * is the job waited for (NULL: one about to be queued) on card `card`. ST_USAGE (explained)
- * when that card is held by this process's job, else ST_OK.
+ * is the job waited for (NULL: one about to be queued) on cards[0..n). ST_USAGE (explained)
+ * when one of them is held by this process's job, else ST_OK.
  */
 static int
-refuse_own_card(struct cli *c, const struct args *a, const char *target, const char *card)
+refuse_own_card(struct cli *c, const struct args *a, const char *target, char (*cards)[24], int n)
 {
-	char job[33], held[32], what[96];
+	char job[33], held[MAX_JOB_CARDS][24], what[96], list[256];
+	const char *card = NULL;
+	int nh = held_cards(c, job, held, MAX_JOB_CARDS), i, k;
 
-	if (held_card(c, job, held, sizeof held) < 0 || strcmp(held, card) != 0)
+	for (i = 0; i < n && !card; i++)
+		for (k = 0; k < nh && !card; k++)
+			if (strcmp(cards[i], held[k]) == 0)
+				card = cards[i];
+	if (!card)
 		return ST_OK;
+	cards_list(held, nh, list, sizeof list);
 	if (target == NULL)
 		snprintf(what, sizeof what, "a job queued on card %s", card);
 	else
 		snprintf(what, sizeof what, "job %s on card %s", target, card);
 	fprintf(stderr,
-	        PROG " %s: this runs inside job %s, which holds card %s until it ends; %s "
+	        PROG " %s: this runs inside job %s, which holds card%s %s until it ends; %s "
 	        "cannot %s before that, so waiting for it would hang until the job's timeout.\n",
-	        a->cmd->name, job, card, what,
+	        a->cmd->name, job, nh > 1 ? "s" : "", list, what,
 	        target != NULL && strcmp(target, job) == 0 ? "end" : "start");
 	if (target == NULL)
 		fprintf(stderr, "Use another card (--device N), or submit without waiting (`" PROG
@@ -2364,14 +2512,16 @@ refuse_own_card(struct cli *c, const struct args *a, const char *target, const c
 	return ST_USAGE;
 }
 
-/* run and queue-python --wait: refuse a submission on the card this process's job holds. */
+/* run and queue-python --wait: refuse a submission on a card this process's job holds. */
 static int
 refuse_own_card_submission(struct cli *c, const struct args *a, const struct opts *o)
 {
-	char card[24];
+	char cards[MAX_JOB_CARDS][24];
+	int n = o->ndevices ? o->ndevices : 1, k;
 
-	snprintf(card, sizeof card, "%llu", o->device);
-	return refuse_own_card(c, a, NULL, card);
+	for (k = 0; k < n; k++)
+		snprintf(cards[k], sizeof cards[k], "%llu", o->ndevices ? o->devices[k] : o->device);
+	return refuse_own_card(c, a, NULL, cards, n);
 }
 
 /*
@@ -2381,10 +2531,10 @@ refuse_own_card_submission(struct cli *c, const struct args *a, const struct opt
 static int
 refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
 {
-	char path[64], st[16], card[24];
+	char path[64], st[16], cards[MAX_JOB_CARDS][24];
 	struct resp r;
 	struct doc d;
-	int done;
+	int done, n = 0;
 
 	if (env_nonempty("TT_DEVICE_JOB_ID") == NULL)
 		return ST_OK;
@@ -2394,9 +2544,9 @@ refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
 		return ST_OK; /* the wait's own requests say what is wrong */
 	done = !doc_str(&d, 0, "status", st, sizeof st) || strcmp(st, "done") == 0 ||
-	       doc_scalar(&d, 0, "device_id", card, sizeof card) == NULL;
+	       (n = doc_cards(&d, 0, cards, MAX_JOB_CARDS)) == 0;
 	doc_free(&d);
-	return done ? ST_OK : refuse_own_card(c, a, id, card);
+	return done ? ST_OK : refuse_own_card(c, a, id, cards, n);
 }
 
 /*
@@ -2411,8 +2561,9 @@ print_queued(const struct cli *c, const struct doc *d, const char *script)
 	    "timeout", "repeat",    "output_file"};
 	struct json_buf more;
 	struct json_w w;
-	char v[4096];
+	char v[4096], cards[MAX_JOB_CARDS][24];
 	size_t k;
+	int n;
 
 	if (c->json && script == NULL)
 		return print_doc(d);
@@ -2428,6 +2579,8 @@ print_queued(const struct cli *c, const struct doc *d, const char *script)
 			printf("%s=%s\n", keys[k], v);
 		if (k == 0 && script != NULL)
 			printf("script_file=%s\n", script);
+		if (k == 1 && (n = doc_cards(d, 0, cards, MAX_JOB_CARDS)) > 0) /* after device_id */
+			printf("device_ids=%s\n", cards_list(cards, n, v, sizeof v));
 	}
 	return ST_OK;
 }
@@ -2440,14 +2593,16 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 	struct sink out;
 	long long pos = 0;
 	double est = 0;
-	char dev[32] = "?", t[32];
+	char dev[256] = "?", t[32], cards[MAX_JOB_CARDS][24];
 	int rc;
 
 	if (!c->json && doc_int(d, 0, "position", &pos) == 0 && pos > 0) {
-		doc_scalar(d, 0, "device_id", dev, sizeof dev);
+		int n = doc_cards(d, 0, cards, MAX_JOB_CARDS);
+
+		cards_list(cards, n, dev, sizeof dev);
 		doc_num(d, 0, "estimated_wait_sec", &est);
-		fprintf(stderr, NOTE "job %s is queued on card %s behind %lld job%s (~%s)\n", id,
-		        dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
+		fprintf(stderr, NOTE "job %s is queued on card%s %s behind %lld job%s (~%s)\n", id,
+		        n > 1 ? "s" : "", dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
 	}
 	note_status(c, d);
 	sink_init(&out, limit, c->json);
@@ -2526,7 +2681,7 @@ submit_words(struct cli *c, struct args *a, struct opts *o, int follow)
 	char id[33];
 	int rc;
 
-	if ((rc = command_words(a, o)) != ST_OK)
+	if ((rc = command_words(a, o)) != ST_OK || (rc = submission_cards(c, o)) != ST_OK)
 		return rc;
 	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
 	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
@@ -2747,6 +2902,8 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
 	struct doc d;
 
+	if ((rc = submission_cards(c, o)) != ST_OK)
+		return rc;
 	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
 	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
 		return rc;
@@ -3017,8 +3174,9 @@ put_member(struct json_buf *b, const struct doc *d, int j, const char *key, size
 static void
 put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palette *p, int who)
 {
-	char mode[16];
+	char mode[16], cards[MAX_JOB_CARDS][24], list[256];
 	size_t used;
+	int n;
 
 	if (who) {
 		json_buf_printf(b, "  %s[", p->dim);
@@ -3028,6 +3186,8 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palett
 	json_buf_add(b, "  ", 2);
 	if (doc_str(d, j, "mode", mode, sizeof mode) && strcmp(mode, "reset") == 0)
 		json_buf_add(b, "[reset] ", 8);
+	if ((n = doc_cards(d, j, cards, MAX_JOB_CARDS)) > 1) /* on each of them: say which */
+		json_buf_printf(b, "[cards %s] ", cards_list(cards, n, list, sizeof list));
 	used = text_cols(b);
 	put_member(b, d, j, "cmd", used < STATUS_COLS ? STATUS_COLS - used : 0, ' ');
 }
@@ -3378,19 +3538,21 @@ kill_human(const struct doc *d)
 {
 	int k = doc_child(d, 0, "killed", JSON_OBJECT),
 	    q = doc_child(d, 0, "cancelled", JSON_OBJECT);
-	char id[40] = "?", dev[32] = "?";
+	char id[40] = "?", dev[256] = "?", cards[MAX_JOB_CARDS][24];
+	int n;
 
 	if (k < 0 && q < 0) {
 		print_doc(d);
 		return;
 	}
 	doc_str(d, k >= 0 ? k : q, "job_id", id, sizeof id);
-	doc_scalar(d, k >= 0 ? k : q, "device_id", dev, sizeof dev);
+	n = doc_cards(d, k >= 0 ? k : q, cards, MAX_JOB_CARDS);
+	cards_list(cards, n, dev, sizeof dev);
 	if (k >= 0)
-		printf("stopping job %s on card %s (SIGINT, then SIGKILL after the grace period)\n",
-		       id, dev);
+		printf("stopping job %s on card%s %s (SIGINT, then SIGKILL after the grace period)\n",
+		       id, n > 1 ? "s" : "", dev);
 	else
-		printf("cancelled queued job %s on card %s\n", id, dev);
+		printf("cancelled queued job %s on card%s %s\n", id, n > 1 ? "s" : "", dev);
 }
 
 static int
@@ -3555,7 +3717,7 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 
 /* clang-format off */
 #define SUBMIT_OPTS \
-	{"--device", 1, O_DEVICE}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
+	{"--device", 1, O_DEVICES}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
 	{"--repeat", 1, O_REPEAT}, {"--env", 1, O_ENV}, {"--wait-timeout", 1, O_WAIT_TIMEOUT}, \
 	{"--output-limit", 1, O_OUTPUT_LIMIT}
 /* clang-format on */
