@@ -3,7 +3,8 @@
 # $(PREFIX)/share/bash-completion/completions/; or source it from ~/.bashrc.
 #
 # Completes subcommands, global and per-subcommand options, card numbers after --device (the
-# numeric /dev/tenstorrent/* nodes, else the cards the daemon reports) and job ids for
+# numeric /dev/tenstorrent/* nodes, else the cards the daemon reports; for run, queue and
+# queue-python also `all` and lists such as 0,1, one card after each comma) and job ids for
 # job/logs/result/kill/reset (asked from the running daemon, briefly). After `--` it falls
 # back to bash's own completion, for the command to queue.
 
@@ -52,7 +53,22 @@ _tt_device_queue() {
 	case $prev in
 	--device)
 		words=$(_tt_device_queue_devices)
-		mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
+		case $sub in
+		run | queue | queue-python) ;;
+		*)
+			mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
+			return 0
+			;;
+		esac
+		if [[ $cur == *,* ]]; then # a job of several cards: the cards not listed yet
+			local head=${cur%,*} d rest=()
+			for d in $words; do
+				[[ ,$head, == *,$d,* ]] || rest+=("$head,$d")
+			done
+			mapfile -t COMPREPLY < <(compgen -W "${rest[*]}" -- "$cur")
+		else
+			mapfile -t COMPREPLY < <(compgen -W "$words all" -- "$cur")
+		fi
 		return 0
 		;;
 	--cwd)
