@@ -131,8 +131,15 @@ sched_job_set_cards(struct job *j, const int *devices, int n)
 		errno = EINVAL;
 		return -1;
 	}
+	if (n == 1) { /* the common case allocates nothing */
+		free(j->more);
+		j->more = NULL;
+		j->nmore = 0;
+		j->device = devices[0];
+		return 0;
+	}
 	sorted = malloc(sizeof(int) * (size_t)n);
-	if (!sorted || (n > 1 && !(more = calloc((size_t)n - 1, sizeof(*more))))) {
+	if (!sorted || !(more = calloc((size_t)n - 1, sizeof(*more)))) {
 		free(sorted);
 		errno = ENOMEM;
 		return -1;
