@@ -29,7 +29,9 @@
  *     until none of it is alive, the guardian and the instance lock. This file polls and times
  *     each as it asks (job_proc_watch), hands it every waitpid() result (signal_event), and
  *     decides what an ended process means (job_proc_exit: the next iteration, the job's end
- *     and why, the next reset step); the card stays busy until that exit callback.
+ *     and why, the next reset step); the card stays busy until that exit callback. A job of
+ *     several cards occupies each of them from its start (sched_occupy) to its end, when every
+ *     one is freed at once (sched_vacate); its records, logs and recent lists name them all.
  *   - What a card becomes (a reset's start and end, a hold, a restart), which queued jobs fail
  *     with a dead card, which job a reset preempts and what a job found at start-up becomes
  *     are sched.c's decisions, and the next reset step is its ladder's; this file carries them
