@@ -1,10 +1,14 @@
 /*
- * sched.h - jobs, cards, the per-card FIFO queues and the reset decisions.
+ * sched.h - jobs and their phases, cards, the per-card FIFO queues and the reset decisions.
  *
- * The scheduler decides; it does no I/O and allocates no jobs. ttq.c owns every job's memory
- * (it embeds struct job in its own runtime record) and turns the decisions into store commits
- * and process spawns. Invariants kept by the functions below:
- *   - a job is on at most one card's queue, and only while its status is JOB_QUEUED;
+ * The scheduler decides; it does no I/O (but for the line an illegal phase change prints
+ * before it aborts) and allocates no jobs. ttq.c owns every job's memory (it embeds struct
+ * job in its own runtime record) and turns the decisions into store commits and process
+ * spawns. Invariants kept by the functions below:
+ *   - a job's phase (enum job_phase) changes only by sched_job_transition, whose table says
+ *     which phase may follow which; its durable status (queued, running, done) follows from
+ *     the phase, so nothing else assigns it but the store's loader (sched_job_load);
+ *   - a job is on at most one card's queue, and only while its phase is JOB_PHASE_QUEUED;
  *   - each card runs at most one thing at a time: card->current (a run job or its reset job);
  *   - queues are strict FIFO by submission; every queue operation is O(1);
  *   - sched->queued_total equals the sum of the cards' queued counts, and each card's
@@ -28,7 +32,8 @@ enum card_state { CARD_HEALTHY = 0, CARD_RESETTING, CARD_DEAD };
 struct job {
 	char id[33];    /* 32 lowercase hex characters + NUL */
 	int device;     /* the card (queue) number */
-	int status;     /* enum job_status */
+	int status;     /* enum job_status: durable, set only with the phase */
+	int phase;      /* enum job_phase: in memory only */
 	int mode;       /* enum job_mode */
 	int timeout;    /* seconds, the effective value */
 	int repeat;     /* iterations asked for, >= 1 */
@@ -104,7 +109,7 @@ void sched_free(struct sched *s);
 /* The card with this device number, or NULL when it is not configured. O(log n). */
 struct card *sched_card(struct sched *s, int device);
 
-/* A fresh job record: everything zero/empty, NAN times, estimate 10 s, repeat 1. */
+/* A fresh job record, queued: everything zero/empty, NAN times, estimate 10 s, repeat 1. */
 void sched_job_init(struct job *j);
 
 /* Free a job's heap strings (not the job itself) and clear the pointers. */
@@ -193,6 +198,38 @@ void sched_reset_begin(struct reset_ladder *l);
  */
 enum reset_next sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_deep,
 				 bool default_health);
+
+/*
+ * A job's life in this daemon, one phase at a time. Every change goes through
+ * sched_job_transition and its table of legal changes (per mode: a run job or a card's reset),
+ * so a job can be neither run twice nor lost by a change nobody meant: that aborts, in one
+ * place. The durable status is a function of the phase.
+ */
+enum job_phase {
+	JOB_PHASE_QUEUED = 0, /* queued: on its card's queue (a reset job: being made) */
+	JOB_PHASE_STARTING,   /* running: dispatched; its process waits until that is committed */
+	JOB_PHASE_RUNNING,    /* running: its process runs, or ended and leftovers are awaited */
+	JOB_PHASE_STOPPING,   /* running: a stop was asked (kill, deadline, preemption, shutdown) */
+	JOB_PHASE_DONE,       /* done: its outcome is set; forgotten once that is committed */
+	JOB_PHASE_FORGOTTEN,  /* released from memory; its status stays the last one */
+	JOB_PHASE_N
+};
+
+/*
+ * Move j to phase `to`; its status becomes the one `to` maps to (sched_phase_status). A change
+ * the table does not allow for j's mode is a bug: it names the job and both phases on stderr
+ * and aborts, rather than go on with a job that might run twice or be lost.
+ */
+void sched_job_transition(struct job *j, enum job_phase to);
+
+/* A job read back from the store: its stored status and the phase that status starts in. */
+void sched_job_load(struct job *j, int status);
+
+/* The status (enum job_status) of a job in `phase`; -1 for FORGOTTEN, which keeps its last. */
+int sched_phase_status(int phase);
+
+/* The phase's name for messages ("queued", "starting", ...); "unknown" out of range. */
+const char *sched_phase_name(int phase);
 
 /* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
 const char *sched_status_name(int status);

@@ -1,7 +1,15 @@
-/* Unit tests for sched.c: FIFO queues, positions, estimates and reset-request rules. */
+/*
+ * Unit tests for sched.c: FIFO queues, positions, estimates, reset-request rules, the reset
+ * ladder and the job phase table.
+ */
 #include <math.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "sched.h"
 #include "tap.h"
@@ -239,6 +247,112 @@ test_ladder(void)
 	       "a reset command's 2 is a failed reset, even with the built-in health check");
 }
 
+/* Whether moving a job of mode `mode` from phase `from` to `to` kills the process by SIGABRT. */
+static bool
+transition_aborts(int mode, int from, int to)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		struct job j;
+
+		sched_job_init(&j);
+		j.mode = mode;
+		j.phase = from;
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(3);
+		sched_job_transition(&j, to);
+		_exit(0);
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+}
+
+static void
+test_phases(void)
+{
+	/* The table as the daemon uses it: what may follow what, per mode (run, reset). */
+	static const char *const legal[2][JOB_PHASE_N] = {
+		{"starting done forgotten", "running queued", "stopping done", "stopping done",
+		 "forgotten", ""},
+		{"starting done", "running forgotten", "stopping done", "stopping done", "forgotten",
+		 ""},
+	};
+	static const int status[JOB_PHASE_N] = {JOB_QUEUED, JOB_RUNNING, JOB_RUNNING, JOB_RUNNING,
+						JOB_DONE, -1};
+	int mode, from, to, wrong = 0;
+	struct job j;
+	int pipefd[2];
+	char msg[256] = "";
+	ssize_t got;
+	pid_t pid;
+
+	for (to = 0; to < JOB_PHASE_N; to++)
+		is_int(sched_phase_status(to), status[to], "phase %s maps to status %s",
+		       sched_phase_name(to), status[to] < 0 ? "(kept)" : sched_status_name(status[to]));
+	is_str(sched_phase_name(JOB_PHASE_N), "unknown", "a phase out of range has no name");
+	for (mode = JOB_MODE_RUN; mode <= JOB_MODE_RESET; mode++)
+		for (from = 0; from < JOB_PHASE_N; from++)
+			for (to = 0; to < JOB_PHASE_N; to++) {
+				char word[32];
+				bool allowed;
+
+				snprintf(word, sizeof(word), " %s ", sched_phase_name(to));
+				snprintf(msg, sizeof(msg), " %s ", legal[mode][from]);
+				allowed = strstr(msg, word) != NULL;
+				if (allowed) {
+					sched_job_init(&j);
+					j.mode = mode;
+					j.phase = from;
+					j.status = 99;
+					sched_job_transition(&j, to);
+					ok(j.phase == to && j.status == (status[to] < 0 ? 99 : status[to]),
+					   "%s job: %s -> %s is accepted and sets its status",
+					   sched_mode_name(mode), sched_phase_name(from), sched_phase_name(to));
+				} else if (!transition_aborts(mode, from, to)) {
+					printf("# %s job: %s -> %s did not abort\n", sched_mode_name(mode),
+					       sched_phase_name(from), sched_phase_name(to));
+					wrong++;
+				}
+			}
+	is_int(wrong, 0, "every other change of phase aborts (SIGABRT), for both modes");
+	ok(transition_aborts(JOB_MODE_RUN, JOB_PHASE_N, JOB_PHASE_QUEUED) &&
+	   transition_aborts(JOB_MODE_RUN, JOB_PHASE_QUEUED, JOB_PHASE_N) &&
+	   transition_aborts(2, JOB_PHASE_QUEUED, JOB_PHASE_STARTING),
+	   "a phase or mode out of range aborts");
+
+	/* The message names the job and both phases. */
+	if (pipe(pipefd) < 0 || (pid = fork()) < 0) {
+		perror("pipe or fork");
+		exit(1);
+	}
+	if (pid == 0) {
+		dup2(pipefd[1], 2);
+		sched_job_init(&j);
+		snprintf(j.id, sizeof(j.id), "%032d", 7);
+		sched_job_transition(&j, JOB_PHASE_STARTING);
+		sched_job_transition(&j, JOB_PHASE_RUNNING);
+		sched_job_transition(&j, JOB_PHASE_QUEUED);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	got = read(pipefd[0], msg, sizeof(msg) - 1);
+	msg[got > 0 ? got : 0] = '\0';
+	close(pipefd[0]);
+	waitpid(pid, NULL, 0);
+	is_str(msg, "tt-device-queue: job 00000000000000000000000000000007 (run) cannot go from "
+		    "phase running to queued\n", "an illegal change says which job and which phases");
+
+	sched_job_init(&j);
+	ok(j.phase == JOB_PHASE_QUEUED && j.status == JOB_QUEUED, "a fresh job is queued");
+	sched_job_load(&j, JOB_RUNNING);
+	ok(j.phase == JOB_PHASE_RUNNING && j.status == JOB_RUNNING, "a job loaded running is running");
+	sched_job_load(&j, JOB_DONE);
+	ok(j.phase == JOB_PHASE_DONE && j.status == JOB_DONE, "a job loaded done is done");
+	sched_job_load(&j, JOB_QUEUED);
+	ok(j.phase == JOB_PHASE_QUEUED && j.status == JOB_QUEUED, "a job loaded queued is queued");
+}
+
 int
 main(void)
 {
@@ -248,5 +362,6 @@ main(void)
 	test_resets();
 	test_hold();
 	test_ladder();
+	test_phases();
 	return tap_done();
 }
