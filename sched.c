@@ -120,7 +120,6 @@ sched_job_clear(struct job *j)
 void
 sched_enqueue(struct sched *s, struct card *c, struct job *j)
 {
-	j->status = JOB_QUEUED;
 	j->next = NULL;
 	j->prev = c->tail;
 	if (c->tail)
@@ -156,7 +155,7 @@ sched_unlink(struct sched *s, struct card *c, struct job *j)
 void
 sched_requeue_front(struct sched *s, struct card *c, struct job *j)
 {
-	j->status = JOB_QUEUED;
+	sched_job_transition(j, JOB_PHASE_QUEUED);
 	j->prev = NULL;
 	j->next = c->head;
 	if (c->head)

@@ -115,13 +115,16 @@ void sched_job_init(struct job *j);
 /* Free a job's heap strings (not the job itself) and clear the pointers. */
 void sched_job_clear(struct job *j);
 
-/* Append a queued job at the tail of its card's queue. O(1). */
+/* Append a queued job (fresh from sched_job_init, or loaded queued) to its card's queue. O(1). */
 void sched_enqueue(struct sched *s, struct card *c, struct job *j);
 
 /* Remove a queued job from its card's queue (cancel, dead card, restart). O(1). */
 void sched_unlink(struct sched *s, struct card *c, struct job *j);
 
-/* Put a job back at the head of its card's queue (a start the store could not record). O(1). */
+/*
+ * Put a starting job back at the head of its card's queue (a start the store could not
+ * record): it becomes JOB_PHASE_QUEUED. O(1).
+ */
 void sched_requeue_front(struct sched *s, struct card *c, struct job *j);
 
 /*

@@ -65,7 +65,7 @@ test_fifo(void)
 	ok(sched_next(&s, c0, false, &out) == SCHED_IDLE && !out, "no dispatch while the store is down");
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[0], "head runs first");
 	sched_set_current(c0, out);
-	out->status = JOB_RUNNING;
+	sched_job_transition(out, JOB_PHASE_STARTING);
 	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "one job at a time per card");
 	ok(sched_next(&s, c1, true, &out) == SCHED_START_JOB && out == &jobs[2],
 	   "other card runs independently");
@@ -75,10 +75,12 @@ test_fifo(void)
 	is_int(s.queued_total, 1, "total after cancel and two starts");
 	sched_set_current(c0, NULL);
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[3], "FIFO after cancel");
+	sched_job_transition(out, JOB_PHASE_STARTING);
 	ok(c0->head == NULL && c0->tail == NULL && c0->queued == 0, "queue empty");
 	ok(c0->queued_estimate == 0, "empty queue has zero estimate");
 	sched_requeue_front(&s, c0, &jobs[3]);
-	ok(c0->head == &jobs[3] && jobs[3].status == JOB_QUEUED, "requeue at the front");
+	ok(c0->head == &jobs[3] && jobs[3].status == JOB_QUEUED && jobs[3].phase == JOB_PHASE_QUEUED,
+	   "requeue at the front, queued again");
 	sched_free(&s);
 }
 
@@ -100,12 +102,13 @@ test_estimates(void)
 	ok(fabs(sched_card_wait(c, 0) - 30.0) < 1e-9, "wait of a new job is the queue's sum");
 	sched_next(&s, c, true, &out);
 	sched_set_current(c, out);
-	out->status = JOB_RUNNING;
+	sched_job_transition(out, JOB_PHASE_STARTING);
 	out->started_at = 1000.0;
 	ok(fabs(sched_job_estimate(out, 1005.0) - 15.0) < 1e-9, "running: estimate minus time run");
 	ok(sched_job_estimate(out, 2000.0) == 0, "never negative");
 	ok(fabs(sched_card_wait(c, 1005.0) - 25.0) < 1e-9, "wait = running remainder + queue");
-	out->status = JOB_DONE;
+	sched_job_transition(out, JOB_PHASE_RUNNING);
+	sched_job_transition(out, JOB_PHASE_DONE);
 	ok(sched_job_estimate(out, 1005.0) == 0, "done jobs estimate 0");
 	sched_free(&s);
 }
