@@ -1004,8 +1004,8 @@ static void
 row_numbers(sqlite3_stmt *s, struct job *j)
 {
 	j->device = sqlite3_column_int(s, JC_DEVICE);
-	j->status = parse_name(status_names, NELEM(status_names), sqlite3_column_text(s, JC_STATUS),
-	                       JOB_DONE);
+	sched_job_load(j, parse_name(status_names, NELEM(status_names),
+	                             sqlite3_column_text(s, JC_STATUS), JOB_DONE));
 	j->mode = parse_name(mode_names, NELEM(mode_names), sqlite3_column_text(s, JC_MODE),
 	                     JOB_MODE_RUN);
 	j->timeout = sqlite3_column_int(s, JC_TIMEOUT);
