@@ -1449,6 +1449,7 @@ lock_dir(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnl
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		snprintf(err, errlen, "another tt-device-queue serve is using it; stop it first");
 		close(fd);
+		errno = EWOULDBLOCK;
 		return -1;
 	}
 	make_private(fd, &st, warn, warnlen);
@@ -1487,7 +1488,10 @@ store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t wa
 		return NULL;
 	}
 	if (lock_dir(d, err, errlen, warn, warnlen) < 0) {
+		int e = errno;
+
 		store_dir_close(d);
+		errno = e;
 		return NULL;
 	}
 	return d;

@@ -102,6 +102,9 @@
 				 so that an rm -rf under way does not fail on a folder refilled */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s between retention passes */
+/* A child of a daemon just killed, caught between its clone and its exec, still holds the log
+ * dir's lock for a moment: without this wait a restart right after a crash failed at random. */
+#define LOG_DIR_LOCK_WAIT 2.0 /* s */
 #define MAX_WAIT 60           /* s, the longest ?wait= */
 #define MAX_TOKENS 65536      /* JSON tokens per request body */
 #define MAX_CARDS 256
@@ -4772,10 +4775,23 @@ prepare_log_dir(void)
 {
 	char why[400], warn[256];
 
+	struct timespec pause = {0, 10000000};
+	double t0 = clock_mono();
+	bool said = false;
+
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
-	if (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
-		fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir, why);
-		exit(1);
+	while (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
+		if (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT) {
+			fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir,
+				why);
+			exit(1);
+		}
+		if (!said)
+			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting up to %.0f s "
+			       "for a process of a daemon just stopped to let it go", cfg.log_dir,
+			       LOG_DIR_LOCK_WAIT);
+		said = true;
+		nanosleep(&pause, NULL);
 	}
 	free(cfg.log_dir);
 	cfg.log_dir = xstrdup(store_dir_path(D.dir)); /* absolute: output_file paths are */
