@@ -1,20 +1,23 @@
 /*
- * sched.c - per-card FIFO queues, estimates, the reset-request rules, the reset ladder, and
- * the card state changes of a reset's start and end, a hold and a restart.
+ * sched.c - per-card FIFO queues, estimates, the reset-request rules, the reset ladder, the
+ * card state changes of a reset's start and end, a hold and a restart, and the job phase table.
  *
- * Pure bookkeeping: no I/O, no clocks (callers pass `now`), no allocation except the card
- * array and a multi-card job's array of its other cards (a card's heap strings come from
- * the caller, which hands them over). Queues are intrusive doubly-linked
- * lists of struct job_link (one per job and card: embedded for a job's first card, in its
- * array for the others), and all queued jobs are also linked in submission order, so enqueue,
- * dequeue and cancel are O(cards of the job); each card keeps its queued count and the sum of
- * its queued jobs' estimates so a submission's position and wait are O(1) too while no
- * multi-card job is queued (with one, a wait is planned over all queued jobs: sched_plan).
+ * Pure bookkeeping: no I/O (but the line an illegal phase change prints as it aborts), no
+ * clocks (callers pass `now`), no allocation except the card array and a multi-card job's
+ * array of its other cards (a card's heap strings come from the caller, which hands them
+ * over). A job's phase changes only in sched_job_transition, against one table per mode.
+ * Queues are intrusive doubly-linked lists of struct job_link (one per job and card: embedded
+ * for a job's first card, in its array for the others), and all queued jobs are also linked
+ * in submission order, so enqueue, dequeue and cancel are O(cards of the job); each card keeps
+ * its queued count and the sum of its queued jobs' estimates so a submission's position and
+ * wait are O(1) too while no multi-card job is queued (with one, a wait is planned over all
+ * queued jobs: sched_plan).
  */
 #include "sched.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,7 +247,6 @@ sched_enqueue(struct sched *s, struct job *j)
 	for (i = 0; i < sched_job_ncards(j); i++)
 		if (!sched_card(s, sched_job_device(j, i)))
 			return -1;
-	j->status = JOB_QUEUED;
 	for (i = 0; i < sched_job_ncards(j); i++) {
 		struct card *c = sched_card(s, sched_job_device(j, i));
 		struct job_link *l = job_link(j, i);
@@ -304,7 +306,7 @@ sched_requeue_front(struct sched *s, struct job *j)
 {
 	int i;
 
-	j->status = JOB_QUEUED;
+	sched_job_transition(j, JOB_PHASE_QUEUED);
 	for (i = 0; i < sched_job_ncards(j); i++) {
 		struct card *c = sched_card(s, sched_job_device(j, i));
 		struct job_link *l = job_link(j, i);
@@ -774,4 +776,87 @@ sched_reset_action_name(enum reset_action a)
 	static const char *const names[] = {"scheduled", "joined", "already_reset", "dead"};
 
 	return (unsigned)a <= RESET_DEAD ? names[a] : "unknown";
+}
+
+/* ------------------------------------------------------------------------ job phases */
+
+static const struct {
+	const char *name;
+	int status; /* enum job_status; -1: the last one stays */
+} phases[JOB_PHASE_N] = {
+	[JOB_PHASE_QUEUED] = {"queued", JOB_QUEUED},
+	[JOB_PHASE_STARTING] = {"starting", JOB_RUNNING},
+	[JOB_PHASE_RUNNING] = {"running", JOB_RUNNING},
+	[JOB_PHASE_STOPPING] = {"stopping", JOB_RUNNING},
+	[JOB_PHASE_DONE] = {"done", JOB_DONE},
+	[JOB_PHASE_FORGOTTEN] = {"forgotten", -1},
+};
+
+/*
+ * Which phase may follow which, for a run job and for a card's reset job. A change that is not
+ * here is a bug, and sched_job_transition aborts on it.
+ *   queued -> starting: dispatched (a reset job: made and started at once);
+ *   queued -> done: cancelled, its card dead or no longer configured, before it ran;
+ *   queued -> forgotten: a submission the store could not record, refused;
+ *   starting -> running: its `running` record is committed and its process spawned;
+ *   starting -> queued: the commit failed, a run job goes back to the head of its queue;
+ *   starting -> forgotten: the commit failed, a reset job is dropped (the reset stays pending);
+ *   running -> stopping: a kill, its deadline, a reset's preemption or the shutdown;
+ *   stopping -> stopping: a later reason replaces the first (the deadline, the shutdown);
+ *   running, stopping -> done: it ended; done -> forgotten: its outcome is committed.
+ */
+#define PHASE(p) (1u << JOB_PHASE_##p)
+static const unsigned phase_legal[2][JOB_PHASE_N] = {
+	[JOB_MODE_RUN] = {
+		[JOB_PHASE_QUEUED] = PHASE(STARTING) | PHASE(DONE) | PHASE(FORGOTTEN),
+		[JOB_PHASE_STARTING] = PHASE(RUNNING) | PHASE(QUEUED),
+		[JOB_PHASE_RUNNING] = PHASE(STOPPING) | PHASE(DONE),
+		[JOB_PHASE_STOPPING] = PHASE(STOPPING) | PHASE(DONE),
+		[JOB_PHASE_DONE] = PHASE(FORGOTTEN),
+	},
+	[JOB_MODE_RESET] = {
+		[JOB_PHASE_QUEUED] = PHASE(STARTING) | PHASE(DONE),
+		[JOB_PHASE_STARTING] = PHASE(RUNNING) | PHASE(FORGOTTEN),
+		[JOB_PHASE_RUNNING] = PHASE(STOPPING) | PHASE(DONE),
+		[JOB_PHASE_STOPPING] = PHASE(STOPPING) | PHASE(DONE),
+		[JOB_PHASE_DONE] = PHASE(FORGOTTEN),
+	},
+};
+
+void
+sched_job_transition(struct job *j, enum job_phase to)
+{
+	bool known = (j->mode == JOB_MODE_RUN || j->mode == JOB_MODE_RESET) && j->phase >= 0 &&
+		     j->phase < JOB_PHASE_N && (unsigned)to < JOB_PHASE_N;
+
+	if (!known || !(phase_legal[j->mode][j->phase] & (1u << to))) {
+		fprintf(stderr, "tt-device-queue: job %s (%s) cannot go from phase %s to %s\n",
+			j->id, sched_mode_name(j->mode), sched_phase_name(j->phase),
+			sched_phase_name(to));
+		abort();
+	}
+	j->phase = to;
+	if (phases[to].status >= 0)
+		j->status = phases[to].status;
+}
+
+void
+sched_job_load(struct job *j, int status)
+{
+	j->status = status;
+	j->phase = status == JOB_QUEUED	   ? JOB_PHASE_QUEUED
+		   : status == JOB_RUNNING ? JOB_PHASE_RUNNING
+					   : JOB_PHASE_DONE;
+}
+
+int
+sched_phase_status(int phase)
+{
+	return phase >= 0 && phase < JOB_PHASE_N ? phases[phase].status : -1;
+}
+
+const char *
+sched_phase_name(int phase)
+{
+	return phase >= 0 && phase < JOB_PHASE_N ? phases[phase].name : "unknown";
 }

@@ -1,15 +1,20 @@
 /*
- * sched.h - jobs, cards, the per-card FIFO queues, and the decisions about them: which job or
- * reset a card starts next, what a reset request does, the reset retry ladder, what a reset's
- * end, a hold and a restart make of a card, and what a job found at start-up becomes.
+ * sched.h - jobs and their phases, cards, the per-card FIFO queues, and the decisions about
+ * them: which job or reset a card starts next, what a reset request does, the reset retry
+ * ladder, what a reset's end, a hold and a restart make of a card, and what a job found at
+ * start-up becomes.
  *
- * The scheduler decides; it does no I/O, reads no clock (callers pass `now`) and allocates no
- * jobs. ttq.c owns every job's memory (it embeds struct job in its own runtime record), turns
- * the decisions into store commits, process spawns, log lines and answers, and words them.
+ * The scheduler decides; it does no I/O (but for the line an illegal phase change prints
+ * before it aborts), reads no clock (callers pass `now`) and allocates no jobs. ttq.c owns
+ * every job's memory (it embeds struct job in its own runtime record), turns the decisions
+ * into store commits, process spawns, log lines and answers, and words them.
  * Invariants kept by the functions below:
+ *   - a job's phase (enum job_phase) changes only by sched_job_transition, whose table says
+ *     which phase may follow which; its durable status (queued, running, done) follows from
+ *     the phase, so nothing else assigns it but the store's loader (sched_job_load);
  *   - a job needs one card or several (a multi-card job: a mesh or a tensor-parallel model
  *     opens them all in one process); it is on the queue of each of its cards, and only while
- *     its status is JOB_QUEUED;
+ *     its phase is JOB_PHASE_QUEUED;
  *   - each card runs at most one thing at a time: card->current (a run job or its reset job);
  *     a running multi-card job is the current of each of its cards;
  *   - queues are strict FIFO by submission; every queue operation is O(cards of the job);
@@ -71,7 +76,8 @@ struct job_card {
 struct job {
 	char id[33];    /* 32 lowercase hex characters + NUL */
 	int device;     /* the card (queue) number; a multi-card job's lowest */
-	int status;     /* enum job_status */
+	int status;     /* enum job_status: durable, set only with the phase */
+	int phase;      /* enum job_phase: in memory only */
 	int mode;       /* enum job_mode */
 	int timeout;    /* seconds, the effective value */
 	int repeat;     /* iterations asked for, >= 1 */
@@ -157,7 +163,10 @@ void sched_free(struct sched *s);
 /* The card with this device number, or NULL when it is not configured. O(log n). */
 struct card *sched_card(struct sched *s, int device);
 
-/* A fresh job record: everything zero/empty, NAN times, estimate 10 s, repeat 1, one card. */
+/*
+ * A fresh job record, queued, of one card: everything zero/empty, NAN times, estimate 10 s,
+ * repeat 1.
+ */
 void sched_job_init(struct job *j);
 
 /* Free a job's heap strings and card array (not the job itself) and clear the pointers. */
@@ -191,8 +200,9 @@ bool sched_job_on(const struct job *j, int device);
 void sched_job_note_epochs(struct sched *s, struct job *j);
 
 /*
- * Append a queued job at the tail of each of its cards' queues and of the submission order.
- * O(cards of j). -1 (nothing changed) when one of its cards is not configured.
+ * Append a queued job (fresh from sched_job_init, or loaded queued) at the tail of each of
+ * its cards' queues and of the submission order. O(cards of j). -1 (nothing changed) when one
+ * of its cards is not configured.
  */
 int sched_enqueue(struct sched *s, struct job *j);
 
@@ -200,9 +210,10 @@ int sched_enqueue(struct sched *s, struct job *j);
 void sched_unlink(struct sched *s, struct job *j);
 
 /*
- * Put a job back at the head of each of its cards' queues and of the submission order (a
- * start the store could not record). It was the head of each when it started and nothing got
- * ahead of it since, so every queue keeps the one order. O(cards of j).
+ * Put a starting job back at the head of each of its cards' queues and of the submission
+ * order (a start the store could not record): it becomes JOB_PHASE_QUEUED. It was the head of
+ * each when it started and nothing got ahead of it since, so every queue keeps the one order.
+ * O(cards of j).
  */
 void sched_requeue_front(struct sched *s, struct job *j);
 
@@ -439,6 +450,37 @@ enum recover_action sched_recover_job(struct sched *s, const struct job *j, int 
  * now when it never started.
  */
 double sched_interrupted_at(const struct job *j, double last_output, double now);
+/*
+ * A job's life in this daemon, one phase at a time. Every change goes through
+ * sched_job_transition and its table of legal changes (per mode: a run job or a card's reset),
+ * so a job can be neither run twice nor lost by a change nobody meant: that aborts, in one
+ * place. The durable status is a function of the phase.
+ */
+enum job_phase {
+	JOB_PHASE_QUEUED = 0, /* queued: on its card's queue (a reset job: being made) */
+	JOB_PHASE_STARTING,   /* running: dispatched; its process waits until that is committed */
+	JOB_PHASE_RUNNING,    /* running: its process runs, or ended and leftovers are awaited */
+	JOB_PHASE_STOPPING,   /* running: a stop was asked (kill, deadline, preemption, shutdown) */
+	JOB_PHASE_DONE,       /* done: its outcome is set; forgotten once that is committed */
+	JOB_PHASE_FORGOTTEN,  /* released from memory; its status stays the last one */
+	JOB_PHASE_N
+};
+
+/*
+ * Move j to phase `to`; its status becomes the one `to` maps to (sched_phase_status). A change
+ * the table does not allow for j's mode is a bug: it names the job and both phases on stderr
+ * and aborts, rather than go on with a job that might run twice or be lost.
+ */
+void sched_job_transition(struct job *j, enum job_phase to);
+
+/* A job read back from the store: its stored status and the phase that status starts in. */
+void sched_job_load(struct job *j, int status);
+
+/* The status (enum job_status) of a job in `phase`; -1 for FORGOTTEN, which keeps its last. */
+int sched_phase_status(int phase);
+
+/* The phase's name for messages ("queued", "starting", ...); "unknown" out of range. */
+const char *sched_phase_name(int phase);
 
 /* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
 const char *sched_status_name(int status);

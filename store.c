@@ -1067,8 +1067,8 @@ static void
 row_numbers(sqlite3_stmt *s, struct job *j)
 {
 	j->device = sqlite3_column_int(s, JC_DEVICE);
-	j->status = parse_name(status_names, NELEM(status_names), sqlite3_column_text(s, JC_STATUS),
-	                       JOB_DONE);
+	sched_job_load(j, parse_name(status_names, NELEM(status_names),
+	                             sqlite3_column_text(s, JC_STATUS), JOB_DONE));
 	j->mode = parse_name(mode_names, NELEM(mode_names), sqlite3_column_text(s, JC_MODE),
 	                     JOB_MODE_RUN);
 	j->timeout = sqlite3_column_int(s, JC_TIMEOUT);
@@ -1595,6 +1595,7 @@ lock_dir(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnl
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		snprintf(err, errlen, "another tt-device-queue serve is using it; stop it first");
 		close(fd);
+		errno = EWOULDBLOCK;
 		return -1;
 	}
 	make_private(fd, &st, warn, warnlen);
@@ -1633,7 +1634,10 @@ store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t wa
 		return NULL;
 	}
 	if (lock_dir(d, err, errlen, warn, warnlen) < 0) {
+		int e = errno;
+
 		store_dir_close(d);
+		errno = e;
 		return NULL;
 	}
 	return d;

@@ -160,7 +160,8 @@ int store_copy_to(struct store *st, const char *path);
  * caller's own that is wider than 0700 is made 0700, so its listing of job ids is not open to
  * every local user; another user's is left as it is, and warn[0..warnlen) then says whose it
  * is (warn is "" when all is well). Returns the handle, or NULL with err[0..errlen) saying
- * why: it cannot be created or opened, or another process holds its lock.
+ * why: it cannot be created or opened, or another process holds its lock (errno EWOULDBLOCK;
+ * never waited for here).
  */
 struct store_dir *store_dir_open(const char *path, char *err, size_t errlen, char *warn,
 				 size_t warnlen);

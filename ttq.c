@@ -14,16 +14,20 @@
  *     and answers its requests (handle_request, the route table). The listening socket stays
  *     here: TT_DEVICE_MAX_CONNECTIONS, the pause when accept runs out of descriptors (a timer
  *     and a log line) and its close at shutdown are the daemon's decisions, not HTTP's.
- *   - Memory holds only active jobs (queued, running, and finished but not yet committed);
- *     completed jobs are read from SQLite. Each card's last SCHED_RECENT completions are kept
- *     as pre-rendered JSON so /status needs no query.
+ *   - A job moves through sched.h's named phases (queued, starting, running, stopping, done,
+ *     forgotten) only by sched_job_transition, whose table aborts on a change it does not
+ *     allow; the durable status follows the phase. Memory holds only active jobs, those not
+ *     forgotten yet (a done one is, once its outcome is committed); completed jobs are read
+ *     from SQLite. Each card's last SCHED_RECENT completions are kept as pre-rendered JSON so
+ *     /status needs no query.
  *   - Group commit: handlers and process events only change memory and mark records dirty.
  *     Once per loop iteration store_sync() writes every dirty record in one transaction; only
- *     after it committed are responses written (http_server_flush), processes started (a job's
- *     `running` is durable before its shell exists) and finished jobs forgotten. A failed
- *     commit makes the store degraded: that iteration's submissions are answered 503 instead
- *     (http_conn_retract), dispatch stops, and the dirty records are retried every second
- *     until a commit succeeds.
+ *     after it committed are responses written (http_server_flush), processes started (a
+ *     starting job's `running` is durable before its shell exists) and done jobs forgotten. A
+ *     failed commit makes the store degraded: that iteration's submissions are answered 503
+ *     instead (http_conn_retract), starting jobs go back to their queues' heads (a reset stays
+ *     pending), dispatch stops, and the dirty records are retried every second until a commit
+ *     succeeds.
  *   - A job's processes are proc.c's (struct proc_job): spawning, the output pipe, reaping,
  *     the straggler bound, stop escalation, killing what is left of a group and of strays
  *     until none of it is alive, the guardian and the instance lock. This file polls and times
@@ -100,6 +104,9 @@
 				 so that an rm -rf under way does not fail on a folder refilled */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s between retention passes */
+/* A child of a daemon just killed, caught between its clone and its exec, still holds the log
+ * dir's lock for a moment: without this wait a restart right after a crash failed at random. */
+#define LOG_DIR_LOCK_WAIT 2.0 /* s */
 #define MAX_WAIT 60           /* s, the longest ?wait= */
 #define MAX_TOKENS 65536      /* JSON tokens per request body */
 #define MAX_CARDS 256
@@ -658,7 +665,7 @@ enum stop_reason { STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_P
 
 struct client;
 
-/* An active job: queued, running, or finished and waiting for its commit. */
+/* An active job: one not forgotten yet (job.phase says where it is). */
 struct active {
 	struct job job;
 	struct card *card;
@@ -670,13 +677,12 @@ struct active {
 	double started_mono;      /* when the job started */
 	double iter_started_mono; /* when the current process started */
 	struct timer deadline;    /* the whole job's timeout */
-	int stop;                 /* enum stop_reason */
+	int stop;                 /* enum stop_reason: why it is stopping, else STOP_NONE */
 	int late_stop;            /* one that came after the shell ended (iteration_done) */
 	struct client *waiters;   /* held /result and /logs long-polls */
 	char **envp;              /* a run job's environment, kept for its iterations */
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
-	bool finished;            /* done; freed once committed */
 	bool no_env;              /* submitted without env: nothing to read back at start */
 	/* reset jobs (mode reset): the procedure's position */
 	struct reset_ladder ladder;
@@ -712,21 +718,6 @@ vec_push(struct vec *x, void *p)
 	x->v[x->n++] = p;
 }
 
-/* Take p out of x, keeping the order of the rest; false when it is not there. */
-static bool
-vec_remove(struct vec *x, const void *p)
-{
-	int i;
-
-	for (i = 0; i < x->n; i++)
-		if (x->v[i] == p) {
-			memmove(x->v + i, x->v + i + 1, sizeof(void *) * (size_t)(x->n - i - 1));
-			x->n--;
-			return true;
-		}
-	return false;
-}
-
 struct recent {
 	char *json[SCHED_RECENT]; /* pre-rendered summaries, oldest first */
 	char id[SCHED_RECENT][33]; /* their job ids, so retention can drop them */
@@ -745,8 +736,7 @@ static struct {
 	struct recent recent[MAX_CARDS];
 	struct active **index; /* id hash chains */
 	size_t index_cap, nactive;
-	struct vec dirty;    /* actives with job.dirty set */
-	struct vec finished; /* done actives to free after commit */
+	struct vec dirty;    /* actives with job.dirty set; a done one is freed once committed */
 	struct vec spawn;    /* actives to start after commit */
 	struct ack *acks;
 	int nacks, capacks;
@@ -1021,6 +1011,7 @@ active_new(void)
 static void
 active_free(struct active *a)
 {
+	sched_job_transition(&a->job, JOB_PHASE_FORGOTTEN);
 	timer_stop(&a->deadline);
 	timer_stop(&a->proc_timer);
 	proc_job_free(a->proc); /* finished: it has no process */
@@ -2689,7 +2680,7 @@ kill_active(struct http_conn *c, struct active *a)
 		struct card *card = a->card;
 		struct job done = a->job; /* the record as the cancel leaves it, on disk first */
 
-		done.status = JOB_DONE;
+		sched_job_transition(&done, JOB_PHASE_DONE);
 		done.finished_at = clock_wall();
 		done.elapsed = 0;
 		done.exit_code = -1;
@@ -3230,6 +3221,7 @@ iteration_done(struct active *a, int code)
 	    j->repeat_current < j->repeat) {
 		/* It came after this iteration's shell ended: it stops the iterations left. */
 		a->stop = a->late_stop;
+		sched_job_transition(j, JOB_PHASE_STOPPING);
 		j->timed_out = a->stop == STOP_TIMEOUT;
 		if (isnan(j->stop_requested_at))
 			j->stop_requested_at = clock_wall();
@@ -3284,6 +3276,7 @@ job_timeout_fired(void *arg)
 		return;
 	}
 	a->stop = STOP_TIMEOUT;
+	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
 	a->job.timed_out = true;
 	if (isnan(a->job.stop_requested_at))
 		a->job.stop_requested_at = clock_wall();
@@ -3314,6 +3307,7 @@ job_stop(struct active *a, int reason)
 	 * it "interrupted". */
 	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT))
 		a->stop = reason;
+	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
 	if (isnan(a->job.stop_requested_at)) {
 		a->job.stop_requested_at = clock_wall();
 		mark_dirty(a);
@@ -3333,7 +3327,7 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	int i;
 
 	timer_stop(&a->deadline);
-	j->status = JOB_DONE;
+	sched_job_transition(j, JOB_PHASE_DONE);
 	j->finished_at = end;
 	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
 	j->exit_code = exit_code;
@@ -3351,9 +3345,7 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 		j->log_truncated = a->log.dropped > 0;
 	}
 	write_meta(j);
-	mark_dirty(a);
-	a->finished = true;
-	vec_push(&D.finished, a);
+	mark_dirty(a); /* freed once that is committed (store_committed) */
 	waiters_wake(a, true);
 	if (!card_known(a->card))
 		return; /* a job of a card no longer configured, failed at start-up */
@@ -3378,7 +3370,7 @@ job_start(struct active *a)
 {
 	struct job *j = &a->job;
 
-	j->status = JOB_RUNNING;
+	sched_job_transition(j, JOB_PHASE_STARTING);
 	j->started_at = clock_wall();
 	j->repeat_current = 1; /* in the "running" commit: a crash after it shows the job ran */
 	sched_job_note_epochs(&D.sched, j);
@@ -4246,6 +4238,13 @@ store_committed(void)
 	char cards[256];
 	int i;
 
+	/* Queued only now that it is on disk; logged before a same-turn cancel frees it. */
+	for (i = 0; i < D.nacks; i++)
+		if (D.acks[i].a)
+			logmsg("tt-device-queue: job %s queued on %s by %s", D.acks[i].a->job.id,
+			       job_cards(&D.acks[i].a->job, cards, sizeof(cards)),
+			       D.acks[i].a->job.client_id);
+	D.nacks = 0;
 	for (i = 0; i < D.dirty.n; i++) {
 		struct active *a = D.dirty.v[i];
 
@@ -4253,24 +4252,15 @@ store_committed(void)
 		if (a->job.status == JOB_QUEUED) {
 			free(a->job.env_json); /* stored; loaded again when the job starts */
 			a->job.env_json = NULL;
+		} else if (a->job.phase == JOB_PHASE_DONE) { /* its outcome is on disk */
+			index_del(a);
+			active_free(a);
 		}
 	}
 	D.dirty.n = 0;
 	for (i = 0; i < D.sched.ncards; i++)
 		D.sched.cards[i].dirty = false;
 	D.cards_dirty = false;
-	/* Queued only now that it is on disk; logged before a same-turn cancel frees it. */
-	for (i = 0; i < D.nacks; i++)
-		if (D.acks[i].a)
-			logmsg("tt-device-queue: job %s queued on %s by %s", D.acks[i].a->job.id,
-			       job_cards(&D.acks[i].a->job, cards, sizeof(cards)),
-			       D.acks[i].a->job.client_id);
-	for (i = 0; i < D.finished.n; i++) {
-		index_del(D.finished.v[i]);
-		active_free(D.finished.v[i]);
-	}
-	D.finished.n = 0;
-	D.nacks = 0;
 	if (D.degraded) {
 		D.degraded = false;
 		/* This turn's dispatch pass ran while degraded: wake the loop at once for another,
@@ -4301,7 +4291,6 @@ store_unwind(void)
 			vec_push(&drop, a);
 			continue;
 		}
-		a->job.status = JOB_QUEUED;
 		a->job.started_at = NAN;
 		a->job.repeat_current = 0; /* as it was queued: job_start set it for the commit */
 		sched_requeue_front(&D.sched, &a->job);
@@ -4311,10 +4300,9 @@ store_unwind(void)
 		struct ack *ack = &D.acks[i];
 		struct active *a = ack->a;
 
-		if (a->finished) {
+		if (a->job.phase == JOB_PHASE_DONE) {
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
-			vec_remove(&D.finished, a);
 			count_outcome_by(a, -1);
 			recent_forget(a->job.id);
 			store_remove_job_dir(D.dir, a->job.id);
@@ -4421,6 +4409,7 @@ spawn_pending(void)
 	for (i = 0; i < D.spawn.n; i++) {
 		struct active *a = D.spawn.v[i];
 
+		sched_job_transition(&a->job, JOB_PHASE_RUNNING);
 		if (a->job.mode == JOB_MODE_RESET)
 			reset_run(a);
 		else
@@ -4951,10 +4940,23 @@ prepare_log_dir(void)
 {
 	char why[400], warn[256];
 
+	struct timespec pause = {0, 10000000};
+	double t0 = clock_mono();
+	bool said = false;
+
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
-	if (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
-		fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir, why);
-		exit(1);
+	while (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
+		if (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT) {
+			fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir,
+				why);
+			exit(1);
+		}
+		if (!said)
+			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting up to %.0f s "
+			       "for a process of a daemon just stopped to let it go", cfg.log_dir,
+			       LOG_DIR_LOCK_WAIT);
+		said = true;
+		nanosleep(&pause, NULL);
 	}
 	free(cfg.log_dir);
 	cfg.log_dir = xstrdup(store_dir_path(D.dir)); /* absolute: output_file paths are */

@@ -55,6 +55,26 @@ def test_second_daemon_on_same_log_dir_refused():
     tap.eq(open(d.path("count")).read(), "queued-once\n", "the queued job ran exactly once")
 
 
+
+def test_start_waits_briefly_for_a_log_dir_lock_let_go():
+    """Right after a crash, a child of the killed daemon caught between its clone and its exec
+    still holds the log dir's lock for a moment; a restart then must wait for it, not fail."""
+    d = Daemon()
+    os.makedirs(d.log_dir, mode=0o700)
+    fd = os.open(d.log_dir, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        d.start(wait=False)
+        wait_until(lambda: "is locked; waiting" in d.stderr() or d.proc.poll() is not None, 10,
+                   "serve to find the lock held")
+        tap.ok(d.proc.poll() is None, "a held log dir lock is waited for", d.stderr())
+    finally:
+        os.close(fd)  # let go, as the dying child does
+    wait_until(d._ready, 10, "the daemon to serve once the lock is free")
+    j = d.wait_done(d.submit("echo after the wait")["job_id"])
+    tap.eq(j["exit_code"], 0, "and it runs jobs")
+    d.cleanup()
+
 def test_setsid_straggler_killed_when_job_ends():
     d = Daemon().start()
     pidf = d.path("s.pid")
@@ -524,7 +544,8 @@ def test_stderr_pipe_nobody_reads_never_stalls():
         d.cleanup()
 
 
-run_tests(test_second_daemon_on_same_log_dir_refused, test_setsid_straggler_killed_when_job_ends,
+run_tests(test_second_daemon_on_same_log_dir_refused,
+          test_start_waits_briefly_for_a_log_dir_lock_let_go, test_setsid_straggler_killed_when_job_ends,
           test_helpers_of_running_jobs_are_not_strays,
           test_next_job_waits_until_the_killed_group_is_gone,
           test_jobs_get_the_open_file_limit_serve_was_started_with,

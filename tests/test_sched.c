@@ -1,12 +1,16 @@
 /*
  * Unit tests for sched.c: FIFO queues, positions, estimates, reset-request rules, the reset
- * ladder, what a reset's end, a hold and a restart make of a card and its jobs, jobs on
- * several cards, and a randomized property test of the dispatch rule.
+ * ladder, what a reset's end, a hold and a restart make of a card and its jobs, the job phase
+ * table, jobs on several cards, and a randomized property test of the dispatch rule.
  */
 #include <math.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "sched.h"
 #include "tap.h"
@@ -70,7 +74,7 @@ test_fifo(void)
 	ok(sched_next(&s, c0, false, &out) == SCHED_IDLE && !out, "no dispatch while the store is down");
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[0], "head runs first");
 	sched_set_current(c0, out);
-	out->status = JOB_RUNNING;
+	sched_job_transition(out, JOB_PHASE_STARTING);
 	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "one job at a time per card");
 	ok(sched_next(&s, c1, true, &out) == SCHED_START_JOB && out == &jobs[2],
 	   "other card runs independently");
@@ -80,10 +84,13 @@ test_fifo(void)
 	is_int(s.queued_total, 1, "total after cancel and two starts");
 	sched_set_current(c0, NULL);
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[3], "FIFO after cancel");
+	sched_job_transition(out, JOB_PHASE_STARTING);
 	ok(c0->head == NULL && c0->tail == NULL && c0->queued == 0, "queue empty");
 	ok(c0->queued_estimate == 0, "empty queue has zero estimate");
 	sched_requeue_front(&s, &jobs[3]);
-	ok(c0->head->job == &jobs[3] && jobs[3].status == JOB_QUEUED, "requeue at the front");
+	ok(c0->head->job == &jobs[3] && jobs[3].status == JOB_QUEUED &&
+	       jobs[3].phase == JOB_PHASE_QUEUED,
+	   "requeue at the front, queued again");
 	sched_free(&s);
 }
 
@@ -105,7 +112,7 @@ test_estimates(void)
 	ok(fabs(sched_card_wait(c, 0) - 30.0) < 1e-9, "wait of a new job is the queue's sum");
 	sched_next(&s, c, true, &out);
 	sched_set_current(c, out);
-	out->status = JOB_RUNNING;
+	sched_job_transition(out, JOB_PHASE_STARTING);
 	out->started_at = 1000.0;
 	ok(fabs(sched_job_estimate(out, 1005.0) - 15.0) < 1e-9, "running: estimate minus time run");
 	ok(sched_job_estimate(out, 2000.0) == 0, "never negative");
@@ -123,7 +130,8 @@ test_estimates(void)
 	ok(fabs(sched_queued_wait(&s, &jobs[1], 1005.0) - 25.0) < 1e-9,
 	   "a pending reset counts one default step");
 	c->reset_pending = false;
-	out->status = JOB_DONE;
+	sched_job_transition(out, JOB_PHASE_RUNNING);
+	sched_job_transition(out, JOB_PHASE_DONE);
 	ok(sched_job_estimate(out, 1005.0) == 0, "done jobs estimate 0");
 	sched_free(&s);
 }
@@ -290,6 +298,7 @@ test_multi_cards(void)
 	enqueue_on(&s, c0, &jobs[5]);
 	enqueue_cards(&s, &jobs[6], (int[]){0, 1}, 2);
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[5], "j5 starts");
+	sched_job_transition(out, JOB_PHASE_STARTING);
 	enqueue_on(&s, c1, &jobs[7]);
 	sched_requeue_front(&s, &jobs[5]);
 	ok(c0->head->job == &jobs[5] && s.oldest == &jobs[5], "requeued at the front");
@@ -399,7 +408,7 @@ w_end(struct world *w, struct job *j, const char *why)
 		w->occupant[cidx(w, c)] = -1;
 	}
 	sched_vacate(&w->s, j);
-	j->status = JOB_DONE;
+	sched_job_transition(j, JOB_PHASE_DONE);
 	w->fate[k] = F_DONE;
 	snprintf(w->reason[k], sizeof(w->reason[k]), "%s", why);
 }
@@ -410,7 +419,7 @@ w_fail(struct world *w, struct job *j, int fate, const char *why)
 {
 	int k = jidx(w, j);
 
-	j->status = JOB_DONE;
+	sched_job_transition(j, JOB_PHASE_DONE);
 	w->fate[k] = fate;
 	snprintf(w->reason[k], sizeof(w->reason[k]), "%s", why);
 }
@@ -472,7 +481,8 @@ w_start(struct world *w, struct job *j)
 		w->last_start[ci] = k;
 	}
 	sched_occupy(&w->s, j);
-	j->status = JOB_RUNNING;
+	sched_job_transition(j, JOB_PHASE_STARTING);
+	sched_job_transition(j, JOB_PHASE_RUNNING);
 	w->fate[k] = F_RUNNING;
 	w->multi_started += j->nmore > 0;
 }
@@ -705,7 +715,7 @@ test_property(void)
 			w.occupant[i] = w.last_start[i] = -1;
 			sched_job_init(&w.resets[i]);
 			w.resets[i].mode = JOB_MODE_RESET;
-			w.resets[i].status = JOB_RUNNING;
+			sched_job_load(&w.resets[i], JOB_RUNNING);
 		}
 		for (step = 0; step < 300; step++) {
 			w_event(&w);
@@ -802,7 +812,7 @@ card_with_queue(struct sched *s, int state, int nq)
 }
 
 static char *
-dup(const char *t)
+sdup(const char *t)
 {
 	char *p = malloc(strlen(t) + 1);
 
@@ -838,8 +848,8 @@ test_reset_start_end(void)
 
 	c = card_with_queue(&s, CARD_HEALTHY, 3);
 	sched_reset_start(c, &l);
-	c->control_error = dup("old configuration error");
-	sched_reset_end(c, &l, RESET_NEXT_DEAD, dup("health check failed"), 600.0);
+	c->control_error = sdup("old configuration error");
+	sched_reset_end(c, &l, RESET_NEXT_DEAD, sdup("health check failed"), 600.0);
 	ok(c->state == CARD_DEAD && !c->reset_pending, "every attempt failed: the card is dead");
 	ok(c->dead_since == 600.0, "dead since the end time given");
 	is_str(c->dead_reason, "health check failed", "the reason given is the card's dead reason");
@@ -869,23 +879,23 @@ test_reset_unrunnable(void)
 	c = card_with_queue(&s, CARD_HEALTHY, 1);
 	c->reset_pending = true;
 	sched_reset_start(c, &l);
-	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("no such command"), 100.0);
+	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, sdup("no such command"), 100.0);
 	ok(c->state == CARD_HEALTHY && !c->reset_pending,
 	   "a command that cannot run leaves a serving card in service");
 	is_str(c->control_error, "no such command", "and records the control error");
 	ok(isnan(c->dead_since) && !c->dead_reason && c->reset_epoch == 4 && isnan(c->last_reset_at),
 	   "it was not reset: no epoch, no reset time, not dead");
 	ok(sched_fail_next(&s, c) == NULL && c->queued == 1, "its queue is kept");
-	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("still missing"), 101.0);
+	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, sdup("still missing"), 101.0);
 	is_str(c->control_error, "still missing", "a second one replaces the control error");
 	sched_free(&s);
 
 	c = card_with_queue(&s, CARD_DEAD, 2);
-	c->dead_reason = dup("failed before");
+	c->dead_reason = sdup("failed before");
 	c->dead_since = 50.0;
 	sched_reset_request(c, -1, true);
 	sched_reset_start(c, &l);
-	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("no such command"), 100.0);
+	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, sdup("no such command"), 100.0);
 	ok(c->state == CARD_DEAD && !c->reset_pending,
 	   "a dead card whose recovery could not run stays dead");
 	ok(c->dead_since == 50.0 && c->dead_reason && strcmp(c->dead_reason, "failed before") == 0,
@@ -896,7 +906,7 @@ test_reset_unrunnable(void)
 	c = card_with_queue(&s, CARD_HEALTHY, 0);
 	sched_reset_start(c, &l);
 	c->dirty = false;
-	sched_reset_end(c, &l, RESET_NEXT_RUN, dup("unused"), 100.0);
+	sched_reset_end(c, &l, RESET_NEXT_RUN, sdup("unused"), 100.0);
 	ok(c->state == CARD_RESETTING && !c->dirty, "RESET_NEXT_RUN is no end: nothing changes");
 	sched_free(&s);
 }
@@ -938,7 +948,7 @@ test_hold_swap(void)
 {
 	struct sched s;
 	struct card *c;
-	struct card_hold h = {true, dup("alice"), dup("firmware"), 42.0};
+	struct card_hold h = {true, sdup("alice"), sdup("firmware"), 42.0};
 	char *by = h.by;
 
 	c = card_with_queue(&s, CARD_HEALTHY, 0);
@@ -969,7 +979,7 @@ test_restore(void)
 	   !sched_stays_dead(CARD_RESETTING, true), "only a card dead in this boot stays dead");
 
 	c = card_with_queue(&s, CARD_DEAD, 0);
-	c->dead_reason = dup("dead");
+	c->dead_reason = sdup("dead");
 	c->dead_since = 10.0;
 	c->reset_pending = true;
 	c->held = true;
@@ -985,14 +995,14 @@ test_restore(void)
 	sched_free(&s);
 
 	c = card_with_queue(&s, CARD_RESETTING, 0);
-	c->dead_reason = dup("a dead card's recovery was cut short");
+	c->dead_reason = sdup("a dead card's recovery was cut short");
 	ok(!sched_card_restore(c, true) && c->state == CARD_RESETTING && c->reset_pending,
 	   "a reset cut short by a stop is pending again");
 	ok(!c->dead_reason, "a card that is not dead keeps no dead reason");
 	sched_free(&s);
 
 	c = card_with_queue(&s, CARD_RESETTING, 0);
-	c->dead_reason = dup("health check failed");
+	c->dead_reason = sdup("health check failed");
 	c->dead_since = 10.0;
 	ok(!sched_card_restore(c, true) && c->state == CARD_DEAD && c->reset_pending &&
 	   c->dead_reason && c->dead_since == 10.0,
@@ -1001,7 +1011,7 @@ test_restore(void)
 		struct reset_ladder l;
 
 		sched_reset_start(c, &l);
-		sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, dup("reset command not found"), 20.0);
+		sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, sdup("reset command not found"), 20.0);
 		ok(c->state == CARD_DEAD, "and a rerun whose command cannot run leaves it dead");
 	}
 	sched_free(&s);
@@ -1021,8 +1031,8 @@ test_recover_job(void)
 	int ids[] = {0, 1}, d;
 
 	c = card_with_queue(&s, CARD_HEALTHY, 0);
-	jobs[0].status = JOB_QUEUED;
-	jobs[1].status = JOB_RUNNING;
+	sched_job_load(&jobs[0], JOB_QUEUED);
+	sched_job_load(&jobs[1], JOB_RUNNING);
 	is_int(sched_recover_job(&s, &jobs[0], &d), RECOVER_QUEUE, "queued on a serving card: queued again");
 	is_int(sched_recover_job(&s, &jobs[1], &d), RECOVER_INTERRUPTED,
 	       "found running: interrupted, never run twice");
@@ -1065,6 +1075,112 @@ test_recover_job(void)
 	ok(sched_interrupted_at(&jobs[2], 130.0, 200.0) == 200.0, "a job that never started: now");
 }
 
+/* Whether moving a job of mode `mode` from phase `from` to `to` kills the process by SIGABRT. */
+static bool
+transition_aborts(int mode, int from, int to)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		struct job j;
+
+		sched_job_init(&j);
+		j.mode = mode;
+		j.phase = from;
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(3);
+		sched_job_transition(&j, to);
+		_exit(0);
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+}
+
+static void
+test_phases(void)
+{
+	/* The table as the daemon uses it: what may follow what, per mode (run, reset). */
+	static const char *const legal[2][JOB_PHASE_N] = {
+		{"starting done forgotten", "running queued", "stopping done", "stopping done",
+		 "forgotten", ""},
+		{"starting done", "running forgotten", "stopping done", "stopping done", "forgotten",
+		 ""},
+	};
+	static const int status[JOB_PHASE_N] = {JOB_QUEUED, JOB_RUNNING, JOB_RUNNING, JOB_RUNNING,
+						JOB_DONE, -1};
+	int mode, from, to, wrong = 0;
+	struct job j;
+	int pipefd[2];
+	char msg[256] = "";
+	ssize_t got;
+	pid_t pid;
+
+	for (to = 0; to < JOB_PHASE_N; to++)
+		is_int(sched_phase_status(to), status[to], "phase %s maps to status %s",
+		       sched_phase_name(to), status[to] < 0 ? "(kept)" : sched_status_name(status[to]));
+	is_str(sched_phase_name(JOB_PHASE_N), "unknown", "a phase out of range has no name");
+	for (mode = JOB_MODE_RUN; mode <= JOB_MODE_RESET; mode++)
+		for (from = 0; from < JOB_PHASE_N; from++)
+			for (to = 0; to < JOB_PHASE_N; to++) {
+				char word[32];
+				bool allowed;
+
+				snprintf(word, sizeof(word), " %s ", sched_phase_name(to));
+				snprintf(msg, sizeof(msg), " %s ", legal[mode][from]);
+				allowed = strstr(msg, word) != NULL;
+				if (allowed) {
+					sched_job_init(&j);
+					j.mode = mode;
+					j.phase = from;
+					j.status = 99;
+					sched_job_transition(&j, to);
+					ok(j.phase == to && j.status == (status[to] < 0 ? 99 : status[to]),
+					   "%s job: %s -> %s is accepted and sets its status",
+					   sched_mode_name(mode), sched_phase_name(from), sched_phase_name(to));
+				} else if (!transition_aborts(mode, from, to)) {
+					printf("# %s job: %s -> %s did not abort\n", sched_mode_name(mode),
+					       sched_phase_name(from), sched_phase_name(to));
+					wrong++;
+				}
+			}
+	is_int(wrong, 0, "every other change of phase aborts (SIGABRT), for both modes");
+	ok(transition_aborts(JOB_MODE_RUN, JOB_PHASE_N, JOB_PHASE_QUEUED) &&
+	   transition_aborts(JOB_MODE_RUN, JOB_PHASE_QUEUED, JOB_PHASE_N) &&
+	   transition_aborts(2, JOB_PHASE_QUEUED, JOB_PHASE_STARTING),
+	   "a phase or mode out of range aborts");
+
+	/* The message names the job and both phases. */
+	if (pipe(pipefd) < 0 || (pid = fork()) < 0) {
+		perror("pipe or fork");
+		exit(1);
+	}
+	if (pid == 0) {
+		dup2(pipefd[1], 2);
+		sched_job_init(&j);
+		snprintf(j.id, sizeof(j.id), "%032d", 7);
+		sched_job_transition(&j, JOB_PHASE_STARTING);
+		sched_job_transition(&j, JOB_PHASE_RUNNING);
+		sched_job_transition(&j, JOB_PHASE_QUEUED);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	got = read(pipefd[0], msg, sizeof(msg) - 1);
+	msg[got > 0 ? got : 0] = '\0';
+	close(pipefd[0]);
+	waitpid(pid, NULL, 0);
+	is_str(msg, "tt-device-queue: job 00000000000000000000000000000007 (run) cannot go from "
+		    "phase running to queued\n", "an illegal change says which job and which phases");
+
+	sched_job_init(&j);
+	ok(j.phase == JOB_PHASE_QUEUED && j.status == JOB_QUEUED, "a fresh job is queued");
+	sched_job_load(&j, JOB_RUNNING);
+	ok(j.phase == JOB_PHASE_RUNNING && j.status == JOB_RUNNING, "a job loaded running is running");
+	sched_job_load(&j, JOB_DONE);
+	ok(j.phase == JOB_PHASE_DONE && j.status == JOB_DONE, "a job loaded done is done");
+	sched_job_load(&j, JOB_QUEUED);
+	ok(j.phase == JOB_PHASE_QUEUED && j.status == JOB_QUEUED, "a job loaded queued is queued");
+}
+
 int
 main(void)
 {
@@ -1082,6 +1198,7 @@ main(void)
 	test_hold_swap();
 	test_restore();
 	test_recover_job();
+	test_phases();
 	test_property();
 	return tap_done();
 }
