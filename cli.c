@@ -3693,7 +3693,8 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 /* ------------------------------------------------------------------------ help, dispatch */
 
 #define H_SUBMIT                                                                                   \
-	"  --device N         the card's queue (default 0): the card your code opens\n"            \
+	"  --device N         the card's queue (default 0): the card your code opens; 0,1 or\n"   \
+	"                     all for a job that opens several cards (it waits for all)\n"       \
 	"  --cwd DIR          the job's directory (default: the current one; '' for the\n"         \
 	"                     daemon's)\n"                                                         \
 	"  --timeout S        kill the job after S seconds (default: the daemon's, 0 too)\n"       \

@@ -2020,6 +2020,8 @@ blank(const char *s)
 	return true;
 }
 
+static const char DEAD_REFUSAL[] = "is dead: it needs a host reboot or operator recovery";
+
 /* Why the card cannot take work now (503), or NULL. */
 static const char *
 refuse_reason(const struct card *card)
@@ -2027,7 +2029,7 @@ refuse_reason(const struct card *card)
 	if (D.shutting_down)
 		return "The service is shutting down";
 	if (card && card->state == CARD_DEAD)
-		return "Card is dead: it needs a host reboot or operator recovery";
+		return DEAD_REFUSAL;
 	if (D.degraded)
 		return "The job store is degraded";
 	return NULL;
@@ -2039,8 +2041,12 @@ respond_refused(struct http_conn *c, const struct card *card, const char *why)
 	struct json_w w = body_begin();
 	char msg[1024];
 
-	snprintf(msg, sizeof(msg), "%s%s%s", why, D.degraded && !D.shutting_down ? ": " : "",
-		 D.degraded && !D.shutting_down ? D.degraded_reason : "");
+	if (why == DEAD_REFUSAL) /* named: a job of several cards, or `all`, names more than one */
+		snprintf(msg, sizeof(msg), "Card %d %s (reset --device %d)", card->device, why,
+			 card->device);
+	else
+		snprintf(msg, sizeof(msg), "%s%s%s", why, D.degraded && !D.shutting_down ? ": " : "",
+			 D.degraded && !D.shutting_down ? D.degraded_reason : "");
 	json_w_obj(&w);
 	w_str(&w, "error", msg);
 	if (card) {

@@ -733,6 +733,10 @@ def test_help_texts():
     tap.ok(re.search(r"^\s+--version\s", out, re.M), "global help lists --version", out)
     rc, out, err = d.cli("--version")
     tap.ok(rc == 0 and out.startswith("tt-device-queue "), "--version works", out + err)
+    for sub in ("run", "queue", "queue-python"):
+        rc, out, err = d.cli(sub, "--help")
+        tap.ok(re.search(r"--device N .*0,1 or\n\s+all for a job that opens several cards", out),
+               "%s --help says --device takes a list or all" % sub, out)
     rc, out, err = d.cli("result", "--help")
     json_line = [ln for ln in out.splitlines() if ln.strip().startswith("--json")]
     tap.ok(json_line and "before the subcommand" in json_line[0],

@@ -280,8 +280,9 @@ def test_dead_card_fails_multi_card_jobs_naming_it():
            "the queued multi-card job naming card 1 fails, never run, naming the card", job)
     tap.ok("Card 1 is dead" in d.log_text(m), "its log says so")
     r = d.post("/queue", {"cmd": "true", "device_ids": ["0", "1"]})
-    tap.ok(r.status == 503 and r.get("device_id") == "1" and r.get("device_state") == "dead",
-           "a new submission naming the dead card: 503 naming it", r)
+    tap.ok(r.status == 503 and r.get("device_id") == "1" and r.get("device_state") == "dead" and
+           "Card 1 is dead" in r.get("error", ""),
+           "a new submission naming the dead card: 503 naming it, in its message too", r)
     open_gate(path)
     tap.eq(d.wait_done(s0)["exit_code"], 0, "card 0 carries on with the job behind it")
     tap.eq(started_order(card_timeline(ledger_lines(d))), {"0": [1, 3]},
