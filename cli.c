@@ -3264,11 +3264,19 @@ line_queued(struct json_buf *b, const struct doc *d, int j, int n, const struct 
 {
 	char id[40] = "?", t[32];
 	double v;
+	int w;
 
 	doc_str(d, j, "job_id", id, sizeof id);
 	json_buf_printf(b, "  queued   %d. %s", n, id);
 	if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
 		json_buf_printf(b, "  wait ~%s", fmt_secs(v, t, sizeof t));
+	if ((w = doc_child(d, j, "waiting_for", JSON_OBJECT)) >= 0) { /* a job of several cards: which one */
+		char dev[24] = "?", why[32] = "?";
+
+		doc_str(d, w, "device_id", dev, sizeof dev);
+		doc_str(d, w, "reason", why, sizeof why);
+		json_buf_printf(b, "  (card %s: %s)", dev, why);
+	}
 	put_job_tail(b, d, j, p, 1);
 	put_line(b);
 }

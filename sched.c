@@ -337,6 +337,40 @@ card_ready(const struct card *k, const struct job *j)
 	       k->head && k->head->job == j;
 }
 
+enum card_blocker
+sched_job_blocker(struct sched *s, const struct job *j, int *device)
+{
+	int i;
+
+	if (sched_job_ncards(j) < 2 || j->status != JOB_QUEUED)
+		return BLOCKER_NONE;
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		const struct card *k = sched_card(s, sched_job_device(j, i));
+
+		*device = sched_job_device(j, i);
+		if (!k || k->state == CARD_DEAD)
+			return BLOCKER_DEAD;
+		if (k->held)
+			return BLOCKER_HELD;
+		if (k->current)
+			return BLOCKER_BUSY;
+		if (k->reset_pending || k->state == CARD_RESETTING)
+			return BLOCKER_RESET;
+		if (!k->head || k->head->job != j)
+			return BLOCKER_AHEAD;
+	}
+	return BLOCKER_NONE;
+}
+
+const char *
+sched_blocker_name(enum card_blocker b)
+{
+	static const char *const names[] = {"none", "busy", "held", "reset pending", "dead",
+					    "an older job first"};
+
+	return b >= BLOCKER_NONE && b <= BLOCKER_AHEAD ? names[b] : "unknown";
+}
+
 enum sched_action
 sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 {

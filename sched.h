@@ -229,6 +229,27 @@ void sched_requeue_front(struct sched *s, struct job *j);
  */
 enum sched_action sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out);
 
+/* Why a queued job of several cards waits for one of its cards (sched_job_blocker). */
+enum card_blocker {
+	BLOCKER_NONE = 0, /* every card of it is ready */
+	BLOCKER_BUSY,     /* the card runs a job or a reset */
+	BLOCKER_HELD,     /* the card is held */
+	BLOCKER_RESET,    /* the card has a reset pending */
+	BLOCKER_DEAD,     /* the card is dead (the job is failed soon) */
+	BLOCKER_AHEAD,    /* an older job heads that card's queue */
+};
+
+/*
+ * The first of j's cards, in ascending order, that keeps queued job j from starting, by the
+ * rule of sched_next; *device is its number. BLOCKER_NONE for a job of one card or one whose
+ * cards are all ready. A card whose head waits for another card looks idle: this says why
+ * (status shows it), so an operator is not left to guess that a hold elsewhere stops it.
+ */
+enum card_blocker sched_job_blocker(struct sched *s, const struct job *j, int *device);
+
+/* The blocker's words for status ("held", "busy", ...). */
+const char *sched_blocker_name(enum card_blocker b);
+
 /* Record that j (a run job or a reset job) now runs on c; NULL when it finished. */
 void sched_set_current(struct card *c, struct job *j);
 

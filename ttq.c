@@ -1319,6 +1319,18 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 		w_num(w, "estimated_remaining_sec", sched_job_estimate(j, now));
 		if (!isnan(wait))
 			w_num(w, "estimated_wait_sec", wait);
+		if (j->status == JOB_QUEUED && sched_job_ncards(j) > 1) {
+			int dev = -1;
+			enum card_blocker why = sched_job_blocker(&D.sched, j, &dev);
+
+			if (why != BLOCKER_NONE) { /* its other cards look idle: say why they wait */
+				json_w_key(w, "waiting_for");
+				json_w_obj(w);
+				w_device(w, dev);
+				w_str(w, "reason", sched_blocker_name(why));
+				json_w_obj_end(w);
+			}
+		}
 		if (j->status == JOB_RUNNING)
 			w_num(w, "running_sec", isnan(j->started_at) ? 0 : now - j->started_at);
 		if (!isnan(j->stop_requested_at)) /* in its kill grace: `status` says stopping */

@@ -298,6 +298,13 @@ def test_hold_of_any_card_holds_it():
     time.sleep(0.5)  # NEGATIVE CHECK: nothing starts
     tap.eq((d.job(m)["status"], d.job(s0)["status"]), ("queued", "queued"),
            "a hold of card 1 holds the multi-card job, and card 0 keeps its order behind it")
+    head = d.dev(0)["pending"][0]
+    tap.eq((head["job_id"], head.get("waiting_for")), (m, {"device_id": "1", "reason": "held"}),
+           "card 0 looks idle; its head says it waits for card 1, held")
+    tap.ok("waiting_for" not in d.dev(0)["pending"][1], "a job of one card has no such field")
+    rc, out, err = d.cli("status", "--device", "0")
+    tap.ok(rc == 0 and re.search(r"queued +1\. %s .*\(card 1: held\)" % m, out),
+           "human status says it too", out + err)
     d.post("/release", {"device_id": "1"})
     tap.eq((d.wait_done(m)["exit_code"], d.wait_done(s0)["exit_code"]), (0, 0),
            "released: both run")

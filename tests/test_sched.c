@@ -229,6 +229,31 @@ enqueue_cards(struct sched *s, struct job *j, const int *devs, int n)
 	sched_enqueue(s, j);
 }
 
+/* Why a job of several cards waits: the first of its cards that is not ready. */
+static void
+test_blocker(void)
+{
+	struct sched s;
+	int ids[] = {0, 1}, dev = -1;
+
+	mkjobs();
+	sched_init(&s, ids, 2);
+	enqueue_on(&s, sched_card(&s, 1), &jobs[0]);
+	enqueue_cards(&s, &jobs[1], (int[]){0, 1}, 2);
+	ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_AHEAD && dev == 1,
+	   "blocker: card 0 is ready, an older job heads card 1");
+	sched_card(&s, 0)->state = CARD_DEAD;
+	ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_DEAD && dev == 0,
+	   "blocker: a dead card, first in order");
+	sched_card(&s, 0)->state = CARD_HEALTHY;
+	sched_unlink(&s, &jobs[0]);
+	ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_NONE, "none once it heads both");
+	sched_unlink(&s, &jobs[1]);
+	for (int i = 0; i < 2; i++)
+		sched_job_clear(&jobs[i]);
+	sched_free(&s);
+}
+
 static void
 test_multi_cards(void)
 {
@@ -260,6 +285,15 @@ test_multi_cards(void)
 	sched_occupy(&s, out);
 	ok(sched_next(&s, c2, true, &out) == SCHED_IDLE && !out,
 	   "card 2 idles: its head j1 waits for card 0, and j2 behind it does not overtake");
+	{
+		int dev = -1;
+
+		ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_BUSY && dev == 0,
+		   "blocker: j1 waits for card 0, which is busy");
+		ok(sched_job_blocker(&s, &jobs[2], &dev) == BLOCKER_NONE,
+		   "a job of one card has no blocker");
+		is_str(sched_blocker_name(BLOCKER_HELD), "held", "blocker names");
+	}
 	ok(sched_next(&s, c1, true, &out) == SCHED_START_JOB && out == &jobs[3],
 	   "a card the multi-card job does not name runs on");
 	sched_occupy(&s, out);
@@ -274,11 +308,22 @@ test_multi_cards(void)
 	is_int(sched_submit_position_job(&s, &jobs[4]), 2, "two jobs ahead of it on card 2");
 	sched_vacate(&s, &jobs[0]);
 	ok(!c0->current, "j0 ended: card 0 idle");
-	c2->held = true;
-	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "a hold of any of its cards holds it");
-	c2->held = false;
-	c2->reset_pending = true;
-	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "so does a reset pending on one of them");
+	{
+		int dev = -1;
+
+		ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_NONE,
+		   "blocker: none once both of its cards are ready");
+		c2->held = true;
+		ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "a hold of any of its cards holds it");
+		ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_HELD && dev == 2,
+		   "blocker: card 2 is held (card 0 looks idle, this says why)");
+		c2->held = false;
+		c2->reset_pending = true;
+		ok(sched_next(&s, c0, true, &out) == SCHED_IDLE,
+		   "so does a reset pending on one of them");
+		ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_RESET && dev == 2,
+		   "blocker: card 2's pending reset");
+	}
 	ok(sched_next(&s, c2, true, &out) == SCHED_START_RESET, "which runs first on its card");
 	c2->reset_pending = false;
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[1],
@@ -1190,6 +1235,7 @@ main(void)
 	test_resets();
 	test_hold();
 	test_multi_cards();
+	test_blocker();
 	test_multi_epochs();
 	test_ladder();
 	test_reset_start_end();
