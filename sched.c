@@ -329,12 +329,22 @@ sched_requeue_front(struct sched *s, struct job *j)
 	count_queued(s, j, 1);
 }
 
-/* Whether card k can start job j now, with j at the head of its queue. */
-static bool
-card_ready(const struct card *k, const struct job *j)
+/* What keeps card k from starting job j now (BLOCKER_NONE: j heads its queue and k is free):
+ * the one rule both sched_next and the status's sched_job_blocker read. */
+static enum card_blocker
+card_blocker(const struct card *k, const struct job *j)
 {
-	return k && !k->current && !k->held && !k->reset_pending && k->state == CARD_HEALTHY &&
-	       k->head && k->head->job == j;
+	if (!k || k->state == CARD_DEAD)
+		return BLOCKER_DEAD;
+	if (k->held)
+		return BLOCKER_HELD;
+	if (k->current)
+		return BLOCKER_BUSY;
+	if (k->reset_pending || k->state != CARD_HEALTHY)
+		return BLOCKER_RESET;
+	if (!k->head || k->head->job != j)
+		return BLOCKER_AHEAD;
+	return BLOCKER_NONE;
 }
 
 enum card_blocker
@@ -345,19 +355,11 @@ sched_job_blocker(struct sched *s, const struct job *j, int *device)
 	if (sched_job_ncards(j) < 2 || j->status != JOB_QUEUED)
 		return BLOCKER_NONE;
 	for (i = 0; i < sched_job_ncards(j); i++) {
-		const struct card *k = sched_card(s, sched_job_device(j, i));
+		enum card_blocker b = card_blocker(sched_card(s, sched_job_device(j, i)), j);
 
 		*device = sched_job_device(j, i);
-		if (!k || k->state == CARD_DEAD)
-			return BLOCKER_DEAD;
-		if (k->held)
-			return BLOCKER_HELD;
-		if (k->current)
-			return BLOCKER_BUSY;
-		if (k->reset_pending || k->state == CARD_RESETTING)
-			return BLOCKER_RESET;
-		if (!k->head || k->head->job != j)
-			return BLOCKER_AHEAD;
+		if (b != BLOCKER_NONE)
+			return b;
 	}
 	return BLOCKER_NONE;
 }
@@ -387,7 +389,7 @@ sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 		return SCHED_IDLE;
 	j = c->head->job;
 	for (i = 0; i < sched_job_ncards(j); i++)
-		if (!card_ready(sched_card(s, sched_job_device(j, i)), j))
+		if (card_blocker(sched_card(s, sched_job_device(j, i)), j) != BLOCKER_NONE)
 			return SCHED_IDLE; /* it waits for another of its cards; so does c */
 	*out = j;
 	sched_unlink(s, j);
