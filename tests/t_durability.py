@@ -248,7 +248,8 @@ def start_blocked_pairs(d, ledger, cards=("0", "1")):
 def fill(path):
     """Write zeros to path until the file system is full; returns the bytes written."""
     n = 0
-    with open(path, "wb") as f:
+    # unbuffered: a buffered file keeps the bytes a full disk refused and raises again at close
+    with open(path, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
