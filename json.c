@@ -1,5 +1,6 @@
 /*
- * json.c - strict RFC 8259 tokenizer, token accessors, UTF-8 boundary helper and writer.
+ * json.c - strict RFC 8259 tokenizer, token accessors, UTF-8 helpers, the checks of a request
+ * body's members (each failure a sentence for the client), and the writer.
  *
  * Invariants of the reader:
  * - It never reads outside src[0..len): every index is compared with len before the byte is
@@ -727,6 +728,217 @@ json_tok_int(const char *src, const struct json_tok *t, long long *out)
 	else
 		*out = v > (unsigned long long)LLONG_MAX ? LLONG_MIN : -(long long)v;
 	return 0;
+}
+
+/* ------------------------------------------------------------------- request bodies */
+
+static int __attribute__((format(printf, 3, 4)))
+doc_fail(struct json_doc *d, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	d->status = status;
+	va_start(ap, fmt);
+	vsnprintf(d->why, sizeof(d->why), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int
+json_doc_parse(struct json_doc *d, const char *src, size_t len, struct json_tok *toks,
+	       unsigned cap)
+{
+	char err[160];
+	int n = json_parse(src, len, toks, cap, err, sizeof(err));
+
+	d->src = src;
+	d->toks = toks;
+	if (n == -2)
+		return doc_fail(d, 400, "Invalid JSON: document too complex (over %u values)", cap);
+	if (n < 0)
+		return doc_fail(d, 400, "Invalid JSON: %s", err);
+	if (toks[0].type != JSON_OBJECT)
+		return doc_fail(d, 400, "Request body must be a JSON object");
+	return 0;
+}
+
+int
+json_doc_field(const struct json_doc *d, const char *key)
+{
+	int i = json_obj_get(d->src, d->toks, 0, key);
+
+	return i >= 0 && d->toks[i].type == JSON_NULL ? -1 : i;
+}
+
+/*
+ * A member name as compared for suggestions: lowercase, without '_' and '-' (deviceId,
+ * Device-ID and device_id are one name), cut to cap - 1 bytes.
+ */
+static void
+name_norm(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n && k + 1 < cap; i++)
+		if (s[i] != '_' && s[i] != '-')
+			out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+	out[k] = '\0';
+}
+
+/* Edits (insert, delete, replace, swap two neighbours) from a to b; both under 40 bytes. */
+static int
+edit_distance(const char *a, const char *b)
+{
+	int d[40][40], i, j, na = (int)strlen(a), nb = (int)strlen(b);
+
+	for (i = 0; i <= na; i++)
+		for (j = 0; j <= nb; j++) {
+			int v = i + j;
+
+			if (i > 0 && j > 0) {
+				int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+				v = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
+				v = sub < v ? sub : v;
+				if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+				    d[i - 2][j - 2] + 1 < v)
+					v = d[i - 2][j - 2] + 1;
+			}
+			d[i][j] = v;
+		}
+	return d[na][nb];
+}
+
+/*
+ * How far key (n bytes) is from the member name known: 0 when one is the other's start
+ * (device, timeout_sec, repeats), else the edit distance (devcie_id), or INT_MAX when the two
+ * are not close enough to suggest one for the other.
+ */
+static int
+name_distance(const char *key, size_t n, const char *known)
+{
+	char a[40], b[40];
+	size_t na, nb;
+	int d;
+
+	name_norm(key, n, a, sizeof(a));
+	name_norm(known, strlen(known), b, sizeof(b));
+	na = strlen(a);
+	nb = strlen(b);
+	if (na >= 3 && nb >= 3 && strncmp(a, b, na < nb ? na : nb) == 0)
+		return 0;
+	d = edit_distance(a, b);
+	return d <= (nb > 4 ? 2 : 1) ? d : INT_MAX;
+}
+
+/* The member of known (NULL-terminated) that key (n bytes) most likely meant, or NULL. */
+static const char *
+name_meant(const char *key, size_t n, const char *const *known)
+{
+	/* words that are no misspelling of the member they mean */
+	static const char *const synonyms[][2] = {{"card", "device_id"}, {"command", "cmd"}};
+	const char *meant = NULL;
+	int best = INT_MAX, d;
+	unsigned i, j;
+
+	for (i = 0; known[i]; i++)
+		if ((d = name_distance(key, n, known[i])) < best)
+			best = d, meant = known[i];
+	for (i = 0; !meant && i < sizeof(synonyms) / sizeof(synonyms[0]); i++)
+		for (j = 0; known[j] && name_distance(key, n, synonyms[i][0]) != INT_MAX; j++)
+			if (strcmp(known[j], synonyms[i][1]) == 0)
+				meant = known[j];
+	return meant;
+}
+
+int
+json_doc_known(struct json_doc *d, const char *const *known)
+{
+	const struct json_tok *toks = d->toks;
+	char key[64], list[256];
+	const char *meant;
+	size_t n, cut, len = 0;
+	int k, m;
+	unsigned j;
+
+	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
+		n = json_str_decode(d->src, &toks[k], key, sizeof(key) - 1);
+		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
+			;
+		if (known[j])
+			continue;
+		cut = n < sizeof(key) - 1 ? n : json_utf8_boundary(key, sizeof(key) - 4);
+		snprintf(key + cut, sizeof(key) - cut, "%s", n > cut ? "..." : "");
+		meant = name_meant(key, cut, known);
+		for (j = 0; known[j]; j++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+						known[j]);
+		if (meant)
+			return doc_fail(d, 400, "Unknown field \"%s\"; did you mean \"%s\"? (known "
+					"fields: %s)", key, meant, list);
+		return doc_fail(d, 400, "Unknown field \"%s\" (known fields: %s)", key, list);
+	}
+	return 0;
+}
+
+int
+json_doc_int(struct json_doc *d, const char *key, long long min, long long max, long long *out)
+{
+	int i = json_doc_field(d, key);
+	long long v;
+
+	if (i < 0)
+		return 0;
+	if (json_tok_int(d->src, &d->toks[i], &v) < 0 || v < min || v > max)
+		return doc_fail(d, 400, "%s must be an integer from %lld to %lld", key, min, max);
+	*out = v;
+	return 0;
+}
+
+int
+json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **out)
+{
+	int i = json_doc_field(d, key), nul;
+
+	*out = NULL;
+	if (i < 0)
+		return 0;
+	if (d->toks[i].type != JSON_STRING)
+		return doc_fail(d, 400, "%s must be a string", key);
+	if (!(*out = json_str_dup(d->src, &d->toks[i], &nul)))
+		return doc_fail(d, 500, "out of memory");
+	if (nul || json_utf8_chars(*out) > max_chars) {
+		free(*out);
+		*out = NULL;
+		return nul ? doc_fail(d, 400, "%s must not contain NUL", key)
+			   : doc_fail(d, 400, "%s is longer than %zu characters", key, max_chars);
+	}
+	return 0;
+}
+
+char *
+json_str_dup(const char *src, const struct json_tok *t, int *has_nul)
+{
+	size_t n = json_str_decode(src, t, NULL, 0);
+	char *s = malloc(n + 1);
+
+	*has_nul = 0;
+	if (!s)
+		return NULL;
+	json_str_decode(src, t, s, n);
+	s[n] = '\0';
+	*has_nul = memchr(s, '\0', n) != NULL;
+	return s;
+}
+
+size_t
+json_utf8_chars(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
 }
 
 /* ------------------------------------------------------------------- writer */

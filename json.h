@@ -1,5 +1,6 @@
 /*
- * json.h - a strict RFC 8259 reader and a writer that always emits valid UTF-8.
+ * json.h - a strict RFC 8259 reader, the checks of a request body's members, and a writer
+ * that always emits valid UTF-8.
  *
  * Reader: a jsmn-style tokenizer. json_parse() fills a caller-owned array of tokens whose
  * offsets point into the caller's source buffer; it allocates nothing and keeps no state
@@ -104,6 +105,58 @@ size_t json_utf8_valid(const char *s, size_t n);
  * 0 when s starts with anything else. What must not reach a log line or a terminal as is.
  */
 size_t json_control_len(const char *s, size_t n);
+
+/* ------------------------------------------------------------------------ request bodies */
+
+/*
+ * A request body checked member by member, each failed check saying in one sentence what the
+ * client got wrong: an unknown member and the known one it is close to, a type, a limit. The
+ * text and its tokens are the caller's (not owned); toks[0] is the root object once
+ * json_doc_parse succeeded. A member whose value is null counts as absent.
+ */
+struct json_doc {
+	const char *src;
+	struct json_tok *toks;
+	int status;    /* of the last failed check: 400, or 500 when memory ran out */
+	char why[512]; /* its message, NUL-terminated */
+};
+
+/*
+ * Tokenize src[0..len) into toks[0..cap) and require an object at the root. 0, or -1 with
+ * d->status and d->why set (not JSON, too many values, not an object).
+ */
+int json_doc_parse(struct json_doc *d, const char *src, size_t len, struct json_tok *toks,
+		   unsigned cap);
+
+/* The value token of the root's member key, or -1 when it is absent or null. */
+int json_doc_field(const struct json_doc *d, const char *key);
+
+/*
+ * Every member of the root must be named in known (NULL-terminated): 0, or -1 with why naming
+ * the first unknown member, the known member it most likely meant (deviceId, Device-ID,
+ * device, devcie_id and card all mean device_id) and the known list.
+ */
+int json_doc_known(struct json_doc *d, const char *const *known);
+
+/* Member key, when present, an integer in [min, max] into *out (else *out is kept). 0 or -1. */
+int json_doc_int(struct json_doc *d, const char *key, long long min, long long max,
+		 long long *out);
+
+/*
+ * Member key, when present, a string of at most max_chars characters without NUL, into *out
+ * (heap, the caller frees it); absent leaves *out NULL and returns 0. -1 on a failed check
+ * (*out NULL).
+ */
+int json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **out);
+
+/*
+ * String token t decoded into a fresh heap C string (the caller frees it); *has_nul tells
+ * whether the text held a NUL (\u0000), which a C string cannot carry. NULL when out of memory.
+ */
+char *json_str_dup(const char *src, const struct json_tok *t, int *has_nul);
+
+/* Characters (code points) in the UTF-8 C string s. */
+size_t json_utf8_chars(const char *s);
 
 /* ------------------------------------------------------------------------ writer */
 

@@ -1639,178 +1639,23 @@ static void count_outcome(const struct active *a);
 static void count_outcome_by(const struct active *a, int n);
 static void job_finish(struct active *a, int exit_code, const char *error, const char *trailer);
 
-/* Parse a request body that must be a JSON object; on failure answer 400 and return -1. */
-static int
-parse_body(struct http_conn *c, const char *body, size_t len)
-{
-	char err[160];
-	int n = json_parse(body, len, toks, MAX_TOKENS, err, sizeof(err));
+static struct json_doc doc; /* the body of the request being handled (parse_body) */
 
-	if (n == -2) {
-		respond_error(c, 400, "Invalid JSON: document too complex (over %d values)", MAX_TOKENS);
-		return -1;
-	}
-	if (n < 0) {
-		respond_error(c, 400, "Invalid JSON: %s", err);
-		return -1;
-	}
-	if (toks[0].type != JSON_OBJECT) {
-		respond_error(c, 400, "Request body must be a JSON object");
-		return -1;
-	}
+/* Answer the body's last failed check (doc.why, doc.status); -1. */
+static int
+doc_refuse(struct http_conn *c)
+{
+	respond_error(c, doc.status, "%s", doc.why);
+	return -1;
+}
+
+/* Parse a request body that must be a JSON object, with only known members; -1 answered. */
+static int
+parse_body(struct http_conn *c, const char *body, size_t len, const char *const *known)
+{
+	if (json_doc_parse(&doc, body, len, toks, MAX_TOKENS) < 0 || json_doc_known(&doc, known) < 0)
+		return doc_refuse(c);
 	return 0;
-}
-
-/* A field of the root object, or -1 when absent or null (optional fields). */
-static int
-field(const char *body, const char *key)
-{
-	int i = json_obj_get(body, toks, 0, key);
-
-	return i >= 0 && toks[i].type == JSON_NULL ? -1 : i;
-}
-
-/*
- * A field name as compared for suggestions: lowercase, without '_' and '-' (deviceId,
- * Device-ID and device_id are one name), cut to cap - 1 bytes.
- */
-static void
-field_norm(const char *s, size_t n, char *out, size_t cap)
-{
-	size_t i, k = 0;
-
-	for (i = 0; i < n && k + 1 < cap; i++)
-		if (s[i] != '_' && s[i] != '-')
-			out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
-	out[k] = '\0';
-}
-
-/* Edits (insert, delete, replace, swap two neighbours) from a to b; both under 40 bytes. */
-static int
-edit_distance(const char *a, const char *b)
-{
-	int d[40][40], i, j, na = (int)strlen(a), nb = (int)strlen(b);
-
-	for (i = 0; i <= na; i++)
-		for (j = 0; j <= nb; j++) {
-			int v = i + j;
-
-			if (i > 0 && j > 0) {
-				int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-
-				v = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
-				v = sub < v ? sub : v;
-				if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-				    d[i - 2][j - 2] + 1 < v)
-					v = d[i - 2][j - 2] + 1;
-			}
-			d[i][j] = v;
-		}
-	return d[na][nb];
-}
-
-/*
- * How far key (n bytes) is from the field name known: 0 when one is the other's start
- * (device, timeout_sec, repeats), else the edit distance (devcie_id), or INT_MAX when the two
- * are not close enough to suggest one for the other.
- */
-static int
-field_distance(const char *key, size_t n, const char *known)
-{
-	char a[40], b[40];
-	size_t na, nb;
-	int d;
-
-	field_norm(key, n, a, sizeof(a));
-	field_norm(known, strlen(known), b, sizeof(b));
-	na = strlen(a);
-	nb = strlen(b);
-	if (na >= 3 && nb >= 3 && strncmp(a, b, na < nb ? na : nb) == 0)
-		return 0;
-	d = edit_distance(a, b);
-	return d <= (nb > 4 ? 2 : 1) ? d : INT_MAX;
-}
-
-/* The field of known (NULL-terminated) that key (n bytes) most likely meant, or NULL. */
-static const char *
-field_meant(const char *key, size_t n, const char *const *known)
-{
-	/* words that are no misspelling of the field they mean */
-	static const char *const synonyms[][2] = {{"card", "device_id"}, {"command", "cmd"}};
-	const char *meant = NULL;
-	int best = INT_MAX, d;
-	unsigned i, j;
-
-	for (i = 0; known[i]; i++)
-		if ((d = field_distance(key, n, known[i])) < best)
-			best = d, meant = known[i];
-	for (i = 0; !meant && i < sizeof(synonyms) / sizeof(synonyms[0]); i++)
-		for (j = 0; known[j] && field_distance(key, n, synonyms[i][0]) != INT_MAX; j++)
-			if (strcmp(known[j], synonyms[i][1]) == 0)
-				meant = known[j];
-	return meant;
-}
-
-/*
- * Every member of the body's root object must be one of known (NULL-terminated): a typo
- * such as `device` or `devcie_id` for `device_id` must never send a job to card 0. Answers 400
- * naming the first unknown field and, when one is close, the field meant; -1 then.
- */
-static int
-known_fields(struct http_conn *c, const char *body, const char *const *known)
-{
-	char key[64], list[256];
-	const char *meant;
-	size_t n, cut, len = 0;
-	int k, m;
-	unsigned j;
-
-	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
-		n = json_str_decode(body, &toks[k], key, sizeof(key) - 1);
-		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
-			;
-		if (known[j])
-			continue;
-		cut = n < sizeof(key) - 1 ? n : json_utf8_boundary(key, sizeof(key) - 4);
-		snprintf(key + cut, sizeof(key) - cut, "%s", n > cut ? "..." : "");
-		meant = field_meant(key, cut, known);
-		for (j = 0; known[j]; j++)
-			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
-						known[j]);
-		if (meant)
-			respond_error(c, 400, "Unknown field \"%s\"; did you mean \"%s\"? (known "
-					      "fields: %s)", key, meant, list);
-		else
-			respond_error(c, 400, "Unknown field \"%s\" (known fields: %s)", key, list);
-		return -1;
-	}
-	return 0;
-}
-
-/* Decode string token i into a fresh heap C string; NULL on ENOMEM or when it holds NUL. */
-static char *
-tok_strdup(const char *body, int i, bool *has_nul)
-{
-	size_t n = json_str_decode(body, &toks[i], NULL, 0);
-	char *s = malloc(n + 1);
-
-	*has_nul = false;
-	if (!s)
-		return NULL;
-	json_str_decode(body, &toks[i], s, n);
-	s[n] = '\0';
-	*has_nul = memchr(s, '\0', n) != NULL;
-	return s;
-}
-
-static size_t
-utf8_chars(const char *s)
-{
-	size_t n = 0;
-
-	for (; *s; s++)
-		n += ((unsigned char)*s & 0xC0) != 0x80;
-	return n;
 }
 
 /* device_id: a JSON string of digits or a non-negative integer. -1 when invalid. */
@@ -1904,53 +1749,6 @@ card_from_field(struct http_conn *c, const char *body, int i)
 	return card_named(c, body, i, "device_id");
 }
 
-/* An integer field in [min, max]; *out keeps its default when absent. -1 answered 400. */
-static int
-int_field(struct http_conn *c, const char *body, const char *key, long long min, long long max,
-	  long long *out)
-{
-	int i = field(body, key);
-	long long v;
-
-	if (i < 0)
-		return 0;
-	if (toks[i].type != JSON_NUMBER || json_tok_int(body, &toks[i], &v) < 0 || v < min || v > max) {
-		respond_error(c, 400, "%s must be an integer from %lld to %lld", key, min, max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-/* A string field with a character limit; NULL result with 0 return means absent. */
-static int
-str_field(struct http_conn *c, const char *body, const char *key, size_t max_chars, char **out)
-{
-	int i = field(body, key);
-	bool nul;
-
-	*out = NULL;
-	if (i < 0)
-		return 0;
-	if (toks[i].type != JSON_STRING) {
-		respond_error(c, 400, "%s must be a string", key);
-		return -1;
-	}
-	*out = tok_strdup(body, i, &nul);
-	if (!*out) {
-		respond_error(c, 500, "out of memory");
-		return -1;
-	}
-	if (nul || utf8_chars(*out) > max_chars) {
-		respond_error(c, 400, nul ? "%s must not contain NUL" : "%s is longer than %zu characters",
-			      key, max_chars);
-		free(*out);
-		*out = NULL;
-		return -1;
-	}
-	return 0;
-}
-
 /* 1 when UTF-8 text s holds a C0 or C1 control character or DEL. */
 static bool
 has_control(const char *s)
@@ -1967,7 +1765,7 @@ has_control(const char *s)
 static int
 env_field(struct http_conn *c, const char *body, char **out)
 {
-	int i = field(body, "env"), k, m;
+	int i = json_doc_field(&doc, "env"), k, m;
 	size_t total = 0;
 	struct json_buf b;
 	struct json_w w;
@@ -1988,12 +1786,12 @@ env_field(struct http_conn *c, const char *body, char **out)
 	json_w_init(&w, &b);
 	json_w_obj(&w);
 	for (k = i + 1, m = 0; m < (int)toks[i].size && !why; m++, k = (int)toks[k + 1].next) {
-		bool nul1, nul2;
-		char *name = tok_strdup(body, k, &nul1), *val = NULL;
+		int nul1, nul2;
+		char *name = json_str_dup(body, &toks[k], &nul1), *val = NULL;
 
 		if (toks[k + 1].type != JSON_STRING)
 			why = "env values must be strings";
-		else if (!name || !(val = tok_strdup(body, k + 1, &nul2)))
+		else if (!name || !(val = json_str_dup(body, &toks[k + 1], &nul2)))
 			why = "out of memory";
 		else if (!name[0] || strchr(name, '=') || nul1)
 			why = "env names must be non-empty without '=' or NUL";
@@ -2197,12 +1995,12 @@ submission_cards(struct http_conn *c, const char *body, struct submission *s)
 static int
 submission_parse(struct http_conn *c, const char *body, struct submission *s)
 {
-	if (field(body, "cmd") < 0) {
+	if (json_doc_field(&doc, "cmd") < 0) {
 		respond_error(c, 400, "cmd is required");
 		return -1;
 	}
-	if (str_field(c, body, "cmd", (size_t)cfg.max_cmd_chars, &s->cmd) < 0)
-		return -1;
+	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &s->cmd) < 0)
+		return doc_refuse(c);
 	if (!s->cmd[0] || blank(s->cmd)) {
 		respond_error(c, 400, "cmd must not be empty");
 		return -1;
@@ -2213,10 +2011,10 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 			      "128 KiB or more (MAX_ARG_STRLEN)", strlen(s->cmd));
 		return -1;
 	}
-	if (str_field(c, body, "cwd", MAX_CWD_CHARS, &s->cwd) < 0 ||
-	    str_field(c, body, "client_id", MAX_CLIENT_ID, &s->client_id) < 0 ||
-	    str_field(c, body, "mode", 16, &s->mode) < 0)
-		return -1;
+	if (json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &s->cwd) < 0 ||
+	    json_doc_str(&doc, "client_id", MAX_CLIENT_ID, &s->client_id) < 0 ||
+	    json_doc_str(&doc, "mode", 16, &s->mode) < 0)
+		return doc_refuse(c);
 	if (s->mode && strcmp(s->mode, "run") != 0) {
 		respond_error(c, 400, "mode must be \"run\"");
 		return -1;
@@ -2228,9 +2026,10 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	}
 	s->timeout = 0;
 	s->repeat = 1;
-	if (int_field(c, body, "timeout", 0, cfg.max_timeout, &s->timeout) < 0 ||
-	    int_field(c, body, "repeat", 1, cfg.max_repeat, &s->repeat) < 0 ||
-	    env_field(c, body, &s->env_json) < 0)
+	if (json_doc_int(&doc, "timeout", 0, cfg.max_timeout, &s->timeout) < 0 ||
+	    json_doc_int(&doc, "repeat", 1, cfg.max_repeat, &s->repeat) < 0)
+		return doc_refuse(c);
+	if (env_field(c, body, &s->env_json) < 0)
 		return -1;
 	if (submission_cards(c, body, s) < 0)
 		return -1;
@@ -2277,7 +2076,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 	int position, i;
 	double wait, now = clock_wall();
 
-	if (parse_body(c, body, len) < 0 || known_fields(c, body, queue_fields) < 0 ||
+	if (parse_body(c, body, len, queue_fields) < 0 ||
 	    submission_parse(c, body, &s) < 0)
 		goto out;
 	for (i = 0; i < s.ndevices && !refused; i++) { /* a dead one of its cards refuses it */
@@ -2732,7 +2531,7 @@ handle_kill(struct http_conn *c, const struct call *k)
 	int ji, di;
 	struct card *card;
 
-	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
+	if (parse_body(c, body, len, target_fields) < 0 ||
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
 	if (ji >= 0) {
@@ -3785,7 +3584,7 @@ handle_reset(struct http_conn *c, const struct call *call)
 	int ji, di, i, n, targets = 0;
 	struct json_w w;
 
-	if (parse_body(c, body, len) < 0 || known_fields(c, body, target_fields) < 0 ||
+	if (parse_body(c, body, len, target_fields) < 0 ||
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
 	if (D.shutting_down) {
@@ -3853,13 +3652,13 @@ handle_reset(struct http_conn *c, const struct call *call)
  * and returns -1 when one is bad.
  */
 static int
-hold_fields(struct http_conn *c, const char *body, char **by, char **reason)
+hold_fields(struct http_conn *c, char **by, char **reason)
 {
 	const char *bad = NULL;
 
-	if (str_field(c, body, "client_id", MAX_CLIENT_ID, by) < 0 ||
-	    (reason && str_field(c, body, "reason", MAX_HOLD_REASON, reason) < 0))
-		return -1;
+	if (json_doc_str(&doc, "client_id", MAX_CLIENT_ID, by) < 0 ||
+	    (reason && json_doc_str(&doc, "reason", MAX_HOLD_REASON, reason) < 0))
+		return doc_refuse(c);
 	/* both are printed by `status` and in the log: no forged lines, no escapes */
 	if (*by && has_control(*by))
 		bad = "client_id";
@@ -3908,8 +3707,7 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 	static const char *const hold_known[] = {"device_id", "reason", "client_id", NULL},
 			       *const release_known[] = {"device_id", "client_id", NULL};
 
-	if (parse_body(c, body, len) < 0 ||
-	    known_fields(c, body, hold ? hold_known : release_known) < 0 ||
+	if (parse_body(c, body, len, hold ? hold_known : release_known) < 0 ||
 	    (i = device_member(c, body)) == -2)
 		return;
 	if (D.shutting_down) {
@@ -3921,7 +3719,7 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 		return;
 	}
 	if (!(card = card_from_field(c, body, i)) ||
-	    hold_fields(c, body, &by, hold ? &reason : NULL) < 0)
+	    hold_fields(c, &by, hold ? &reason : NULL) < 0)
 		goto out;
 	was = card->held;
 	if (was != hold) {

@@ -799,6 +799,66 @@ test_regressions(void)
 	/* none found by the fuzzers so far; crashes found later go here */
 }
 
+/* The checks of a request body's members: what a client sent wrong is named, near misses too. */
+static void
+test_doc(void)
+{
+	static const char *const known[] = {"cmd", "device_id", "timeout", NULL};
+	struct json_tok toks[64];
+	struct json_doc d;
+	long long v = 7;
+	char *s = NULL;
+	const char *body;
+
+	ok(json_doc_parse(&d, "[1]", 3, toks, 64) < 0 && d.status == 400, "doc: array root refused");
+	is_str(d.why, "Request body must be a JSON object", "doc: array root message");
+	ok(json_doc_parse(&d, "{", 1, toks, 64) < 0 && strncmp(d.why, "Invalid JSON: ", 14) == 0,
+	   "doc: malformed body says Invalid JSON");
+	ok(json_doc_parse(&d, "[1,2,3]", 7, toks, 2) < 0 &&
+		   strcmp(d.why, "Invalid JSON: document too complex (over 2 values)") == 0,
+	   "doc: too many values named with the limit");
+
+	body = "{\"devcie_id\":1}";
+	ok(json_doc_parse(&d, body, strlen(body), toks, 64) == 0, "doc: object parses");
+	ok(json_doc_known(&d, known) < 0, "doc: unknown member refused");
+	is_str(d.why, "Unknown field \"devcie_id\"; did you mean \"device_id\"? (known fields: cmd, "
+		      "device_id, timeout)", "doc: a swapped pair suggests the member meant");
+	body = "{\"Device-ID\":1,\"card\":2}";
+	json_doc_parse(&d, body, strlen(body), toks, 64);
+	ok(json_doc_known(&d, known) < 0 && strstr(d.why, "\"Device-ID\"; did you mean \"device_id\""),
+	   "doc: case and dashes do not hide the member meant");
+	body = "{\"card\":2}";
+	json_doc_parse(&d, body, strlen(body), toks, 64);
+	ok(json_doc_known(&d, known) < 0 && strstr(d.why, "did you mean \"device_id\""),
+	   "doc: card is a synonym of device_id");
+	body = "{\"zzzzzz\":2}";
+	json_doc_parse(&d, body, strlen(body), toks, 64);
+	ok(json_doc_known(&d, known) < 0 && !strstr(d.why, "did you mean"),
+	   "doc: nothing close, nothing suggested");
+
+	body = "{\"cmd\":\"ab\\u00e9\",\"timeout\":null,\"device_id\":\"x\"}";
+	json_doc_parse(&d, body, strlen(body), toks, 64);
+	ok(json_doc_known(&d, known) == 0, "doc: known members pass");
+	ok(json_doc_field(&d, "timeout") < 0, "doc: a null member counts as absent");
+	ok(json_doc_int(&d, "timeout", 1, 9, &v) == 0 && v == 7, "doc: absent int keeps its default");
+	ok(json_doc_str(&d, "cmd", 3, &s) == 0 && s && strcmp(s, "ab\xc3\xa9") == 0,
+	   "doc: string decoded; the limit counts characters, not bytes");
+	free(s);
+	ok(json_doc_str(&d, "cmd", 2, &s) < 0 && !s && d.status == 400, "doc: over the limit refused");
+	is_str(d.why, "cmd is longer than 2 characters", "doc: the limit is named");
+	ok(json_doc_int(&d, "device_id", 0, 9, &v) < 0, "doc: a string is no integer");
+	is_str(d.why, "device_id must be an integer from 0 to 9", "doc: the range is named");
+	body = "{\"cmd\":\"a\\u0000b\",\"timeout\":12}";
+	json_doc_parse(&d, body, strlen(body), toks, 64);
+	ok(json_doc_str(&d, "cmd", 100, &s) < 0 && !s, "doc: NUL in a string refused");
+	is_str(d.why, "cmd must not contain NUL", "doc: the NUL is named");
+	ok(json_doc_int(&d, "timeout", 1, 9, &v) < 0 && v == 7, "doc: out of range leaves the value");
+	ok(json_doc_int(&d, "timeout", 1, 12, &v) == 0 && v == 12, "doc: in range read");
+	ok(json_doc_str(&d, "timeout", 100, &s) < 0 && strcmp(d.why, "timeout must be a string") == 0,
+	   "doc: a number is no string");
+	is_int(json_utf8_chars("a\xc3\xa9\xe2\x82\xac"), 3, "utf8_chars counts code points");
+}
+
 int
 main(void)
 {
@@ -822,5 +882,6 @@ main(void)
 	test_buf();
 	test_write_roundtrip();
 	test_regressions();
+	test_doc();
 	return tap_done();
 }
