@@ -3454,8 +3454,8 @@ reset_hint(enum reset_action act, const struct card *c)
 	case RESET_SCHEDULED:
 		if (c->state == CARD_DEAD)
 			snprintf(hint, sizeof(hint), "Card %d is dead: its whole recovery runs again "
-				 "(reset, retries, health check, deep reset); GET /status shows whether "
-				 "it comes back", device);
+				 "(reset, retries, health check%s); GET /status shows whether it comes "
+				 "back", device, cfg.deep_reset_cmd[0] ? ", deep reset" : "");
 		else
 			snprintf(hint, sizeof(hint), "Reset of card %d scheduled; GET /status shows "
 				 "progress and the reset job's log the details", device);

@@ -216,6 +216,8 @@ def test_dead_card_recovery():
     r = d.post("/reset", {"device_id": 0})
     tap.eq((r.status, r.get("action"), r.get("device_state")), (200, "scheduled", "dead"),
            "a reset of the dead card alone is scheduled")
+    tap.ok("(reset, retries, health check)" in r.get("hint", ""),
+           "its hint names the steps that run, no deep reset when none is set", r)
     again = wait_card(d, 0, lambda c: c["state"] == "dead" and c["dead_since"]
                       != dead["dead_since"] and settled(c), "dead again")
     tap.eq(runs(d, "reset"), n + 1 + 2, "its recovery ran again: 1 + RETRIES resets")
