@@ -1160,36 +1160,6 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 }
 
 void
-http_conn_respond_heap(struct http_conn *c, int status, const char *content_type, char *body,
-		       size_t len, const char *extra)
-{
-	enum http_conn_state to;
-	char head[1024];
-	size_t n;
-	char *p;
-
-	if (c->state == HTTP_CONN_CLOSED || c->out.len > 0) {
-		if (c->state != HTTP_CONN_CLOSED)
-			http_conn_respond(c, status, content_type, body, len, extra);
-		free(body);
-		return;
-	}
-	n = answer_head(c, head, sizeof(head), status, content_type, len, extra, &to);
-	if (!(p = realloc(body, n + len))) {
-		free(body);
-		conn_close(c);
-		return;
-	}
-	memmove(p + n, p, len);
-	memcpy(p, head, n);
-	buf_free(&c->out);
-	c->out = (struct buf){p, n + len, n + len};
-	c->out_off = 0;
-	set_state(c, to);
-	flush_later(c);
-}
-
-void
 http_conn_hold(struct http_conn *c, double until)
 {
 	c->deadline = until; /* the state's deadline (state_deadline) */

@@ -227,13 +227,6 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
 		       const void *body, size_t len, const char *extra);
 
 /*
- * The same with a body in a heap block (malloc) that c takes over and frees, instead of a
- * copy: for big bodies, so one copy of them exists.
- */
-void http_conn_respond_heap(struct http_conn *c, int status, const char *content_type, char *body,
-			    size_t len, const char *extra);
-
-/*
  * Hold the request c is ANSWERING: its worker is freed, its answer comes later from the owner
  * (http_conn_respond), or `hold_expired` is called at monotonic time `until`.
  */

@@ -1404,23 +1404,6 @@ static struct json_buf body_buf; /* scratch for response bodies */
 
 static void held_release(struct client *cl);
 
-/* A complete answer (head and body) for c's request; written after the commit. */
-static void
-respond_raw(struct http_conn *c, int status, const char *ctype, const void *body, size_t len,
-	    const char *extra)
-{
-	if (body == body_buf.p && len > 65536) {
-		/*
-		 * A big body (/status with a long queue): the connection takes the scratch buffer
-		 * itself instead of a second copy of the body, so one such buffer exists, not two
-		 * (peak memory). The next big body grows a new one.
-		 */
-		http_conn_respond_heap(c, status, ctype, body_buf.p, len, extra);
-		json_buf_init(&body_buf);
-		return;
-	}
-	http_conn_respond(c, status, ctype, body, len, extra);
-}
 
 static void
 respond_json(struct http_conn *c, int status, const struct json_buf *b, const char *extra)
@@ -1428,10 +1411,10 @@ respond_json(struct http_conn *c, int status, const struct json_buf *b, const ch
 	if (b->oom) {
 		static const char oom[] = "{\"error\": \"out of memory\"}";
 
-		respond_raw(c, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1, NULL);
+		http_conn_respond(c, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1, NULL);
 		return;
 	}
-	respond_raw(c, status, "application/json; charset=utf-8", b->p, b->len, extra);
+	http_conn_respond(c, status, "application/json; charset=utf-8", b->p, b->len, extra);
 }
 
 static struct json_w
@@ -3822,7 +3805,7 @@ handle_metrics(struct http_conn *c, const struct call *call)
 		for (k = 0; k < 2; k++)
 			json_buf_printf(b, "ttq_resets_total{device=\"%d\",outcome=\"%s\"} %lld\n",
 					D.sched.cards[i].device, k ? "failed" : "ok", reset_count[i][k]);
-	respond_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
+	http_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
 }
 
 static void
