@@ -50,6 +50,11 @@
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
  * into it or into each other (store.h uses sched.h's plain records) but through the callbacks
  * this file registers (http.c's struct http_callbacks, proc.c's struct proc_callbacks).
+ * A job's iterations, stop reasons and timeout and a reset's steps are carried out here, not
+ * in proc.c: they write the job's record (sched.h's struct job) and log, commit and answer
+ * together, which proc.c, knowing no records, cannot. The generic checks of a request body
+ * (unknown members, types, limits) are json.c's (struct json_doc); what names a card, a job or
+ * the env object is checked here.
  */
 #include <errno.h>
 #include <fcntl.h>
