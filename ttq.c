@@ -1928,10 +1928,6 @@ device_ids_field(struct http_conn *c, const char *body, int i, struct submission
 		respond_error(c, 400, "device_ids must be a list of card numbers");
 		return -1;
 	}
-	if (n < 2) {
-		respond_error(c, 400, "device_ids must name at least two cards (one card: device_id)");
-		return -1;
-	}
 	for (k = i + 1, m = 0; m < n; m++, k = (int)toks[k].next) {
 		struct card *card = card_named(c, body, k, "device_ids element");
 		int d;
@@ -1946,6 +1942,10 @@ device_ids_field(struct http_conn *c, const char *body, int i, struct submission
 		s->devices[s->ndevices++] = card->device; /* distinct cards: at most ncards */
 		if (!s->card || card->device < s->card->device)
 			s->card = card;
+	}
+	if (n < 2) { /* checked after its elements, so ["all"] is told what an element is */
+		respond_error(c, 400, "device_ids must name at least two cards (one card: device_id)");
+		return -1;
 	}
 	return 0;
 }

@@ -90,6 +90,8 @@ def test_submission_rules_and_records():
         ({"device_ids": [0, 1.5]}, "card number"),
         ({"device_ids": [0, True]}, "card number"),
         ({"device_ids": [0, -1]}, "card number"),
+        ({"device_ids": ["all"]}, "card number"),
+        ({"device_ids": [7]}, "Unknown"),
     )
     for extra, word in bad:
         body = {"cmd": "true"}
