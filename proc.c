@@ -1010,8 +1010,6 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 	size_t n = 0, i;
 	int lo = rfd, hi = lock_fd;
 
-	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this. */
-	prctl(PR_SET_NAME, "ttq-guardian");
 	setsid();
 	default_dispositions();
 	ignore_signal(SIGINT);
@@ -1037,6 +1035,9 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 		close_fds((unsigned)lo + 1, (unsigned)hi - 1);
 		close_fds((unsigned)hi + 1, ~0U);
 	}
+	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this.
+	 * Named once it holds only its own descriptors, so one found by name holds no more. */
+	prctl(PR_SET_NAME, "ttq-guardian");
 	while (read_msg(rfd, &m))
 		n = apply_msg(groups, n, &m);
 	for (i = 0; i < n; i++)
