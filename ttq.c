@@ -112,6 +112,7 @@
 /* A child of a daemon just killed, caught between its clone and its exec, still holds the log
  * dir's lock for a moment: without this wait a restart right after a crash failed at random. */
 #define LOG_DIR_LOCK_WAIT 2.0 /* s */
+#define LISTEN_WAIT 2.0       /* s a port in use is tried again, for a daemon just killed */
 #define MAX_WAIT 60           /* s, the longest ?wait= */
 #define MAX_TOKENS 65536      /* JSON tokens per request body */
 #define MAX_CARDS 256
@@ -314,7 +315,7 @@ xasprintf(const char *fmt, ...)
 {
 	va_list ap;
 	char *p;
-	int r;
+	int r = -1;
 
 	/* Sized first, then allocated exactly: vasprintf over-allocates and shrinks, which left
 	 * a hole beside each of the thousands of long-lived strings (job output paths). */
@@ -2118,7 +2119,7 @@ out:
 static int
 find_job(struct http_conn *c, const char *id, struct active **a, struct job *stored, char **out)
 {
-	int r;
+	int r = -1;
 
 	*a = index_find(id);
 	if (*a)
@@ -2225,7 +2226,7 @@ handle_result(struct http_conn *c, const struct call *k)
 	struct job j;
 	char *out = NULL;
 	struct json_w w;
-	int r;
+	int r = -1;
 
 	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
 		return;
@@ -2315,7 +2316,7 @@ handle_logs(struct http_conn *c, const struct call *k)
 	struct active *a;
 	struct job j;
 	char *out = NULL;
-	int r;
+	int r = -1;
 
 	if (http_query_uint(req->query, req->query_len, "offset", (unsigned long long)LLONG_MAX / 2,
 			    &offset) < 0 ||
@@ -4917,12 +4918,20 @@ bind_listener(void)
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg.port)};
 	int one = 1;
 
+	struct timespec pause = {0, 10000000};
+	double t0 = clock_mono();
+	int r = -1;
+
 	inet_pton(AF_INET, cfg.host, &sa.sin_addr); /* validated by config_load */
 	D.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (D.listen_fd < 0 ||
-	    setsockopt(D.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(D.listen_fd, SOMAXCONN) < 0) {
+	if (D.listen_fd >= 0)
+		setsockopt(D.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* A daemon just killed (kill -9, then serve at once) holds its port until the kernel
+	 * has torn it down: without this wait such a restart by hand failed most times. */
+	while (D.listen_fd >= 0 && (r = bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa))) < 0 &&
+	       errno == EADDRINUSE && clock_mono() - t0 < LISTEN_WAIT)
+		nanosleep(&pause, NULL);
+	if (D.listen_fd < 0 || r < 0 || listen(D.listen_fd, SOMAXCONN) < 0) {
 		fprintf(stderr, "tt-device-queue serve: cannot listen on %s:%d: %s\n", cfg.host, cfg.port,
 			strerror(errno));
 		exit(1);

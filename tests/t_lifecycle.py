@@ -324,6 +324,24 @@ def test_long_poll_on_a_queued_job_while_stopping_is_answered():
     d.cleanup()
 
 
+def test_serve_started_right_after_a_kill9_takes_the_port():
+    """kill -9 of a daemon, then serve at once on its port, as by hand or a script: the killed
+    daemon held the port until the kernel had torn it down, and the new serve exited 1 with
+    'Address already in use' most times; it now tries the port again for a moment."""
+    d = Daemon(ids="0").start()
+    ready = d.path("ready")
+    j = d.submit("touch %s; sleep 30" % q(ready))["job_id"]
+    wait_until(lambda: os.path.exists(ready), 10, "job running")
+    old = d.proc
+    old.send_signal(signal.SIGKILL)  # not waited for: the next serve starts at once
+    d.err.close()
+    d.start(port=d.port)
+    old.wait()
+    tap.ok(d.alive(), "the new serve listens on the port", d.stderr())
+    tap.eq(d.wait_done(j)["exit_code"], -1, "and finds the killed daemon's job interrupted")
+    d.cleanup()
+
+
 def test_restart_after_a_crash_waits_for_the_killed_jobs():
     """kill -9 of the daemon: its guardian SIGKILLs the running job, whose process then tears
     down gigabytes of memory while it still holds its card (a lock file stands for the card:
@@ -556,6 +574,7 @@ run_tests(test_second_daemon_on_same_log_dir_refused,
           test_stalled_readers_do_not_hold_workers,
           test_stop_after_the_shell_ended_keeps_its_outcome,
           test_long_poll_on_a_queued_job_while_stopping_is_answered,
+          test_serve_started_right_after_a_kill9_takes_the_port,
           test_restart_after_a_crash_waits_for_the_killed_jobs, test_a_dead_guardian_is_a_warning,
           test_restart_kills_what_a_daemon_and_its_guardian_left,
           test_serve_with_stdio_closed_gives_the_guardian_nothing_else,
