@@ -831,12 +831,12 @@ name_distance(const char *key, size_t n, const char *known)
 	return d <= (nb > 4 ? 2 : 1) ? d : INT_MAX;
 }
 
-/* The member of known (NULL-terminated) that key (n bytes) most likely meant, or NULL. */
-static const char *
-name_meant(const char *key, size_t n, const char *const *known)
+const char *
+json_name_meant(const char *key, size_t n, const char *const *known)
 {
 	/* words that are no misspelling of the member they mean */
-	static const char *const synonyms[][2] = {{"card", "device_id"}, {"command", "cmd"}};
+	static const char *const synonyms[][2] = {{"card", "device_id"}, {"card", "device"},
+						  {"command", "cmd"}};
 	const char *meant = NULL;
 	int best = INT_MAX, d;
 	unsigned i, j;
@@ -869,7 +869,7 @@ json_doc_known(struct json_doc *d, const char *const *known)
 			continue;
 		cut = n < sizeof(key) - 1 ? n : json_utf8_boundary(key, sizeof(key) - 4);
 		snprintf(key + cut, sizeof(key) - cut, "%s", n > cut ? "..." : "");
-		meant = name_meant(key, cut, known);
+		meant = json_name_meant(key, cut, known);
 		for (j = 0; known[j]; j++)
 			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
 						known[j]);

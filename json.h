@@ -138,6 +138,13 @@ int json_doc_field(const struct json_doc *d, const char *key);
  */
 int json_doc_known(struct json_doc *d, const char *const *known);
 
+/*
+ * The name of known (NULL-terminated) that key (n bytes, not NUL-terminated) most likely
+ * meant, or NULL: compared without case, '_' and '-', a prefix of one another, a slip of one
+ * or two edits, or a word that means it (card for device_id, command for cmd).
+ */
+const char *json_name_meant(const char *key, size_t n, const char *const *known);
+
 /* Member key, when present, an integer in [min, max] into *out (else *out is kept). 0 or -1. */
 int json_doc_int(struct json_doc *d, const char *key, long long min, long long max,
 		 long long *out);

@@ -2593,26 +2593,76 @@ static void handle_hold(struct http_conn *c, const struct call *k);
 static void handle_release(struct http_conn *c, const struct call *k);
 static void handle_metrics(struct http_conn *c, const struct call *k);
 
+static const char *const no_params[] = {NULL}, *const status_params[] = {"device", NULL},
+		  *const result_params[] = {"wait", NULL},
+		  *const logs_params[] = {"offset", "limit", "wait", NULL};
+
 /*
- * The API: each path (or a prefix that a job id follows) with the one method it takes and its
- * handler. Unknown paths are 404, a known path with another method 405 naming the right one.
+ * Every query parameter must be one the path takes, and only once: a typo (ofset, devcie)
+ * would otherwise read from offset 0 or show every card, as if asked. -1 answered 400.
+ */
+static int
+query_check(struct http_conn *c, const struct http_request *req, const char *const *known)
+{
+	const char *p = req->query, *end = p + req->query_len, *amp, *pe, *eq, *meant;
+	char name[48], list[64];
+	size_t n, cut, len = 0;
+	unsigned j, seen = 0;
+
+	for (; p < end; p = amp ? amp + 1 : end) {
+		amp = memchr(p, '&', (size_t)(end - p));
+		pe = amp ? amp : end;
+		eq = memchr(p, '=', (size_t)(pe - p));
+		if ((n = (size_t)((eq ? eq : pe) - p)) == 0 && !eq)
+			continue; /* "a&&b": an empty piece names nothing */
+		for (j = 0; known[j] && (strlen(known[j]) != n || memcmp(p, known[j], n) != 0); j++)
+			;
+		if (known[j] && (seen & 1u << j)) {
+			respond_error(c, 400, "Query parameter %s is given twice", known[j]);
+			return -1;
+		}
+		if (known[j]) {
+			seen |= 1u << j;
+			continue;
+		}
+		cut = n < sizeof(name) - 4 ? n : json_utf8_boundary(p, sizeof(name) - 4);
+		snprintf(name, sizeof(name), "%.*s%s", (int)cut, p, n > cut ? "..." : "");
+		meant = json_name_meant(p, n, known);
+		for (j = 0; known[j]; j++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+						known[j]);
+		if (meant)
+			respond_error(c, 400, "Unknown query parameter \"%s\"; did you mean \"%s\"? "
+				      "(this path takes: %s)", name, meant, list);
+		else
+			respond_error(c, 400, "Unknown query parameter \"%s\" (this path takes %s)",
+				      name, len ? list : "none");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The API: each path (or a prefix that a job id follows) with the one method it takes, its
+ * handler and its query parameters. Unknown paths are 404, a known path with another method 405 naming the right one.
  */
 static const struct route {
 	const char *path;   /* exact, or a prefix when it ends in '/': then a job id follows */
 	const char *method; /* the only one served; a POST needs a Content-Length */
 	bool storeless;     /* answered while the store is not open */
 	void (*fn)(struct http_conn *c, const struct call *k);
+	const char *const *query; /* the query parameters it takes, NULL-terminated */
 } routes[] = {
-    {"/queue", "POST", false, handle_queue},
-    {"/kill", "POST", false, handle_kill},
-    {"/reset", "POST", false, handle_reset},
-    {"/hold", "POST", false, handle_hold},
-    {"/release", "POST", false, handle_release},
-    {"/status", "GET", true, handle_status},
-    {"/metrics", "GET", true, handle_metrics},
-    {"/job/", "GET", false, handle_job},
-    {"/result/", "GET", false, handle_result},
-    {"/logs/", "GET", false, handle_logs},
+    {"/queue", "POST", false, handle_queue, no_params},
+    {"/kill", "POST", false, handle_kill, no_params},
+    {"/reset", "POST", false, handle_reset, no_params},
+    {"/hold", "POST", false, handle_hold, no_params},
+    {"/release", "POST", false, handle_release, no_params},
+    {"/status", "GET", true, handle_status, status_params},
+    {"/metrics", "GET", true, handle_metrics, no_params},
+    {"/job/", "GET", false, handle_job, no_params},
+    {"/result/", "GET", false, handle_result, result_params},
+    {"/logs/", "GET", false, handle_logs, logs_params},
 };
 
 /* The route of path p[0..n) (a trailing '/' already dropped), or NULL. */
@@ -2652,6 +2702,8 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 		respond_405(c, r->method);
 		return;
 	}
+	if (query_check(c, req, r->query) < 0)
+		return;
 	if (r->method[0] == 'P' && req->content_length < 0) {
 		respond_error(c, 411, "Content-Length required");
 		return;

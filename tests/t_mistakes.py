@@ -46,6 +46,38 @@ def gated(d, device="0"):
 def open_gate(gate):
     open(gate, "w").close()
 
+# ---------------------------------------------------------------- unknown query parameters
+
+def test_unknown_query_parameters_are_named():
+    d = daemon()
+    j = d.submit("printf 0123456789", device_id="1")["job_id"]
+    d.wait_done(j)
+    cases = [("/logs/%s?ofset=5&limt=2" % j, "ofset", "offset"),
+             ("/logs/%s?offset=5&limt=2" % j, "limt", "limit"),
+             ("/status?devcie=1", "devcie", "device"),
+             ("/status?card=1", "card", "device"),
+             ("/result/%s?wiat=5" % j, "wiat", "wait"),
+             ("/job/%s?wait=5" % j, "wait", None),
+             ("/metrics?x=1", "x", None)]
+    for path, name, meant in cases:
+        r = d.get(path)
+        err = r.get("error") or ""
+        tap.ok(r.status == 400 and '"%s"' % name in err and
+               (meant is None and "did you mean" not in err or '"%s"?' % meant in err),
+               "GET %s: 400 naming %s%s" % (path.replace(j, "ID"), name,
+                                            " and %s" % meant if meant else ""), r)
+    r = d.request("POST", "/queue?device=1", {"cmd": "true"})
+    tap.ok(r.status == 400 and '"device"' in (r.get("error") or "") and
+           "takes none" in r.get("error", ""),
+           "POST /queue?device=1: 400, the card goes in the body; nothing queued", r)
+    r = d.get("/status?device=0&device=1")
+    tap.ok(r.status == 400 and "device is given twice" in (r.get("error") or ""),
+           "a parameter given twice says so", r)
+    r = d.get("/logs/%s?offset=4&limit=3&wait=0" % j)
+    tap.eq((r.status, r.get("content") if r.status == 200 else None), (200, "456"),
+           "known parameters still work")
+
+
 # ---------------------------------------------------------------- unknown fields
 
 def jobs_seen(d):
@@ -265,6 +297,7 @@ def test_queue_python_stdin_scripts_in_the_state_folder():
 
 
 if __name__ == "__main__":
-    run_tests(test_unknown_fields_create_no_job, test_device_given_twice_is_a_usage_error,
+    run_tests(test_unknown_fields_create_no_job, test_unknown_query_parameters_are_named,
+              test_device_given_twice_is_a_usage_error,
               test_job_does_not_wait_for_its_own_card, test_status_for_a_person,
               test_queue_python_stdin_scripts_in_the_state_folder)
