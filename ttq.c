@@ -2543,10 +2543,13 @@ handle_kill(struct http_conn *c, const struct call *k)
 			return;
 		if (r == 1 && di >= 0 && !sched_job_on(&a->job, (int)parse_device_field(body, di))) {
 			/* as /reset: a card and a job that disagree name nothing for sure */
-			char cards[256];
+			long long dev = parse_device_field(body, di);
+			char cards[256], given[32] = "the device_id given";
 
-			respond_error(c, 400, "job_id %s is on %s, not on the device_id given", id,
-				      job_cards(&a->job, cards, sizeof(cards)));
+			if (dev >= 0)
+				snprintf(given, sizeof(given), "card %lld", dev);
+			respond_error(c, 400, "job_id %s is on %s, not on %s", id,
+				      job_cards(&a->job, cards, sizeof(cards)), given);
 			return;
 		}
 		if (r == 1) {

@@ -133,7 +133,7 @@ def test_unknown_fields_create_no_job():
     tap.eq(jobs_seen(d) - before, set(), "no reset job ran")
     j, g = gated(d, "0")
     r = d.post("/kill", {"job_id": j, "device_id": "1"})
-    tap.ok(r.status == 400 and "card 0" in r.get("error", "") and
+    tap.ok(r.status == 400 and "is on card 0, not on card 1" in r.get("error", "") and
            d.job(j)["status"] == "running",
            "POST /kill naming a job on card 0 and device_id 1: 400, the job runs on", r)
     open_gate(g)
