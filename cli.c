@@ -104,6 +104,7 @@
 #define SCRIPT_MAX_AGE_SEC (7L * 24 * 3600)
 #define ANCESTOR_HOPS 128 /* bound on the /proc ppid walk */
 #define STATUS_COLS 100  /* a line of human status fits a terminal this wide */
+#define CMD_MIN_COLS 12  /* columns of a command status shows however long its line's head */
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
 #define CLIENT_SHOW 20   /* columns of a client id in human status */
 
@@ -3189,7 +3190,9 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palett
 	if ((n = doc_cards(d, j, cards, MAX_JOB_CARDS)) > 1) /* on each of them: say which */
 		json_buf_printf(b, "[cards %s] ", cards_list(cards, n, list, sizeof list));
 	used = text_cols(b);
-	put_member(b, d, j, "cmd", used < STATUS_COLS ? STATUS_COLS - used : 0, ' ');
+	/* a long head (a waiting job of several cards) still leaves the command's start shown */
+	put_member(b, d, j, "cmd", used + CMD_MIN_COLS < STATUS_COLS ? STATUS_COLS - used
+								 : CMD_MIN_COLS, ' ');
 }
 
 /* Print a built line and reset the buffer for the next one. */
@@ -3799,7 +3802,8 @@ static const struct subcmd subcmds[] = {
      "Show every card (or card N): its state (healthy, resetting, dead), warnings, the\n"
      "running job (stopping once a stop was asked), the first 10 queued jobs with\n"
      "their estimated waits, and recent jobs newest first with their outcome. Lines\n"
-     "fit 100 columns (commands cut); --json gives everything.\n\noptions:\n"
+     "fit 100 columns (commands cut, their first 12 columns always shown); --json gives\n"
+     "everything.\n\noptions:\n"
      "  --device N         only card N\n" H_JSON H_HELP},
     {"kill", cmd_kill, device_opts, 0, "kill ID | kill --device N",
      "Stop a running job (SIGINT, then SIGKILL after the grace period) or cancel a queued\n"

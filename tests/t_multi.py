@@ -441,8 +441,16 @@ def test_cli_device_lists():
     wait_until(running(d, m), 10, "the multi-card job")
     rc, out, err = d.cli("status")
     tap.ok(rc == 0 and out.count("[cards 1,2]") >= 2, "status marks it on each card", out)
+    waiting = d.submit("python3 mesh_waits.py", device_ids=["0", "1"],
+                       client_id="a-rather-long-client-name")["job_id"]
+    rc, out, err = d.cli("status")
+    lines = [ln for ln in out.splitlines() if waiting in ln]
+    tap.ok(rc == 0 and len(lines) == 2 and all("python3 m" in ln for ln in lines),
+           "a waiting job of several cards, a long head before its command: the command's "
+           "start still shows", out)
     open_gate(path)
     d.wait_done(m)
+    d.wait_done(waiting)
     d.cleanup()
 
 
