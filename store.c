@@ -1750,6 +1750,47 @@ store_output_path(const struct store_dir *d, const char *id)
 	return p;
 }
 
+double
+store_output_mtime(const struct store_dir *d, const char *id)
+{
+	char *path = store_output_path(d, id);
+	struct stat st;
+	double t = NAN;
+
+	if (path && stat(path, &st) == 0)
+		t = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
+	free(path);
+	return t;
+}
+
+int
+store_write_whole(const char *path, const void *data, size_t len)
+{
+	char tmp[PATH_MAX + 8];
+	int fd, e = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		return -1;
+	errno = 0;
+	if (write(fd, data, len) != (ssize_t)len)
+		e = errno ? errno : ENOSPC;
+	else if (fsync(fd) < 0)
+		e = errno;
+	close(fd);
+	if (!e && rename(tmp, path) < 0)
+		e = errno;
+	if (e) {
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
 /* The job's folder as an O_PATH descriptor, never through a link; -1 with errno. */
 static int
 job_folder_open(const struct store_dir *d, const char *id)

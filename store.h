@@ -208,6 +208,13 @@ int store_restore(const struct store_dir *d, struct store **st, char *err, size_
 char *store_output_path(const struct store_dir *d, const char *id);
 
 /*
+ * When the job's output file was last written (its mtime, in wall-clock seconds), or NAN
+ * when it cannot be read (never made, removed). Only the daemon writes that file, so this is
+ * the latest sign of life of a job the daemon lost sight of (a crash).
+ */
+double store_output_mtime(const struct store_dir *d, const char *id);
+
+/*
  * Make the job's folder <log dir>/<id> (0700) if it is not there, and open it as an O_PATH
  * descriptor (close-on-exec; the caller closes it) for openat(2) of the files in it, such as
  * STORE_OUTPUT_FILE. Never through a link: a folder replaced by a link must not take the
@@ -222,6 +229,14 @@ int store_job_folder(const struct store_dir *d, const char *id);
  * the database either way. Returns 0, or -1 with errno (ENOSPC also for a short write).
  */
 int store_write_meta(const struct store_dir *d, const char *id, const char *text, size_t len);
+
+/*
+ * Write data[0..len) to the file at path whole or not at all: into path.tmp (0600), fsync'd,
+ * then renamed over path, so no reader ever finds a part of it (python3 runs an empty script
+ * and exits 0). Returns 0, or -1 with errno (ENOSPC also for a short write), the temporary
+ * file removed.
+ */
+int store_write_whole(const char *path, const void *data, size_t len);
 
 /*
  * Remove a job's folder and everything in it (absent is fine), never through a link and never

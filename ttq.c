@@ -4670,14 +4670,7 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
 static double
 interrupted_at(const struct job *j, double now)
 {
-	char *path = job_output_path(j->id);
-	struct stat st;
-	double t = NAN;
-
-	if (stat(path, &st) == 0)
-		t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
-	free(path);
-	return sched_interrupted_at(j, t, now);
+	return sched_interrupted_at(j, store_output_mtime(D.dir, j->id), now);
 }
 
 /*
@@ -4857,38 +4850,22 @@ open_store(bool serving)
 	return -1;
 }
 
-/* health_check.py beside the binary, else the copy built into it. */
 /*
- * Write the built-in health_check.py to D.health_check_path: whole or not at all (a temporary
- * file renamed over it), since python3 runs an empty file and exits 0, which would pass every
- * health check. Returns 0, or -1 (logged) when the disk refuses it: a later reset tries again.
+ * Write the built-in health_check.py to D.health_check_path, whole or not at all
+ * (store_write_whole). Returns 0, or -1 (logged) when the disk refuses it: a later reset
+ * tries again.
  */
 static int
 write_health_script(void)
 {
-	char tmp[PATH_MAX + 40];
-	int fd, rc = -1, e = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", D.health_check_path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		e = errno;
-	else if (write(fd, embedded_health_check, sizeof(embedded_health_check)) !=
-		 (ssize_t)sizeof(embedded_health_check))
-		e = errno ? errno : ENOSPC;
-	else if (fsync(fd) < 0 || rename(tmp, D.health_check_path) < 0)
-		e = errno;
-	else
-		rc = 0;
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0) {
-		unlink(tmp);
-		logmsg("tt-device-queue: cannot write %s: %s", D.health_check_path, strerror(e));
-	}
-	return rc;
+	if (store_write_whole(D.health_check_path, embedded_health_check,
+			      sizeof(embedded_health_check)) == 0)
+		return 0;
+	logmsg("tt-device-queue: cannot write %s: %s", D.health_check_path, strerror(errno));
+	return -1;
 }
 
+/* The default health check: health_check.py beside the binary, else the copy built into it. */
 static void
 setup_health_check(void)
 {

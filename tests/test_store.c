@@ -1565,6 +1565,30 @@ test_job_folders(void)
 	is_int(file_mode(path), 0600, "private (0600)");
 	is_int(store_write_meta(d, id, "{}\n", 3), 0, "written again");
 	is_str(file_text(path), "{}\n", "replacing the older one whole");
+	{
+		struct stat st;
+		char opath[512];
+		double t;
+
+		snprintf(opath, sizeof(opath), "%s/%s/output", dp, id);
+		t = store_output_mtime(d, id);
+		ok(stat(opath, &st) == 0 && t == (double)st.st_mtim.tv_sec +
+						  (double)st.st_mtim.tv_nsec / 1e9,
+		   "store_output_mtime is the output file's mtime");
+		ok(isnan(store_output_mtime(d, "fedcba9876543210fedcba9876543210")),
+		   "store_output_mtime of a job without output: NAN");
+		snprintf(opath, sizeof(opath), "%s/whole.txt", dp);
+		is_int(store_write_whole(opath, "abc", 3), 0, "store_write_whole writes a file");
+		is_str(file_text(opath), "abc", "with the bytes given");
+		is_int(file_mode(opath), 0600, "private (0600)");
+		is_int(store_write_whole(opath, "de", 2), 0, "and replaces it whole");
+		is_str(file_text(opath), "de", "its new bytes only");
+		snprintf(opath, sizeof(opath), "%s/no-such-folder/whole.txt", dp);
+		ok(store_write_whole(opath, "x", 1) < 0 && errno == ENOENT,
+		   "a path it cannot write: -1 with errno");
+		snprintf(opath, sizeof(opath), "%s/no-such-folder/whole.txt.tmp", dp);
+		ok(access(opath, F_OK) != 0, "and no temporary file is left");
+	}
 
 	/* A folder replaced by a link takes no write, neither output nor meta.json. */
 	mkdir(path_in("elsewhere"), 0700);
