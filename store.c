@@ -46,6 +46,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1528,6 +1529,8 @@ struct store_dir {
 	char *db;       /* path + "/" STORE_DB_FILE */
 	int fd;         /* the folder, locked (flock), close-on-exec; -1 before it is */
 	struct stat st; /* what fd is, and what path must still name */
+	int notify_fd;  /* inotify (store_dir_watch), -1 before it is made */
+	int wd;         /* its watch of the folder, -1 when none */
 };
 
 /* Whether path names the file or folder with device dev and inode ino. */
@@ -1616,7 +1619,7 @@ store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t wa
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	d->fd = -1;
+	d->fd = d->notify_fd = d->wd = -1;
 	if (mkdir_p(path, 0700) < 0) {
 		snprintf(err, errlen, "cannot create it: %s", strerror(errno));
 		free(d);
@@ -1650,6 +1653,8 @@ store_dir_close(struct store_dir *d)
 		return;
 	if (d->fd >= 0)
 		close(d->fd);
+	if (d->notify_fd >= 0)
+		close(d->notify_fd);
 	free(d->path);
 	free(d->db);
 	free(d);
@@ -1692,6 +1697,37 @@ store_dir_remake(struct store_dir *d, char *err, size_t errlen, char *warn, size
 		return -1;
 	}
 	return 1;
+}
+
+int
+store_dir_watch(struct store_dir *d)
+{
+	if (d->notify_fd < 0)
+		d->notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (d->notify_fd < 0)
+		return -1;
+	if (d->wd >= 0)
+		inotify_rm_watch(d->notify_fd, d->wd); /* the old folder's, if still there */
+	d->wd = inotify_add_watch(d->notify_fd, d->path, IN_DELETE_SELF | IN_MOVE_SELF | IN_DELETE |
+						       IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR);
+	return d->wd < 0 ? -1 : d->notify_fd;
+}
+
+bool
+store_dir_changed(struct store_dir *d)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const struct inotify_event *e;
+	bool look = false;
+	ssize_t n, off;
+
+	while (d->notify_fd >= 0 && (n = read(d->notify_fd, buf, sizeof(buf))) > 0)
+		for (off = 0; off < n; off += (ssize_t)(sizeof(*e) + e->len)) {
+			e = (const struct inotify_event *)(void *)(buf + off);
+			look = look || e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_Q_OVERFLOW) ||
+			       (e->len && strcmp(e->name, STORE_DB_FILE) == 0);
+		}
+	return look;
 }
 
 int

@@ -191,6 +191,22 @@ bool store_dir_in_place(const struct store_dir *d, const struct store *st);
 int store_dir_remake(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnlen);
 
 /*
+ * Watch the log dir with inotify (again after store_dir_remake made it anew), so that one
+ * removed or replaced under an idle daemon is noticed while the daemon sleeps: the folder
+ * removed or moved, or a name in it (its database's) removed or moved. Returns the inotify
+ * descriptor for the caller's poll (POLLIN; the same one every time, closed by
+ * store_dir_close), or -1 when inotify cannot watch it (no descriptors, a file system without
+ * it): the caller then looks with store_dir_in_place on a timer.
+ */
+int store_dir_watch(struct store_dir *d);
+
+/*
+ * Read the watch's pending events without waiting: true when one may mean that the log dir or
+ * its database is gone or replaced (the caller then looks with store_dir_in_place).
+ */
+bool store_dir_changed(struct store_dir *d);
+
+/*
  * Write the database again at store_dir_db(d) from the open handle *st, the one place its
  * records still live once its file was removed (store_copy_to), and open that copy (as
  * serving, see store_open): on success *st is closed and replaced by the new handle. Returns

@@ -73,7 +73,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -767,10 +766,11 @@ static struct {
 	rlim_t job_nofile;  /* the RLIMIT_NOFILE soft limit serve was started with */
 	struct store_dir *dir;  /* the log dir, locked (prepare_log_dir); NULL before it is */
 	struct timer dir_check; /* looks for a log dir removed, where inotify cannot tell */
-	int dir_notify_fd, dir_notify_slot, dir_wd; /* the log dir's inotify watch (dir_watch) */
+	int dir_notify_slot; /* the poll slot of the log dir's inotify watch (dir_watch) */
+	bool dir_watched;    /* inotify watches it; else dir_check looks on a timer */
 	struct http_server *http; /* the client connections */
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1,
-       .dir_notify_fd = -1, .dir_notify_slot = -1, .dir_wd = -1};
+       .dir_notify_slot = -1};
 
 /*
  * The daemon's own log is stderr, and writing it never blocks the loop: a parent that reads
@@ -4006,7 +4006,7 @@ static void
 dir_check_fired(void *arg)
 {
 	(void)arg;
-	if (D.dir_wd < 0)
+	if (!D.dir_watched)
 		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 	dir_look();
 }
@@ -4015,50 +4015,29 @@ dir_check_fired(void *arg)
 static void
 dir_notify_event(void *arg, short revents)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	const struct inotify_event *e;
-	bool look = false;
-	ssize_t n, off;
-
 	(void)arg;
 	(void)revents;
-	while ((n = read(D.dir_notify_fd, buf, sizeof(buf))) > 0)
-		for (off = 0; off < n; off += (ssize_t)(sizeof(*e) + e->len)) {
-			e = (const struct inotify_event *)(void *)(buf + off);
-			look = look || e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_Q_OVERFLOW) ||
-			       (e->len && strcmp(e->name, "jobs.sqlite3") == 0);
-		}
-	if (look) /* each event pushes the look back: an rm -rf under way ends first */
+	if (store_dir_changed(D.dir)) /* each event pushes the look back: an rm -rf ends first */
 		timer_set(&D.dir_check, mono_now + DIR_SETTLE);
 }
 
 /*
- * Watch the log dir (again, after a restore made it anew) with inotify, so that one removed
- * or replaced under an idle daemon is noticed at once while the daemon sleeps (no wake-ups
- * to look); where inotify cannot (no descriptors, a file system without it), it is looked at
- * every LOG_DIR_CHECK seconds instead.
+ * Watch the log dir (again, after a restore made it anew; store_dir_watch); where inotify
+ * cannot, it is looked at every LOG_DIR_CHECK seconds instead.
  */
 static void
 dir_watch(void)
 {
-	if (D.dir_notify_fd < 0) {
-		D.dir_notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-		if (D.dir_notify_fd >= 0 && watch_add(D.dir_notify_fd, POLLIN, dir_notify_event, NULL,
-						      &D.dir_notify_slot) < 0) {
-			close(D.dir_notify_fd);
-			D.dir_notify_fd = -1;
-		}
-	}
-	if (D.dir_wd >= 0)
-		inotify_rm_watch(D.dir_notify_fd, D.dir_wd); /* the old folder's, if still there */
-	D.dir_wd = D.dir_notify_fd < 0 ? -1
-		   : inotify_add_watch(D.dir_notify_fd, cfg.log_dir,
-				       IN_DELETE_SELF | IN_MOVE_SELF | IN_DELETE | IN_MOVED_FROM |
-					       IN_MOVED_TO | IN_ONLYDIR);
-	if (D.dir_wd < 0)
-		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
-	else
+	int fd = store_dir_watch(D.dir);
+
+	if (fd >= 0 && D.dir_notify_slot < 0 &&
+	    watch_add(fd, POLLIN, dir_notify_event, NULL, &D.dir_notify_slot) < 0)
+		fd = -1;
+	D.dir_watched = fd >= 0;
+	if (D.dir_watched)
 		timer_stop(&D.dir_check);
+	else
+		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 }
 
 /* One job record into the open transaction; -1 on failure. */

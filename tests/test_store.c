@@ -1503,6 +1503,25 @@ test_log_dir(void)
 	store_dir_close(d);
 	d = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
 	ok(d != NULL, "closed, it can be opened again");
+	if (d) {
+		int fd = store_dir_watch(d), f;
+
+		ok(fd >= 0, "the log dir is watched (inotify)");
+		ok(!store_dir_changed(d), "nothing happened: no change");
+		f = open(path_in("a/b/logs/other"), O_WRONLY | O_CREAT, 0600);
+		close(f);
+		unlink(path_in("a/b/logs/other"));
+		ok(!store_dir_changed(d), "another file made and removed: no change");
+		f = open(path_in("a/b/logs/" STORE_DB_FILE), O_WRONLY | O_CREAT, 0600);
+		close(f);
+		unlink(path_in("a/b/logs/" STORE_DB_FILE));
+		ok(store_dir_changed(d), "its database's name removed: a change");
+		ok(!store_dir_changed(d), "told once");
+		is_int(store_dir_watch(d), fd, "watched again: the same descriptor");
+		rename(path_in("a/b/logs"), path_in("a/b/moved"));
+		ok(store_dir_changed(d), "the folder moved away: a change");
+		rename(path_in("a/b/moved"), path_in("a/b/logs"));
+	}
 	store_dir_close(d);
 
 	mkdir(path_in("wide"), 0755);
