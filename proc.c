@@ -610,6 +610,65 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 	return add_pythonpath(env, n, slots);
 }
 
+char **
+proc_job_env(char *const *base, const char *env_json, const char *job_id, char **block)
+{
+	struct json_tok toks[1024];
+	char **extra, **env, *p;
+	size_t members = 0, need = sizeof("TT_DEVICE_JOB_ID=") + strlen(job_id), k = 0;
+	int n = 0, i;
+
+	*block = NULL;
+	if (env_json && env_json[0]) {
+		n = json_parse(env_json, strlen(env_json), toks, 1024, NULL, 0);
+		if (n < 1 || toks[0].type != JSON_OBJECT) {
+			errno = EINVAL;
+			return NULL;
+		}
+		members = toks[0].size;
+		for (i = 1; i < n; i = (int)toks[i + 1].next)
+			need += json_str_decode(env_json, &toks[i], NULL, 0) +
+				json_str_decode(env_json, &toks[i + 1], NULL, 0) + 2;
+	}
+	if (!(extra = malloc(sizeof(char *) * (members + 3) + need)))
+		return NULL;
+	p = (char *)(extra + members + 3);
+	for (i = 1; k < members; i = (int)toks[i + 1].next) {
+		extra[k++] = p;
+		p += json_str_decode(env_json, &toks[i], p, SIZE_MAX);
+		*p++ = '=';
+		p += json_str_decode(env_json, &toks[i + 1], p, SIZE_MAX);
+		*p++ = '\0';
+	}
+	extra[k++] = p;
+	sprintf(p, "TT_DEVICE_JOB_ID=%s", job_id);
+	extra[k++] = (char *)proc_instance_marker();
+	extra[k] = NULL;
+	if (!(env = proc_build_env(base, extra, k))) {
+		free(extra);
+		return NULL;
+	}
+	*block = (char *)extra;
+	return env;
+}
+
+char **
+proc_control_env(char *const *base)
+{
+	static char **envp;
+	size_t n = 0;
+
+	if (envp)
+		return envp;
+	while (base[n])
+		n++;
+	if (!(envp = calloc(n + 2, sizeof(char *))))
+		return (char **)base;
+	memcpy(envp, base, sizeof(char *) * n);
+	envp[n] = (char *)proc_instance_marker();
+	return envp;
+}
+
 /* A shell word NAME=value: an assignment for the command that follows it. */
 static bool
 is_assignment(const char *w)

@@ -315,6 +315,22 @@ int proc_exit_code(int wstatus);
 char **proc_build_env(char *const *base, char *const *extra, size_t nextra);
 
 /*
+ * A job's environment: base (the daemon's) as proc_build_env makes it, with the members of
+ * env_json (a JSON object of strings as the store keeps it, at most 511 members; NULL or ""
+ * for none), then TT_DEVICE_JOB_ID=job_id and the instance entry (proc_instance_marker),
+ * which the job's env cannot override. *block receives the one allocation holding the added
+ * strings; free() the result and *block once the job ran. NULL (ENOMEM, or EINVAL when
+ * env_json is no such object).
+ */
+char **proc_job_env(char *const *base, const char *env_json, const char *job_id, char **block);
+
+/*
+ * The control commands' environment: base plus the instance entry. Made once and kept
+ * (static); base itself when memory ran out.
+ */
+char **proc_control_env(char *const *base);
+
+/*
  * Why the program that the shell command line cmd would run cannot be executed, written into
  * out[0..cap) and returned: "<word> does not exist", "<word> is not executable" or "<word> is
  * not found in PATH". NULL when it can be, or when that cannot be told without running a shell

@@ -2916,47 +2916,15 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	return 0;
 }
 
-/*
- * The job's environment: the daemon's, scrubbed, plus its env object, plus TT_DEVICE_JOB_ID
- * and the instance marker (proc_instance_marker), which the job's own env cannot override.
- * *block receives the one allocation holding the added "NAME=VALUE" strings.
- */
+/* The job's environment (proc_job_env), its env object read back from the store first. */
 static char **
 job_env(struct active *a, char **block)
 {
-	char *env, **extra, *p;
-	int n, i, k = 0;
-	size_t members = 0, need = sizeof("TT_DEVICE_JOB_ID=") + 32;
-
 	*block = NULL;
 	if (!a->job.env_json && !a->no_env &&
 	    store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
-	env = a->job.env_json;
-	n = env ? json_parse(env, strlen(env), toks, MAX_TOKENS, NULL, 0) : 0;
-	if (n > 0 && toks[0].type == JSON_OBJECT) {
-		members = toks[0].size;
-		for (i = 1; i < n; i = (int)toks[i + 1].next)
-			need += json_str_decode(env, &toks[i], NULL, 0) +
-				json_str_decode(env, &toks[i + 1], NULL, 0) + 2;
-	}
-	extra = malloc(sizeof(char *) * (members + 3) + need);
-	if (!extra)
-		return NULL;
-	p = (char *)(extra + members + 3);
-	for (i = 1; (size_t)k < members; i = (int)toks[i + 1].next) {
-		extra[k++] = p;
-		p += json_str_decode(env, &toks[i], p, SIZE_MAX);
-		*p++ = '=';
-		p += json_str_decode(env, &toks[i + 1], p, SIZE_MAX);
-		*p++ = '\0';
-	}
-	extra[k++] = p;
-	p += sprintf(p, "TT_DEVICE_JOB_ID=%s", a->job.id) + 1;
-	extra[k++] = (char *)proc_instance_marker();
-	extra[k] = NULL;
-	*block = (char *)extra;
-	return proc_build_env(environ, extra, (size_t)k);
+	return proc_job_env(environ, a->job.env_json, a->job.id, block);
 }
 
 /*
@@ -2975,25 +2943,6 @@ visible_devices_drop(void)
 	logmsg("tt-device-queue: TT_VISIBLE_DEVICES=%s in serve's environment is not passed to jobs "
 	       "or control commands: queue N is card N", v);
 	unsetenv("TT_VISIBLE_DEVICES");
-}
-
-/* The control commands' environment: the daemon's own plus the instance marker. */
-static char **
-control_env(void)
-{
-	static char **envp;
-	size_t n = 0;
-
-	if (envp)
-		return envp;
-	while (environ[n])
-		n++;
-	envp = calloc(n + 2, sizeof(char *));
-	if (!envp)
-		return environ;
-	memcpy(envp, environ, sizeof(char *) * n);
-	envp[n] = (char *)proc_instance_marker();
-	return envp;
 }
 
 static void
@@ -3352,7 +3301,7 @@ reset_run(struct active *a)
 
 	if (open_log(a) == 0)
 		capfile_marker(&a->log, "$ %s", cmd);
-	if (spawn_process(a, argv, control_env(), NULL, err, sizeof(err)) < 0) {
+	if (spawn_process(a, argv, proc_control_env(environ), NULL, err, sizeof(err)) < 0) {
 		capfile_marker(&a->log, "cannot start: %s", err);
 		free(cmd);
 		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);

@@ -534,6 +534,35 @@ check_pythonpath(const char *value, const char *want)
 	free(env);
 }
 
+/* A job's environment from its stored env object: its id and the instance entry win. */
+static void
+test_job_env(void)
+{
+	char *const base[] = {"PATH=/usr/bin", "TT_DEVICE_RESET_CMD=r", NULL};
+	char want[512], *block;
+	const char *mark = proc_instance_marker();
+	char **env;
+
+	env = proc_job_env(base, "{\"A\":\"x=y\",\"TT_DEVICE_JOB_ID\":\"forged\",\"U\":\"\\u00e9\"}",
+			   "0123abcd", &block);
+	snprintf(want, sizeof want, "PATH=/usr/bin|A=x=y|TT_DEVICE_JOB_ID=0123abcd|U=\xc3\xa9%s%s|"
+		 "PYTHONPATH=.", strchr(mark, '=') ? "|" : "", strchr(mark, '=') ? mark : "");
+	is_str(joined(env), want, "job env: members decoded, its own id and the marker win, "
+	       "control settings scrubbed");
+	ok(block != NULL, "the added strings are one block");
+	free(env);
+	free(block);
+	env = proc_job_env(base, NULL, "77", &block);
+	snprintf(want, sizeof want, "PATH=/usr/bin|TT_DEVICE_JOB_ID=77%s%s|PYTHONPATH=.",
+		 strchr(mark, '=') ? "|" : "", strchr(mark, '=') ? mark : "");
+	is_str(joined(env), want, "job env without an env object");
+	free(env);
+	free(block);
+	errno = 0;
+	ok(proc_job_env(base, "[1]", "77", &block) == NULL && errno == EINVAL && !block,
+	   "an env that is no object: NULL, EINVAL");
+}
+
 static void
 test_build_env(void)
 {
@@ -572,6 +601,7 @@ test_build_env(void)
 	                     (char *const[]){"PYTHONPATH=/x"}, 1);
 	is_str(joined(env), "PYTHONPATH=.:/x", "PYTHONPATH from extra replaces, then gets '.'");
 	free(env);
+	test_job_env();
 }
 
 /* ----------------------------------------------------------------------- capped files */
