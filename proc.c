@@ -1,6 +1,7 @@
 /*
- * proc.c - the daemon's processes: spawning, a job's process from start to finish, strays,
- * the guardian, the instance lock, the look for a command's program; and capped output files.
+ * proc.c - the daemon's processes: spawning with the environment of each (a job's, a control
+ * command's), a job's process from start to finish, strays, the guardian, the instance lock,
+ * the look for a command's program; and capped output files.
  *
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and

@@ -1,7 +1,8 @@
 /*
- * store.c - everything on disk: the log dir (made private, locked, checked and made again
- * when removed), its SQLite database of jobs and cards, and each job's folder (made, written
- * with meta.json, removed by retention); contract in store.h.
+ * store.c - everything on disk: the log dir (made private, locked, watched with inotify,
+ * checked and made again when removed), its SQLite database of jobs and cards, each job's
+ * folder (made, written with meta.json, its output's last write read back, removed by
+ * retention), and files written whole (temporary file, fsync, rename); contract in store.h.
  *
  * Invariants:
  * - One connection in WAL mode with synchronous=FULL: a COMMIT that returned SQLITE_DONE has
