@@ -142,7 +142,16 @@ json_control_len(const char *s, size_t n)
 
 	if (u[0] < 0x20 || u[0] == 0x7f)
 		return 1;
-	return n >= 2 && u[0] == 0xC2 && u[1] >= 0x80 && u[1] <= 0x9F ? 2 : 0;
+	if (n >= 2 && ((u[0] == 0xC2 && u[1] >= 0x80 && u[1] <= 0x9F) ||
+		       (u[0] == 0xD8 && u[1] == 0x9C)))
+		return 2; /* C1, and U+061C ARABIC LETTER MARK */
+	/* U+200E-U+200F, U+202A-U+202E, U+2066-U+2069: they reorder what a terminal shows after
+	 * them, so a command in `status` could read as another (CVE-2021-42574) */
+	if (n >= 3 && u[0] == 0xE2 &&
+	    ((u[1] == 0x80 && ((u[2] >= 0x8E && u[2] <= 0x8F) || (u[2] >= 0xAA && u[2] <= 0xAE))) ||
+	     (u[1] == 0x81 && u[2] >= 0xA6 && u[2] <= 0xA9)))
+		return 3;
+	return 0;
 }
 
 /* ------------------------------------------------------------------ escapes */

@@ -102,7 +102,9 @@ size_t json_utf8_valid(const char *s, size_t n);
 /*
  * Length in bytes of the control character that starts s[0..n) (n >= 1): 1 for C0 (NUL
  * included) and DEL, 2 for a C1 control encoded in UTF-8 (U+0080..U+009F, e.g. U+009B CSI),
- * 0 when s starts with anything else. What must not reach a log line or a terminal as is.
+ * 3 (2 for U+061C) for a bidirectional formatting character (U+200E, U+200F, U+202A..U+202E,
+ * U+2066..U+2069), 0 when s starts with anything else. What must not reach a log line or a
+ * terminal as is.
  */
 size_t json_control_len(const char *s, size_t n);
 

@@ -698,6 +698,21 @@ def test_client_id_control_characters():
            "status prints an old record's control characters as '?' and spaces", out)
     open_gate(gate)
     d.wait_done(queued)
+    # A command that reads as another once a terminal reorders it (CVE-2021-42574).
+    jid, gate = blocked(d, "0")
+    spoof = d.submit("echo \u202esafe\u2066 # \u200fok", device_id="0")["job_id"]
+    rc, out, err = d.cli("status")
+    line = [x for x in out.splitlines() if spoof in x]
+    tap.ok(rc == 0 and len(line) == 1 and "echo  safe  #  ok" in line[0] and
+           not any(c in out for c in "\u202e\u2066\u200f"),
+           "status shows bidirectional formatting characters of a command as ' '", out)
+    rc, out, err = d.cli("queue", "--", "true", env={"TT_QUEUE_CLIENT_ID": "a\u202eb"})
+    named = job_id_of(out)
+    tap.ok(rc == 0 and d.job(named)["client_id"] == "a?b", "and a client id's are sent as '?'",
+           err)
+    open_gate(gate)
+    d.wait_done(spoof)
+    d.wait_done(named)
 
 
 def test_non_utf8_submission_refused():

@@ -518,6 +518,13 @@ test_control_len(void)
 	is_int(json_control_len("\xc2\x9b", 1), 0, "control_len: C1 cut after its lead is none");
 	is_int(json_control_len("\xc2\xa0", 2), 0, "control_len: U+00A0 is not a control");
 	is_int(json_control_len("\xc3\xa9", 2), 0, "control_len: e-acute is not a control");
+	is_int(json_control_len("\xe2\x80\xae", 3), 3, "control_len: U+202E RIGHT-TO-LEFT OVERRIDE");
+	is_int(json_control_len("\xe2\x81\xa6", 3), 3, "control_len: U+2066 LEFT-TO-RIGHT ISOLATE");
+	is_int(json_control_len("\xe2\x80\x8f", 3), 3, "control_len: U+200F RIGHT-TO-LEFT MARK");
+	is_int(json_control_len("\xd8\x9c", 2), 2, "control_len: U+061C ARABIC LETTER MARK");
+	is_int(json_control_len("\xe2\x80\xae", 2), 0, "control_len: an override cut short is none");
+	is_int(json_control_len("\xe2\x80\x94", 3), 0, "control_len: an em dash is not a control");
+	is_int(json_control_len("\xd7\xa9", 2), 0, "control_len: a Hebrew letter is not a control");
 }
 
 /* ------------------------------------------------------------------ writer */
