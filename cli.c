@@ -24,8 +24,8 @@
  * Decisions:
  * - cwd: run/queue/queue-python send the client's current directory unless --cwd is given
  *   (a relative --cwd is taken from the client's directory; `--cwd ''` asks for the daemon's
- *   own directory). The description's examples pass --cwd "$PWD" explicitly, which this
- *   default makes redundant but harmless; the earlier client of the same name defaulted to
+ *   own directory). Examples that pass --cwd "$PWD" explicitly stay right: this default makes
+ *   it redundant but harmless; the earlier client of the same name defaulted to
  *   the current directory, and a daemon started by systemd has no directory a user would
  *   expect `run -- 'python3 script.py'` to run in. If getcwd() fails (directory deleted) the
  *   field is left out, with a warning.
@@ -2708,7 +2708,7 @@ cmd_queue(struct cli *c, struct args *a, struct opts *o)
 
 /*
  * mkdir -p with mode 0700 for every missing component. Returns 0 or -1 with errno. The daemon
- * has its own for the log dir (ttq.c): the client links no module that could hold both.
+ * has its own for the log dir (store.c): the client links no module that could hold both.
  */
 static int
 mkdir_p(const char *dir)

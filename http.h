@@ -209,6 +209,7 @@ void http_server_free(struct http_server *s);
  */
 struct http_conn *http_conn_new(struct http_server *s, int fd, void *owner);
 
+/* The owner's pointer given to http_conn_new, and the connection's phase now. */
 void *http_conn_owner(const struct http_conn *c);
 enum http_conn_state http_conn_state(const struct http_conn *c);
 

@@ -198,20 +198,24 @@ struct json_w {
 	int after_key;       /* the next value follows a key: no comma */
 };
 
+/* Start writing values into b (appended after what it holds; b stays the caller's). */
 void json_w_init(struct json_w *w, struct json_buf *b);
-void json_w_obj(struct json_w *w);     /* { */
-void json_w_obj_end(struct json_w *w); /* } */
-void json_w_arr(struct json_w *w);     /* [ */
-void json_w_arr_end(struct json_w *w); /* ] */
+/* Open ({, [) or close (}, ]) an object or an array, with the comma before it if one is due. */
+void json_w_obj(struct json_w *w);
+void json_w_obj_end(struct json_w *w);
+void json_w_arr(struct json_w *w);
+void json_w_arr_end(struct json_w *w);
 /* An object key (NUL-terminated); escaped like any string. */
 void json_w_key(struct json_w *w, const char *key);
 /* A string value from n bytes; invalid UTF-8 becomes U+FFFD; s may contain NUL (\u0000). */
 void json_w_str(struct json_w *w, const char *s, size_t n);
 /* A string value from a C string, or null when s is NULL. */
 void json_w_cstr(struct json_w *w, const char *s);
+/* An integer value, in decimal. */
 void json_w_int(struct json_w *w, long long v);
 /* A number with at most 3 decimals, trailing zeros dropped ("1.5", "2"); NaN/Inf become null. */
 void json_w_num(struct json_w *w, double v);
+/* true when v is not 0, else false; and null. */
 void json_w_bool(struct json_w *w, int v);
 void json_w_null(struct json_w *w);
 /* Append already-serialized JSON (trusted, e.g. a stored env object) as one value. */

@@ -1,11 +1,13 @@
 /*
- * proc.h - the daemon's processes: spawning, a job's process from start to finish (struct
- * proc_job), the killing of strays, the guardian and the instance lock; whether a command's
- * program can be found (proc_program_missing); and the capped output file a job's output is
- * drained into.
+ * proc.h - the daemon's processes: spawning, the environment of each child (a job's, a control
+ * command's), a job's process from start to finish (struct proc_job), the killing of strays,
+ * the guardian and the instance lock; whether a command's program can be found
+ * (proc_program_missing); and the capped output file a job's output is drained into.
  *
- * proc.c knows fork/exec and how exec finds a program, process groups, pipes, /proc and files;
- * nothing of queues, cards, HTTP or SQLite, nor of the settings that name the commands it runs.
+ * proc.c knows fork/exec and how exec finds a program, process groups, pipes, /proc and files,
+ * and the names of the settings no job may inherit (TT_DEVICE_RESET*, TT_DEVICE_DEEP_RESET*,
+ * TT_DEVICE_HEALTH*); nothing of queues, cards, HTTP or SQLite. Of json.c, a leaf that knows
+ * nothing else, it uses the reader (a job's stored env object) and the UTF-8 helpers.
  * Every descriptor it opens is close-on-exec.
  *
  * One job's process (struct proc_job, opaque): spawned in a session and process group of its

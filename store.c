@@ -1662,6 +1662,12 @@ store_dir_close(struct store_dir *d)
 }
 
 const char *
+store_sqlite_version(void)
+{
+	return sqlite3_libversion();
+}
+
+const char *
 store_dir_path(const struct store_dir *d)
 {
 	return d->path;

@@ -77,6 +77,9 @@ void store_close(struct store *st);
 /* The message of the last failure (static or owned by the handle; valid until the next call). */
 const char *store_errmsg(struct store *st);
 
+/* The version of the SQLite library the store runs on, as "3.x.y" (static storage). */
+const char *store_sqlite_version(void);
+
 /* Start a write transaction (BEGIN IMMEDIATE). */
 int store_begin(struct store *st);
 

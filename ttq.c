@@ -48,7 +48,8 @@
  *     request but /status and /metrics is refused, and no timer but store_retry needs it.
  *
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
- * into it or into each other (store.h uses sched.h's plain records) but through the callbacks
+ * into it or into each other (store.h uses sched.h's plain records; proc.c json.c's reader and
+ * UTF-8 helpers, a leaf that knows nothing else) but through the callbacks
  * this file registers (http.c's struct http_callbacks, proc.c's struct proc_callbacks).
  * A job's iterations, stop reasons and timeout and a reset's steps are carried out here, not
  * in proc.c: they write the job's record (sched.h's struct job) and log, commit and answer
@@ -72,22 +73,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/sockios.h>
-#include <sqlite3.h>
 
 #include "cli.h"
 #include "http.h"
@@ -754,7 +750,6 @@ static struct {
 	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
 	double heartbeat_mono;
-	double started_wall;
 	char boot_id[64];
 	bool boot_known; /* boot_id was read; else dead cards are not revived (same_boot) */
 	char *health_check_path; /* the embedded script's file when no copy is beside us */
@@ -2897,7 +2892,8 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 			      .set_umask = 1, .umask = D.job_umask,
 			      .set_nofile = D.nofile_raised, .nofile = D.job_nofile};
 
-	/* A job's descendants carry its id (job_env); control commands carry none. */
+	/* A job's descendants carry its id (proc_job_env puts it in their environment); the
+	 * stray sweep spares a running job's tagged processes. Control commands carry none. */
 	if (a->job.mode == JOB_MODE_RUN) {
 		snprintf(tag, sizeof(tag), "TT_DEVICE_JOB_ID=%s", a->job.id);
 		o.tag = tag;
@@ -5020,7 +5016,6 @@ serve_main(int argc, char **argv)
 	procs_init(instance_id);
 	setup_signals();
 	mono_now = clock_mono();
-	D.started_wall = clock_wall();
 	started_mono = mono_now;
 	D.heartbeat_mono = mono_now;
 	timer_init(&D.store_retry, store_retry_fired, NULL);
@@ -5082,7 +5077,7 @@ main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
 		return serve_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-		printf("tt-device-queue %s (SQLite %s)\n", TTQ_VERSION, sqlite3_libversion());
+		printf("tt-device-queue %s (SQLite %s)\n", TTQ_VERSION, store_sqlite_version());
 		return 0;
 	}
 	return cli_main(argc, argv);
