@@ -841,11 +841,9 @@ name_distance(const char *key, size_t n, const char *known)
 }
 
 const char *
-json_name_meant(const char *key, size_t n, const char *const *known)
+json_name_meant(const char *key, size_t n, const char *const *known,
+		const char *const (*synonyms)[2])
 {
-	/* words that are no misspelling of the member they mean */
-	static const char *const synonyms[][2] = {{"card", "device_id"}, {"card", "device"},
-						  {"command", "cmd"}};
 	const char *meant = NULL;
 	int best = INT_MAX, d;
 	unsigned i, j;
@@ -853,7 +851,7 @@ json_name_meant(const char *key, size_t n, const char *const *known)
 	for (i = 0; known[i]; i++)
 		if ((d = name_distance(key, n, known[i])) < best)
 			best = d, meant = known[i];
-	for (i = 0; !meant && i < sizeof(synonyms) / sizeof(synonyms[0]); i++)
+	for (i = 0; !meant && synonyms && synonyms[i][0]; i++)
 		for (j = 0; known[j] && name_distance(key, n, synonyms[i][0]) != INT_MAX; j++)
 			if (strcmp(known[j], synonyms[i][1]) == 0)
 				meant = known[j];
@@ -878,7 +876,7 @@ json_doc_known(struct json_doc *d, const char *const *known)
 			continue;
 		cut = n < sizeof(key) - 1 ? n : json_utf8_boundary(key, sizeof(key) - 4);
 		snprintf(key + cut, sizeof(key) - cut, "%s", n > cut ? "..." : "");
-		meant = json_name_meant(key, cut, known);
+		meant = json_name_meant(key, cut, known, d->synonyms);
 		for (j = 0; known[j]; j++)
 			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
 						known[j]);

@@ -119,6 +119,8 @@ size_t json_control_len(const char *s, size_t n);
 struct json_doc {
 	const char *src;
 	struct json_tok *toks;
+	const char *const (*synonyms)[2]; /* words no misspelling of the member they mean, as
+					     {word, member} pairs ending in {NULL}; NULL for none */
 	int status;    /* of the last failed check: 400, or 500 when memory ran out */
 	char why[512]; /* its message, NUL-terminated */
 };
@@ -135,17 +137,20 @@ int json_doc_field(const struct json_doc *d, const char *key);
 
 /*
  * Every member of the root must be named in known (NULL-terminated): 0, or -1 with why naming
- * the first unknown member, the known member it most likely meant (deviceId, Device-ID,
- * device, devcie_id and card all mean device_id) and the known list.
+ * the first unknown member, the known member it most likely meant (json_name_meant with
+ * d->synonyms: deviceId, Device-ID, device and devcie_id all mean device_id) and the known
+ * list.
  */
 int json_doc_known(struct json_doc *d, const char *const *known);
 
 /*
  * The name of known (NULL-terminated) that key (n bytes, not NUL-terminated) most likely
  * meant, or NULL: compared without case, '_' and '-', a prefix of one another, a slip of one
- * or two edits, or a word that means it (card for device_id, command for cmd).
+ * or two edits, or else the member of a {word, member} pair of synonyms (ending in {NULL}; NULL
+ * for none) whose word key is close to.
  */
-const char *json_name_meant(const char *key, size_t n, const char *const *known);
+const char *json_name_meant(const char *key, size_t n, const char *const *known,
+			    const char *const (*synonyms)[2]);
 
 /* Member key, when present, an integer in [min, max] into *out (else *out is kept). 0 or -1. */
 int json_doc_int(struct json_doc *d, const char *key, long long min, long long max,

@@ -1623,7 +1623,12 @@ static void count_outcome(const struct active *a);
 static void count_outcome_by(const struct active *a, int n);
 static void job_finish(struct active *a, int exit_code, const char *error, const char *trailer);
 
-static struct json_doc doc; /* the body of the request being handled (parse_body) */
+/* Words that are no misspelling of the body member or query parameter they mean. */
+static const char *const synonyms[][2] = {
+    {"card", "device_id"}, {"card", "device"}, {"command", "cmd"}, {NULL, NULL}};
+
+/* the body of the request being handled (parse_body) */
+static struct json_doc doc = {.synonyms = synonyms};
 
 /* Answer the body's last failed check (doc.why, doc.status); -1. */
 static int
@@ -2625,7 +2630,7 @@ query_check(struct http_conn *c, const struct http_request *req, const char *con
 		}
 		cut = n < sizeof(name) - 4 ? n : json_utf8_boundary(p, sizeof(name) - 4);
 		snprintf(name, sizeof(name), "%.*s%s", (int)cut, p, n > cut ? "..." : "");
-		meant = json_name_meant(p, n, known);
+		meant = json_name_meant(p, n, known, synonyms);
 		for (j = 0; known[j]; j++)
 			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
 						known[j]);

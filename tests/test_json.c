@@ -811,8 +811,9 @@ static void
 test_doc(void)
 {
 	static const char *const known[] = {"cmd", "device_id", "timeout", NULL};
+	static const char *const syn[][2] = {{"card", "device_id"}, {NULL, NULL}};
 	struct json_tok toks[64];
-	struct json_doc d;
+	struct json_doc d = {.synonyms = syn};
 	long long v = 7;
 	char *s = NULL;
 	const char *body;
@@ -837,7 +838,11 @@ test_doc(void)
 	body = "{\"card\":2}";
 	json_doc_parse(&d, body, strlen(body), toks, 64);
 	ok(json_doc_known(&d, known) < 0 && strstr(d.why, "did you mean \"device_id\""),
-	   "doc: card is a synonym of device_id");
+	   "doc: card is a synonym of device_id, as the caller says");
+	d.synonyms = NULL;
+	ok(json_doc_known(&d, known) < 0 && !strstr(d.why, "did you mean"),
+	   "doc: without synonyms card means nothing");
+	d.synonyms = syn;
 	body = "{\"zzzzzz\":2}";
 	json_doc_parse(&d, body, strlen(body), toks, 64);
 	ok(json_doc_known(&d, known) < 0 && !strstr(d.why, "did you mean"),
