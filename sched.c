@@ -624,13 +624,41 @@ sched_reset_withdraw(struct card *c)
 	c->dirty = true;
 }
 
+/*
+ * Which card state may follow which; a change not here is a bug, and card_transition aborts
+ * on it. A card's stored state is set as it is when start-up loads it, before any of these.
+ *   healthy, dead -> resetting: a reset starts (on a dead card: its recovery, asked again);
+ *   resetting -> resetting: a reset a restart cut short runs again (sched_card_restore);
+ *   resetting -> healthy: it passed, or its command could not run on a card not dead before;
+ *   resetting -> dead: it failed every attempt, its command could not run on a card dead
+ *     before, or a restart cut short a dead card's recovery (sched_card_restore);
+ *   dead -> healthy: a new boot (sched_card_restore).
+ */
+#define CARD(s) (1u << CARD_##s)
+static const unsigned card_legal[] = {
+	[CARD_HEALTHY] = CARD(RESETTING),
+	[CARD_RESETTING] = CARD(RESETTING) | CARD(HEALTHY) | CARD(DEAD),
+	[CARD_DEAD] = CARD(RESETTING) | CARD(HEALTHY),
+};
+
+static void
+card_transition(struct card *c, enum card_state to)
+{
+	if (c->state < CARD_HEALTHY || c->state > CARD_DEAD || !(card_legal[c->state] & (1u << to))) {
+		fprintf(stderr, "tt-device-queue: card %d cannot go from %s to %s\n", c->device,
+			sched_state_name(c->state), sched_state_name(to));
+		abort();
+	}
+	c->state = to;
+	c->dirty = true;
+}
+
 void
 sched_reset_start(struct card *c, struct reset_ladder *l)
 {
 	sched_reset_begin(l);
 	l->was_dead = c->state == CARD_DEAD;
-	c->state = CARD_RESETTING;
-	c->dirty = true;
+	card_transition(c, CARD_RESETTING);
 }
 
 /* Replace the heap string *slot with s (either may be NULL). */
@@ -648,7 +676,7 @@ sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_next ho
 	switch (how) {
 	case RESET_NEXT_HEALTHY:
 		free(reason);
-		c->state = CARD_HEALTHY;
+		card_transition(c, CARD_HEALTHY);
 		c->reset_epoch++;
 		c->last_reset_at = now;
 		c->dead_since = NAN;
@@ -656,12 +684,12 @@ sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_next ho
 		set_str(&c->control_error, NULL);
 		break;
 	case RESET_NEXT_DEAD:
-		c->state = CARD_DEAD;
+		card_transition(c, CARD_DEAD);
 		c->dead_since = now;
 		set_str(&c->dead_reason, reason);
 		break;
 	case RESET_NEXT_UNRUNNABLE:
-		c->state = l->was_dead ? CARD_DEAD : CARD_HEALTHY;
+		card_transition(c, l->was_dead ? CARD_DEAD : CARD_HEALTHY);
 		set_str(&c->control_error, reason);
 		break;
 	default: /* RESET_NEXT_RUN: the procedure goes on */
@@ -730,13 +758,11 @@ sched_card_restore(struct card *c, bool same_boot)
 	/* A dead card's recovery cut short keeps dead_since (sched_reset_start clears nothing):
 	 * it is dead until a recovery passes, or a card that never passed a reset would serve
 	 * again when the rerun's command cannot run. */
-	if (resetting && !isnan(c->dead_since)) {
-		c->state = CARD_DEAD;
-		c->dirty = true;
-	}
+	if (resetting && !isnan(c->dead_since))
+		card_transition(c, CARD_DEAD);
 	revived = c->state == CARD_DEAD && !same_boot;
 	if (revived) {
-		c->state = CARD_HEALTHY;
+		card_transition(c, CARD_HEALTHY);
 		c->reset_epoch++;
 		c->reset_pending = false;
 		c->dirty = true;

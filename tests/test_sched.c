@@ -931,6 +931,7 @@ test_reset_unrunnable(void)
 	ok(isnan(c->dead_since) && !c->dead_reason && c->reset_epoch == 4 && isnan(c->last_reset_at),
 	   "it was not reset: no epoch, no reset time, not dead");
 	ok(sched_fail_next(&s, c) == NULL && c->queued == 1, "its queue is kept");
+	sched_reset_start(c, &l);
 	sched_reset_end(c, &l, RESET_NEXT_UNRUNNABLE, sdup("still missing"), 101.0);
 	is_str(c->control_error, "still missing", "a second one replaces the control error");
 	sched_free(&s);
@@ -1141,6 +1142,48 @@ transition_aborts(int mode, int from, int to)
 	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
 }
 
+/* Whether a reset started on a card in state `state` kills the process by SIGABRT. */
+static bool
+reset_start_aborts(int state)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		struct sched s;
+		struct reset_ladder l;
+		struct card *c = card_with_queue(&s, CARD_HEALTHY, 0);
+
+		c->state = state;
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(3);
+		sched_reset_start(c, &l);
+		_exit(0);
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+}
+
+/* A card's state changes only by its table: a reset starts on any card, nothing else is off it. */
+static void
+test_card_states(void)
+{
+	struct sched s;
+	struct reset_ladder l;
+	struct card *c;
+
+	ok(!reset_start_aborts(CARD_HEALTHY) && !reset_start_aborts(CARD_DEAD) &&
+	   !reset_start_aborts(CARD_RESETTING), "a reset starts on a healthy, dead or resetting card");
+	ok(reset_start_aborts(7) && reset_start_aborts(-1), "a card in no known state aborts");
+	c = card_with_queue(&s, CARD_HEALTHY, 0);
+	ok(!sched_card_restore(c, false) && c->state == CARD_HEALTHY,
+	   "a healthy card stays healthy at a restart");
+	sched_reset_start(c, &l);
+	sched_reset_end(c, &l, RESET_NEXT_DEAD, sdup("gone"), 10.0);
+	ok(c->state == CARD_DEAD && sched_card_restore(c, false) && c->state == CARD_HEALTHY,
+	   "dead, then healthy after a new boot");
+	sched_free(&s);
+}
+
 static void
 test_phases(void)
 {
@@ -1244,6 +1287,7 @@ main(void)
 	test_hold_swap();
 	test_restore();
 	test_recover_job();
+	test_card_states();
 	test_phases();
 	test_property();
 	return tap_done();
