@@ -110,6 +110,19 @@ sched_job_init(struct job *j)
 	j->elapsed = NAN;
 }
 
+bool
+sched_job_id_valid(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n != 32)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
 void
 sched_job_clear(struct job *j)
 {

@@ -169,6 +169,12 @@ struct card *sched_card(struct sched *s, int device);
  */
 void sched_job_init(struct job *j);
 
+/*
+ * Whether s[0..n) is a job id as the daemon makes them: 32 lowercase hex digits (so never "."
+ * nor a path, and never a link's name under the log dir).
+ */
+bool sched_job_id_valid(const char *s, size_t n);
+
 /* Free a job's heap strings and card array (not the job itself) and clear the pointers. */
 void sched_job_clear(struct job *j);
 

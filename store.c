@@ -1769,18 +1769,6 @@ store_restore(const struct store_dir *d, struct store **st, char *err, size_t er
  */
 #define REMOVE_DEPTH 128
 
-/* A job id as the daemon makes them: 32 lowercase hex digits (so never "." or a path). */
-static bool
-job_id_valid(const char *id)
-{
-	size_t i;
-
-	for (i = 0; i < 32; i++)
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return false;
-	return id[32] == '\0';
-}
-
 char *
 store_output_path(const struct store_dir *d, const char *id)
 {
@@ -1956,7 +1944,7 @@ store_remove_job_dir(const struct store_dir *d, const char *id)
 	char path[PATH_MAX];
 	struct statx dir; /* the log dir's mount and device, which the removal never leaves */
 
-	if (!job_id_valid(id))
+	if (!sched_job_id_valid(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
 	if (statx(AT_FDCWD, d->path, 0, STATX_MNT_ID, &dir) < 0)
 		return -1;

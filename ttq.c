@@ -902,19 +902,6 @@ new_job_id(char out[33])
 	return 0;
 }
 
-static bool
-valid_job_id(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n != 32)
-		return false;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
 /* ---- the id index of active jobs: chained hash on the id's first 16 hex digits */
 
 static size_t
@@ -2534,7 +2521,7 @@ handle_kill(struct http_conn *c, const struct call *k)
 			respond_error(c, 400, "job_id must be a string");
 			return;
 		}
-		if (json_str_decode(body, &toks[ji], id, 32) != 32 || !valid_job_id(id, 32)) {
+		if (json_str_decode(body, &toks[ji], id, 32) != 32 || !sched_job_id_valid(id, 32)) {
 			respond_error(c, 404, "Unknown job");
 			return;
 		}
@@ -2720,7 +2707,7 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	}
 	rn = strlen(r->path);
 	if (r->path[rn - 1] == '/') {
-		if (!valid_job_id(req->path + rn, n - rn)) {
+		if (!sched_job_id_valid(req->path + rn, n - rn)) {
 			respond_error(c, 404, "Unknown job");
 			return;
 		}
@@ -3531,7 +3518,7 @@ reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool 
 		respond_error(c, 400, "job_id must be a string");
 		return -1;
 	}
-	if (json_str_decode(body, &toks[i], id, 32) != 32 || !valid_job_id(id, 32)) {
+	if (json_str_decode(body, &toks[i], id, 32) != 32 || !sched_job_id_valid(id, 32)) {
 		respond_error(c, 404, "Unknown job");
 		return -1;
 	}

@@ -1174,6 +1174,11 @@ test_card_states(void)
 	ok(!reset_start_aborts(CARD_HEALTHY) && !reset_start_aborts(CARD_DEAD) &&
 	   !reset_start_aborts(CARD_RESETTING), "a reset starts on a healthy, dead or resetting card");
 	ok(reset_start_aborts(7) && reset_start_aborts(-1), "a card in no known state aborts");
+	ok(sched_job_id_valid("0123456789abcdef0123456789abcdef", 32) &&
+	   !sched_job_id_valid("0123456789ABCDEF0123456789abcdef", 32) &&
+	   !sched_job_id_valid("0123456789abcdef0123456789abcde", 31) &&
+	   !sched_job_id_valid("../3456789abcdef0123456789abcdef", 32),
+	   "a job id is 32 lowercase hex digits, nothing else");
 	c = card_with_queue(&s, CARD_HEALTHY, 0);
 	ok(!sched_card_restore(c, false) && c->state == CARD_HEALTHY,
 	   "a healthy card stays healthy at a restart");
