@@ -1,11 +1,13 @@
 /*
  * sched.c - per-card FIFO queues, estimates, the reset-request rules, the reset ladder, the
- * card state changes of a reset's start and end, a hold and a restart, and the job phase table.
+ * card state changes of a reset's start and end, a hold and a restart (the card state table),
+ * and the job phase table.
  *
- * Pure bookkeeping: no I/O (but the line an illegal phase change prints as it aborts), no
- * clocks (callers pass `now`), no allocation except the card array and a multi-card job's
- * array of its other cards (a card's heap strings come from the caller, which hands them
- * over). A job's phase changes only in sched_job_transition, against one table per mode.
+ * Pure bookkeeping: no I/O (but the line an illegal phase or state change prints as it
+ * aborts), no clocks (callers pass `now`), no allocation except the card array and a
+ * multi-card job's array of its other cards (a card's heap strings come from the caller, which
+ * hands them over). A job's phase changes only in sched_job_transition, against one table per
+ * mode; a card's state only in card_transition, against card_legal.
  * Queues are intrusive doubly-linked lists of struct job_link (one per job and card: embedded
  * for a job's first card, in its array for the others), and all queued jobs are also linked
  * in submission order, so enqueue, dequeue and cancel are O(cards of the job); each card keeps
