@@ -858,32 +858,47 @@ json_name_meant(const char *key, size_t n, const char *const *known,
 	return meant;
 }
 
+void
+json_unknown_name(char *out, size_t cap, const char *what, const char *name, size_t n,
+		  const char *const *known, const char *const (*synonyms)[2])
+{
+	char shown[64], list[256];
+	size_t cut = n < sizeof(shown) - 1 ? n : json_utf8_boundary(name, sizeof(shown) - 4), len = 0;
+	const char *meant = json_name_meant(name, cut, known, synonyms);
+	unsigned j;
+
+	memcpy(shown, name, cut);
+	snprintf(shown + cut, sizeof(shown) - cut, "%s", n > cut ? "..." : "");
+	list[0] = '\0';
+	for (j = 0; known[j]; j++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
+					known[j]);
+	if (meant)
+		snprintf(out, cap, "Unknown %s \"%s\"; did you mean \"%s\"? (known %ss: %s)", what,
+			 shown, meant, what, list);
+	else
+		snprintf(out, cap, "Unknown %s \"%s\" (known %ss: %s)", what, shown, what,
+			 len ? list : "none");
+}
+
 int
 json_doc_known(struct json_doc *d, const char *const *known)
 {
 	const struct json_tok *toks = d->toks;
-	char key[64], list[256];
-	const char *meant;
-	size_t n, cut, len = 0;
+	char key[64];
+	size_t n;
 	int k, m;
 	unsigned j;
 
 	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
-		n = json_str_decode(d->src, &toks[k], key, sizeof(key) - 1);
+		n = json_str_decode(d->src, &toks[k], key, sizeof(key));
 		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
 			;
 		if (known[j])
 			continue;
-		cut = n < sizeof(key) - 1 ? n : json_utf8_boundary(key, sizeof(key) - 4);
-		snprintf(key + cut, sizeof(key) - cut, "%s", n > cut ? "..." : "");
-		meant = json_name_meant(key, cut, known, d->synonyms);
-		for (j = 0; known[j]; j++)
-			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
-						known[j]);
-		if (meant)
-			return doc_fail(d, 400, "Unknown field \"%s\"; did you mean \"%s\"? (known "
-					"fields: %s)", key, meant, list);
-		return doc_fail(d, 400, "Unknown field \"%s\" (known fields: %s)", key, list);
+		d->status = 400;
+		json_unknown_name(d->why, sizeof(d->why), "field", key, n, known, d->synonyms);
+		return -1;
 	}
 	return 0;
 }

@@ -152,6 +152,15 @@ int json_doc_known(struct json_doc *d, const char *const *known);
 const char *json_name_meant(const char *key, size_t n, const char *const *known,
 			    const char *const (*synonyms)[2]);
 
+/*
+ * Write into out[0..cap) the sentence refusing a `what` ("field", "query parameter") named
+ * name (n bytes long; name holds at least its first 63 bytes) that is not in known: it names
+ * it (cut past 60 bytes), the known one it most likely meant (json_name_meant) and the known
+ * list ("none" when empty).
+ */
+void json_unknown_name(char *out, size_t cap, const char *what, const char *name, size_t n,
+		       const char *const *known, const char *const (*synonyms)[2]);
+
 /* Member key, when present, an integer in [min, max] into *out (else *out is kept). 0 or -1. */
 int json_doc_int(struct json_doc *d, const char *key, long long min, long long max,
 		 long long *out);

@@ -2594,9 +2594,9 @@ static const char *const no_params[] = {NULL}, *const status_params[] = {"device
 static int
 query_check(struct http_conn *c, const struct http_request *req, const char *const *known)
 {
-	const char *p = req->query, *end = p + req->query_len, *amp, *pe, *eq, *meant;
-	char name[48], list[64];
-	size_t n, cut, len = 0;
+	const char *p = req->query, *end = p + req->query_len, *amp, *pe, *eq;
+	char why[512];
+	size_t n;
 	unsigned j, seen = 0;
 
 	for (; p < end; p = amp ? amp + 1 : end) {
@@ -2615,18 +2615,8 @@ query_check(struct http_conn *c, const struct http_request *req, const char *con
 			seen |= 1u << j;
 			continue;
 		}
-		cut = n < sizeof(name) - 4 ? n : json_utf8_boundary(p, sizeof(name) - 4);
-		snprintf(name, sizeof(name), "%.*s%s", (int)cut, p, n > cut ? "..." : "");
-		meant = json_name_meant(p, n, known, synonyms);
-		for (j = 0; known[j]; j++)
-			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
-						known[j]);
-		if (meant)
-			respond_error(c, 400, "Unknown query parameter \"%s\"; did you mean \"%s\"? "
-				      "(this path takes: %s)", name, meant, list);
-		else
-			respond_error(c, 400, "Unknown query parameter \"%s\" (this path takes %s)",
-				      name, len ? list : "none");
+		json_unknown_name(why, sizeof(why), "query parameter", p, n, known, synonyms);
+		respond_error(c, 400, "%s", why);
 		return -1;
 	}
 	return 0;

@@ -68,7 +68,7 @@ def test_unknown_query_parameters_are_named():
                                             " and %s" % meant if meant else ""), r)
     r = d.request("POST", "/queue?device=1", {"cmd": "true"})
     tap.ok(r.status == 400 and '"device"' in (r.get("error") or "") and
-           "takes none" in r.get("error", ""),
+           "known query parameters: none" in r.get("error", ""),
            "POST /queue?device=1: 400, the card goes in the body; nothing queued", r)
     r = d.get("/status?device=0&device=1")
     tap.ok(r.status == 400 and "device is given twice" in (r.get("error") or ""),

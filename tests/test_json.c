@@ -869,6 +869,21 @@ test_doc(void)
 	ok(json_doc_str(&d, "timeout", 100, &s) < 0 && strcmp(d.why, "timeout must be a string") == 0,
 	   "doc: a number is no string");
 	is_int(json_utf8_chars("a\xc3\xa9\xe2\x82\xac"), 3, "utf8_chars counts code points");
+	{
+		static const char *const none[] = {NULL}, *const logs[] = {"offset", "limit", NULL};
+		char why[256], lng[80];
+
+		json_unknown_name(why, sizeof(why), "query parameter", "ofset=3", 5, logs, NULL);
+		is_str(why, "Unknown query parameter \"ofset\"; did you mean \"offset\"? (known query "
+			    "parameters: offset, limit)", "unknown name: the near miss and the list");
+		json_unknown_name(why, sizeof(why), "query parameter", "x", 1, none, NULL);
+		is_str(why, "Unknown query parameter \"x\" (known query parameters: none)",
+		       "unknown name where none is known: none");
+		memset(lng, 'z', sizeof(lng));
+		json_unknown_name(why, sizeof(why), "field", lng, sizeof(lng), logs, NULL);
+		ok(strstr(why, "\"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz...\"") != NULL,
+		   "a long name is cut after 60 bytes");
+	}
 }
 
 int
