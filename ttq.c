@@ -2624,7 +2624,8 @@ query_check(struct http_conn *c, const struct http_request *req, const char *con
 
 /*
  * The API: each path (or a prefix that a job id follows) with the one method it takes, its
- * handler and its query parameters. Unknown paths are 404, a known path with another method 405 naming the right one.
+ * handler and its query parameters. Unknown paths are 404, a known path with another method
+ * 405 naming the right one.
  */
 static const struct route {
 	const char *path;   /* exact, or a prefix when it ends in '/': then a job id follows */
