@@ -62,6 +62,7 @@ static const char *const reasons[] = {
     [HTTP_LENGTH_REQUIRED] = "Length Required",
     [HTTP_PAYLOAD_TOO_LARGE] = "Content Too Large",
     [HTTP_EXPECTATION_FAILED] = "Expectation Failed",
+    [HTTP_UNPROCESSABLE_CONTENT] = "Unprocessable Content",
     [HTTP_HEADER_FIELDS_TOO_LARGE] = "Request Header Fields Too Large",
     [HTTP_INTERNAL_SERVER_ERROR] = "Internal Server Error",
     [HTTP_NOT_IMPLEMENTED] = "Not Implemented",

@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -102,7 +103,8 @@ static struct {
 	int lock_fd;           /* the instance lock file, -1 when not open */
 	bool recorded;         /* lock_fd holds this instance's entry */
 	char lock_path[PATH_MAX];
-} P = {.lock_fd = -1};
+	double prev_ended_at;  /* proc_instance_ended_at, NAN when not known */
+} P = {.lock_fd = -1, .prev_ended_at = NAN};
 
 /* ------------------------------------------------------------- async-signal-safe helpers */
 
@@ -1100,6 +1102,10 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 	prctl(PR_SET_NAME, "ttq-guardian");
 	while (read_msg(rfd, &m))
 		n = apply_msg(groups, n, &m);
+	/* The daemon is gone: the lock's mtime tells the next start when its jobs last ran
+	 * (proc_instance_ended_at), which nothing else records for a job that printed nothing. */
+	if (lock_fd >= 0)
+		futimens(lock_fd, NULL);
 	for (i = 0; i < n; i++)
 		kill(-groups[i], SIGKILL);
 	/* Stragglers that left their group; again while a dying shell may still fork. */
@@ -1783,6 +1789,7 @@ proc_instance_wait(const char *dir)
 	struct timespec pause = {0, 10000000};
 	double t0 = mono_clock(), next = 0;
 	sigset_t pending;
+	struct stat st;
 	int fd, e;
 
 	snprintf(P.lock_path, sizeof P.lock_path, "%s/" LOCK_FILE, dir);
@@ -1821,6 +1828,8 @@ proc_instance_wait(const char *dir)
 	if (next > 0)
 		P.cb.log("tt-device-queue: the previous instance's processes are gone after %.1f s",
 			 mono_clock() - t0);
+	if (fstat(fd, &st) == 0 && st.st_size > 0) /* an entry: it did not stop cleanly */
+		P.prev_ended_at = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
 	kill_previous_instance(fd);
 	P.lock_fd = fd;
 	return 0;
@@ -1877,4 +1886,10 @@ int
 proc_instance_clear(void)
 {
 	return P.lock_fd < 0 ? 0 : ftruncate(P.lock_fd, 0);
+}
+
+double
+proc_instance_ended_at(void)
+{
+	return P.prev_ended_at;
 }

@@ -211,6 +211,14 @@ const char *proc_instance_marker(void);
 int proc_instance_wait(const char *dir);
 
 /*
+ * When the previous instance, found not to have stopped cleanly by proc_instance_wait, was
+ * last known alive, wall-clock seconds: its guardian stamps the lock file when it sees the
+ * daemon die, before it kills the jobs; a guardian that died with it leaves the time the
+ * instance recorded itself. NAN after a clean stop, or before proc_instance_wait took the lock.
+ */
+double proc_instance_ended_at(void);
+
+/*
  * Write this instance's entry into the instance lock (opening and locking the file if
  * proc_instance_wait could not, or again when it was removed since), then start the guardian
  * (proc_guardian_start) with the lock, once. Until both are done a kill -9 of the daemon

@@ -133,8 +133,9 @@ sched_job_clear(struct job *j)
 	free(j->client_id);
 	free(j->env_json);
 	free(j->error);
+	free(j->idempotency_key);
 	free(j->more);
-	j->cmd = j->cwd = j->client_id = j->env_json = j->error = NULL;
+	j->cmd = j->cwd = j->client_id = j->env_json = j->error = j->idempotency_key = NULL;
 	j->more = NULL;
 	j->nmore = 0;
 }
@@ -837,6 +838,37 @@ const char *
 sched_mode_name(int mode)
 {
 	return mode == JOB_MODE_RESET ? "reset" : "run";
+}
+
+static const char *const end_names[JOB_END_COUNT] = {
+	[JOB_END_EXITED] = "exited",
+	[JOB_END_SIGNAL] = "signal",
+	[JOB_END_TIMEOUT] = "timeout",
+	[JOB_END_KILLED] = "killed",
+	[JOB_END_CANCELLED] = "cancelled",
+	[JOB_END_RESET] = "reset",
+	[JOB_END_SERVICE_STOP] = "service_stop",
+	[JOB_END_CRASH] = "crash",
+	[JOB_END_CARD_DEAD] = "card_dead",
+	[JOB_END_CARD_GONE] = "card_gone",
+	[JOB_END_START_FAILED] = "start_failed",
+};
+
+const char *
+sched_end_name(int end)
+{
+	return end > JOB_END_NONE && end < JOB_END_COUNT ? end_names[end] : NULL;
+}
+
+int
+sched_end_parse(const char *name)
+{
+	int e;
+
+	for (e = JOB_END_NONE + 1; name && e < JOB_END_COUNT; e++)
+		if (strcmp(name, end_names[e]) == 0)
+			return e;
+	return JOB_END_NONE;
 }
 
 const char *

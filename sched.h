@@ -55,6 +55,28 @@
 
 enum job_status { JOB_QUEUED = 0, JOB_RUNNING, JOB_DONE };
 enum job_mode { JOB_MODE_RUN = 0, JOB_MODE_RESET };
+
+/*
+ * Why a job ended, a closed set recorded with its outcome (`end_reason`): clients tell a
+ * cancel from a crash from a death by SIGHUP by this, never by words in `error` nor by an
+ * exit code of -1, which several of them share. JOB_END_NONE: not done, or a record written
+ * before this field existed.
+ */
+enum job_end {
+	JOB_END_NONE = 0,
+	JOB_END_EXITED,       /* its shell exited on its own, with exit_code */
+	JOB_END_SIGNAL,       /* its shell died of a signal on its own (`signal`) */
+	JOB_END_TIMEOUT,      /* stopped at its timeout */
+	JOB_END_KILLED,       /* stopped by a kill request */
+	JOB_END_CANCELLED,    /* a kill request took it off its queue: it never ran */
+	JOB_END_RESET,        /* stopped by a reset of one of its cards */
+	JOB_END_SERVICE_STOP, /* stopped because the service stopped */
+	JOB_END_CRASH,        /* the daemon died while it ran, found at the next start */
+	JOB_END_CARD_DEAD,    /* one of its cards is dead: it never ran */
+	JOB_END_CARD_GONE,    /* one of its cards is no longer configured */
+	JOB_END_START_FAILED, /* it could not be started (its cwd gone, no /bin/bash, ...) */
+	JOB_END_COUNT
+};
 enum card_state { CARD_HEALTHY = 0, CARD_RESETTING, CARD_DEAD };
 
 struct job;
@@ -96,6 +118,9 @@ struct job {
 	double elapsed;       /* seconds from start to finish, NAN until done */
 	int exit_code;        /* valid when has_exit_code */
 	bool has_exit_code;
+	int end_reason;       /* enum job_end */
+	int end_signal;       /* the signal its shell died of, 0 when none */
+	char *idempotency_key; /* heap or NULL: the client's key for its submission */
 	bool timed_out;
 	bool log_truncated;
 	long long log_size;          /* bytes in the output file */
@@ -512,6 +537,10 @@ const char *sched_phase_name(int phase);
 /* Names for the enums as the API spells them ("queued", "run", "healthy", "scheduled"). */
 const char *sched_status_name(int status);
 const char *sched_mode_name(int mode);
+/* The end_reason's name ("exited", "signal", ...); NULL for JOB_END_NONE and out of range. */
+const char *sched_end_name(int end);
+/* The enum job_end of a name, or JOB_END_NONE when it is none of them (or NULL). */
+int sched_end_parse(const char *name);
 const char *sched_state_name(int state);
 const char *sched_reset_action_name(enum reset_action a);
 

@@ -76,7 +76,7 @@ enum jcol {
 	JC_RESET_EPOCH, JC_SUBMITTED, JC_STATUS, JC_EXIT, JC_ELAPSED, JC_OUTPUT, JC_STARTED,
 	JC_FINISHED, JC_REP_CUR, JC_REP_DONE, JC_FIRST_ITER, JC_ESTIMATE, JC_STOP_REQ,
 	JC_STOP_ESC, JC_LOG_SIZE, JC_LOG_TRUNC, JC_DROPPED, JC_TIMED_OUT, JC_ERROR, JC_UPDATED,
-	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_COUNT
+	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_KEY, JC_END, JC_SIGNAL, JC_COUNT
 };
 
 #define JOB_COLS_HEAD "id, device, cmd, cwd, timeout, repeat, "
@@ -84,7 +84,8 @@ enum jcol {
 	", mode, client_id, reset_epoch, submitted, status, exit_code, elapsed, output_file, "     \
 	"started_at, finished_at, repeat_current, repeat_completed, first_iteration_elapsed, "     \
 	"per_iter_estimate_sec, stop_requested_at, stop_escalated_at, log_size, log_truncated, "   \
-	"dropped_log_bytes, timed_out, error, updated_at, device_ids, reset_epochs"
+	"dropped_log_bytes, timed_out, error, updated_at, device_ids, reset_epochs, "             \
+	"idempotency_key, end_reason, signal"
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
 
@@ -93,7 +94,11 @@ enum jcol {
  * build writes NULL for an env it keeps and for absent times), plus `device` (v3) and, for a
  * job of several cards, `device_ids` and `reset_epochs` (v5): its cards ascending as "0,1"
  * (the first is `device`) and each card's epoch in the same order as "3,5". Both are NULL for
- * a job of one card, whose card and epoch are `device` and `reset_epoch` alone.
+ * a job of one card, whose card and epoch are `device` and `reset_epoch` alone. Version 6
+ * added the submission's idempotency key (NULL without one; unique, so a bug that saved one
+ * submission as two jobs fails its commit instead), why the job ended (`end_reason`, a name
+ * of enum job_end, NULL before it ended or in rows written before) and the signal its shell
+ * died of (`signal`, NULL when none).
  */
 #define JOBS_TABLE_BODY                                                                            \
 	"(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "                        \
@@ -104,7 +109,7 @@ enum jcol {
 	"per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "             \
 	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "  \
 	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0, device_ids TEXT, "      \
-	"reset_epochs TEXT)"
+	"reset_epochs TEXT, idempotency_key TEXT, end_reason TEXT, signal INTEGER)"
 
 static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
 
@@ -122,7 +127,9 @@ static const char schema_indexes[] =
 	"CREATE INDEX IF NOT EXISTS jobs_recent ON jobs(device, finished_at, seq) "
 	"WHERE status = 'done';"
 	"CREATE INDEX IF NOT EXISTS jobs_recent_multi ON jobs(finished_at, seq) "
-	"WHERE status = 'done' AND device_ids IS NOT NULL;";
+	"WHERE status = 'done' AND device_ids IS NOT NULL;"
+	"CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(idempotency_key) "
+	"WHERE idempotency_key IS NOT NULL;";
 
 /* Every column of the jobs table: those an older table has are copied by the migration. */
 static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", "repeat",
@@ -131,7 +138,7 @@ static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", 
 	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
 	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
 	"dropped_log_bytes", "timed_out", "error", "updated_at", "device", "device_ids",
-	"reset_epochs"};
+	"reset_epochs", "idempotency_key", "end_reason", "signal"};
 
 /* Columns a later version added to a table, as the migration adds them. */
 struct column {
@@ -149,6 +156,11 @@ static const struct column card_list_columns[] = {
 	{"device_ids", "TEXT"}, {"reset_epochs", "TEXT"},
 };
 
+/* Version 6 added to jobs the idempotency key and how the job ended. */
+static const struct column end_columns[] = {
+	{"idempotency_key", "TEXT"}, {"end_reason", "TEXT"}, {"signal", "INTEGER"},
+};
+
 /* The columns without which a database is pre-v2: such a file is refused. */
 static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
 	"dropped_log_bytes"};
@@ -159,7 +171,7 @@ static const char *const card_columns[] = {"state", "reset_epoch", "reset_pendin
 
 enum stmt_id {
 	S_BEGIN, S_COMMIT, S_ROLLBACK, S_PUT_JOB, S_PUT_CARD, S_GET_JOB, S_GET_ENV, S_ACTIVE,
-	S_RECENT, S_CARDS, S_RET_SELECT, S_RET_DELETE, NSTMT
+	S_RECENT, S_CARDS, S_RET_SELECT, S_RET_DELETE, S_FIND_KEY, S_LAST_WRITE, NSTMT
 };
 
 static const struct stmt_def {
@@ -171,7 +183,7 @@ static const struct stmt_def {
 	[S_PUT_JOB] = {"saving job",
 		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
 		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
-		"?27, ?28, ?29, ?30, ?31) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
+		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
 		"cmd = excluded.cmd, cwd = excluded.cwd, timeout = excluded.timeout, "
 		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
 		"mode = excluded.mode, client_id = excluded.client_id, "
@@ -188,7 +200,9 @@ static const struct stmt_def {
 		"log_truncated = excluded.log_truncated, "
 		"dropped_log_bytes = excluded.dropped_log_bytes, timed_out = excluded.timed_out, "
 		"error = excluded.error, updated_at = excluded.updated_at, "
-		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs"},
+		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs, "
+		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
+		"signal = excluded.signal"},
 	[S_PUT_CARD] = {"saving card",
 		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
@@ -224,6 +238,10 @@ static const struct stmt_def {
 		"SELECT id FROM (SELECT id FROM jobs WHERE status = 'done' "
 		"ORDER BY finished_at DESC, seq DESC LIMIT -1 OFFSET ?2)"},
 	[S_RET_DELETE] = {"retention", "DELETE FROM jobs WHERE id = ?1 AND status = 'done'"},
+	[S_FIND_KEY] = {"looking up a key", "SELECT id FROM jobs WHERE idempotency_key = ?1"},
+	[S_LAST_WRITE] = {"reading the last write",
+		"SELECT max(t) FROM (SELECT max(updated_at) AS t FROM jobs UNION ALL "
+		"SELECT max(updated_at) FROM cards)"},
 };
 
 static const char *const status_names[] = {[JOB_QUEUED] = "queued", [JOB_RUNNING] = "running",
@@ -512,7 +530,7 @@ create_schema(struct store *st)
 	    exec_sql(st, "creating cards", schema_cards) != 0 ||
 	    exec_sql(st, "creating indexes", schema_indexes) != 0)
 		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 5");
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 6");
 }
 
 /* Refuse a pre-v2 jobs table, naming the columns it lacks. */
@@ -642,17 +660,20 @@ add_columns(struct store *st, const char *table, const struct column *cols, size
 /*
  * Version 3 becomes 4: the cards table gets the hold columns it lacks. Version 4 becomes 5:
  * the jobs table gets the card list of a multi-card job (NULL for the jobs it has, each of
- * one card). A file migrated from the earlier service already has the jobs columns (its table
- * was rebuilt as the current one); add_columns skips them.
+ * one card). Version 5 becomes 6: the jobs table gets the idempotency key and the end columns
+ * (NULL for the jobs it has: their end is not known by name). A file migrated from the earlier
+ * service already has the jobs columns (its table was rebuilt as the current one);
+ * add_columns skips them.
  */
 static int
 add_later_columns(struct store *st, long long version)
 {
 	if (version < 4 && add_columns(st, "cards", hold_columns, NELEM(hold_columns)) != 0)
 		return -1;
-	if (add_columns(st, "jobs", card_list_columns, NELEM(card_list_columns)) != 0)
+	if (add_columns(st, "jobs", card_list_columns, NELEM(card_list_columns)) != 0 ||
+	    add_columns(st, "jobs", end_columns, NELEM(end_columns)) != 0)
 		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 5");
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 6");
 }
 
 /* Inside the open-time transaction: refuse, create, migrate or just check the schema. */
@@ -920,6 +941,8 @@ bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
 	rc |= bind_text(s, JC_ERROR, j->error);
 	rc |= bind_card_list(s, JC_DEVICE_IDS, j, false);
 	rc |= bind_card_list(s, JC_RESET_EPOCHS, j, true);
+	rc |= bind_text(s, JC_KEY, j->idempotency_key);
+	rc |= bind_text(s, JC_END, sched_end_name(j->end_reason));
 	return rc;
 }
 
@@ -940,6 +963,8 @@ bind_job_numbers(sqlite3_stmt *s, const struct job *j)
 	rc |= bind_int(s, JC_LOG_TRUNC, j->log_truncated);
 	rc |= bind_int(s, JC_DROPPED, j->dropped_log_bytes);
 	rc |= bind_int(s, JC_TIMED_OUT, j->timed_out);
+	rc |= j->end_signal ? bind_int(s, JC_SIGNAL, j->end_signal)
+	                    : sqlite3_bind_null(s, JC_SIGNAL + 1);
 	return rc;
 }
 
@@ -1059,6 +1084,8 @@ row_strings(struct store *st, sqlite3_stmt *s, struct job *j)
 	j->cwd = col_dup(s, JC_CWD, "", &failed);
 	j->client_id = col_dup(s, JC_CLIENT, "anon", &failed);
 	j->error = col_dup(s, JC_ERROR, NULL, &failed);
+	j->idempotency_key = col_dup(s, JC_KEY, NULL, &failed);
+	j->end_reason = sched_end_parse((const char *)sqlite3_column_text(s, JC_END));
 	if (!failed)
 		return 0;
 	sched_job_clear(j);
@@ -1085,6 +1112,7 @@ row_numbers(sqlite3_stmt *s, struct job *j)
 	j->log_truncated = sqlite3_column_int(s, JC_LOG_TRUNC) != 0;
 	j->dropped_log_bytes = sqlite3_column_int64(s, JC_DROPPED);
 	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
+	j->end_signal = sqlite3_column_int(s, JC_SIGNAL);
 }
 
 static void
@@ -1298,6 +1326,33 @@ store_get_env(struct store *st, const char *id, char **env_json)
 	*env_json = col_dup(s, 0, NULL, &failed);
 	done_with(s);
 	return failed ? oom(st, "reading env") : 1;
+}
+
+int
+store_find_key(struct store *st, const char *key, char id[33])
+{
+	sqlite3_stmt *s = st->stmt[S_FIND_KEY];
+	const char *v;
+	int rc = find_by_id(st, S_FIND_KEY, key);
+
+	if (rc != 1)
+		return rc;
+	v = (const char *)sqlite3_column_text(s, 0);
+	snprintf(id, 33, "%s", v ? v : "");
+	done_with(s);
+	return 1;
+}
+
+double
+store_last_write(struct store *st)
+{
+	sqlite3_stmt *s = st->stmt[S_LAST_WRITE];
+	double t = NAN;
+
+	if (sqlite3_step(s) == SQLITE_ROW)
+		t = col_real(s, 0, NAN);
+	done_with(s);
+	return t;
 }
 
 static int
@@ -1788,7 +1843,7 @@ store_output_mtime(const struct store_dir *d, const char *id)
 	struct stat st;
 	double t = NAN;
 
-	if (path && stat(path, &st) == 0)
+	if (path && stat(path, &st) == 0 && st.st_size > 0)
 		t = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
 	free(path);
 	return t;

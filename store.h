@@ -15,11 +15,12 @@
  * (group commit) and only then answers, starts processes or forgets jobs. Completed jobs live
  * only here. No output text is ever stored in the database (output files are the log).
  *
- * Schema version 5 (PRAGMA user_version): the earlier single-card service's jobs columns
+ * Schema version 6 (PRAGMA user_version): the earlier single-card service's jobs columns
  * (without its NOT NULL constraints) plus a `device` column and, for a job of several cards,
- * its card list (`device_ids`, `reset_epochs`; version 5), and a `cards` table with one row
- * per card (version 4 added its hold columns). A version 3 or 4 file gets the columns it
- * lacks in place, its rows kept. Version
+ * its card list (`device_ids`, `reset_epochs`; version 5), its submission's idempotency key
+ * and how it ended (`idempotency_key`, `end_reason`, `signal`; version 6), and a `cards`
+ * table with one row per card (version 4 added its hold columns). A version 3 to 5 file gets
+ * the columns it lacks in place, its rows kept. Version
  * 1/2 databases of the earlier service are migrated in place (the jobs table rebuilt, its
  * jobs and state become card 0's); a pre-v2 file or a newer version is refused with a message
  * telling to use a fresh logs-v2/.
@@ -37,7 +38,7 @@
 
 #include "sched.h"
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 #define STORE_DB_FILE "jobs.sqlite3" /* the database, in the log dir */
 #define STORE_OUTPUT_FILE "output"   /* a job's output file, in its folder */
 
@@ -125,6 +126,20 @@ int store_get_job(struct store *st, const char *id, struct job *out, char **outp
 
 /* Read a job's stored env object text into *env_json (heap or NULL when none). 1/0/-1. */
 int store_get_env(struct store *st, const char *id, char **env_json);
+
+/*
+ * The id of the job submitted with idempotency key `key` into id[33]: 1 found, 0 none, -1 on
+ * error (a read that failed: the caller cannot tell whether the key is known).
+ */
+int store_find_key(struct store *st, const char *key, char id[33]);
+
+/*
+ * When the last commit before this open wrote a row (the newest updated_at of any job or
+ * card), wall-clock seconds, or NAN when none is known: the latest moment the previous
+ * instance is known to have been alive, read from the rows, which an operator's sqlite3 shell
+ * opened after a crash leaves alone (unlike the file's mtime). -1 on error is NAN too.
+ */
+double store_last_write(struct store *st);
 
 /* Load every card row; cb owns the strings of each row (free all four). Returns the count. */
 int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), void *ctx);
@@ -228,8 +243,9 @@ char *store_output_path(const struct store_dir *d, const char *id);
 
 /*
  * When the job's output file was last written (its mtime, in wall-clock seconds), or NAN
- * when it cannot be read (never made, removed). Only the daemon writes that file, so this is
- * the latest sign of life of a job the daemon lost sight of (a crash).
+ * when it cannot be read (never made, removed) or is empty (its mtime is then only when it
+ * was made, at the job's start). Only the daemon writes that file, so this is the latest sign
+ * of life of a job the daemon lost sight of (a crash).
  */
 double store_output_mtime(const struct store_dir *d, const char *id);
 

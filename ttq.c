@@ -57,6 +57,7 @@
  * (unknown members, types, limits) are json.c's (struct json_doc); what names a card, a job or
  * the env object is checked here.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -104,6 +105,7 @@
 				 so that an rm -rf under way does not fail on a folder refilled */
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s between retention passes */
+#define START_COMMIT 1.0      /* s after a job's start within which a commit is its start's */
 /* A child of a daemon just killed, caught between its clone and its exec, still holds the log
  * dir's lock for a moment: without this wait a restart right after a crash failed at random. */
 #define LOG_DIR_LOCK_WAIT 2.0 /* s */
@@ -116,6 +118,7 @@
 #define MAX_ENV_BYTES (256 * 1024)
 #define MAX_EXEC_STRING (32 * 4096) /* MAX_ARG_STRLEN: exec refuses a longer argv or env string */
 #define MAX_CLIENT_ID 128
+#define MAX_KEY_CHARS 128 /* characters of an Idempotency-Key */
 #define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
 /* What the log and status say once the guardian is gone (guardian_died). */
@@ -729,6 +732,7 @@ struct recent {
 struct ack {
 	struct http_conn *conn;
 	struct active *a;
+	bool replay; /* the answer to a second submission with a's idempotency key */
 };
 
 static struct {
@@ -742,6 +746,7 @@ static struct {
 	struct ack *acks;
 	int nacks, capacks;
 	bool cards_dirty;
+	double prev_last_write; /* store_last_write at the store's open: the previous instance's */
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
@@ -1125,6 +1130,19 @@ w_exit_code(struct json_w *w, const struct job *j)
 		json_w_null(w);
 }
 
+/* How the job ended: end_reason (null until then, or in a record older than the field) and
+ * the signal its shell died of (null when none). */
+static void
+w_end(struct json_w *w, const struct job *j)
+{
+	w_str(w, "end_reason", sched_end_name(j->end_reason));
+	json_w_key(w, "signal");
+	if (j->end_signal)
+		json_w_int(w, j->end_signal);
+	else
+		json_w_null(w);
+}
+
 static char *
 timeout_message(const struct job *j)
 {
@@ -1174,6 +1192,7 @@ render_record(struct json_w *w, const struct job *j, const char *output_file)
 	w_time(w, "finished_at", j->finished_at);
 	w_str(w, "output_file", output_file);
 	w_exit_code(w, j);
+	w_end(w, j);
 	w_num(w, "elapsed", j->elapsed);
 	w_bool(w, "timed_out", j->timed_out);
 	w_int(w, "log_size", j->log_size);
@@ -1181,6 +1200,7 @@ render_record(struct json_w *w, const struct job *j, const char *output_file)
 	w_int(w, "dropped_log_bytes", j->dropped_log_bytes);
 	w_str(w, "error", j->error);
 	w_int(w, "reset_epoch", j->reset_epoch);
+	w_str(w, "idempotency_key", j->idempotency_key);
 	if (j->timed_out)
 		w_timeout_message(w, j);
 	if (!isnan(j->stop_requested_at))
@@ -1241,6 +1261,7 @@ render_result_done(struct json_w *w, const struct job *j, const char *output_fil
 	w_str(w, "job_id", j->id);
 	w_str(w, "status", "done");
 	w_exit_code(w, j);
+	w_end(w, j);
 	w_str(w, "output_file", output_file);
 	w_num(w, "elapsed", j->elapsed);
 	w_str(w, "mode", sched_mode_name(j->mode));
@@ -1300,6 +1321,7 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 	if (j->status == JOB_DONE) {
 		w_time(w, "finished_at", j->finished_at);
 		w_exit_code(w, j);
+		w_end(w, j);
 		w_num(w, "elapsed", j->elapsed);
 		w_bool(w, "timed_out", j->timed_out);
 		w_str(w, "error", j->error);
@@ -1608,7 +1630,8 @@ static struct json_tok toks[MAX_TOKENS];
 static void job_stop(struct active *a, int reason);
 static void count_outcome(const struct active *a);
 static void count_outcome_by(const struct active *a, int n);
-static void job_finish(struct active *a, int exit_code, const char *error, const char *trailer);
+static void job_finish(struct active *a, int why, int exit_code, const char *error,
+		       const char *trailer);
 
 /* Words that are no misspelling of the body member or query parameter they mean. */
 static const char *const synonyms[][2] = {
@@ -1869,7 +1892,7 @@ struct call {
 };
 
 static void
-ack_push(struct http_conn *c, struct active *a)
+ack_push(struct http_conn *c, struct active *a, bool replay)
 {
 	if (D.nacks == D.capacks) {
 		int cap = D.capacks ? D.capacks * 2 : 32;
@@ -1880,7 +1903,7 @@ ack_push(struct http_conn *c, struct active *a)
 		D.acks = p;
 		D.capacks = cap;
 	}
-	D.acks[D.nacks++] = (struct ack){.conn = c, .a = a};
+	D.acks[D.nacks++] = (struct ack){.conn = c, .a = a, .replay = replay};
 }
 
 struct submission {
@@ -2012,24 +2035,143 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	return check_cwd(c, s->cwd ? s->cwd : "");
 }
 
+/* The POST /queue answer for j; a replay's says so, with j's status, position and wait now. */
 static void
-render_submitted(struct json_w *w, const struct active *a, int position, double wait)
+render_submitted(struct json_w *w, const struct job *j, int position, double wait, bool replay)
 {
-	char *out = job_output_path(a->job.id);
+	char *out = job_output_path(j->id);
 
 	json_w_obj(w);
-	w_str(w, "job_id", a->job.id);
-	w_job_devices(w, &a->job);
-	w_str(w, "status", "queued");
+	w_str(w, "job_id", j->id);
+	w_job_devices(w, j);
+	w_str(w, "status", sched_status_name(j->status));
 	w_str(w, "output_file", out);
 	w_int(w, "position", position);
 	w_num(w, "estimated_wait_sec", wait);
-	w_num(w, "estimated_run_sec", sched_job_estimate(&a->job, 0));
-	w_int(w, "repeat", a->job.repeat);
+	w_num(w, "estimated_run_sec", sched_job_estimate(j, 0));
+	w_int(w, "repeat", j->repeat);
 	w_str(w, "mode", "run");
-	w_int(w, "timeout", a->job.timeout);
+	w_int(w, "timeout", j->timeout);
+	if (j->idempotency_key)
+		w_str(w, "idempotency_key", j->idempotency_key);
+	if (replay)
+		w_bool(w, "replayed", true);
 	json_w_obj_end(w);
 	free(out);
+}
+
+/* Whether s[0..n) may be an idempotency key: 1 to MAX_KEY_CHARS characters of RFC 3986's
+ * unreserved set, which keeps it safe in the log, in a query and in a shell. */
+static bool
+key_valid(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > MAX_KEY_CHARS)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("-._~", s[i]))
+			return false;
+	return true;
+}
+
+/*
+ * The submission's Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header; its
+ * structured-field quotes are optional) into key[0..MAX_KEY_CHARS]: 1 given, 0 none, -1
+ * answered 400 when it is not a valid key.
+ */
+static int
+key_header(struct http_conn *c, const struct http_request *req, char *key)
+{
+	const struct http_header *h = http_header_get(req, "Idempotency-Key");
+	const char *v = h ? h->value : NULL;
+	size_t n = h ? h->value_len : 0;
+
+	if (!h)
+		return 0;
+	if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
+		v++;
+		n -= 2;
+	}
+	if (!key_valid(v, n)) {
+		respond_error(c, 400, "Idempotency-Key must be 1 to %d letters, digits, '-', '.', "
+			      "'_' or '~'", MAX_KEY_CHARS);
+		return -1;
+	}
+	memcpy(key, v, n);
+	key[n] = '\0';
+	return 1;
+}
+
+/* A 503 for a request not handled (the store could not be read): ask again in a second. */
+static void
+respond_retry(struct http_conn *c, const char *why)
+{
+	struct json_w w = body_begin();
+
+	json_w_obj(&w);
+	w_str(&w, "error", why);
+	json_w_obj_end(&w);
+	respond_json(c, 503, &body_buf, "Retry-After: 1\r\n");
+}
+
+/*
+ * A submission with the key of a job submitted before (a client that lost the answer and asked
+ * again): answer that job, marked "replayed", and create nothing, whatever its state now or
+ * the cards' (so a retry never runs a job twice, nor is refused a job it has). 1 answered (the
+ * job; 422 when the key came with another command or directory; 400 when those fields are
+ * malformed; 503 to ask again when the store cannot be read), 0 when no job has the key.
+ */
+static int
+replay_submission(struct http_conn *c, const char *key)
+{
+	struct active *a = NULL;
+	struct job stored, *j;
+	char id[33], *cmd = NULL, *cwd = NULL;
+	bool same, uncommitted = false;
+	int i, r;
+
+	sched_job_init(&stored);
+	for (i = 0; i < D.nacks && !a; i++) /* submitted this turn: not in the store yet */
+		if (!D.acks[i].replay && D.acks[i].a->job.idempotency_key &&
+		    strcmp(D.acks[i].a->job.idempotency_key, key) == 0)
+			a = D.acks[i].a, uncommitted = true;
+	if (!a && (r = store_find_key(D.store, key, id)) != 1) {
+		if (r < 0)
+			respond_retry(c, "Cannot look up the Idempotency-Key in the job store now");
+		return r < 0;
+	}
+	if (!a && !(a = index_find(id)) && store_get_job(D.store, id, &stored, NULL) != 1) {
+		respond_retry(c, "Cannot read the job store now");
+		return 1;
+	}
+	j = a ? &a->job : &stored;
+	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &cmd) < 0 ||
+	    json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &cwd) < 0) {
+		doc_refuse(c);
+		goto out;
+	}
+	same = cmd && strcmp(cmd, j->cmd) == 0 && strcmp(cwd ? cwd : "", j->cwd) == 0;
+	if (!same) {
+		respond_error(c, 422, "Idempotency-Key %s was used for job %s, with another command "
+			      "or cwd; use a new key for a new job", key, j->id);
+		goto out;
+	}
+	{
+		struct json_w w = body_begin();
+		bool queued = j->status == JOB_QUEUED;
+
+		render_submitted(&w, j, queued ? sched_queued_position(&D.sched, j) : 0,
+				 queued ? sched_queued_wait(&D.sched, j, clock_wall()) : 0, true);
+	}
+	if (uncommitted)
+		ack_push(c, a, true);
+	respond_json(c, 200, &body_buf, NULL);
+out:
+	free(cmd);
+	free(cwd);
+	sched_job_clear(&stored);
+	return 1;
 }
 
 /* The members of a POST /queue body: those the earlier Python client sends, and device_ids. */
@@ -2049,11 +2191,13 @@ handle_queue(struct http_conn *c, const struct call *k)
 	const char *why;
 	struct json_w w;
 	struct card *refused = NULL;
-	int position, i;
+	char key[MAX_KEY_CHARS + 1];
+	int position, i, has_key;
 	double wait, now = clock_wall();
 
 	if (parse_body(c, body, len, queue_fields) < 0 ||
-	    submission_parse(c, body, &s) < 0)
+	    (has_key = key_header(c, k->req, key)) < 0 ||
+	    (has_key && replay_submission(c, key)) || submission_parse(c, body, &s) < 0)
 		goto out;
 	for (i = 0; i < s.ndevices && !refused; i++) { /* a dead one of its cards refuses it */
 		struct card *card = sched_card(&D.sched, s.devices[i]);
@@ -2083,6 +2227,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 	a->job.cwd = s.cwd ? s.cwd : xstrdup("");
 	a->job.client_id = s.client_id ? s.client_id : xstrdup("anon");
 	a->job.env_json = s.env_json;
+	a->job.idempotency_key = has_key ? xstrdup(key) : NULL;
 	a->no_env = !s.env_json;
 	s.cmd = s.cwd = s.client_id = s.env_json = NULL;
 	a->job.timeout = s.timeout ? (int)s.timeout : cfg.default_timeout;
@@ -2095,8 +2240,8 @@ handle_queue(struct http_conn *c, const struct call *k)
 	sched_enqueue(&D.sched, &a->job);
 	mark_dirty(a);
 	w = body_begin();
-	render_submitted(&w, a, position, wait);
-	ack_push(c, a);
+	render_submitted(&w, &a->job, position, wait, false);
+	ack_push(c, a, false);
 	respond_json(c, 200, &body_buf, NULL);
 out:
 	submission_free(&s);
@@ -2121,11 +2266,10 @@ find_job(struct http_conn *c, const char *id, struct active **a, struct job *sto
 	return r == 1 ? 2 : -1;
 }
 
-/* GET /job/ID */
+/* GET /job/ID, and GET /job?key=K once K named the job. */
 static void
-handle_job(struct http_conn *c, const struct call *k)
+respond_job(struct http_conn *c, const char *id)
 {
-	const char *id = k->id;
 	struct active *a;
 	struct job j;
 	char *out = NULL;
@@ -2145,6 +2289,48 @@ handle_job(struct http_conn *c, const struct call *k)
 		free(out);
 	}
 	respond_json(c, 200, &body_buf, NULL);
+}
+
+static void
+handle_job(struct http_conn *c, const struct call *k)
+{
+	respond_job(c, k->id);
+}
+
+/*
+ * GET /job?key=K: the job submitted with Idempotency-Key K, for a client that lost the answer
+ * to its submission and must learn whether it was queued. query_check let only `key` through,
+ * once; a valid key needs no percent-decoding.
+ */
+static void
+handle_job_key(struct http_conn *c, const struct call *k)
+{
+	const char *p = k->req->query, *end = p + k->req->query_len, *amp;
+	char key[MAX_KEY_CHARS + 1] = "", id[33];
+	size_t n;
+	int r;
+
+	for (; p < end; p = amp + 1) {
+		amp = memchr(p, '&', (size_t)(end - p));
+		amp = amp ? amp : end;
+		n = (size_t)(amp - p);
+		if (n > 4 && memcmp(p, "key=", 4) == 0 && key_valid(p + 4, n - 4)) {
+			memcpy(key, p + 4, n - 4);
+			key[n - 4] = '\0';
+		}
+	}
+	if (!key[0]) { /* under /job/ nothing but a job id names a job */
+		respond_error(c, k->req->query_len ? 400 : 404, "%s", k->req->query_len
+			      ? "Give a valid Idempotency-Key: /job?key=K" : "Unknown job");
+		return;
+	}
+	r = store_find_key(D.store, key, id);
+	if (r < 0)
+		respond_retry(c, "Cannot look up the Idempotency-Key in the job store now");
+	else if (r == 0)
+		respond_error(c, 404, "No job was submitted with Idempotency-Key %s", key);
+	else
+		respond_job(c, id);
 }
 
 /* Read ?wait= (0..60); answers 400 and returns -1 when malformed. */
@@ -2459,8 +2645,8 @@ respond_kill(struct http_conn *c, const char *key, const struct job *j)
 }
 
 static bool store_sync_now(const struct job *extra);
-static void job_finish_at(struct active *a, double end, int exit_code, const char *error,
-			  const char *trailer);
+static void job_finish_at(struct active *a, double end, int why, int exit_code,
+			  const char *error, const char *trailer);
 
 static void
 kill_active(struct http_conn *c, struct active *a)
@@ -2478,6 +2664,7 @@ kill_active(struct http_conn *c, struct active *a)
 		done.elapsed = 0;
 		done.exit_code = -1;
 		done.has_exit_code = true;
+		done.end_reason = JOB_END_CANCELLED;
 		done.error = (char *)why;
 		if (!store_sync_now(&done)) {
 			/* a may be gone: a submission of this turn is refused whole. */
@@ -2485,7 +2672,7 @@ kill_active(struct http_conn *c, struct active *a)
 			return;
 		}
 		sched_unlink(&D.sched, &a->job);
-		job_finish_at(a, done.finished_at, -1, why,
+		job_finish_at(a, done.finished_at, JOB_END_CANCELLED, -1, why,
 			      PROC_MARKER " cancelled by a kill request before it started\n");
 		respond_kill(c, "cancelled", &a->job);
 	} else if (a->job.status == JOB_RUNNING && a->job.mode == JOB_MODE_RUN) {
@@ -2584,7 +2771,7 @@ static void handle_release(struct http_conn *c, const struct call *k);
 static void handle_metrics(struct http_conn *c, const struct call *k);
 
 static const char *const no_params[] = {NULL}, *const status_params[] = {"device", NULL},
-		  *const result_params[] = {"wait", NULL},
+		  *const result_params[] = {"wait", NULL}, *const job_params[] = {"key", NULL},
 		  *const logs_params[] = {"offset", "limit", "wait", NULL};
 
 /*
@@ -2642,6 +2829,7 @@ static const struct route {
     {"/status", "GET", true, handle_status, status_params},
     {"/metrics", "GET", true, handle_metrics, no_params},
     {"/job/", "GET", false, handle_job, no_params},
+    {"/job", "GET", false, handle_job_key, job_params},
     {"/result/", "GET", false, handle_result, result_params},
     {"/logs/", "GET", false, handle_logs, logs_params},
 };
@@ -2935,7 +3123,7 @@ run_iteration(struct active *a, char *const envp[])
 	if (spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err)) < 0) {
 		char *e = xasprintf("Cannot start the job: %s", err);
 
-		job_finish(a, -1, e, NULL);
+		job_finish(a, JOB_END_START_FAILED, -1, e, NULL);
 		free(e);
 	} else if (err[0]) {
 		/* The child could not chdir or exec (its cwd removed since submission, no
@@ -2955,7 +3143,7 @@ job_spawn_first(struct active *a)
 	free(a->job.env_json);
 	a->job.env_json = NULL;
 	if (!a->envp) {
-		job_finish(a, -1, "Cannot build the job's environment", NULL);
+		job_finish(a, JOB_END_START_FAILED, -1, "Cannot build the job's environment", NULL);
 		return;
 	}
 	timer_set(&a->deadline, mono_now + a->job.timeout);
@@ -2975,6 +3163,22 @@ shell_ended(const struct active *a)
 	enum proc_job_state st = proc_job_state(a->proc);
 
 	return st == PROC_JOB_REAPED || st == PROC_JOB_KILLING;
+}
+
+/* The end_reason of a job stopped for a->stop. */
+static int
+stop_end(const struct active *a)
+{
+	switch (a->stop) {
+	case STOP_KILL:
+		return JOB_END_KILLED;
+	case STOP_SHUTDOWN:
+		return JOB_END_SERVICE_STOP;
+	case STOP_PREEMPT:
+		return JOB_END_RESET;
+	default:
+		return JOB_END_TIMEOUT;
+	}
 }
 
 static const char *
@@ -3021,12 +3225,16 @@ iteration_done(struct active *a, int code)
 
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
 		free(m);
-		job_finish(a, -9, NULL, trailer);
+		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
 	} else if (a->stop != STOP_NONE) {
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", stop_error(a));
-		job_finish(a, a->stop == STOP_SHUTDOWN ? -1 : code, stop_error(a), trailer);
+		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, stop_error(a),
+			   trailer);
 	} else if (code != 0 || j->repeat_current >= j->repeat) {
-		job_finish(a, code, a->start_error, NULL);
+		job_finish(a, a->start_error ? JOB_END_START_FAILED
+			      : code < 0    ? JOB_END_SIGNAL
+					    : JOB_END_EXITED,
+			   code, a->start_error, NULL);
 	} else {
 		j->repeat_current++;
 		run_iteration(a, a->envp);
@@ -3076,7 +3284,7 @@ job_timeout_fired(void *arg)
 
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
 		free(m);
-		job_finish(a, -9, NULL, trailer);
+		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
 	}
 }
 
@@ -3105,13 +3313,19 @@ job_stop(struct active *a, int reason)
 }
 
 /*
- * Finish a job: record the outcome, close its log (trailer lines and the truncation marker),
- * write meta.json, free its card, answer its waiters. Memory is released after the commit.
+ * Finish a job: record the outcome (why: enum job_end; a negative exit code of a job that died
+ * of a signal, on its own or stopped, is that signal), close its log (trailer lines and the
+ * truncation marker), write meta.json, free its card, answer its waiters. Memory is released
+ * after the commit. A job the daemon's crash cut short with no sign of life after its start
+ * has no known end: its elapsed time is null rather than a false 0 s.
  */
 static void
-job_finish_at(struct active *a, double end, int exit_code, const char *error, const char *trailer)
+job_finish_at(struct active *a, double end, int why, int exit_code, const char *error,
+	      const char *trailer)
 {
 	struct job *j = &a->job;
+	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET ||
+			 why == JOB_END_TIMEOUT;
 	char cards[256];
 	int i;
 
@@ -3119,8 +3333,12 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	sched_job_transition(j, JOB_PHASE_DONE);
 	j->finished_at = end;
 	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
+	if (why == JOB_END_CRASH && !isnan(j->started_at) && end <= j->started_at)
+		j->elapsed = NAN;
 	j->exit_code = exit_code;
 	j->has_exit_code = true;
+	j->end_reason = why;
+	j->end_signal = signalled && exit_code < 0 ? -exit_code : 0;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
 	if (open_log(a) == 0) {
@@ -3142,16 +3360,17 @@ job_finish_at(struct active *a, double end, int exit_code, const char *error, co
 	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
 	for (i = 0; i < sched_job_ncards(j); i++)
 		recent_add(sched_card(&D.sched, sched_job_device(j, i)), j);
-	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s", j->id,
-	       job_cards(j, cards, sizeof(cards)), exit_code, j->elapsed, error ? ": " : "",
-	       error ? error : "");
+	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s%s%s%s", j->id,
+	       job_cards(j, cards, sizeof(cards)), exit_code, isnan(j->elapsed) ? 0 : j->elapsed,
+	       why == JOB_END_EXITED ? "" : " (", why == JOB_END_EXITED ? "" : sched_end_name(why),
+	       why == JOB_END_EXITED ? "" : ")", error ? ": " : "", error ? error : "");
 }
 
 /* job_finish_at, the job ending now. */
 static void
-job_finish(struct active *a, int exit_code, const char *error, const char *trailer)
+job_finish(struct active *a, int why, int exit_code, const char *error, const char *trailer)
 {
-	job_finish_at(a, clock_wall(), exit_code, error, trailer);
+	job_finish_at(a, clock_wall(), why, exit_code, error, trailer);
 }
 
 static void
@@ -3302,7 +3521,7 @@ card_fail_queue(struct card *c)
 				       "this job never ran", c->device);
 	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
 	while ((j = sched_fail_next(&D.sched, c)))
-		job_finish(active_of(j), -1, error, trailer);
+		job_finish(active_of(j), JOB_END_CARD_DEAD, -1, error, trailer);
 }
 
 /*
@@ -3340,12 +3559,12 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	if (how == RESET_NEXT_HEALTHY) {
 		trailer = xasprintf(PROC_MARKER " card %d is healthy (reset epoch %lld)\n", c->device,
 				    c->reset_epoch);
-		job_finish(a, 0, NULL, trailer);
+		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
 		logmsg("tt-device-queue: reset of card %d succeeded: %shealthy, reset epoch %lld",
 		       c->device, was_dead ? "the dead card is " : "", c->reset_epoch);
 	} else {
 		trailer = xasprintf(PROC_MARKER " %s\n", reason);
-		job_finish(a, 1, reason, trailer);
+		job_finish(a, JOB_END_EXITED, 1, reason, trailer);
 		if (how == RESET_NEXT_DEAD) {
 			logmsg("tt-device-queue: reset of card %d failed", c->device);
 			logmsg("tt-device-queue: card %d is dead: %s", c->device, reason);
@@ -3366,7 +3585,8 @@ reset_step_done(struct active *a, int code)
 	timer_stop(&a->deadline);
 	if (a->stop == STOP_SHUTDOWN) {
 		/* The card stays resetting with the reset pending: it runs again at the next start. */
-		job_finish(a, -1, "Interrupted: the service stopped during the reset; it runs again at "
+		job_finish(a, JOB_END_SERVICE_STOP, -1,
+			   "Interrupted: the service stopped during the reset; it runs again at "
 				  "the next start",
 			   PROC_MARKER " interrupted by the service stopping\n");
 		return;
@@ -4007,7 +4227,7 @@ store_committed(void)
 
 	/* Queued only now that it is on disk; logged before a same-turn cancel frees it. */
 	for (i = 0; i < D.nacks; i++)
-		if (D.acks[i].a)
+		if (!D.acks[i].replay)
 			logmsg("tt-device-queue: job %s queued on %s by %s", D.acks[i].a->job.id,
 			       job_cards(&D.acks[i].a->job, cards, sizeof(cards)),
 			       D.acks[i].a->job.client_id);
@@ -4067,6 +4287,12 @@ store_unwind(void)
 		struct ack *ack = &D.acks[i];
 		struct active *a = ack->a;
 
+		if (ack->replay) { /* its job goes with the first submission's ack, below */
+			http_conn_retract(ack->conn);
+			respond_refused(ack->conn, a->card,
+					"The job store is degraded; the job was not queued");
+			continue;
+		}
 		if (a->job.phase == JOB_PHASE_DONE) {
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
@@ -4568,16 +4794,28 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
 }
 
 /*
- * When a job found running at start-up ended (sched_interrupted_at), from the mtime of its
- * output file: the last write to it is the latest evidence that the job still ran, and only
- * the daemon writes that file, so a job silent until the crash is under-counted, never
- * over-counted. The database's mtime is no such bound: an operator's sqlite3 shell opened
- * after the crash checkpoints it.
+ * When a job found running at start-up ended (sched_interrupted_at): the latest evidence that
+ * it still ran. Its output file's last write (only the daemon writes it); the previous
+ * instance's last commit (the job was still running then: its end was never committed),
+ * read from the rows, as an operator's sqlite3 shell opened after the crash changes the
+ * file's mtime but no row; and the moment the guardian saw the daemon die, just before it
+ * killed the job. So the end is never before the last moment the daemon knew the job ran;
+ * with none of them after its start (the guardian died too) its end is unknown
+ * (job_finish_at).
  */
 static double
 interrupted_at(const struct job *j, double now)
 {
-	return sched_interrupted_at(j, store_output_mtime(D.dir, j->id), now);
+	double t = store_output_mtime(D.dir, j->id), e[2] = {D.prev_last_write,
+							     proc_instance_ended_at()};
+	int i;
+
+	if (e[0] < j->started_at + START_COMMIT)
+		e[0] = NAN; /* its start's own commit: no sign of life after it */
+	for (i = 0; i < 2; i++)
+		if (!isnan(e[i]) && (isnan(t) || e[i] > t))
+			t = e[i];
+	return sched_interrupted_at(j, t, now);
 }
 
 /*
@@ -4600,7 +4838,7 @@ recover_card_gone(struct active *a, int device, double now)
 		       "again"
 		     : "the job never ran");
 	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
-	job_finish_at(a, ran ? interrupted_at(j, now) : now, -1, err, trailer);
+	job_finish_at(a, ran ? interrupted_at(j, now) : now, JOB_END_CARD_GONE, -1, err, trailer);
 }
 
 /* A job found running at start-up fails as interrupted; a reset runs again (sched_card_restore). */
@@ -4613,7 +4851,7 @@ recover_interrupted(struct active *a, double now)
 	/* Output dropped before the crash was counted only up to the last save. */
 	if (a->job.log_truncated && open_log(a) == 0)
 		a->log.dropped_floor = 1;
-	job_finish_at(a, interrupted_at(&a->job, now), -1,
+	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1,
 		      reset ? "Interrupted: the service stopped during the reset (crash or "
 			      "shutdown); it runs again at this start"
 			    : "Interrupted: the service stopped while the job was running (crash "
@@ -4740,8 +4978,10 @@ open_store(bool serving)
 	char err[400], reason[sizeof(D.degraded_reason)];
 	bool refused;
 
-	if ((D.store = store_open(path, serving, err, sizeof(err), &refused)))
+	if ((D.store = store_open(path, serving, err, sizeof(err), &refused))) {
+		D.prev_last_write = store_last_write(D.store); /* before this start writes */
 		return 0;
+	}
 	if (refused) {
 		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
 		exit(1);

@@ -213,7 +213,7 @@ def columns(line):
 
 def test_status_for_a_person():
     d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "60"}).start()
-    # card 1's recent jobs: exit 3, cancelled, SIGINT, timeout, and interrupted by a restart
+    # card 1's recent jobs: exit 3, cancelled, killed, timeout, and interrupted by a restart
     d.wait_done(d.submit("exit 3", device_id="1")["job_id"])
     jid, gate = gated(d, "1")
     cancel = d.submit("true", device_id="1")["job_id"]
@@ -248,7 +248,7 @@ def test_status_for_a_person():
            "card 0: 10 queued jobs, then '... and 990 more'", out)
     card1 = out[out.index("card 1"):]
     words = re.findall(r"^  recent   (\S+(?: \d+)?)", card1, re.M)
-    tap.eq(words, ["interrupted", "timeout", "SIGINT", "cancelled", "exit 3"],
+    tap.eq(words, ["interrupted", "timeout", "killed", "cancelled", "exit 3"],
            "recent jobs newest first, their outcomes in words")
     rc, out, err = d.cli("status", "--json")
     st = json.loads(out)

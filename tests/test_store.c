@@ -423,16 +423,17 @@ test_fresh(void)
 	is_int(umask(022), 022, "store_open restores the umask");
 	db = side_open(path_in("fresh.sqlite3"));
 	is_str(side_text(db, "PRAGMA journal_mode", buf, sizeof(buf)), "wal", "journal is WAL");
-	is_int(side_int(db, "PRAGMA user_version"), 5, "user_version 5");
+	is_int(side_int(db, "PRAGMA user_version"), 6, "user_version 6");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
 	                    "name IN ('jobs_active', 'jobs_done', 'jobs_recent', "
-	                    "'jobs_recent_multi')"),
-	       4, "the four job indexes exist");
+	                    "'jobs_recent_multi', 'jobs_key')"),
+	       5, "the five job indexes exist");
 	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 13,
 	       "cards has 13 columns");
-	ok(strstr(side_columns(db, buf, sizeof(buf)), ",updated_at,device,device_ids,reset_epochs") !=
+	ok(strstr(side_columns(db, buf, sizeof(buf)),
+	          ",updated_at,device,device_ids,reset_epochs,idempotency_key,end_reason,signal") !=
 	       NULL,
-	   "jobs ends with updated_at, device, device_ids, reset_epochs");
+	   "jobs ends with updated_at, device, its cards, idempotency_key, end_reason, signal");
 	sqlite3_close(db);
 	store_close(st);
 
@@ -441,7 +442,7 @@ test_fresh(void)
 	ok(st != NULL, "an existing empty file opens");
 	is_int(file_mode(path_in("empty.sqlite3")), 0600, "an existing 0644 file becomes 0600");
 	db = side_open(path_in("empty.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 5, "empty file gets schema v5");
+	is_int(side_int(db, "PRAGMA user_version"), 6, "empty file gets schema v6");
 	sqlite3_close(db);
 	store_close(st);
 }
@@ -970,7 +971,7 @@ check_migrated_db(const char *name)
 	char fresh[2048], migrated[2048];
 	sqlite3 *db = side_open(path_in(name)), *fdb = side_open(path_in("fresh.sqlite3"));
 
-	is_int(side_int(db, "PRAGMA user_version"), 5, "migrated to user_version 5");
+	is_int(side_int(db, "PRAGMA user_version"), 6, "migrated to user_version 6");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"), 0,
 	       "device_state dropped");
 	is_int(side_int(db, "SELECT count(*) FROM jobs WHERE device = 0"), 3, "all jobs on card 0");
@@ -989,7 +990,7 @@ check_migrated_db(const char *name)
 	       "no table left from the rebuild");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
 	                    "name LIKE 'jobs_%'"),
-	       4, "indexes created");
+	       5, "indexes created");
 	sqlite3_close(db);
 	sqlite3_close(fdb);
 }
@@ -1110,7 +1111,7 @@ test_migration_v3(void)
 	store_close(st);
 	db = side_open(path_in("v3.sqlite3"));
 	fdb = side_open(path_in("fresh.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 5, "v3 becomes user_version 5");
+	is_int(side_int(db, "PRAGMA user_version"), 6, "v3 becomes user_version 6");
 	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
 	       "migrated jobs columns equal a fresh table's");
 	is_str(side_text(db, "SELECT group_concat(name) FROM pragma_table_info('cards')", migrated,
@@ -1237,13 +1238,87 @@ test_migration_v4(void)
 	store_close(st);
 	db = side_open(path_in("v4.sqlite3"));
 	fdb = side_open(path_in("fresh.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 5, "v4 becomes user_version 5");
+	is_int(side_int(db, "PRAGMA user_version"), 6, "v4 becomes user_version 6");
 	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
 	       "migrated jobs columns equal a fresh table's");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_recent_multi'"), 1,
 	       "and the index of multi-card jobs exists");
 	sqlite3_close(db);
 	sqlite3_close(fdb);
+}
+
+/*
+ * Version 6: a job's idempotency key and how it ended round-trip; a key finds its job and is
+ * unique (a second job with it fails the commit); the last write is the newest row's time; a
+ * v5 file gets the columns, its jobs without a key or an end name.
+ */
+static void
+test_keys_and_ends(void)
+{
+	struct store *st = open_ok("keys.sqlite3");
+	struct job j, back;
+	char id[33] = "", *out = NULL;
+	sqlite3 *db;
+	double before = (double)time(NULL) - 1;
+
+	make_job(&j, 1300, 0, JOB_DONE, 2000.0);
+	j.idempotency_key = strdup("cli-abc.1");
+	j.end_reason = JOB_END_SIGNAL;
+	j.end_signal = 1;
+	j.exit_code = -1;
+	j.has_exit_code = true;
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0,
+	   "a job with a key and an end is saved");
+	is_int(store_get_job(st, j.id, &back, &out), 1, "and read back");
+	ok(back.idempotency_key && strcmp(back.idempotency_key, "cli-abc.1") == 0 &&
+	       back.end_reason == JOB_END_SIGNAL && back.end_signal == 1 && back.exit_code == -1,
+	   "with its key, end_reason signal and signal 1 (not 'no exit code')");
+	sched_job_clear(&back);
+	free(out);
+	is_int(store_find_key(st, "cli-abc.1", id), 1, "its key finds it");
+	is_str(id, j.id, "the job's id");
+	is_int(store_find_key(st, "cli-other", id), 0, "another key finds nothing");
+	ok(store_last_write(st) >= before, "the last write is the time of its row");
+	sched_job_clear(&j);
+	make_job(&j, 1301, 0, JOB_QUEUED, NAN);
+	j.idempotency_key = strdup("cli-abc.1");
+	ok(store_begin(st) == 0 && (store_put_job(st, &j, NULL) != 0 || store_commit(st) != 0),
+	   "a second job with the same key is refused by the store");
+	store_rollback(st);
+	sched_job_clear(&j);
+	store_close(st);
+
+	db = side_open(path_in("v5.sqlite3"));
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
+	              "NOT NULL, cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
+	              "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
+	              "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, "
+	              "finished_at REAL, repeat_current INTEGER, repeat_completed INTEGER, "
+	              "first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
+	              "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, "
+	              "log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
+	              "error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0, "
+	              "device_ids TEXT, reset_epochs TEXT)");
+	side_exec(db, "INSERT INTO jobs (id, cmd, status, exit_code, device, submitted, "
+	              "finished_at, updated_at) VALUES ('0000000000000000000000000000000b', 'true', "
+	              "'done', -1, 0, 10.5, 11.5, 12.5); PRAGMA user_version = 5");
+	sqlite3_close(db);
+	st = open_ok("v5.sqlite3");
+	if (!ok(st != NULL, "a v5 database opens (migrated)"))
+		return;
+	is_int(store_get_job(st, "0000000000000000000000000000000b", &back, NULL), 1,
+	       "its job is kept");
+	ok(back.end_reason == JOB_END_NONE && back.end_signal == 0 && !back.idempotency_key &&
+	       back.exit_code == -1,
+	   "with no end name, signal or key");
+	sched_job_clear(&back);
+	ok(store_last_write(st) == 12.5, "the last write of a migrated file is its newest row's");
+	store_close(st);
+	db = side_open(path_in("v5.sqlite3"));
+	is_int(side_int(db, "PRAGMA user_version"), 6, "v5 becomes user_version 6");
+	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_key'"), 1,
+	       "with the index of keys");
+	sqlite3_close(db);
 }
 
 static void
@@ -1273,13 +1348,13 @@ test_refusals(void)
 	sqlite3_close(db);
 
 	db = side_open(path_in("newer.sqlite3"));
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 6");
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 7");
 	sqlite3_close(db);
 	refused = false;
 	ok(store_open(path_in("newer.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL,
-	   "v6 refused");
+	   "v7 refused");
 	ok(refused, "for good (refused)");
-	ok(strstr(errbuf, "6") && strstr(errbuf, "5") && strstr(errbuf, "fresh logs-v2/"),
+	ok(strstr(errbuf, "7") && strstr(errbuf, "6") && strstr(errbuf, "fresh logs-v2/"),
 	   "message: %s", errbuf);
 
 	fd = open(path_in("text.sqlite3"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -1596,6 +1671,8 @@ test_job_folders(void)
 		   "store_output_mtime is the output file's mtime");
 		ok(isnan(store_output_mtime(d, "fedcba9876543210fedcba9876543210")),
 		   "store_output_mtime of a job without output: NAN");
+		ok(truncate(opath, 0) == 0 && isnan(store_output_mtime(d, id)),
+		   "and of an empty output file, whose mtime is only when it was made");
 		snprintf(opath, sizeof(opath), "%s/whole.txt", dp);
 		is_int(store_write_whole(opath, "abc", 3), 0, "store_write_whole writes a file");
 		is_str(file_text(opath), "abc", "with the bytes given");
@@ -1760,6 +1837,7 @@ main(void)
 	test_migration_v3();
 	test_migration_v4();
 	test_multi_card();
+	test_keys_and_ends();
 	test_refusals();
 	test_open_failure_passes();
 	test_write_failure();
