@@ -82,6 +82,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -115,6 +117,8 @@ enum st {
 	ST_OK = 0,
 	ST_FAIL = 1, /* unreachable, refused (non-2xx) or a local failure */
 	ST_USAGE = 2,
+	ST_UNKNOWN = 75,  /* a submission was sent but never answered: it may be queued (its key
+	                   * tells) */
 	ST_TIMEOUT = 124, /* --wait-timeout passed; the job keeps running */
 	ST_INTR = 130,    /* SIGINT while waiting; the job keeps running */
 	ST_PIPE = 141,    /* stdout is a closed pipe */
@@ -127,6 +131,7 @@ enum {
 	R_EOF = -3,    /* read_more() saw end of stream */
 	R_HELP = -4,   /* a --help was printed: exit 0 */
 	R_NORAW = -5,  /* the output file cannot be trusted for this chunk: use the JSON content */
+	R_AGAIN = -6,  /* the daemon asked for the request again (busy_pause) */
 };
 
 #define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
@@ -157,6 +162,7 @@ struct cli {
 	double deadline;    /* CLOCK_MONOTONIC seconds */
 	char err[512];      /* the last failure, for the caller's message */
 	int conn_failed;    /* the last api() call failed to reach the daemon (not a refusal) */
+	int sent;           /* a request's bytes began to go out since this was last cleared */
 	int waiting;        /* in a wait on an acknowledged job: a lost daemon is waited for */
 	int connected;      /* a connection to the daemon succeeded once in this command */
 	double gone_since;  /* CLOCK_MONOTONIC when the daemon was lost in that wait, or 0 */
@@ -166,6 +172,8 @@ struct cli {
 /* One HTTP answer; body points into cli.in and is valid until the next request. */
 struct resp {
 	int status;
+	int retry_after; /* its Retry-After in seconds, -1 without: a 503 that has one says the
+	                  * request was not handled (busy, starting) and may be sent again */
 	const char *body;
 	size_t len;
 };
@@ -879,9 +887,26 @@ read_more(struct cli *c, double until)
 	}
 }
 
+/* The Retry-After of a response head in whole seconds (RFC 9110 10.2.3), -1 when absent or
+ * an HTTP date (the daemon sends seconds). */
+static int
+retry_after(const struct http_response *res)
+{
+	unsigned long long v;
+	size_t k;
+
+	for (k = 0; k < res->num_headers; k++)
+		if (res->headers[k].name_len == 11 &&
+		    strncasecmp(res->headers[k].name, "Retry-After", 11) == 0 &&
+		    http_parse_uint(res->headers[k].value, res->headers[k].value_len, 3600, &v) == 0)
+			return (int)v;
+	return -1;
+}
+
 /*
- * Read the head of one final (non-1xx) answer: its length *head, r->status, the body's
- * length *clen (-1 when absent) and *closing (the daemon closes the connection after it).
+ * Read the head of one final (non-1xx) answer: its length *head, r->status and
+ * r->retry_after, the body's length *clen (-1 when absent) and *closing (the daemon closes
+ * the connection after it).
  */
 static int
 read_head(struct cli *c, double until, size_t *head, struct resp *r, long long *clen, int *closing)
@@ -908,6 +933,7 @@ read_head(struct cli *c, double until, size_t *head, struct resp *r, long long *
 		c->in.len -= *head;
 	}
 	r->status = res.status;
+	r->retry_after = retry_after(&res);
 	*clen = res.content_length;
 	*closing = !res.keep_alive;
 	return ST_OK;
@@ -953,12 +979,14 @@ read_response(struct cli *c, double until, struct resp *r)
 /* Build one request (head and body in one buffer, sent with one write). */
 static void
 build_request(struct json_buf *req, const struct cli *c, const char *method, const char *path,
-              const char *body, size_t blen)
+              const char *body, size_t blen, const char *key)
 {
 	json_buf_printf(req,
 	                "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: " PROG "\r\n"
 	                "Accept: application/json\r\n",
 	                method, path, c->hostport);
+	if (key != NULL)
+		json_buf_printf(req, "Idempotency-Key: %s\r\n", key);
 	if (body != NULL)
 		json_buf_printf(req, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
 		                blen);
@@ -969,21 +997,26 @@ build_request(struct json_buf *req, const struct cli *c, const char *method, con
 
 /*
  * One HTTP exchange on the kept connection: the answer is due within wait + 10 s (and the
- * local deadline still applies). A connection the daemon closed between requests is reopened
- * once. Returns ST_OK with r set (any HTTP status), ST_FAIL (c->err says why), ST_USAGE
- * (bad target, printed), ST_TIMEOUT or ST_INTR. On any failure the connection is abandoned.
+ * local deadline still applies). Only a request that may be applied twice without harm (a
+ * GET, or a POST carrying an idempotency key) is sent again, once, when a kept connection
+ * turns out closed; any other POST goes on a new connection, so that a lost answer is never
+ * the daemon's close of an idle one. c->sent is set once bytes begin to go out. Returns ST_OK
+ * with r set (any HTTP status), ST_FAIL (c->err says why), ST_USAGE (bad target, printed),
+ * ST_TIMEOUT or ST_INTR. On any failure the connection is abandoned.
  */
 static int
 http_call(struct cli *c, const char *method, const char *path, const char *body, size_t blen,
-          int wait, struct resp *r)
+          int wait, const char *key, struct resp *r)
 {
 	struct json_buf req;
-	int rc, fresh, attempt;
+	int rc, fresh, attempt, again = strcmp(method, "GET") == 0 || key != NULL;
 
 	if (!c->target_ok && (rc = resolve_target(c)) != ST_OK)
 		return rc;
+	if (!again)
+		conn_close(c);
 	json_buf_init(&req);
-	build_request(&req, c, method, path, body, blen);
+	build_request(&req, c, method, path, body, blen, key);
 	if (req.oom) {
 		json_buf_free(&req);
 		return fail(c, "out of memory");
@@ -995,13 +1028,14 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
 		if (fresh && (rc = conn_open(c)) != ST_OK)
 			break;
 		until = now_mono() + wait + REQUEST_SLACK_SEC;
+		c->sent = 1;
 		rc = send_all(c, req.p, req.len, until);
 		if (rc == ST_OK)
 			rc = read_response(c, until, r);
 		if (rc == ST_OK)
 			break;
 		conn_close(c);
-		if (rc != R_CLOSED || fresh || attempt > 0)
+		if (rc != R_CLOSED || fresh || attempt > 0 || !again)
 			break;
 	}
 	json_buf_free(&req);
@@ -1035,6 +1069,56 @@ report_refusal(struct cli *c, const struct resp *r)
 		       (int)(r->len > 200 ? 200 : r->len), r->body);
 }
 
+/* TT_DEVICE_RECONNECT_SEC, else RECONNECT_SEC (a bad value is said once, then ignored). */
+static double
+reconnect_window(void)
+{
+	static int told;
+	const char *e = env_nonempty("TT_DEVICE_RECONNECT_SEC");
+	double limit = RECONNECT_SEC;
+
+	if (e != NULL && parse_secs(e, &limit) < 0) {
+		limit = RECONNECT_SEC;
+		if (!told++)
+			errmsg("TT_DEVICE_RECONNECT_SEC must be seconds, not '%s'; using %d", e,
+			       RECONNECT_SEC);
+	}
+	return limit;
+}
+
+/* A pause of secs seconds that SIGINT and --wait-timeout end: ST_OK when it ran its course. */
+static int
+pause_for(struct cli *c, double secs)
+{
+	int rc = wait_fd(c, -1, 0, now_mono() + secs); /* no descriptor: a pause */
+
+	return rc == R_SLOW ? ST_OK : rc;
+}
+
+/*
+ * An answer that says "not handled, ask again" (a 503 with Retry-After: the daemon at its
+ * connection limit, or still opening its store): pause as it asks (at most 5 s) and return
+ * R_AGAIN, so the same request goes again. A wait does so for as long as it waits; any other
+ * request for TT_DEVICE_RECONNECT_SEC from the first such answer (*since), then ST_OK: the
+ * answer stands as a refusal. ST_OK for every other answer; ST_INTR or ST_TIMEOUT when the
+ * pause was cut short.
+ */
+static int
+busy_pause(struct cli *c, const struct resp *r, double *since)
+{
+	int rc;
+
+	if (r->status != 503 || r->retry_after < 0)
+		return ST_OK;
+	if (*since == 0)
+		*since = now_mono();
+	if (!c->waiting && now_mono() - *since > reconnect_window())
+		return ST_OK;
+	conn_close(c);
+	rc = pause_for(c, r->retry_after < 1 ? 1 : r->retry_after > 5 ? 5 : r->retry_after);
+	return rc == ST_OK ? R_AGAIN : rc;
+}
+
 /*
  * Request path and parse the JSON object answer into d (the caller frees it on ST_OK).
  * Failures are printed here: unreachable daemon, and any non-2xx answer (its "error" text)
@@ -1046,6 +1130,7 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
          int wait, struct doc *d, int quiet)
 {
 	struct resp r;
+	double busy_since = 0;
 	int rc;
 
 	memset(&r, 0, sizeof r);
@@ -1055,7 +1140,10 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
 		errmsg("out of memory");
 		return ST_FAIL;
 	}
-	rc = http_call(c, method, path, body ? body->p : NULL, body ? body->len : 0, wait, &r);
+	while ((rc = http_call(c, method, path, body ? body->p : NULL, body ? body->len : 0, wait,
+	                       NULL, &r)) == ST_OK &&
+	       (rc = busy_pause(c, &r, &busy_since)) == R_AGAIN)
+		;
 	if (rc == ST_FAIL) {
 		c->conn_failed = 1;
 		if (!quiet)
@@ -1110,16 +1198,8 @@ api(struct cli *c, const char *method, const char *path, const struct json_buf *
 static int
 daemon_lost(struct cli *c, const char *id)
 {
-	const char *e = env_nonempty("TT_DEVICE_RECONNECT_SEC");
-	double t = now_mono(), limit = RECONNECT_SEC;
-	int rc;
+	double t = now_mono(), limit = reconnect_window();
 
-	if (e != NULL && parse_secs(e, &limit) < 0) {
-		limit = RECONNECT_SEC;
-		if (c->gone_since == 0)
-			errmsg("TT_DEVICE_RECONNECT_SEC must be seconds, not '%s'; using %d", e,
-			       RECONNECT_SEC);
-	}
 	if (c->gone_since == 0) {
 		c->gone_since = t;
 		fprintf(stderr,
@@ -1132,8 +1212,7 @@ daemon_lost(struct cli *c, const char *id)
 		       limit, c->err, id, id);
 		return ST_FAIL;
 	}
-	rc = wait_fd(c, -1, 0, t + 0.25); /* no descriptor: a pause SIGINT and --wait-timeout end */
-	return rc == R_SLOW ? ST_OK : rc;
+	return pause_for(c, 0.25);
 }
 
 /*
@@ -1524,76 +1603,125 @@ job_exit_status(const struct doc *d)
 	return code < -127 ? 255 : 128 + (int)-code;
 }
 
-/* Case-insensitive: does s contain w? */
-static int
-has_word(const char *s, const char *w)
-{
-	return strcasestr(s, w) != NULL;
-}
-
-/*
- * What the record's `error` says happened, short: "cancelled before it started",
- * "interrupted by a service stop", ...; the error itself when it is none of the known
- * cases; NULL when there is no error.
- */
+/* Signal s's name (SIGINT), or NULL for one not listed. */
 static const char *
-error_phrase(const char *err, char *buf, size_t cap)
+signal_name(long long s)
 {
-	if (err == NULL || err[0] == 0)
-		return NULL;
-	if (has_word(err, "cancelled"))
-		snprintf(buf, cap, "cancelled before it started (kill request)");
-	else if (has_word(err, "no longer configured"))
-		snprintf(buf, cap, "%s", err);
-	else if (has_word(err, "service stopped"))
-		snprintf(buf, cap, "interrupted by a service stop (%s)",
-		         has_word(err, "runs again") ? "the reset runs again at the next start"
-		                                      : "it is not run again");
-	else if (has_word(err, " is dead") && has_word(err, "never ran"))
-		snprintf(buf, cap,
-		         "never ran: the card is dead (needs a host reboot or operator recovery)");
-	else if (has_word(err, "kill request"))
-		snprintf(buf, cap, "stopped by a kill request");
-	else if (has_word(err, "interrupted by a reset"))
-		snprintf(buf, cap, "interrupted by a reset of its card");
-	else
-		snprintf(buf, cap, "%s", err);
-	return buf;
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
+	             {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
+	             {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+	             {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+	             {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}};
+	size_t i;
+
+	for (i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (names[i].sig == s)
+			return names[i].name;
+	return NULL;
 }
 
 /*
- * "exit 3 in 0.52s", "killed by signal 15 in 1.00s", "stopped by a kill request (signal 2)
- * after 1.00s", "cancelled before it started (kill request); no exit code, exit status 129".
- * Returns 1 when the record's error was used (it need not be repeated).
+ * How a job ended, by its record's end_reason (a closed set, the man page's): a word for
+ * `status` and a phrase for the summary line. Nothing is read from the words of `error`,
+ * which carry the user's own text (a cwd named "kill request"); records of a daemon older
+ * than end_reason fall back on the exit code alone.
  */
-static int
+static const struct ending {
+	const char *reason;
+	const char *word;   /* status's recent lines */
+	const char *phrase; /* the summary line; NULL: told by the exit code or signal */
+	int ran;            /* its process ran, so its time is told */
+} endings[] = {
+    {"exited", NULL, NULL, 1},
+    {"signal", NULL, NULL, 1},
+    {"timeout", "timeout", NULL, 1},
+    {"killed", "killed", "stopped by a kill request", 1},
+    {"reset", "reset", "interrupted by a reset of its card", 1},
+    {"cancelled", "cancelled", "cancelled before it started (kill request)", 0},
+    {"service_stop", "interrupted", "interrupted by a service stop", 1},
+    {"crash", "crash", "interrupted: the service died while it ran", 1},
+    {"card_dead", "card dead",
+     "never ran: the card is dead (needs a host reboot or operator recovery)", 0},
+    {"card_gone", "card gone", "its card is no longer configured (TT_DEVICE_IDS)", 0},
+    {"start_failed", "not started", NULL, 0}, /* its error, as the daemon words it */
+};
+
+/* The ending named by the record's end_reason, or NULL (none yet, or an older daemon). */
+static const struct ending *
+ending_of(const struct doc *d, int j)
+{
+	char name[32];
+	size_t k;
+
+	if (doc_str(d, j, "end_reason", name, sizeof name) == NULL)
+		return NULL;
+	for (k = 0; k < sizeof endings / sizeof endings[0]; k++)
+		if (strcmp(name, endings[k].reason) == 0)
+			return &endings[k];
+	return NULL;
+}
+
+/* "signal 1 (SIGHUP)" into b. */
+static void
+put_signal(struct json_buf *b, long long sig)
+{
+	const char *name = signal_name(sig);
+
+	json_buf_printf(b, "signal %lld%s%s%s", sig, name ? " (" : "", name ? name : "",
+	                name ? ")" : "");
+}
+
+/*
+ * "exit 3 in 0.52s", "killed by signal 1 (SIGHUP) in 1.00s", "stopped by a kill request
+ * (signal 2) after 1.00s", "cancelled before it started (kill request); no exit code, exit
+ * status 129".
+ */
+static void
 summary_outcome(struct json_buf *b, const struct doc *d)
 {
-	long long code, v, n;
+	const struct ending *e = ending_of(d, 0);
+	const char *reason = e ? e->reason : "";
+	long long code = -1, sig = 0, v, n;
 	double el;
-	char t[32], err[1024], what[1100];
-	const char *why = error_phrase(doc_str(d, 0, "error", err, sizeof err), what, sizeof what);
-	int has_code = doc_int(d, 0, "exit_code", &code) == 0, ran;
+	char t[32], err[1024] = "", mode[16] = "";
+	int has_code = doc_int(d, 0, "exit_code", &code) == 0, told = e && e->phrase;
+	int crash = strcmp(reason, "crash") == 0;
 
-	ran = doc_get(d, 0, "started_at") >= 0 &&
-	      d->t[doc_get(d, 0, "started_at")].type == JSON_STRING;
-	if (why != NULL) {
-		json_buf_printf(b, "%s", why);
-		if (has_code && code < -1)
-			json_buf_printf(b, " (signal %lld)", -code);
-		else if (has_code && code >= 0)
+	doc_int(d, 0, "signal", &sig);
+	if (!e && has_code && code < -1)
+		sig = -code; /* a daemon without end_reason: -s was signal s */
+	doc_str(d, 0, "mode", mode, sizeof mode);
+	doc_str(d, 0, "error", err, sizeof err);
+	if (strcmp(reason, "start_failed") == 0) /* the daemon's error says why */
+		json_buf_printf(b, "%s, ", err[0] ? err : "could not start");
+	if (told) {
+		json_buf_printf(b, "%s", e->phrase);
+		if (sig > 0) {
+			json_buf_printf(b, " (");
+			put_signal(b, sig);
+			json_buf_printf(b, ")");
+		} else if (e->ran && has_code && code >= 0) {
 			json_buf_printf(b, ", exit %lld", code);
-	} else if (!has_code) {
-		json_buf_printf(b, "no exit code");
-	} else if (code >= -1) {
-		json_buf_printf(b, "exit %lld", code);
+		}
+	} else if (sig > 0) {
+		json_buf_printf(b, "killed by ");
+		put_signal(b, sig);
 	} else {
-		json_buf_printf(b, "killed by signal %lld", -code);
+		json_buf_printf(b, has_code && code != -1 ? "exit %lld" : "no exit code", code);
 	}
-	if (doc_num(d, 0, "elapsed", &el) == 0 && (ran || why == NULL))
-		json_buf_printf(b, " %s %s", why ? "after" : "in", fmt_secs(el, t, sizeof t));
-	if (why != NULL && has_code && code == -1)
-		json_buf_printf(b, "; no exit code, exit status 129");
+	if (crash || strcmp(reason, "service_stop") == 0)
+		json_buf_printf(b, strcmp(mode, "reset") == 0 ? " (the reset runs again at the next "
+		                                                 "start)"
+		                                               : " (it is not run again)");
+	if ((!e || e->ran) && doc_num(d, 0, "elapsed", &el) == 0)
+		json_buf_printf(b, " %s %s", told ? "after" : "in", fmt_secs(el, t, sizeof t));
+	else if (crash)
+		json_buf_printf(b, " after an unknown time");
+	if (has_code && code == -1 && sig == 0)
+		json_buf_printf(b, told ? "; no exit code, exit status 129" : ", exit status 129");
 	if (doc_true(d, 0, "timed_out")) {
 		if (doc_int(d, 0, "timeout", &v) == 0)
 			json_buf_printf(b, "; timed out at its %llds limit", v);
@@ -1603,9 +1731,10 @@ summary_outcome(struct json_buf *b, const struct doc *d)
 	/* After a crash the counters are those of the job's start: no count is better than a
 	 * wrong one. */
 	if (doc_int(d, 0, "repeat", &n) == 0 && n > 1 && doc_int(d, 0, "repeat_completed", &v) == 0 &&
-	    !(why != NULL && has_word(err, "crash or shutdown")))
+	    !crash)
 		json_buf_printf(b, "; %lld of %lld iterations succeeded", v, n);
-	return why != NULL;
+	if (!e && has_code && code == -1 && err[0])
+		json_buf_printf(b, " (%s)", err); /* an older daemon's record: its error as it is */
 }
 
 /* The summary line on stderr after a job finished. */
@@ -1765,6 +1894,7 @@ enum opt_id {
 	O_LIMIT,
 	O_FOLLOW,
 	O_REASON,
+	O_KEY,
 };
 
 struct optspec {
@@ -1806,6 +1936,7 @@ struct opts {
 	int ndevices;
 	int device_all;
 	const char *cwd;   /* NULL: the client's directory */
+	char cwd_sent[PATH_MAX * 2]; /* the "cwd" a submission sends (cwd_value) */
 	long long timeout; /* -1: not sent */
 	long long repeat;  /* -1: not sent */
 	const char **env;  /* "NAME=VALUE" views into argv */
@@ -1822,6 +1953,7 @@ struct opts {
 	int limit_set;
 	int follow;
 	const char *reason; /* hold --reason, a view into argv */
+	const char *key;    /* --key: a submission's idempotency key, a view into argv */
 	struct json_buf cmd; /* the job's command, NUL-terminated once built */
 };
 
@@ -1916,6 +2048,18 @@ opt_next(struct args *a, int words, const char **val)
 	return O_END;
 }
 
+/* Whether s may be an idempotency key (as the daemon takes them: RFC 3986's unreserved set). */
+static int
+key_valid(const char *s)
+{
+	size_t n = strlen(s), k;
+
+	for (k = 0; k < n; k++)
+		if (!isalnum((unsigned char)s[k]) && !strchr("-._~", s[k]))
+			return 0;
+	return n > 0 && n <= 128;
+}
+
 /* Apply a submission option (run, queue, queue-python). Returns ST_OK or ST_USAGE. */
 static int
 opt_submit(struct args *a, struct opts *o, int id, const char *val)
@@ -1951,6 +2095,11 @@ opt_submit(struct args *a, struct opts *o, int id, const char *val)
 		o->pyargs[o->npyargs++] = val;
 	} else if (id == O_WAIT) {
 		o->wait = 1;
+	} else if (id == O_KEY) {
+		if (!key_valid(val))
+			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', '_' "
+			                         "or '~', not '%s'", val);
+		o->key = val;
 	}
 	return ST_OK;
 }
@@ -2257,28 +2406,31 @@ agent_ancestor(char *out, size_t cap)
 	return 0;
 }
 
-/* The "cwd" to send into out; returns 0 when the field is to be left out. */
+/*
+ * The "cwd" to send into out: --cwd when absolute or '' (the daemon's), else the current
+ * directory (with a relative --cwd under it). ST_OK, or ST_USAGE (said why) when the current
+ * directory cannot be told (removed, or longer than PATH_MAX): running the job in the
+ * daemon's directory instead would run it where nobody asked.
+ */
 static int
-cwd_value(const char *opt, char *out, size_t cap)
+cwd_value(const struct args *a, const char *opt, char *out, size_t cap)
 {
 	char here[PATH_MAX];
 
 	if (opt != NULL && (opt[0] == '/' || opt[0] == 0)) {
 		snprintf(out, cap, "%s", opt);
-		return 1;
+		return ST_OK;
 	}
-	if (getcwd(here, sizeof here) == NULL) {
-		fprintf(stderr,
-		        NOTE "warning: cannot tell the current directory (%s); the job runs "
-		             "in the daemon's\n",
-		        strerror(errno));
-		return 0;
-	}
+	if (getcwd(here, sizeof here) == NULL)
+		return usage_err(a->cmd, "cannot tell the current directory (%s): the job would "
+		                         "run where it was not asked to; cd to a directory, or give "
+		                         "--cwd DIR",
+		                 strerror(errno));
 	if (opt == NULL)
 		snprintf(out, cap, "%s", here);
 	else
 		snprintf(out, cap, "%s/%s", strcmp(here, "/") ? here : "", opt);
-	return 1;
+	return ST_OK;
 }
 
 /* "env": the --env pairs as an object; a later NAME overrides an earlier one. */
@@ -2332,11 +2484,11 @@ static int
 submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_buf *b)
 {
 	struct json_w w;
-	char cwd[PATH_MAX * 2], dev[24];
-	int has_cwd = cwd_value(o->cwd, cwd, sizeof cwd), k;
+	char dev[24];
+	int k;
 
 	if (utf8_or_refuse("the command", cmd) < 0 ||
-	    (has_cwd && utf8_or_refuse("the working directory", cwd) < 0))
+	    utf8_or_refuse("the working directory", o->cwd_sent) < 0)
 		return ST_USAGE;
 	for (k = 0; k < o->nenv; k++)
 		if (utf8_or_refuse("--env", o->env[k]) < 0)
@@ -2347,10 +2499,8 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	json_w_obj(&w);
 	json_w_key(&w, "cmd");
 	json_w_cstr(&w, cmd);
-	if (has_cwd) {
-		json_w_key(&w, "cwd");
-		json_w_cstr(&w, cwd);
-	}
+	json_w_key(&w, "cwd");
+	json_w_cstr(&w, o->cwd_sent);
 	if (o->ndevices > 1) {
 		json_w_key(&w, "device_ids");
 		json_w_arr(&w);
@@ -2382,30 +2532,107 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	return ST_OK;
 }
 
+/* An idempotency key of the client's own: "cli-" and 128 random bits in hex. 0, or -1 (errno). */
+static int
+make_key(char *out, size_t cap)
+{
+	unsigned char r[16];
+	size_t k;
+
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+		return -1;
+	snprintf(out, cap, "cli-");
+	for (k = 0; k < sizeof r; k++)
+		snprintf(out + 4 + 2 * k, cap - 4 - 2 * k, "%02x", r[k]);
+	return 0;
+}
+
+/* How the fate of a submission is told when it stays unknown or is cut short. */
+static void
+say_unknown(const struct cli *c, const char *key, int rc)
+{
+	if (rc == ST_UNKNOWN)
+		errmsg("the daemon at %s did not answer the submission within %g s (%s); whether "
+		       "the job was queued is unknown",
+		       c->hostport, reconnect_window(), c->err);
+	else
+		fprintf(stderr, NOTE "interrupted before the daemon answered; the job may have "
+		                     "been queued\n");
+	fprintf(stderr,
+	        NOTE "its idempotency key is %s: `" PROG " job --key %s` tells whether it was; "
+	             "submitting again with --key %s queues it at most once\n",
+	        key, key, key);
+}
+
 /*
- * POST /queue for cmd. On ST_OK id[33] holds the job id and *d the answer (caller frees).
- * A Ctrl-C before the answer is explained here (the job may or may not be queued).
+ * POST /queue for cmd with an idempotency key (o->key, else one made up here). A submission
+ * that may have reached the daemon without its answer coming back (the connection closed, the
+ * daemon stalled, restarted or waits for its previous instance's guardian) is sent again with
+ * the same key, which never queues a job twice, until an answer comes or
+ * TT_DEVICE_RECONNECT_SEC passes. On ST_OK id[33] holds the job id and *d the answer (caller
+ * frees). ST_FAIL: nothing was queued (refused, or unreachable before anything was sent), said
+ * here. ST_UNKNOWN: the window passed with its fate unknown; ST_INTR: interrupted; both said
+ * here with the key that tells.
  */
 static int
 submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct doc *d)
 {
 	struct json_buf b;
-	int rc;
+	struct resp r;
+	char key[64];
+	double start = now_mono(), busy_since = 0;
+	int rc, unknown = 0, said = 0;
 
+	if (o->key) {
+		snprintf(key, sizeof key, "%s", o->key);
+	} else if (make_key(key, sizeof key) < 0) {
+		errmsg("cannot make an idempotency key: %s", strerror(errno));
+		return ST_FAIL;
+	}
 	json_buf_init(&b);
-	rc = submit_body(c, o, cmd, &b);
-	if (rc == ST_OK)
-		rc = api(c, "POST", "/queue", &b, 0, d);
+	if ((rc = submit_body(c, o, cmd, &b)) != ST_OK || b.oom) {
+		json_buf_free(&b);
+		return rc != ST_OK ? rc : (errmsg("out of memory"), ST_FAIL);
+	}
+	memset(d, 0, sizeof *d);
+	for (;;) {
+		c->sent = 0;
+		rc = http_call(c, "POST", "/queue", b.p, b.len, 0, key, &r);
+		unknown |= c->sent && rc != ST_OK;
+		if (rc == ST_OK && (rc = busy_pause(c, &r, &busy_since)) == R_AGAIN)
+			continue;
+		if (rc != ST_FAIL || !unknown)
+			break;
+		if (now_mono() - start > reconnect_window()) {
+			rc = ST_UNKNOWN;
+			break;
+		}
+		if (!said++)
+			fprintf(stderr, NOTE "no answer to the submission (%s); sending it again with "
+			                     "its idempotency key %s\n",
+			        c->err, key);
+		if ((rc = pause_for(c, 0.25)) != ST_OK)
+			break;
+	}
 	json_buf_free(&b);
-	if (rc == ST_INTR)
-		fprintf(stderr, NOTE "interrupted before the daemon answered; the job may have "
-		                     "been queued (see `" PROG " status`)\n");
+	if (rc == ST_OK && (r.status < 200 || r.status > 299)) {
+		report_refusal(c, &r); /* with a key, even after a lost answer: nothing was queued */
+		return ST_FAIL;
+	}
+	if (rc == ST_OK && doc_parse(c, r.body, r.len, d) != ST_OK)
+		rc = ST_UNKNOWN; /* an answer not understood: the job may exist */
+	if (rc == ST_FAIL && !unknown)
+		errmsg("%s", c->err); /* never reached the daemon: nothing was queued */
+	if ((rc == ST_INTR && (unknown || c->sent)) || rc == ST_UNKNOWN)
+		say_unknown(c, key, rc);
 	if (rc != ST_OK)
 		return rc;
-	if (doc_str(d, 0, "job_id", id, 33) == NULL || strlen(id) != 32) {
+	if (d->t[0].type != JSON_OBJECT || doc_str(d, 0, "job_id", id, 33) == NULL ||
+	    strlen(id) != 32) {
 		errmsg("the daemon's answer to POST /queue has no job_id");
+		say_unknown(c, key, ST_UNKNOWN);
 		doc_free(d);
-		return ST_FAIL;
+		return ST_UNKNOWN;
 	}
 	return ST_OK;
 }
@@ -2462,7 +2689,7 @@ held_cards(struct cli *c, char *job, char (*cards)[24], int max)
 		return -1;
 	snprintf(path, sizeof path, "/job/%s", id);
 	memset(&r, 0, sizeof r);
-	if (http_call(c, "GET", path, NULL, 0, 0, &r) != ST_OK || r.status != 200 ||
+	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
 		return -1;
 	if (doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "running") == 0 &&
@@ -2541,7 +2768,7 @@ refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
 		return ST_OK;
 	snprintf(path, sizeof path, "/result/%s", id);
 	memset(&r, 0, sizeof r);
-	if (http_call(c, "GET", path, NULL, 0, 0, &r) != ST_OK || r.status != 200 ||
+	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
 		return ST_OK; /* the wait's own requests say what is wrong */
 	done = !doc_str(&d, 0, "status", st, sizeof st) || strcmp(st, "done") == 0 ||
@@ -2682,7 +2909,9 @@ submit_words(struct cli *c, struct args *a, struct opts *o, int follow)
 	char id[33];
 	int rc;
 
-	if ((rc = command_words(a, o)) != ST_OK || (rc = submission_cards(c, o)) != ST_OK)
+	if ((rc = command_words(a, o)) != ST_OK ||
+	    (rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
+	    (rc = submission_cards(c, o)) != ST_OK)
 		return rc;
 	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
 	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
@@ -2903,7 +3132,8 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
 	struct doc d;
 
-	if ((rc = submission_cards(c, o)) != ST_OK)
+	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
+	    (rc = submission_cards(c, o)) != ST_OK)
 		return rc;
 	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
 	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
@@ -2914,8 +3144,9 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 	if (rc == ST_OK)
 		rc = submit(c, o, o->cmd.p, id, &d);
 	if (rc != ST_OK) {
-		/* a stored script is kept only when the job may exist (interrupted mid-request) */
-		if (stored && rc != ST_INTR)
+		/* a stored script goes only when its job is known not to exist: a submission
+		 * interrupted or unanswered may have queued it, and it would fail without it */
+		if (stored && rc != ST_INTR && rc != ST_UNKNOWN)
 			unlink(script);
 		return rc;
 	}
@@ -2927,14 +3158,18 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 static int
 cmd_job(struct cli *c, struct args *a, struct opts *o)
 {
-	char id[33], path[64];
+	char id[33], path[160];
 	struct doc d;
 	int rc;
 
-	(void)o;
-	if ((rc = one_job_id(a, id)) != ST_OK)
+	if (o->key && a->npos > 0)
+		return usage_err(a->cmd, "give a job ID or --key, not both");
+	if (!o->key && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	snprintf(path, sizeof path, "/job/%s", id);
+	if (o->key) /* a valid key needs no percent-encoding */
+		snprintf(path, sizeof path, "/job?key=%s", o->key);
+	else
+		snprintf(path, sizeof path, "/job/%s", id);
 	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
 		return rc;
 	rc = print_doc(&d);
@@ -3284,67 +3519,41 @@ line_queued(struct json_buf *b, const struct doc *d, int j, int n, const struct 
 	put_line(b);
 }
 
-/* Signal s's name (SIGINT), or NULL for one not listed. */
-static const char *
-signal_name(long long s)
-{
-	static const struct {
-		int sig;
-		const char *name;
-	} names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
-	             {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
-	             {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
-	             {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-	             {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}};
-	size_t i;
-
-	for (i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (names[i].sig == s)
-			return names[i].name;
-	return NULL;
-}
 
 /*
- * A finished job's outcome in a word or two: ok, exit 3, SIGINT, timeout, and for the jobs
- * without an exit code (exit_code -1) what happened: cancelled, interrupted (the service
- * stopped), card dead, not started. *ok tells whether it passed.
+ * A finished job's outcome in a word or two, by its end_reason (ending_of): ok, exit 3,
+ * SIGINT, timeout, killed, cancelled, interrupted, card dead, ...; by the exit code alone for a
+ * record without one. *ok tells whether it passed.
  */
 static const char *
 outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
 {
-	char err[256] = "";
+	const struct ending *e = ending_of(d, j);
 	const char *sig;
-	long long code;
+	long long code, s = 0;
 
 	*ok = 0;
-	doc_str(d, j, "error", err, sizeof err);
-	if (doc_true(d, j, "timed_out"))
-		return "timeout";
+	if (e && e->word)
+		return e->word;
 	if (doc_int(d, j, "exit_code", &code) < 0)
 		return "?";
+	doc_int(d, j, "signal", &s);
+	if (!e && code < -1)
+		s = -code;
+	if (s > 0) {
+		if ((sig = signal_name(s)) != NULL)
+			return sig;
+		snprintf(buf, cap, "signal %lld", s);
+		return buf;
+	}
 	if (code == 0) {
 		*ok = 1;
 		return "ok";
 	}
-	if (code > 0) {
-		snprintf(buf, cap, "exit %lld", code);
-		return buf;
-	}
-	if (code < -1 || err[0] == 0) { /* -1 without an error is a death by SIGHUP */
-		if ((sig = signal_name(-code)) != NULL)
-			return sig;
-		snprintf(buf, cap, "signal %lld", -code);
-		return buf;
-	}
-	if (has_word(err, "cancelled"))
-		return "cancelled";
-	if (has_word(err, "service stopped"))
-		return "interrupted";
-	if (has_word(err, " is dead"))
-		return "card dead";
-	if (has_word(err, "no longer configured"))
-		return "card gone";
-	return "not started";
+	if (code == -1)
+		return "no exit code";
+	snprintf(buf, cap, "exit %lld", code);
+	return buf;
 }
 
 /* "  recent   exit 3       0.52s  ID  cmd" */
@@ -3710,7 +3919,9 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 	"                     daemon's)\n"                                                         \
 	"  --timeout S        kill the job after S seconds (default: the daemon's, 0 too)\n"       \
 	"  --repeat N         run it N times back to back, stopping at the first failure\n"        \
-	"  --env NAME=VALUE   set a variable in the job's environment (repeatable)\n"
+	"  --env NAME=VALUE   set a variable in the job's environment (repeatable)\n"          \
+	"  --key KEY          its idempotency key (default: a new one): a submission with the\n" \
+	"                     key of a job already queued answers that job, queues nothing\n"
 #define H_WAIT                                                                                     \
 	"  --wait-timeout S   stop waiting after S seconds (fractions allowed) and exit 124;\n"    \
 	"                     the job is not stopped (it keeps running or stays queued)\n"         \
@@ -3731,7 +3942,7 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 #define SUBMIT_OPTS \
 	{"--device", 1, O_DEVICES}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
 	{"--repeat", 1, O_REPEAT}, {"--env", 1, O_ENV}, {"--wait-timeout", 1, O_WAIT_TIMEOUT}, \
-	{"--output-limit", 1, O_OUTPUT_LIMIT}
+	{"--output-limit", 1, O_OUTPUT_LIMIT}, {"--key", 1, O_KEY}
 /* clang-format on */
 
 static const struct optspec run_opts[] = {SUBMIT_OPTS, {NULL, 0, 0}};
@@ -3751,6 +3962,7 @@ static const struct optspec device_opts[] = {{"--device", 1, O_DEVICE}, {NULL, 0
 static const struct optspec hold_opts[] = {
     {"--device", 1, O_DEVICE}, {"--reason", 1, O_REASON}, {NULL, 0, 0}};
 static const struct optspec no_opts[] = {{NULL, 0, 0}};
+static const struct optspec job_opts[] = {{"--key", 1, O_KEY}, {NULL, 0, 0}};
 
 static int cmd_help(struct cli *c, struct args *a, struct opts *o);
 static int cmd_serve(struct cli *c, struct args *a, struct opts *o);
@@ -3782,8 +3994,10 @@ static const struct subcmd subcmds[] = {
      "  --python-arg A     an argument for the script (repeatable)\n"
      "  --wait             stream the output and exit with the job's status, like `run`\n" H_WAIT
          H_JSON H_HELP},
-    {"job", cmd_job, no_opts, 0, "job ID",
-     "Print the job's record (GET /job/ID) as JSON.\n\noptions:\n" H_HELP},
+    {"job", cmd_job, job_opts, 0, "job ID | job --key KEY",
+     "Print the job's record (GET /job/ID) as JSON; with --key, the job submitted with that\n"
+     "idempotency key (exit 1 when there is none: it was not queued).\n\noptions:\n"
+     "  --key KEY          the submission's idempotency key\n" H_HELP},
     {"logs", cmd_logs, logs_opts, 0,
      "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]",
      "Print the job's output as it is stored. When the job is not complete afterwards (more\n"
