@@ -127,7 +127,9 @@ struct json_doc {
 
 /*
  * Tokenize src[0..len) into toks[0..cap) and require an object at the root. 0, or -1 with
- * d->status and d->why set (not JSON, too many values, not an object).
+ * d->status and d->why set (not JSON, too many values, not an object, or a member given twice:
+ * named, as `Field "cmd" is given twice` or, in an object further down, `Member "A" is given
+ * twice in field "env"`; control characters in a name shown as '?', a name cut past 60 bytes).
  */
 int json_doc_parse(struct json_doc *d, const char *src, size_t len, struct json_tok *toks,
 		   unsigned cap);

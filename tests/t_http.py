@@ -309,6 +309,28 @@ def test_malformed_requests_exact_status():
     tap.ok(D.alive(), "daemon still serving after the bad inputs")
 
 
+def test_member_given_twice_named():
+    """A body member given twice is a 400 that names it (the man page's Statuses), decoded and
+    with its control characters shown as '?', not a byte offset."""
+    cases = [
+        (b'{"cmd": "true", "cmd": "false"}', "/queue", 'Field "cmd" is given twice'),
+        (b'{"cmd": "true", "\\u0063md": "x"}', "/queue", 'Field "cmd" is given twice'),
+        (b'{"cmd": "true", "env": {"A": "1", "A": "2"}}', "/queue",
+         'Member "A" is given twice in field "env"'),
+        (b'{"x\\u001b[2J\\n": 1, "x\\u001b[2J\\n": 2}', "/queue", 'Field "x?[2J?" is given twice'),
+        (b'{"job_id": "%s", "job_id": "%s"}' % (ID0.encode(), ID0.encode()), "/kill",
+         'Field "job_id" is given twice'),
+    ]
+    for body, path, want in cases:
+        raw = raw_exchange(D.port, post_raw(body, path=path), first=True)
+        try:
+            err = json.loads(body_of(raw)).get("error")
+        except ValueError:
+            err = None
+        tap.eq((status_of(raw), err), (400, want), "POST %s %s: 400 naming the member" %
+               (path, body.decode()))
+
+
 def test_keep_alive_and_pipelining():
     s = socket.create_connection(("127.0.0.1", D.port), timeout=5)
     req = b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -449,7 +471,8 @@ def test_other_clients_served_while_one_stalls():
     wait_until(D.alive, 1, "daemon alive")
 
 
-run_tests(test_malformed_requests_exact_status, test_keep_alive_and_pipelining,
+run_tests(test_malformed_requests_exact_status, test_member_given_twice_named,
+          test_keep_alive_and_pipelining,
           test_http10_and_connection_close, test_later_http1_minor_served_as_1_1,
           test_expect_continue,
           test_response_headers_and_trailing_slash, test_head_answer_closes,
