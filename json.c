@@ -929,12 +929,11 @@ json_unknown_name(char *out, size_t cap, const char *what, const char *name, siz
 		  const char *const *known, const char *const (*synonyms)[2])
 {
 	char shown[64], list[256];
-	size_t cut = n < sizeof(shown) - 1 ? n : json_utf8_boundary(name, sizeof(shown) - 4), len = 0;
+	size_t cut = n < 63 ? n : json_utf8_boundary(name, 60), len = 0;
 	const char *meant = json_name_meant(name, cut, known, synonyms);
 	unsigned j;
 
-	memcpy(shown, name, cut);
-	snprintf(shown + cut, sizeof(shown) - cut, "%s", n > cut ? "..." : "");
+	name_shown(shown, name, n);
 	list[0] = '\0';
 	for (j = 0; known[j]; j++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",

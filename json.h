@@ -157,8 +157,8 @@ const char *json_name_meant(const char *key, size_t n, const char *const *known,
 /*
  * Write into out[0..cap) the sentence refusing a `what` ("field", "query parameter") named
  * name (n bytes long; name holds at least its first 63 bytes) that is not in known: it names
- * it (cut past 60 bytes), the known one it most likely meant (json_name_meant) and the known
- * list ("none" when empty).
+ * it (cut past 60 bytes, control characters shown as '?'), the known one it most likely meant
+ * (json_name_meant) and the known list ("none" when empty).
  */
 void json_unknown_name(char *out, size_t cap, const char *what, const char *name, size_t n,
 		       const char *const *known, const char *const (*synonyms)[2]);

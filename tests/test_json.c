@@ -927,6 +927,9 @@ test_doc(void)
 		json_unknown_name(why, sizeof(why), "field", lng, sizeof(lng), logs, NULL);
 		ok(strstr(why, "\"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz...\"") != NULL,
 		   "a long name is cut after 60 bytes");
+		json_unknown_name(why, sizeof(why), "field", "x\x1b[2J\n\xe2\x80\xae", 9, none, NULL);
+		is_str(why, "Unknown field \"x?[2J??\" (known fields: none)",
+		       "an unknown name shows its control characters as '?'");
 	}
 }
 
