@@ -10,7 +10,8 @@
  * answer. Strict by design (RFC 9110, RFC 9112): CRLF line ends only (a bare LF is 400), no
  * obs-fold, no whitespace before a header's colon, origin-form targets of visible ASCII,
  * HTTP/1.x only (1.2 and later are served as 1.1, RFC 9110 2.5; other major versions 505),
- * Host required from 1.1 on, one Content-Length (repeats must agree), any Transfer-Encoding is
+ * Host required from 1.1 on, one at most, empty or a valid uri-host [ ":" port ] (RFC 9112
+ * 3.2, RFC 3986 3.2.2), one Content-Length (repeats must agree), any Transfer-Encoding is
  * 411 (bodies need a length), heads over HTTP_MAX_HEAD bytes or with more than
  * HTTP_MAX_HEADERS fields are 431.
  *

@@ -81,6 +81,11 @@ BAD = [
     ("bare CR", b"GET /status HTTP/1.1\rHost: x\r\n\r\n", 400),
     ("no Host on 1.1", b"GET /status HTTP/1.1\r\n\r\n", 400),
     ("two Host headers", b"GET /status HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400),
+    ("Host with a space", b"GET /status HTTP/1.1\r\nHost: a b\r\n\r\n", 400),
+    ("Host with a path", b"GET /status HTTP/1.1\r\nHost: x/status\r\n\r\n", 400),
+    ("Host with a bad port", b"GET /status HTTP/1.1\r\nHost: x:57a1\r\n\r\n", 400),
+    ("Host IPv6 without brackets", b"GET /status HTTP/1.1\r\nHost: ::1\r\n\r\n", 400),
+    ("invalid Host on 1.0", b"GET /status HTTP/1.0\r\nHost: a b\r\n\r\n", 400),
     ("obs-fold header", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", 400),
     ("tab-folded first header", b"GET /status HTTP/1.1\r\n\tHost: x\r\n\r\n", 400),
     ("space before colon", b"GET /status HTTP/1.1\r\nHost : x\r\n\r\n", 400),
@@ -331,6 +336,18 @@ def test_member_given_twice_named():
                (path, body.decode()))
 
 
+def test_host_forms():
+    """RFC 9112 3.2: Host is uri-host [ ":" port ] (RFC 3986 3.2.2), or empty."""
+    for host in (b"", b"localhost", b"127.0.0.1:%d" % D.port, b"[::1]:%d" % D.port,
+                 b"[fe80::1%25eth0]", b"tt_host.lab:"):
+        raw = raw_exchange(D.port, b"GET /status HTTP/1.1\r\nHost: %s\r\n\r\n" % host,
+                           first=True)
+        tap.eq(status_of(raw), 200, "GET /status with Host: %s is served" % host.decode())
+    raw = raw_exchange(D.port, b"GET /status HTTP/1.1\r\nHost: a b\r\n\r\n", first=True)
+    tap.eq(json.loads(body_of(raw)).get("error"), "invalid Host header",
+           "an invalid Host is refused saying so")
+
+
 def test_keep_alive_and_pipelining():
     s = socket.create_connection(("127.0.0.1", D.port), timeout=5)
     req = b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -471,7 +488,7 @@ def test_other_clients_served_while_one_stalls():
     wait_until(D.alive, 1, "daemon alive")
 
 
-run_tests(test_malformed_requests_exact_status, test_member_given_twice_named,
+run_tests(test_malformed_requests_exact_status, test_member_given_twice_named, test_host_forms,
           test_keep_alive_and_pipelining,
           test_http10_and_connection_close, test_later_http1_minor_served_as_1_1,
           test_expect_continue,
