@@ -10,8 +10,9 @@
  *   (need more); only bytes actually seen can make a head malformed. So every prefix of a
  *   valid head yields 0, and every prefix of a malformed one yields 0 or the same error.
  * - Errors are detected as soon as the bytes in hand prove them (a bad byte, a complete bad
- *   line, a bad header field as soon as its CRLF is seen); only "HTTP/1.1 without Host" waits
- *   for the blank line. Errors are -status with a static message.
+ *   line, a bad header field as soon as its CRLF is seen, an absolute-form target's authority
+ *   as soon as its end is); only "HTTP/1.1 without Host" waits for the blank line. Errors are
+ *   -status with a static message.
  * - Views point into buf; nothing is allocated, nothing is written outside the result struct.
  * - Leading empty lines (CRLF) before a request line are skipped (RFC 9112 2.2) and counted
  *   in the returned length and against HTTP_MAX_HEAD.
@@ -337,10 +338,10 @@ ip_literal_ok(const char *s, size_t n)
 /*
  * uri-host [ ":" port ] (RFC 9110 7.2; RFC 3986 3.2.2-3.2.3) at s[0..n): an IP-literal in
  * brackets, or a reg-name (which IPv4address is too; it may be empty), then an optional port
- * of *DIGIT.
+ * of *DIGIT. *host_len gets the host's length.
  */
 static bool
-host_port_ok(const char *s, size_t n)
+host_port_ok(const char *s, size_t n, size_t *host_len)
 {
 	const char *end = s + n, *h;
 
@@ -355,6 +356,7 @@ host_port_ok(const char *s, size_t n)
 		if (!uri_chars(s, (size_t)(h - s), SUB_DELIMS, true))
 			return false;
 	}
+	*host_len = (size_t)(h - s);
 	if (h < end && *h++ != ':')
 		return false;
 	while (h < end && is_digit(*h))
@@ -362,16 +364,60 @@ host_port_ok(const char *s, size_t n)
 	return h == end;
 }
 
-/* origin-form target (RFC 9112 3.2.1): '/' then visible ASCII up to SP; split at first '?'. */
+/*
+ * absolute-form (RFC 9112 3.2.2) starts "http://", the scheme in any case (RFC 3986 3.1).
+ * Nothing else but a path is a target here: not https (this is no TLS connection), not
+ * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes.
+ */
 static int
-parse_target(struct cursor *c, struct http_request *req)
+parse_scheme(struct cursor *c)
+{
+	static const char http[] = "http://";
+	size_t i;
+
+	for (i = 0; i < sizeof(http) - 1; i++, c->p++) {
+		if (c->p == c->end)
+			return 0;
+		if (lower(*c->p) != http[i])
+			return fail(c, HTTP_BAD_REQUEST,
+			            "request target must be a path or an http:// URI");
+	}
+	return 1;
+}
+
+/*
+ * An absolute-form target's authority, up to '/', '?' or SP: host [ ":" port ] (RFC 3986
+ * 3.2). No userinfo (RFC 9110 4.2.4: treat it as an error) and not an empty host (RFC 9110
+ * 4.2.1: reject the URI as invalid).
+ */
+static int
+parse_authority(struct cursor *c)
+{
+	const char *s = c->p;
+	size_t host_len;
+
+	for (; c->p < c->end && *c->p != '/' && *c->p != '?' && *c->p != ' '; c->p++)
+		if ((unsigned char)*c->p < 0x21 || (unsigned char)*c->p > 0x7e)
+			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
+	if (c->p == c->end)
+		return 0;
+	if (memchr(s, '@', (size_t)(c->p - s)))
+		return fail(c, HTTP_BAD_REQUEST, "userinfo in the request target is not allowed");
+	if (!host_port_ok(s, (size_t)(c->p - s), &host_len) || host_len == 0)
+		return fail(c, HTTP_BAD_REQUEST, "invalid host in the request target");
+	return 1;
+}
+
+/*
+ * path [ "?" query ] up to SP, visible ASCII, split at the first '?' (RFC 9112 3.2). An
+ * empty path, which only an absolute-form target has, means "/" (RFC 9110 4.2.3): the view
+ * is then `slash`, a '/' of buf.
+ */
+static int
+parse_path_query(struct cursor *c, struct http_request *req, const char *slash)
 {
 	const char *s = c->p, *q = NULL;
 
-	if (c->p == c->end)
-		return 0;
-	if (*c->p != '/')
-		return fail(c, HTTP_BAD_REQUEST, "request target must start with '/'");
 	for (; c->p < c->end && *c->p != ' '; c->p++) {
 		unsigned char ch = (unsigned char)*c->p;
 
@@ -384,10 +430,37 @@ parse_target(struct cursor *c, struct http_request *req)
 		return 0;
 	req->path = s;
 	req->path_len = (size_t)((q ? q : c->p) - s);
+	if (req->path_len == 0) {
+		req->path = slash;
+		req->path_len = 1;
+	}
 	req->query = q ? q + 1 : c->p;
 	req->query_len = (size_t)(c->p - req->query);
 	c->p++;
 	return 1;
+}
+
+/*
+ * request-target (RFC 9112 3.2): origin-form ('/' first), or absolute-form, which is served
+ * as its path and query; its authority wins over Host (RFC 9112 3.2.2), which nothing here
+ * reads, so the two are not compared.
+ */
+static int
+parse_target(struct cursor *c, struct http_request *req)
+{
+	const char *slash;
+	int rc;
+
+	if (c->p == c->end)
+		return 0;
+	if (*c->p == '/')
+		return parse_path_query(c, req, NULL);
+	if ((rc = parse_scheme(c)) <= 0)
+		return rc;
+	slash = c->p - 1; /* the second '/' of "://" */
+	if ((rc = parse_authority(c)) <= 0)
+		return rc;
+	return parse_path_query(c, req, slash);
 }
 
 /*
@@ -587,9 +660,11 @@ parse_expect(struct cursor *c, const struct http_header *h, struct fields *f)
 static int
 parse_host(struct cursor *c, const struct http_header *h, struct fields *f)
 {
+	size_t host_len;
+
 	if (++f->hosts > 1)
 		return fail(c, HTTP_BAD_REQUEST, "more than one Host header");
-	if (!host_port_ok(h->value, h->value_len))
+	if (!host_port_ok(h->value, h->value_len, &host_len))
 		return fail(c, HTTP_BAD_REQUEST, "invalid Host header");
 	return 1;
 }

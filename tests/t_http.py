@@ -71,7 +71,11 @@ BAD = [
     ("HTTP/2.0", b"GET /status HTTP/2.0\r\nHost: x\r\n\r\n", 505),
     ("HTTP/0.9", b"GET /status HTTP/0.9\r\n\r\n", 505),
     ("asterisk-form target", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-    ("absolute-form target", b"GET http://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("https target", b"GET https://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("ftp target", b"GET ftp://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("authority-form target", b"CONNECT x:5741 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("userinfo in the target", b"GET http://u:p@x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("empty host in the target", b"GET http:///status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("NUL in the target", b"GET /sta\x00tus HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("non-ASCII byte in the target", b"GET /status\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("non-UTF-8 method", b"G\xc3\x28T /status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
@@ -348,6 +352,31 @@ def test_host_forms():
            "an invalid Host is refused saying so")
 
 
+def test_absolute_form_target():
+    """RFC 9112 3.2.2: an absolute-form target is served as its path and query; its authority
+    wins over Host, which is not compared with it."""
+    def ask(target, host=b"x"):
+        raw = raw_exchange(D.port, b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, host),
+                           first=True)
+        try:
+            return status_of(raw), json.loads(body_of(raw))
+        except ValueError:
+            return status_of(raw), None
+
+    got, st = ask(b"http://127.0.0.1:%d/status" % D.port)
+    tap.ok(got == 200 and st and "devices" in st, "GET http://127.0.0.1:PORT/status is /status",
+           (got, st))
+    got, st = ask(b"HTTP://[::1]:%d/status?device=1" % D.port, host=b"elsewhere:1")
+    tap.ok(got == 200 and st and [d["device_id"] for d in st["devices"]] == ["1"],
+           "scheme in any case, IPv6 authority, the query read, another Host ignored", (got, st))
+    got, st = ask(b"http://x/status?devcie=1")
+    tap.ok(got == 400 and "devcie" in st.get("error", ""), "its query is checked as any", st)
+    got, st = ask(b"http://x")
+    tap.eq(got, 404, "an empty path is /, which is no route")
+    got, st = ask(b"https://x/status")
+    tap.ok(got == 400 and "http://" in st.get("error", ""), "https refused naming http://", st)
+
+
 def test_keep_alive_and_pipelining():
     s = socket.create_connection(("127.0.0.1", D.port), timeout=5)
     req = b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -489,6 +518,7 @@ def test_other_clients_served_while_one_stalls():
 
 
 run_tests(test_malformed_requests_exact_status, test_member_given_twice_named, test_host_forms,
+          test_absolute_form_target,
           test_keep_alive_and_pipelining,
           test_http10_and_connection_close, test_later_http1_minor_served_as_1_1,
           test_expect_continue,
