@@ -10,8 +10,9 @@
  *   (need more); only bytes actually seen can make a head malformed. So every prefix of a
  *   valid head yields 0, and every prefix of a malformed one yields 0 or the same error.
  * - Errors are detected as soon as the bytes in hand prove them (a bad byte, a complete bad
- *   line, a bad header field as soon as its CRLF is seen); only "HTTP/1.1 without Host" waits
- *   for the blank line. Errors are -status with a static message.
+ *   line, a bad header field as soon as its CRLF is seen, an absolute-form target's authority
+ *   as soon as its end is); only "HTTP/1.1 without Host" waits for the blank line. Errors are
+ *   -status with a static message.
  * - Views point into buf; nothing is allocated, nothing is written outside the result struct.
  * - Leading empty lines (CRLF) before a request line are skipped (RFC 9112 2.2) and counted
  *   in the returned length and against HTTP_MAX_HEAD.
@@ -205,16 +206,219 @@ parse_method(struct cursor *c, struct http_request *req)
 	return 1;
 }
 
-/* origin-form target (RFC 9112 3.2.1): '/' then visible ASCII up to SP; split at first '?'. */
+/* ------------------------------------------------ authorities (RFC 3986 3.2.2-3.2.3) */
+
+#define SUB_DELIMS "!$&'()*+,;=" /* RFC 3986 2.2 */
+
+static bool
+is_hex(char c)
+{
+	return is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'f');
+}
+
+/*
+ * Whether s[0..n) is all unreserved characters (RFC 3986 2.3), bytes of `more`, and, when pct,
+ * pct-encoded triplets ("%" HEXDIG HEXDIG, RFC 3986 2.1).
+ */
+static bool
+uri_chars(const char *s, size_t n, const char *more, bool pct)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'z') ||
+		    (c != '\0' && (strchr("-._~", c) || strchr(more, c))))
+			continue;
+		if (!pct || c != '%' || n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
+			return false;
+		i += 2;
+	}
+	return true;
+}
+
+/* IPv4address: four dec-octets (0-255, no leading zero) joined by '.' (RFC 3986 3.2.2). */
+static bool
+ipv4_ok(const char *s, size_t n)
+{
+	size_t i = 0, k;
+	int part, v;
+
+	for (part = 0; part < 4; part++) {
+		if (part > 0 && (i == n || s[i++] != '.'))
+			return false;
+		for (k = 0, v = 0; i < n && k < 3 && is_digit(s[i]); i++, k++)
+			v = v * 10 + (s[i] - '0');
+		if (k == 0 || v > 255 || (k > 1 && s[i - k] == '0'))
+			return false;
+	}
+	return i == n;
+}
+
+/* h16 = 1*4HEXDIG at s[*i..n): moves *i past it; false when there is none. */
+static bool
+h16(const char *s, size_t n, size_t *i)
+{
+	size_t k;
+
+	for (k = 0; *i + k < n && k < 4 && is_hex(s[*i + k]); k++)
+		;
+	*i += k;
+	return k > 0;
+}
+
+/*
+ * IPv6address (RFC 3986 3.2.2): eight h16 pieces joined by ':', the last two of which may be
+ * an IPv4address; one "::" stands for one or more pieces.
+ */
+static bool
+ipv6_ok(const char *s, size_t n)
+{
+	size_t i, start;
+	int pieces = 0;
+	bool gap = n >= 2 && s[0] == ':' && s[1] == ':';
+
+	for (i = gap ? 2 : 0; i < n; pieces++) {
+		start = i;
+		if (!h16(s, n, &i))
+			return false;
+		if (i < n && s[i] == '.') { /* ls32 as an IPv4address ends it */
+			pieces += 2;
+			if (!ipv4_ok(s + start, n - start))
+				return false;
+			break;
+		}
+		if (i == n)
+			continue;
+		if (s[i++] != ':' || i == n)
+			return false;
+		if (s[i] == ':') { /* the one "::" */
+			if (gap)
+				return false;
+			gap = true;
+			i++;
+		}
+	}
+	return gap ? pieces <= 7 : pieces == 8;
+}
+
+/* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) (RFC 3986 3.2.2). */
+static bool
+ipvfuture_ok(const char *s, size_t n)
+{
+	size_t i = 1;
+
+	if (n == 0 || lower(s[0]) != 'v')
+		return false;
+	while (i < n && is_hex(s[i]))
+		i++;
+	if (i == 1 || i + 1 >= n || s[i] != '.')
+		return false;
+	return uri_chars(s + i + 1, n - i - 1, SUB_DELIMS ":", false);
+}
+
+/*
+ * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture, or IPv6address with an
+ * optional zone (RFC 6874: "%25" then the zone; its section 4 asks to take a bare "%" too,
+ * which is what a client given "fe80::1%eth0" sends).
+ */
+static bool
+ip_literal_ok(const char *s, size_t n)
+{
+	const char *zone;
+
+	if (n > 0 && lower(s[0]) == 'v')
+		return ipvfuture_ok(s, n);
+	if ((zone = memchr(s, '%', n)) &&
+	    (zone + 1 == s + n || !uri_chars(zone + 1, (size_t)(s + n - zone - 1), "", true)))
+		return false;
+	return ipv6_ok(s, zone ? (size_t)(zone - s) : n);
+}
+
+/*
+ * uri-host [ ":" port ] (RFC 9110 7.2; RFC 3986 3.2.2-3.2.3) at s[0..n): an IP-literal in
+ * brackets, or a reg-name (which IPv4address is too; it may be empty), then an optional port
+ * of *DIGIT. *host_len gets the host's length.
+ */
+static bool
+host_port_ok(const char *s, size_t n, size_t *host_len)
+{
+	const char *end = s + n, *h;
+
+	if (n > 0 && s[0] == '[') {
+		h = memchr(s, ']', n);
+		if (!h || !ip_literal_ok(s + 1, (size_t)(h - s - 1)))
+			return false;
+		h++;
+	} else {
+		h = memchr(s, ':', n); /* a reg-name holds no ':' */
+		h = h ? h : end;
+		if (!uri_chars(s, (size_t)(h - s), SUB_DELIMS, true))
+			return false;
+	}
+	*host_len = (size_t)(h - s);
+	if (h < end && *h++ != ':')
+		return false;
+	while (h < end && is_digit(*h))
+		h++;
+	return h == end;
+}
+
+/*
+ * absolute-form (RFC 9112 3.2.2) starts "http://", the scheme in any case (RFC 3986 3.1).
+ * Nothing else but a path is a target here: not https (this is no TLS connection), not
+ * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes.
+ */
 static int
-parse_target(struct cursor *c, struct http_request *req)
+parse_scheme(struct cursor *c)
+{
+	static const char http[] = "http://";
+	size_t i;
+
+	for (i = 0; i < sizeof(http) - 1; i++, c->p++) {
+		if (c->p == c->end)
+			return 0;
+		if (lower(*c->p) != http[i])
+			return fail(c, HTTP_BAD_REQUEST,
+			            "request target must be a path or an http:// URI");
+	}
+	return 1;
+}
+
+/*
+ * An absolute-form target's authority, up to '/', '?' or SP: host [ ":" port ] (RFC 3986
+ * 3.2). No userinfo (RFC 9110 4.2.4: treat it as an error) and not an empty host (RFC 9110
+ * 4.2.1: reject the URI as invalid).
+ */
+static int
+parse_authority(struct cursor *c)
+{
+	const char *s = c->p;
+	size_t host_len;
+
+	for (; c->p < c->end && *c->p != '/' && *c->p != '?' && *c->p != ' '; c->p++)
+		if ((unsigned char)*c->p < 0x21 || (unsigned char)*c->p > 0x7e)
+			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
+	if (c->p == c->end)
+		return 0;
+	if (memchr(s, '@', (size_t)(c->p - s)))
+		return fail(c, HTTP_BAD_REQUEST, "userinfo in the request target is not allowed");
+	if (!host_port_ok(s, (size_t)(c->p - s), &host_len) || host_len == 0)
+		return fail(c, HTTP_BAD_REQUEST, "invalid host in the request target");
+	return 1;
+}
+
+/*
+ * path [ "?" query ] up to SP, visible ASCII, split at the first '?' (RFC 9112 3.2). An
+ * empty path, which only an absolute-form target has, means "/" (RFC 9110 4.2.3): the view
+ * is then `slash`, a '/' of buf.
+ */
+static int
+parse_path_query(struct cursor *c, struct http_request *req, const char *slash)
 {
 	const char *s = c->p, *q = NULL;
 
-	if (c->p == c->end)
-		return 0;
-	if (*c->p != '/')
-		return fail(c, HTTP_BAD_REQUEST, "request target must start with '/'");
 	for (; c->p < c->end && *c->p != ' '; c->p++) {
 		unsigned char ch = (unsigned char)*c->p;
 
@@ -227,10 +431,37 @@ parse_target(struct cursor *c, struct http_request *req)
 		return 0;
 	req->path = s;
 	req->path_len = (size_t)((q ? q : c->p) - s);
+	if (req->path_len == 0) {
+		req->path = slash;
+		req->path_len = 1;
+	}
 	req->query = q ? q + 1 : c->p;
 	req->query_len = (size_t)(c->p - req->query);
 	c->p++;
 	return 1;
+}
+
+/*
+ * request-target (RFC 9112 3.2): origin-form ('/' first), or absolute-form, which is served
+ * as its path and query; its authority wins over Host (RFC 9112 3.2.2), which nothing here
+ * reads, so the two are not compared.
+ */
+static int
+parse_target(struct cursor *c, struct http_request *req)
+{
+	const char *slash;
+	int rc;
+
+	if (c->p == c->end)
+		return 0;
+	if (*c->p == '/')
+		return parse_path_query(c, req, NULL);
+	if ((rc = parse_scheme(c)) <= 0)
+		return rc;
+	slash = c->p - 1; /* the second '/' of "://" */
+	if ((rc = parse_authority(c)) <= 0)
+		return rc;
+	return parse_path_query(c, req, slash);
 }
 
 /*
@@ -424,6 +655,22 @@ parse_expect(struct cursor *c, const struct http_header *h, struct fields *f)
 }
 
 /*
+ * Host = uri-host [ ":" port ] (RFC 9110 7.2), possibly empty; one only. RFC 9112 3.2: a
+ * server MUST answer 400 to more than one Host line or an invalid value.
+ */
+static int
+parse_host(struct cursor *c, const struct http_header *h, struct fields *f)
+{
+	size_t host_len;
+
+	if (++f->hosts > 1)
+		return fail(c, HTTP_BAD_REQUEST, "more than one Host header");
+	if (!host_port_ok(h->value, h->value_len, &host_len))
+		return fail(c, HTTP_BAD_REQUEST, "invalid Host header");
+	return 1;
+}
+
+/*
  * The header fields whose meaning this parser enforces; the rest are the caller's. Host and
  * Expect mean something in a request only.
  */
@@ -440,8 +687,8 @@ apply_field(struct cursor *c, const struct http_header *h, struct fields *f)
 		return parse_connection(c, h, f);
 	if (c->response)
 		return 1;
-	if (ieq(h->name, h->name_len, "Host") && ++f->hosts > 1)
-		return fail(c, HTTP_BAD_REQUEST, "more than one Host header"); /* RFC 9112 3.2 */
+	if (ieq(h->name, h->name_len, "Host"))
+		return parse_host(c, h, f);
 	if (ieq(h->name, h->name_len, "Expect"))
 		return parse_expect(c, h, f);
 	return 1;

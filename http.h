@@ -8,11 +8,16 @@
  *
  * Failures are HTTP statuses (enum http_status) so a malformed request maps straight to its
  * answer. Strict by design (RFC 9110, RFC 9112): CRLF line ends only (a bare LF is 400), no
- * obs-fold, no whitespace before a header's colon, origin-form targets of visible ASCII,
- * HTTP/1.x only (1.2 and later are served as 1.1, RFC 9110 2.5; other major versions 505),
- * Host required from 1.1 on, one Content-Length (repeats must agree), any Transfer-Encoding is
- * 411 (bodies need a length), heads over HTTP_MAX_HEAD bytes or with more than
- * HTTP_MAX_HEADERS fields are 431.
+ * obs-fold, no whitespace before a header's colon, targets of visible ASCII: origin-form, or
+ * absolute-form "http://" host [ ":" port ] then the path (RFC 9112 3.2.2), served as that
+ * path and query (an empty path as "/"), with no userinfo and a host (RFC 9110 4.2.1, 4.2.4);
+ * other schemes, asterisk-form and authority-form are 400. HTTP/1.x only (1.2 and later are
+ * served as 1.1, RFC 9110 2.5; other major versions 505). Host required from 1.1 on, one at
+ * most, empty or a valid uri-host [ ":" port ] (RFC 9112 3.2, RFC 3986 3.2.2), whatever the
+ * target's form: with an absolute-form target it is checked but not compared with the
+ * target's authority, which wins (RFC 9112 3.2.2). One Content-Length (repeats must agree),
+ * any Transfer-Encoding is 411 (bodies need a length), heads over HTTP_MAX_HEAD bytes or with
+ * more than HTTP_MAX_HEADERS fields are 431.
  *
  * A connection reads and writes its socket but neither polls nor keeps time: its owner does
  * both, as the connection asks (struct http_callbacks), and calls back in.
@@ -59,9 +64,9 @@ struct http_header {
 struct http_request {
 	const char *method; /* view: the method token, e.g. "GET" */
 	size_t method_len;
-	const char *path; /* view: request-target up to (not including) '?' */
+	const char *path; /* view: the target's path, up to (not including) '?'; never empty */
 	size_t path_len;
-	const char *query; /* view: after '?' (empty when none) */
+	const char *query; /* view: after the first '?' (empty when none) */
 	size_t query_len;
 	int minor_version; /* 0 for HTTP/1.0, 1 for HTTP/1.1 and later 1.x */
 	struct http_header headers[HTTP_MAX_HEADERS];

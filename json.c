@@ -272,6 +272,9 @@ struct parser {
 	struct json_tok spill; /* written instead of toks[i] when i >= cap */
 	char *err;
 	size_t errlen;
+	uint32_t top_key; /* the key of the root object's member being read (NIL before one) */
+	uint32_t dup;     /* a key given twice (NIL when none), and the object holding it */
+	uint32_t dup_obj;
 };
 
 static int parse_value(struct parser *p, unsigned depth);
@@ -528,9 +531,11 @@ check_dup_keys(struct parser *p, unsigned obj, unsigned count)
 	} while (dup == NIL && merges > 1);
 	for (k = obj + 1, j = 0; j < count; j++, k = t[k + 1].next)
 		t[k].size = 0; /* a string's size, as promised */
-	if (dup != NIL)
-		return fail(p, t[dup].start - 1, "duplicate key");
-	return 0;
+	if (dup == NIL)
+		return 0;
+	p->dup = dup;
+	p->dup_obj = obj;
+	return fail(p, t[dup].start - 1, "duplicate key");
 }
 
 /* "key": value, starting at (or before whitespace before) the key. */
@@ -540,6 +545,8 @@ parse_member(struct parser *p, unsigned depth)
 	skip_ws(p);
 	if (peek(p) != '"')
 		return fail(p, p->pos, "expected a string key");
+	if (depth == 1)
+		p->top_key = p->n; /* the token parse_string is about to take */
 	if (parse_string(p) < 0)
 		return -1;
 	skip_ws(p);
@@ -608,9 +615,10 @@ parse_value(struct parser *p, unsigned depth)
 	}
 }
 
-int
-json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
-           size_t errlen)
+/* A parser over src[0..len) into toks[0..cap), its message to err[0..errlen) (json_parse). */
+static struct parser
+parser_at(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
+	  size_t errlen)
 {
 	struct parser p = {0};
 
@@ -620,22 +628,39 @@ json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, cha
 	p.cap = cap > INT_MAX ? INT_MAX : cap; /* the count is returned as an int */
 	p.err = err;
 	p.errlen = errlen;
+	p.top_key = p.dup = p.dup_obj = NIL;
 	if (errlen > 0)
 		err[0] = '\0';
-	if (len > UINT32_MAX - 1) /* offsets are uint32_t */
-		return fail(&p, 0, "document too large");
-	if (parse_value(&p, 0) < 0)
+	return p;
+}
+
+/* json_parse's work; on a key given twice, p->dup and p->dup_obj say which and where. */
+static int
+tokenize(struct parser *p)
+{
+	if (p->len > UINT32_MAX - 1) /* offsets are uint32_t */
+		return fail(p, 0, "document too large");
+	if (parse_value(p, 0) < 0)
 		return -1;
-	skip_ws(&p);
-	if (p.pos != len)
-		return fail(&p, p.pos, "trailing garbage");
-	if (p.n > p.cap) {
-		if (errlen > 0)
-			snprintf(err, errlen, "document needs %u tokens, only %u available", p.n,
-			         p.cap);
+	skip_ws(p);
+	if (p->pos != p->len)
+		return fail(p, p->pos, "trailing garbage");
+	if (p->n > p->cap) {
+		if (p->errlen > 0)
+			snprintf(p->err, p->errlen, "document needs %u tokens, only %u available",
+			         p->n, p->cap);
 		return -2;
 	}
-	return (int)p.n;
+	return (int)p->n;
+}
+
+int
+json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
+           size_t errlen)
+{
+	struct parser p = parser_at(src, len, toks, cap, err, errlen);
+
+	return tokenize(&p);
 }
 
 /* ---------------------------------------------------------------- accessors */
@@ -753,17 +778,58 @@ doc_fail(struct json_doc *d, int status, const char *fmt, ...)
 	return -1;
 }
 
+/*
+ * name (n bytes long; name holds at least its first 63 bytes) as a message quotes it, into
+ * out[0..64): cut past 60 bytes (at a character boundary) with "...", and each control
+ * character (json_control_len) shown as '?'. The name is the client's: as is, it could forge a
+ * log line or reorder what a terminal shows of the message.
+ */
+static void
+name_shown(char *out, const char *name, size_t n)
+{
+	size_t cut = n < 63 ? n : json_utf8_boundary(name, 60), i = 0, k = 0, c;
+
+	while (i < cut) {
+		c = json_control_len(name + i, cut - i);
+		out[k++] = c ? '?' : name[i];
+		i += c ? c : 1;
+	}
+	snprintf(out + k, 64 - k, "%s", n > cut ? "..." : "");
+}
+
+/*
+ * The sentence refusing the key p->dup given twice in the object p->dup_obj: a root member is
+ * a "Field", a member further down is named with the root's field that holds it. -1.
+ */
+static int
+doc_given_twice(struct json_doc *d, const struct parser *p)
+{
+	char key[64], name[64], top[64];
+	size_t n = json_str_decode(d->src, &d->toks[p->dup], key, sizeof(key));
+
+	name_shown(name, key, n);
+	if (p->dup_obj == 0)
+		return doc_fail(d, 400, "Field \"%s\" is given twice", name);
+	n = json_str_decode(d->src, &d->toks[p->top_key], key, sizeof(key));
+	name_shown(top, key, n);
+	return doc_fail(d, 400, "Member \"%s\" is given twice in field \"%s\"", name, top);
+}
+
 int
 json_doc_parse(struct json_doc *d, const char *src, size_t len, struct json_tok *toks,
 	       unsigned cap)
 {
 	char err[160];
-	int n = json_parse(src, len, toks, cap, err, sizeof(err));
+	struct parser p = parser_at(src, len, toks, cap, err, sizeof(err));
+	int n = tokenize(&p);
 
 	d->src = src;
 	d->toks = toks;
 	if (n == -2)
 		return doc_fail(d, 400, "Invalid JSON: document too complex (over %u values)", cap);
+	/* a duplicate is found only in an object whose tokens, and all before, were stored */
+	if (n < 0 && p.dup != NIL && toks[0].type == JSON_OBJECT)
+		return doc_given_twice(d, &p);
 	if (n < 0)
 		return doc_fail(d, 400, "Invalid JSON: %s", err);
 	if (toks[0].type != JSON_OBJECT)
@@ -863,12 +929,11 @@ json_unknown_name(char *out, size_t cap, const char *what, const char *name, siz
 		  const char *const *known, const char *const (*synonyms)[2])
 {
 	char shown[64], list[256];
-	size_t cut = n < sizeof(shown) - 1 ? n : json_utf8_boundary(name, sizeof(shown) - 4), len = 0;
+	size_t cut = n < 63 ? n : json_utf8_boundary(name, 60), len = 0;
 	const char *meant = json_name_meant(name, cut, known, synonyms);
 	unsigned j;
 
-	memcpy(shown, name, cut);
-	snprintf(shown + cut, sizeof(shown) - cut, "%s", n > cut ? "..." : "");
+	name_shown(shown, name, n);
 	list[0] = '\0';
 	for (j = 0; known[j]; j++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",

@@ -127,7 +127,9 @@ struct json_doc {
 
 /*
  * Tokenize src[0..len) into toks[0..cap) and require an object at the root. 0, or -1 with
- * d->status and d->why set (not JSON, too many values, not an object).
+ * d->status and d->why set (not JSON, too many values, not an object, or a member given twice:
+ * named, as `Field "cmd" is given twice` or, in an object further down, `Member "A" is given
+ * twice in field "env"`; control characters in a name shown as '?', a name cut past 60 bytes).
  */
 int json_doc_parse(struct json_doc *d, const char *src, size_t len, struct json_tok *toks,
 		   unsigned cap);
@@ -155,8 +157,8 @@ const char *json_name_meant(const char *key, size_t n, const char *const *known,
 /*
  * Write into out[0..cap) the sentence refusing a `what` ("field", "query parameter") named
  * name (n bytes long; name holds at least its first 63 bytes) that is not in known: it names
- * it (cut past 60 bytes), the known one it most likely meant (json_name_meant) and the known
- * list ("none" when empty).
+ * it (cut past 60 bytes, control characters shown as '?'), the known one it most likely meant
+ * (json_name_meant) and the known list ("none" when empty).
  */
 void json_unknown_name(char *out, size_t cap, const char *what, const char *name, size_t n,
 		       const char *const *known, const char *const (*synonyms)[2]);

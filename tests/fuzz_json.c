@@ -13,6 +13,9 @@
  *   key (keys are unique, so it is that member's value).
  * - json_w_str of the input re-parses as one string that decodes to valid UTF-8, and to the
  *   input byte for byte when the input is valid UTF-8.
+ * - json_doc_parse takes exactly the documents json_parse takes whose root is an object; its
+ *   refusal, and json_doc_known's, is 400 with a sentence free of control characters
+ *   (json_control_len), though it may quote a member's name.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -146,6 +149,25 @@ check_writer(const char *s, size_t n, int valid)
 	json_buf_free(&b);
 }
 
+/* The body check agrees with json_parse (rl, from the large array) and quotes names safely. */
+static void
+check_doc(const char *src, size_t size, int rl)
+{
+	static const char *const known[] = {"cmd", "env", NULL};
+	static struct json_tok toks[LARGE];
+	struct json_doc d = {0};
+	size_t i, n;
+	int r = json_doc_parse(&d, src, size, toks, LARGE);
+
+	CHECK(r == 0 || r == -1);
+	CHECK((r == 0) == (rl > 0 && toks[0].type == JSON_OBJECT));
+	if (r == 0 && (r = json_doc_known(&d, known)) == 0)
+		return;
+	CHECK(d.status == 400 && memchr(d.why, 0, sizeof d.why) && d.why[0]);
+	for (i = 0, n = strlen(d.why); i < n; i++)
+		CHECK(json_control_len(d.why + i, n - i) == 0);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -169,5 +191,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rl > 0)
 		check_tree(src, size, large, rl);
 	check_writer(src, size, valid_utf8(data, size));
+	check_doc(src, size, rl);
 	return 0;
 }

@@ -71,7 +71,11 @@ BAD = [
     ("HTTP/2.0", b"GET /status HTTP/2.0\r\nHost: x\r\n\r\n", 505),
     ("HTTP/0.9", b"GET /status HTTP/0.9\r\n\r\n", 505),
     ("asterisk-form target", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-    ("absolute-form target", b"GET http://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("https target", b"GET https://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("ftp target", b"GET ftp://x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("authority-form target", b"CONNECT x:5741 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("userinfo in the target", b"GET http://u:p@x/status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("empty host in the target", b"GET http:///status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("NUL in the target", b"GET /sta\x00tus HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("non-ASCII byte in the target", b"GET /status\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("non-UTF-8 method", b"G\xc3\x28T /status HTTP/1.1\r\nHost: x\r\n\r\n", 400),
@@ -81,6 +85,11 @@ BAD = [
     ("bare CR", b"GET /status HTTP/1.1\rHost: x\r\n\r\n", 400),
     ("no Host on 1.1", b"GET /status HTTP/1.1\r\n\r\n", 400),
     ("two Host headers", b"GET /status HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400),
+    ("Host with a space", b"GET /status HTTP/1.1\r\nHost: a b\r\n\r\n", 400),
+    ("Host with a path", b"GET /status HTTP/1.1\r\nHost: x/status\r\n\r\n", 400),
+    ("Host with a bad port", b"GET /status HTTP/1.1\r\nHost: x:57a1\r\n\r\n", 400),
+    ("Host IPv6 without brackets", b"GET /status HTTP/1.1\r\nHost: ::1\r\n\r\n", 400),
+    ("invalid Host on 1.0", b"GET /status HTTP/1.0\r\nHost: a b\r\n\r\n", 400),
     ("obs-fold header", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", 400),
     ("tab-folded first header", b"GET /status HTTP/1.1\r\n\tHost: x\r\n\r\n", 400),
     ("space before colon", b"GET /status HTTP/1.1\r\nHost : x\r\n\r\n", 400),
@@ -309,6 +318,65 @@ def test_malformed_requests_exact_status():
     tap.ok(D.alive(), "daemon still serving after the bad inputs")
 
 
+def test_member_given_twice_named():
+    """A body member given twice is a 400 that names it (the man page's Statuses), decoded and
+    with its control characters shown as '?', not a byte offset."""
+    cases = [
+        (b'{"cmd": "true", "cmd": "false"}', "/queue", 'Field "cmd" is given twice'),
+        (b'{"cmd": "true", "\\u0063md": "x"}', "/queue", 'Field "cmd" is given twice'),
+        (b'{"cmd": "true", "env": {"A": "1", "A": "2"}}', "/queue",
+         'Member "A" is given twice in field "env"'),
+        (b'{"x\\u001b[2J\\n": 1, "x\\u001b[2J\\n": 2}', "/queue", 'Field "x?[2J?" is given twice'),
+        (b'{"job_id": "%s", "job_id": "%s"}' % (ID0.encode(), ID0.encode()), "/kill",
+         'Field "job_id" is given twice'),
+    ]
+    for body, path, want in cases:
+        raw = raw_exchange(D.port, post_raw(body, path=path), first=True)
+        try:
+            err = json.loads(body_of(raw)).get("error")
+        except ValueError:
+            err = None
+        tap.eq((status_of(raw), err), (400, want), "POST %s %s: 400 naming the member" %
+               (path, body.decode()))
+
+
+def test_host_forms():
+    """RFC 9112 3.2: Host is uri-host [ ":" port ] (RFC 3986 3.2.2), or empty."""
+    for host in (b"", b"localhost", b"127.0.0.1:%d" % D.port, b"[::1]:%d" % D.port,
+                 b"[fe80::1%25eth0]", b"tt_host.lab:"):
+        raw = raw_exchange(D.port, b"GET /status HTTP/1.1\r\nHost: %s\r\n\r\n" % host,
+                           first=True)
+        tap.eq(status_of(raw), 200, "GET /status with Host: %s is served" % host.decode())
+    raw = raw_exchange(D.port, b"GET /status HTTP/1.1\r\nHost: a b\r\n\r\n", first=True)
+    tap.eq(json.loads(body_of(raw)).get("error"), "invalid Host header",
+           "an invalid Host is refused saying so")
+
+
+def test_absolute_form_target():
+    """RFC 9112 3.2.2: an absolute-form target is served as its path and query; its authority
+    wins over Host, which is not compared with it."""
+    def ask(target, host=b"x"):
+        raw = raw_exchange(D.port, b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, host),
+                           first=True)
+        try:
+            return status_of(raw), json.loads(body_of(raw))
+        except ValueError:
+            return status_of(raw), None
+
+    got, st = ask(b"http://127.0.0.1:%d/status" % D.port)
+    tap.ok(got == 200 and st and "devices" in st, "GET http://127.0.0.1:PORT/status is /status",
+           (got, st))
+    got, st = ask(b"HTTP://[::1]:%d/status?device=1" % D.port, host=b"elsewhere:1")
+    tap.ok(got == 200 and st and [d["device_id"] for d in st["devices"]] == ["1"],
+           "scheme in any case, IPv6 authority, the query read, another Host ignored", (got, st))
+    got, st = ask(b"http://x/status?devcie=1")
+    tap.ok(got == 400 and "devcie" in st.get("error", ""), "its query is checked as any", st)
+    got, st = ask(b"http://x")
+    tap.eq(got, 404, "an empty path is /, which is no route")
+    got, st = ask(b"https://x/status")
+    tap.ok(got == 400 and "http://" in st.get("error", ""), "https refused naming http://", st)
+
+
 def test_keep_alive_and_pipelining():
     s = socket.create_connection(("127.0.0.1", D.port), timeout=5)
     req = b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -449,7 +517,9 @@ def test_other_clients_served_while_one_stalls():
     wait_until(D.alive, 1, "daemon alive")
 
 
-run_tests(test_malformed_requests_exact_status, test_keep_alive_and_pipelining,
+run_tests(test_malformed_requests_exact_status, test_member_given_twice_named, test_host_forms,
+          test_absolute_form_target,
+          test_keep_alive_and_pipelining,
           test_http10_and_connection_close, test_later_http1_minor_served_as_1_1,
           test_expect_continue,
           test_response_headers_and_trailing_slash, test_head_answer_closes,

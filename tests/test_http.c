@@ -138,7 +138,6 @@ static const struct pcase cases[] = {
     C("non-token method, early", "G(", -400),
     C("two spaces after method", "GET  / HTTP/1.1\r\n" HOST "\r\n", -400),
     C("HTAB after method", "GET\t/ HTTP/1.1\r\n", -400),
-    C("absolute-form target", "GET http://x/ HTTP/1.1\r\n" HOST "\r\n", -400),
     C("asterisk-form target", "OPTIONS * HTTP/1.1\r\n" HOST "\r\n", -400),
     C("non-ASCII in target", "GET /caf\xc3\xa9 HTTP/1.1\r\n" HOST "\r\n", -400),
     C("HTAB in target", "GET /a\tb HTTP/1.1\r\n", -400),
@@ -150,6 +149,34 @@ static const struct pcase cases[] = {
     C("space after version", "GET / HTTP/1.1 \r\n" HOST "\r\n", -400),
     C("garbage request line", "hello world\r\n\r\n", -400),
     C("no version", "GET / \r\n", -400),
+
+    /* absolute-form (RFC 9112 3.2.2): http only; no userinfo, a host (RFC 9110 4.2.1, 4.2.4) */
+    C("absolute-form target", "GET http://x/ HTTP/1.1\r\n" HOST "\r\n", ALL),
+    C("absolute-form, scheme in capitals", "GET HTTP://127.0.0.1:5741/status?x=1 HTTP/1.1\r\n"
+      HOST "\r\n", ALL),
+    C("absolute-form, empty path", "GET http://x HTTP/1.1\r\n" HOST "\r\n", ALL),
+    C("absolute-form, empty path and a query", "GET http://x?a=1 HTTP/1.1\r\n" HOST "\r\n", ALL),
+    C("absolute-form, IPv6 authority", "GET http://[::1]:5741/status HTTP/1.1\r\n" HOST "\r\n",
+      ALL),
+    C("absolute-form, Host other than the authority", "GET http://x/ HTTP/1.1\r\nHost: y\r\n\r\n",
+      ALL),
+    C("absolute-form, empty Host", "GET http://x/ HTTP/1.1\r\nHost:\r\n\r\n", ALL),
+    C("absolute-form in 1.0 without Host", "GET http://x/ HTTP/1.0\r\n\r\n", ALL),
+    C("absolute-form, 1.1 without Host", "GET http://x/ HTTP/1.1\r\n\r\n", -400),
+    C("absolute-form, invalid Host", "GET http://x/ HTTP/1.1\r\nHost: a b\r\n\r\n", -400),
+    C("absolute-form, https", "GET https://x/ HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("absolute-form, other scheme", "GET ftp://x/ HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("absolute-form, scheme early", "GET hx", -400),
+    C("absolute-form, no //", "GET http:x/ HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("absolute-form, userinfo", "GET http://u@x/ HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("absolute-form, empty host", "GET http:///status HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("absolute-form, port without host", "GET http://:80/ HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("absolute-form, bad port", "GET http://x:8a/ HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("absolute-form, control byte in authority", "GET http://x\x01", -400),
+    C("absolute-form, non-ASCII in authority", "GET http://caf\xc3\xa9/ HTTP/1.1\r\n" HOST
+      "\r\n", -400),
+    C("absolute-form, space after the scheme", "GET http:// HTTP/1.1\r\n" HOST "\r\n", -400),
+    C("authority-form target", "CONNECT x:80 HTTP/1.1\r\n" HOST "\r\n", -400),
 
     /* versions (RFC 9110 6.2; a later 1.x is served as 1.1, RFC 9110 2.5) */
     C("HTTP/2.0", "GET / HTTP/2.0\r\n" HOST "\r\n", -505),
@@ -175,6 +202,46 @@ static const struct pcase cases[] = {
     C("1.1 without Host, other fields", RL "X: 1\r\n\r\n", -400),
     C("two Host fields", RL HOST "Host: y\r\n\r\n", -400),
     C("two Host fields in 1.0", "GET / HTTP/1.0\r\nHost: x\r\nHost: x\r\n\r\n", -400),
+
+    /* Host = uri-host [ ":" port ] (RFC 9110 7.2, RFC 3986 3.2.2-3.2.3) */
+    C("Host reg-name and port", RL "Host: tt-host.lab_1~:5741\r\n\r\n", ALL),
+    C("Host IPv4 and port", RL "Host: 127.0.0.1:5741\r\n\r\n", ALL),
+    C("Host sub-delims and pct-encoded", RL "Host: a!$&'()*+,;=%2Db\r\n\r\n", ALL),
+    C("Host empty port", RL "Host: x:\r\n\r\n", ALL),
+    C("Host port only", RL "Host: :80\r\n\r\n", ALL),
+    C("Host IPv6 loopback and port", RL "Host: [::1]:5741\r\n\r\n", ALL),
+    C("Host IPv6 eight pieces", RL "Host: [1:2:3:4:5:6:7:abcd]\r\n\r\n", ALL),
+    C("Host IPv6 gap at the end", RL "Host: [1:2:3:4:5:6:7::]\r\n\r\n", ALL),
+    C("Host IPv6 with IPv4", RL "Host: [::ffff:192.0.2.1]:80\r\n\r\n", ALL),
+    C("Host IPv6 six pieces and IPv4", RL "Host: [1:2:3:4:5:6:1.2.3.4]\r\n\r\n", ALL),
+    C("Host IPv6 zone, RFC 6874", RL "Host: [fe80::1%25eth0]:80\r\n\r\n", ALL),
+    C("Host IPv6 bare zone", RL "Host: [fe80::1%eth0]:80\r\n\r\n", ALL),
+    C("Host IPvFuture", RL "Host: [v1F.a:b!]\r\n\r\n", ALL),
+    C("Host with a space", RL "Host: a b\r\n\r\n", -400),
+    C("Host with a path", RL "Host: x/y\r\n\r\n", -400),
+    C("Host with userinfo", RL "Host: u@x\r\n\r\n", -400),
+    C("Host port not digits", RL "Host: x:80a\r\n\r\n", -400),
+    C("Host two ports", RL "Host: x:80:81\r\n\r\n", -400),
+    C("Host bad pct-encoding", RL "Host: a%zz\r\n\r\n", -400),
+    C("Host cut pct-encoding", RL "Host: a%2\r\n\r\n", -400),
+    C("Host not ASCII", RL "Host: caf\xc3\xa9\r\n\r\n", -400),
+    C("Host IPv6 unbracketed", RL "Host: ::1\r\n\r\n", -400),
+    C("Host IPv6 unclosed", RL "Host: [::1\r\n\r\n", -400),
+    C("Host IPv6 text after bracket", RL "Host: [::1]x\r\n\r\n", -400),
+    C("Host IPv6 nine pieces", RL "Host: [1:2:3:4:5:6:7:8:9]\r\n\r\n", -400),
+    C("Host IPv6 seven pieces", RL "Host: [1:2:3:4:5:6:7]\r\n\r\n", -400),
+    C("Host IPv6 two gaps", RL "Host: [1::2::3]\r\n\r\n", -400),
+    C("Host IPv6 gap and eight pieces", RL "Host: [1:2:3:4::5:6:7:8]\r\n\r\n", -400),
+    C("Host IPv6 five hex digits", RL "Host: [12345::]\r\n\r\n", -400),
+    C("Host IPv6 trailing colon", RL "Host: [1::2:]\r\n\r\n", -400),
+    C("Host IPv6 IPv4 octet over 255", RL "Host: [::1.2.3.256]\r\n\r\n", -400),
+    C("Host IPv6 IPv4 leading zero", RL "Host: [::1.2.3.04]\r\n\r\n", -400),
+    C("Host IPv6 IPv4 not last", RL "Host: [::1.2.3.4:1]\r\n\r\n", -400),
+    C("Host IPv6 empty zone", RL "Host: [fe80::1%]\r\n\r\n", -400),
+    C("Host empty brackets", RL "Host: []\r\n\r\n", -400),
+    C("Host IPvFuture without text", RL "Host: [v1.]\r\n\r\n", -400),
+    C("Host IPvFuture without hex", RL "Host: [vx.a]\r\n\r\n", -400),
+    C("Host invalid in 1.0", "GET / HTTP/1.0\r\nHost: a b\r\n\r\n", -400),
 
     /* Content-Length (RFC 9110 8.6, RFC 9112 6.3) */
     C("Content-Length negative", RL HOST "Content-Length: -1\r\n\r\n", -400),
@@ -255,6 +322,36 @@ test_table(void)
 	ok(bad_prefix == 0, "every prefix of all %zu cases gives 0 or the whole result", n);
 }
 
+/* An absolute-form target is served as its path and query (RFC 9112 3.2.2). */
+static void
+test_absolute_form(void)
+{
+	static const char empty[] = "GET hTtP://x HTTP/1.1\r\nHost: y\r\n\r\n";
+	struct http_request req;
+	const char *in;
+	int r;
+
+	r = parse_str("GET http://127.0.0.1:5741/status?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", &req);
+	ok(r > 0 && view_is(req.path, req.path_len, "/status") &&
+	   view_is(req.query, req.query_len, "x=1"), "absolute-form: path and query views");
+	r = parse_str("GET http://[::1]/a/b? HTTP/1.1\r\nHost: x\r\n\r\n", &req);
+	ok(r > 0 && view_is(req.path, req.path_len, "/a/b") && req.query_len == 0,
+	   "absolute-form: IPv6 authority, '?' alone");
+	in = guarded(empty, sizeof(empty) - 1);
+	r = http_parse_request(in, sizeof(empty) - 1, &req);
+	ok(r > 0 && view_is(req.path, req.path_len, "/") && req.query_len == 0 &&
+	   req.path >= in && req.path < in + r, "absolute-form: an empty path is \"/\", in buf");
+	r = parse_str("GET http://x?a=b HTTP/1.1\r\nHost: x\r\n\r\n", &req);
+	ok(r > 0 && view_is(req.path, req.path_len, "/") && view_is(req.query, req.query_len, "a=b"),
+	   "absolute-form: an empty path before a query is \"/\"");
+	r = parse_str("GET https://x/ HTTP/1.1\r\nHost: x\r\n\r\n", &req);
+	ok(r == -400 && req.error && strstr(req.error, "http://"), "https refused naming http://: %s",
+	   req.error ? req.error : "(null)");
+	r = parse_str("GET http://u@x/ HTTP/1.1\r\nHost: x\r\n\r\n", &req);
+	ok(r == -400 && req.error && strstr(req.error, "userinfo"), "userinfo refused saying so: %s",
+	   req.error ? req.error : "(null)");
+}
+
 static void
 test_fields(void)
 {
@@ -297,6 +394,7 @@ test_fields(void)
 	ok(r > 0 && view_is(req.query, req.query_len, "b?c"), "query keeps later '?'");
 	r = parse_str("GET / HTTP/1.1\r\nHost: x\r\nX:\r\n\r\n", &req);
 	ok(r > 0 && req.headers[1].value_len == 0, "empty value view");
+	test_absolute_form();
 }
 
 static void

@@ -806,6 +806,49 @@ test_regressions(void)
 	/* none found by the fuzzers so far; crashes found later go here */
 }
 
+/* Body text s parsed as a request body: the sentence refusing it, or "" when it parses. */
+static const char *
+doc_why(const char *s)
+{
+	static struct json_tok toks[64];
+	static struct json_doc d;
+	size_t n = strlen(s);
+
+	d.why[0] = '\0';
+	if (json_doc_parse(&d, guarded(s, n), n, toks, 64) < 0 && d.status != 400)
+		return "(not a 400)";
+	return d.why;
+}
+
+/* A member given twice is named, not pointed at by a byte offset. */
+static void
+test_doc_duplicates(void)
+{
+	char body[300], want[128];
+
+	is_str(doc_why("{\"cmd\":\"a\",\"cmd\":\"b\"}"), "Field \"cmd\" is given twice",
+	       "doc: a member given twice is named");
+	is_str(doc_why("{\"cmd\":\"a\",\"\\u0063md\":\"b\"}"), "Field \"cmd\" is given twice",
+	       "doc: a member given twice is named decoded, whatever its escapes");
+	is_str(doc_why("{\"cmd\":\"a\",\"env\":{\"A\":\"1\",\"A\":\"2\"}}"),
+	       "Member \"A\" is given twice in field \"env\"",
+	       "doc: a member given twice in an object value is named with its field");
+	is_str(doc_why("{\"x\":1,\"device_ids\":[0,{\"a\":{\"b\":1,\"b\":2}}]}"),
+	       "Member \"b\" is given twice in field \"device_ids\"",
+	       "doc: deeper down, the root's field it is in is named");
+	is_str(doc_why("{\"a\\u001b[2J\\n\\u202e\\u0085\":1,\"a\\u001b[2J\\n\\u202e\\u0085\":2}"),
+	       "Field \"a?[2J???\" is given twice",
+	       "doc: control characters of a name given twice are shown as '?'");
+	snprintf(body, sizeof(body), "{\"%0100d\":1,\"%0100d\":2}", 0, 0);
+	snprintf(want, sizeof(want), "Field \"%060d...\" is given twice", 0);
+	is_str(doc_why(body), want, "doc: a long name given twice is cut after 60 bytes");
+	snprintf(body, sizeof(body), "{\"e\":{\"%0100d\":1,\"%0100d\":2}}", 0, 0);
+	snprintf(want, sizeof(want), "Member \"%060d...\" is given twice in field \"e\"", 0);
+	is_str(doc_why(body), want, "doc: a long nested name given twice is cut too");
+	ok(strncmp(doc_why("[{\"a\":1,\"a\":2}]"), "Invalid JSON: duplicate key", 27) == 0,
+	   "doc: a duplicate under an array root stays invalid JSON");
+}
+
 /* The checks of a request body's members: what a client sent wrong is named, near misses too. */
 static void
 test_doc(void)
@@ -869,6 +912,7 @@ test_doc(void)
 	ok(json_doc_str(&d, "timeout", 100, &s) < 0 && strcmp(d.why, "timeout must be a string") == 0,
 	   "doc: a number is no string");
 	is_int(json_utf8_chars("a\xc3\xa9\xe2\x82\xac"), 3, "utf8_chars counts code points");
+	test_doc_duplicates();
 	{
 		static const char *const none[] = {NULL}, *const logs[] = {"offset", "limit", NULL};
 		char why[256], lng[80];
@@ -883,6 +927,9 @@ test_doc(void)
 		json_unknown_name(why, sizeof(why), "field", lng, sizeof(lng), logs, NULL);
 		ok(strstr(why, "\"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz...\"") != NULL,
 		   "a long name is cut after 60 bytes");
+		json_unknown_name(why, sizeof(why), "field", "x\x1b[2J\n\xe2\x80\xae", 9, none, NULL);
+		is_str(why, "Unknown field \"x?[2J??\" (known fields: none)",
+		       "an unknown name shows its control characters as '?'");
 	}
 }
 
