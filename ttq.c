@@ -98,6 +98,9 @@
 
 #define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
+/* RFC 9110 10.2.3, on a 503 that handled nothing: ask again in a second. Without it a client
+ * cannot tell "try again" from a refusal that is the answer (a dead card, a full queue). */
+#define RETRY_AFTER "Retry-After: 1\r\n"
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
 #define LOG_DIR_CHECK 2.0     /* s between looks for a removed log dir, without inotify */
 #define DIR_SETTLE 0.5        /* s after the last removal seen before the log dir is made again,
@@ -1821,8 +1824,9 @@ refuse_reason(const struct card *card)
 	return NULL;
 }
 
+/* The 503 of a refusal that is the answer (extra NULL), or that asks again (RETRY_AFTER). */
 static void
-respond_refused(struct http_conn *c, const struct card *card, const char *why)
+respond_refused(struct http_conn *c, const struct card *card, const char *why, const char *extra)
 {
 	struct json_w w = body_begin();
 	char msg[1024];
@@ -1840,7 +1844,7 @@ respond_refused(struct http_conn *c, const struct card *card, const char *why)
 		w_str(&w, "device_state", sched_state_name(card->state));
 	}
 	json_w_obj_end(&w);
-	respond_json(c, 503, &body_buf, NULL);
+	respond_json(c, 503, &body_buf, extra);
 }
 
 /* cwd: empty, or an accessible directory. */
@@ -2062,7 +2066,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 			refused = card;
 	}
 	if ((why = refuse_reason(refused ? refused : s.card))) {
-		respond_refused(c, refused ? refused : s.card, why);
+		respond_refused(c, refused ? refused : s.card, why, NULL);
 		goto out;
 	}
 	if (D.sched.queued_total >= cfg.max_queued) {
@@ -2467,7 +2471,8 @@ kill_active(struct http_conn *c, struct active *a)
 {
 	if (a->job.status == JOB_QUEUED && D.degraded) {
 		/* Not recordable now: answered as cancelled, a crash would still run it. */
-		respond_refused(c, a->card, "The job store is degraded; the cancel cannot be recorded");
+		respond_refused(c, a->card,
+				"The job store is degraded; the cancel cannot be recorded", NULL);
 	} else if (a->job.status == JOB_QUEUED) {
 		static const char why[] = "Cancelled by a kill request before it started";
 		struct card *card = a->card;
@@ -2481,7 +2486,8 @@ kill_active(struct http_conn *c, struct active *a)
 		done.error = (char *)why;
 		if (!store_sync_now(&done)) {
 			/* a may be gone: a submission of this turn is refused whole. */
-			respond_refused(c, card, "The job store is degraded; the cancel cannot be recorded");
+			respond_refused(c, card,
+					"The job store is degraded; the cancel cannot be recorded", NULL);
 			return;
 		}
 		sched_unlink(&D.sched, &a->job);
@@ -2690,10 +2696,12 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 		return;
 	}
 	if (!D.store && !r->storeless) {
-		/* Started without the store: no card or job is known until it opens. */
+		/* Started without the store: no card or job is known until it opens, which it is
+		 * tried every STORE_RETRY s to do; a stop is the answer. */
 		const char *why = refuse_reason(NULL);
 
-		respond_refused(c, NULL, why ? why : "The job store is not open");
+		respond_refused(c, NULL, why ? why : "The job store is not open",
+				D.shutting_down ? NULL : RETRY_AFTER);
 		return;
 	}
 	rn = strlen(r->path);
@@ -3560,7 +3568,7 @@ handle_reset(struct http_conn *c, const struct call *call)
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
 	if (D.shutting_down) {
-		respond_refused(c, NULL, "The service is shutting down");
+		respond_refused(c, NULL, "The service is shutting down", NULL);
 		return;
 	}
 	for (i = 0; i < D.sched.ncards; i++)
@@ -3599,7 +3607,8 @@ handle_reset(struct http_conn *c, const struct call *call)
 		for (i = 0; i < D.sched.ncards; i++)
 			if (want[i] && act[i] == RESET_SCHEDULED)
 				sched_reset_withdraw(&D.sched.cards[i]);
-		respond_refused(c, card, "The job store is degraded; the reset cannot be recorded");
+		respond_refused(c, card, "The job store is degraded; the reset cannot be recorded",
+				NULL);
 		return;
 	}
 	w = body_begin();
@@ -3683,7 +3692,7 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 	    (i = device_member(c, body)) == -2)
 		return;
 	if (D.shutting_down) {
-		respond_refused(c, NULL, "The service is shutting down");
+		respond_refused(c, NULL, "The service is shutting down", NULL);
 		return;
 	}
 	if (i < 0) {
@@ -3706,7 +3715,7 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 			sched_hold_swap(card, &h); /* memory as it is on disk */
 			card_dirty(card);
 			respond_refused(c, card, "The job store is degraded; the change cannot be "
-						 "recorded");
+						 "recorded", NULL);
 			goto out;
 		}
 		logmsg("tt-device-queue: card %d %s by %s%s%s", card->device, hold ? "held" : "released",
@@ -4077,7 +4086,8 @@ store_unwind(void)
 			sched_unlink(&D.sched, &a->job);
 		}
 		http_conn_retract(ack->conn);
-		respond_refused(ack->conn, a->card, "The job store is degraded; the job was not queued");
+		respond_refused(ack->conn, a->card,
+				"The job store is degraded; the job was not queued", NULL);
 		vec_push(&drop, a);
 	}
 	D.nacks = 0;
