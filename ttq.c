@@ -13,7 +13,8 @@
  *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
  *     here: TT_DEVICE_MAX_CONNECTIONS, the pause when accept runs out of descriptors (a timer
- *     and a log line) and its close at shutdown are the daemon's decisions, not HTTP's.
+ *     and a log line) and its close at shutdown are the daemon's decisions, not HTTP's; so is
+ *     the hold limit that keeps HOLD_RESERVE connections from long-polls (hold_limit).
  *   - A job moves through sched.h's named phases (queued, starting, running, stopping, done,
  *     forgotten) only by sched_job_transition, whose table aborts on a change it does not
  *     allow; the durable status follows the phase. Memory holds only active jobs, those not
@@ -98,6 +99,9 @@
 
 #define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
+/* Connections kept from long-polls for short requests, at most half of them (hold_limit):
+ * without them, waiting clients took every connection and status, queue and release timed out. */
+#define HOLD_RESERVE 16
 /* RFC 9110 10.2.3, on a 503 that handled nothing: ask again in a second. Without it a client
  * cannot tell "try again" from a refusal that is the answer (a dead card, a full queue). */
 #define RETRY_AFTER "Retry-After: 1\r\n"
@@ -767,6 +771,8 @@ static struct {
 	int dir_notify_slot; /* the poll slot of the log dir's inotify watch (dir_watch) */
 	bool dir_watched;    /* inotify watches it; else dir_check looks on a timer */
 	struct http_server *http; /* the client connections */
+	long long held;       /* long-polls held now (hold, waiter_unlink) */
+	long long busy_total; /* busy 503s since the start (respond_busy), for /metrics */
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1,
        .dir_notify_slot = -1};
 
@@ -1419,20 +1425,47 @@ body_begin(void)
 	return w;
 }
 
+/* {"error": msg} with status, and `extra` header lines (NULL or "Name: value\r\n"...). */
+static void
+respond_msg(struct http_conn *c, int status, const char *extra, const char *msg)
+{
+	struct json_w w = body_begin();
+
+	json_w_obj(&w);
+	w_str(&w, "error", msg);
+	json_w_obj_end(&w);
+	respond_json(c, status, &body_buf, extra);
+}
+
 static void __attribute__((format(printf, 3, 4)))
 respond_error(struct http_conn *c, int status, const char *fmt, ...)
 {
 	char msg[1024];
-	struct json_w w = body_begin();
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	json_w_obj(&w);
-	w_str(&w, "error", msg);
-	json_w_obj_end(&w);
-	respond_json(c, status, &body_buf, NULL);
+	respond_msg(c, status, NULL, msg);
+}
+
+/*
+ * The busy 503: the request was not handled, for want of a connection or of room for one more
+ * long-poll; fmt says which setting sets that. Retry-After asks for the request again, and the
+ * connection closes, so a client pausing before it asks holds no connection meanwhile.
+ */
+static void __attribute__((format(printf, 2, 3)))
+respond_busy(struct http_conn *c, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	D.busy_total++;
+	http_conn_last(c);
+	respond_msg(c, 503, RETRY_AFTER, msg);
 }
 
 static void
@@ -1450,6 +1483,7 @@ waiter_unlink(struct client *cl)
 		cl->wnext->wprev = cl->wprev;
 	cl->wnext = cl->wprev = NULL;
 	cl->held_on = NULL;
+	D.held--;
 }
 
 /* ---- http.c's callbacks and the loop's events for a client */
@@ -2174,12 +2208,35 @@ waits_in_vain(const struct active *a)
 	return D.shutting_down && a->job.status == JOB_QUEUED;
 }
 
-/* Answer c later: when the job ends (or, for /logs, has output past the offset), or in wait s. */
+/*
+ * Long-polls held at most at once: HOLD_RESERVE connections (half of them when there are fewer
+ * than 32) stay for requests answered at once.
+ */
+static long long
+hold_limit(void)
+{
+	long long reserve = cfg.max_connections / 2 < HOLD_RESERVE ? cfg.max_connections / 2
+								    : HOLD_RESERVE;
+
+	return cfg.max_connections - reserve;
+}
+
+/*
+ * Answer c later: when the job ends (or, for /logs, has output past the offset), or in wait s;
+ * or, with hold_limit() long-polls held already, the busy 503 now.
+ */
 static void
 hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 {
 	struct client *cl = http_conn_owner(c);
 
+	if (D.held >= hold_limit()) {
+		respond_busy(c, "%lld long-polls wait already, the most TT_DEVICE_MAX_CONNECTIONS "
+			     "(%lld) allows while %lld connections stay for other requests",
+			     D.held, cfg.max_connections, cfg.max_connections - hold_limit());
+		return;
+	}
+	D.held++;
 	cl->held = kind;
 	cl->held_on = a;
 	cl->wprev = NULL;
@@ -3759,6 +3816,12 @@ handle_metrics(struct http_conn *c, const struct call *call)
 			mono_now - started_mono);
 	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
 			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
+	json_buf_printf(b, "# HELP ttq_http_busy_total Requests answered 503 with Retry-After: the "
+			   "connections or the long-polls were at their limit.\n"
+			   "# TYPE ttq_http_busy_total counter\nttq_http_busy_total %lld\n",
+			D.busy_total);
+	json_buf_printf(b, "# HELP ttq_http_long_polls Long-polls held now.\n"
+			   "# TYPE ttq_http_long_polls gauge\nttq_http_long_polls %lld\n", D.held);
 	json_buf_printf(b, "# HELP ttq_log_lines_dropped_total Log lines stderr could not take "
 			   "without waiting.\n# TYPE ttq_log_lines_dropped_total counter\n"
 			   "ttq_log_lines_dropped_total %lld\n", log_out.dropped);
