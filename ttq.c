@@ -12,9 +12,10 @@
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
  *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
- *     here: TT_DEVICE_MAX_CONNECTIONS, the pause when accept runs out of descriptors (a timer
- *     and a log line) and its close at shutdown are the daemon's decisions, not HTTP's; so is
- *     the hold limit that keeps HOLD_RESERVE connections from long-polls (hold_limit).
+ *     here: TT_DEVICE_MAX_CONNECTIONS and the BUSY_SLOTS beyond it whose requests are told the
+ *     busy 503 (accepting), the pause when accept runs out of descriptors (a timer and a log
+ *     line) and its close at shutdown are the daemon's decisions, not HTTP's; so is the hold
+ *     limit that keeps HOLD_RESERVE connections from long-polls (hold_limit).
  *   - A job moves through sched.h's named phases (queued, starting, running, stopping, done,
  *     forgotten) only by sched_job_transition, whose table aborts on a change it does not
  *     allow; the durable status follows the phase. Memory holds only active jobs, those not
@@ -102,6 +103,9 @@
 /* Connections kept from long-polls for short requests, at most half of them (hold_limit):
  * without them, waiting clients took every connection and status, queue and release timed out. */
 #define HOLD_RESERVE 16
+/* Connections accepted beyond TT_DEVICE_MAX_CONNECTIONS only to be answered the busy 503
+ * (accepting): without them a client at the cap heard nothing until its own timeout. */
+#define BUSY_SLOTS 16
 /* RFC 9110 10.2.3, on a 503 that handled nothing: ask again in a second. Without it a client
  * cannot tell "try again" from a refusal that is the answer (a dead card, a full queue). */
 #define RETRY_AFTER "Retry-After: 1\r\n"
@@ -771,6 +775,7 @@ static struct {
 	int dir_notify_slot; /* the poll slot of the log dir's inotify watch (dir_watch) */
 	bool dir_watched;    /* inotify watches it; else dir_check looks on a timer */
 	struct http_server *http; /* the client connections */
+	long long over;       /* open connections accepted beyond the cap (client_new) */
 	long long held;       /* long-polls held now (hold, waiter_unlink) */
 	long long busy_total; /* busy 503s since the start (respond_busy), for /metrics */
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1,
@@ -1395,6 +1400,7 @@ struct client {
 	unsigned long long held_offset, held_limit;
 	struct active *held_on;
 	struct client *wnext, *wprev; /* in held_on->waiters */
+	bool over; /* accepted beyond the cap: its request is answered the busy 503 */
 };
 
 static struct json_buf body_buf; /* scratch for response bodies */
@@ -1517,6 +1523,8 @@ client_closed(struct http_conn *c)
 	waiter_unlink(cl);
 	timer_stop(&cl->timer);
 	watch_del(&cl->slot);
+	if (cl->over)
+		D.over--;
 	free(cl);
 	/* Below the limit again: take connections from the listen backlog. */
 	if (D.listen_fd >= 0 && !D.shutting_down)
@@ -1559,13 +1567,26 @@ clients_init(void)
 
 /* ---- the listening socket */
 
+/*
+ * Whether the listener takes one more connection. TT_DEVICE_MAX_CONNECTIONS counts the
+ * connections served; BUSY_SLOTS more are accepted "over" only to be told the busy 503
+ * (client_new, handle_request), and beyond those new connections wait in the listen backlog.
+ * The bookkeeping: a connection accepted while the cap are served is over for its life, even
+ * when a served one closes meanwhile; served ones are the open ones less D.over. So served <=
+ * cap and over <= BUSY_SLOTS always, and this one test of the total guards both.
+ */
+static bool
+accepting(void)
+{
+	return http_server_connections(D.http) < cfg.max_connections + BUSY_SLOTS;
+}
+
 /* The listening socket's pause after accept failed for want of resources (EMFILE...). */
 static void
 accept_resume_fired(void *arg)
 {
 	(void)arg;
-	if (D.listen_fd >= 0 && !D.shutting_down &&
-	    http_server_connections(D.http) < cfg.max_connections)
+	if (D.listen_fd >= 0 && !D.shutting_down && accepting())
 		watch_events(D.listen_slot, POLLIN);
 }
 
@@ -1590,7 +1611,10 @@ accept_pause(int err)
 	timer_set(&accept_resume, mono_now + ACCEPT_RETRY);
 }
 
-/* A new connection on fd: its client, watch and timer; false (fd closed) without memory. */
+/*
+ * A new connection on fd: its client, watch and timer; false (fd closed) without memory. It is
+ * over (accepting) when the cap are served already.
+ */
 static bool
 client_new(int fd)
 {
@@ -1604,12 +1628,14 @@ client_new(int fd)
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	timer_init(&cl->timer, client_timer_fired, cl);
+	cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
 	if (!(cl->http = http_conn_new(D.http, fd, cl))) {
 		watch_del(&cl->slot);
 		free(cl);
 		close(fd);
 		return false;
 	}
+	D.over += cl->over;
 	return true;
 }
 
@@ -1618,7 +1644,7 @@ listen_event(void *arg, short revents)
 {
 	(void)arg;
 	(void)revents;
-	while (http_server_connections(D.http) < cfg.max_connections) {
+	while (accepting()) {
 		int fd = accept4(D.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -1634,7 +1660,7 @@ listen_event(void *arg, short revents)
 			return;
 		}
 	}
-	/* At the limit: leave further connections in the listen backlog. */
+	/* At the cap and its busy slots: leave further connections in the listen backlog. */
 	watch_events(D.listen_slot, 0);
 }
 
@@ -2735,6 +2761,11 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	const struct route *r;
 	char id[33];
 
+	if (((struct client *)http_conn_owner(c))->over) {
+		respond_busy(c, "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
+			     cfg.max_connections);
+		return;
+	}
 	if (n > 1 && req->path[n - 1] == '/')
 		n--;
 	if (!(r = route_find(req->path, n))) {
@@ -4895,17 +4926,17 @@ reopen_store(void)
 }
 
 /*
- * Room for TT_DEVICE_MAX_CONNECTIONS client sockets besides the daemon's own descriptors:
- * raise the soft RLIMIT_NOFILE (often 1024, or less) up to what is needed, within the hard
- * limit. Only as far as needed, not to the hard limit: jobs inherit it, and some programs
- * walk every possible descriptor at start. Short of it, accept's EMFILE is handled
- * (accept_pause) and the rest wait in the backlog.
+ * Room for TT_DEVICE_MAX_CONNECTIONS client sockets and the BUSY_SLOTS beyond them besides the
+ * daemon's own descriptors: raise the soft RLIMIT_NOFILE (often 1024, or less) up to what is
+ * needed, within the hard limit. Only as far as needed, not to the hard limit: jobs inherit
+ * it, and some programs walk every possible descriptor at start. Short of it, accept's EMFILE
+ * is handled (accept_pause) and the rest wait in the backlog.
  */
 static void
 raise_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg.max_connections + FD_RESERVE + 4 * (rlim_t)cfg.nids;
+	rlim_t want = (rlim_t)cfg.max_connections + BUSY_SLOTS + FD_RESERVE + 4 * (rlim_t)cfg.nids;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;

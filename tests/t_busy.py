@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Busy answers: held long-polls never starve short requests.
+"""Busy answers: held long-polls and a full connection cap never starve short requests.
 
 - TT_DEVICE_MAX_CONNECTIONS=50, card 0 held, 55 clients waiting on its queued jobs: 34
   long-polls are held (50 less the 16 kept for other requests), the other 21 are answered at
@@ -8,6 +8,10 @@
   release every job runs exactly once.
 - At the default cap (1024) 1000 long-polls are all held, and /status, /job and POST /kill
   are answered promptly beside them; the 1009th long-poll is the first beyond the hold limit.
+- At the cap (TT_DEVICE_MAX_CONNECTIONS=4, all idle keep-alive), a fifth connection's request
+  is answered the busy 503 within a second instead of waiting in the listen backlog, and is
+  not carried out; the daemon serves again once the idle ones close. A refusal that is the
+  answer (a full queue) carries no Retry-After and keeps its connection.
 """
 
 import collections
@@ -230,4 +234,53 @@ def test_thousand_held_waits():
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-run_tests(test_55_waiters_leave_room_for_short_requests, test_thousand_held_waits)
+def test_busy_at_cap():
+    d = daemon(TT_DEVICE_MAX_CONNECTIONS=4, TT_DEVICE_MAX_QUEUED_JOBS=1).start()
+    idle = []
+    for _ in range(4):
+        s = send_get(d.port, "/status")
+        r = read_response(s)
+        tap.eq(r and r[0], 200, "keep-alive connection %d served, then idle" % (len(idle) + 1))
+        idle.append(s)
+    body = json.dumps({"cmd": "true"}).encode()
+    extra = socket.create_connection(("127.0.0.1", d.port))
+    t0 = time.monotonic()
+    extra.sendall(b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                  % (len(body), body))
+    r = read_response(extra, 1.0)
+    took = time.monotonic() - t0
+    tap.ok(is_busy(r), "at the cap of 4, a fifth connection's request gets the busy 503 within "
+           "1 s (%.3fs)" % took, r)
+    tap.ok(closed_by_peer(extra), "and its connection is closed")
+    extra.close()
+    for s in idle:
+        s.close()
+    # A connection made right after the closes may still find the cap full (the daemon may take
+    # it before it sees them) and be told busy: ask again, as Retry-After says.
+    t0 = time.monotonic()
+    st = wait_until(lambda: (lambda r: r if r.status == 200 else None)(
+        d.get("/status", timeout=NOT_HELD)), NOT_HELD, "the daemon to serve again")
+    t_st = time.monotonic() - t0
+    tap.ok(st is not None and st.status == 200 and t_st < NOT_HELD,
+           "once the idle ones close the daemon serves (%.3fs)" % t_st)
+    tap.ok(st is not None and all(not x["pending"] and x["current"] is None and not x["recent"]
+                                  for x in st["devices"]),
+           "the refused submission was not carried out", st)
+
+    tap.eq(d.post("/hold", {"device_id": "0"}).status, 200, "card 0 held")
+    d.submit("true", device_id="0")
+    conn = socket.create_connection(("127.0.0.1", d.port))
+    conn.sendall(b"POST /queue HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body))
+    r = read_response(conn)
+    tap.ok(r and r[0] == 503 and "retry-after" not in r[1] and "connection" not in r[1] and
+           "TT_DEVICE_MAX_QUEUED_JOBS" in json.loads(r[2])["error"],
+           "a full queue's 503 is the answer: no Retry-After, the connection kept", r)
+    conn.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+    r = read_response(conn)
+    tap.eq(r and r[0], 200, "and it serves the next request")
+    conn.close()
+
+
+run_tests(test_busy_at_cap, test_55_waiters_leave_room_for_short_requests,
+          test_thousand_held_waits)
