@@ -1408,6 +1408,13 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 }
 
 void
+http_conn_last(struct http_conn *c)
+{
+	if (c->state != HTTP_CONN_CLOSED)
+		c->keep_alive = false; /* answer_head: Connection: close, then CLOSING */
+}
+
+void
 http_conn_hold(struct http_conn *c, double until)
 {
 	c->deadline = until; /* the state's deadline (state_deadline) */

@@ -234,6 +234,13 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
 		       const void *body, size_t len, const char *extra);
 
 /*
+ * Make the answer c gives next (to the request it is ANSWERING, or its hold) its last: the
+ * head says Connection: close and c is closed once it is written, whatever the request asked.
+ * Call before http_conn_respond. Ignored on a CLOSED connection.
+ */
+void http_conn_last(struct http_conn *c);
+
+/*
  * Hold the request c is ANSWERING: its worker is freed, its answer comes later from the owner
  * (http_conn_respond), or `hold_expired` is called at monotonic time `until`.
  */

@@ -12,8 +12,10 @@
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
  *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
- *     here: TT_DEVICE_MAX_CONNECTIONS, the pause when accept runs out of descriptors (a timer
- *     and a log line) and its close at shutdown are the daemon's decisions, not HTTP's.
+ *     here: TT_DEVICE_MAX_CONNECTIONS and the BUSY_SLOTS beyond it whose requests are told the
+ *     busy 503 (accepting), the pause when accept runs out of descriptors (a timer and a log
+ *     line) and its close at shutdown are the daemon's decisions, not HTTP's; so is the hold
+ *     limit that keeps HOLD_RESERVE connections from long-polls (hold_limit).
  *   - A job moves through sched.h's named phases (queued, starting, running, stopping, done,
  *     forgotten) only by sched_job_transition, whose table aborts on a change it does not
  *     allow; the durable status follows the phase. Memory holds only active jobs, those not
@@ -99,6 +101,15 @@
 
 #define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
+/* Connections kept from long-polls for short requests, at most half of them (hold_limit):
+ * without them, waiting clients took every connection and status, queue and release timed out. */
+#define HOLD_RESERVE 16
+/* Connections accepted beyond TT_DEVICE_MAX_CONNECTIONS only to be answered the busy 503
+ * (accepting): without them a client at the cap heard nothing until its own timeout. */
+#define BUSY_SLOTS 16
+/* RFC 9110 10.2.3, on a 503 that handled nothing: ask again in a second. Without it a client
+ * cannot tell "try again" from a refusal that is the answer (a dead card, a full queue). */
+#define RETRY_AFTER "Retry-After: 1\r\n"
 #define STORE_RETRY 1.0       /* s between commit attempts while degraded */
 #define LOG_DIR_CHECK 2.0     /* s between looks for a removed log dir, without inotify */
 #define DIR_SETTLE 0.5        /* s after the last removal seen before the log dir is made again,
@@ -769,6 +780,9 @@ static struct {
 	int dir_notify_slot; /* the poll slot of the log dir's inotify watch (dir_watch) */
 	bool dir_watched;    /* inotify watches it; else dir_check looks on a timer */
 	struct http_server *http; /* the client connections */
+	long long over;       /* open connections accepted beyond the cap (client_new) */
+	long long held;       /* long-polls held now (hold, waiter_unlink) */
+	long long busy_total; /* busy 503s since the start (respond_busy), for /metrics */
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1,
        .dir_notify_slot = -1};
 
@@ -1408,6 +1422,7 @@ struct client {
 	unsigned long long held_offset, held_limit;
 	struct active *held_on;
 	struct client *wnext, *wprev; /* in held_on->waiters */
+	bool over; /* accepted beyond the cap: its request is answered the busy 503 */
 };
 
 static struct json_buf body_buf; /* scratch for response bodies */
@@ -1438,20 +1453,47 @@ body_begin(void)
 	return w;
 }
 
+/* {"error": msg} with status, and `extra` header lines (NULL or "Name: value\r\n"...). */
+static void
+respond_msg(struct http_conn *c, int status, const char *extra, const char *msg)
+{
+	struct json_w w = body_begin();
+
+	json_w_obj(&w);
+	w_str(&w, "error", msg);
+	json_w_obj_end(&w);
+	respond_json(c, status, &body_buf, extra);
+}
+
 static void __attribute__((format(printf, 3, 4)))
 respond_error(struct http_conn *c, int status, const char *fmt, ...)
 {
 	char msg[1024];
-	struct json_w w = body_begin();
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	json_w_obj(&w);
-	w_str(&w, "error", msg);
-	json_w_obj_end(&w);
-	respond_json(c, status, &body_buf, NULL);
+	respond_msg(c, status, NULL, msg);
+}
+
+/*
+ * The busy 503: the request was not handled, for want of a connection or of room for one more
+ * long-poll; fmt says which setting sets that. Retry-After asks for the request again, and the
+ * connection closes, so a client pausing before it asks holds no connection meanwhile.
+ */
+static void __attribute__((format(printf, 2, 3)))
+respond_busy(struct http_conn *c, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	D.busy_total++;
+	http_conn_last(c);
+	respond_msg(c, 503, RETRY_AFTER, msg);
 }
 
 static void
@@ -1469,6 +1511,7 @@ waiter_unlink(struct client *cl)
 		cl->wnext->wprev = cl->wprev;
 	cl->wnext = cl->wprev = NULL;
 	cl->held_on = NULL;
+	D.held--;
 }
 
 /* ---- http.c's callbacks and the loop's events for a client */
@@ -1502,6 +1545,8 @@ client_closed(struct http_conn *c)
 	waiter_unlink(cl);
 	timer_stop(&cl->timer);
 	watch_del(&cl->slot);
+	if (cl->over)
+		D.over--;
 	free(cl);
 	/* Below the limit again: take connections from the listen backlog. */
 	if (D.listen_fd >= 0 && !D.shutting_down)
@@ -1544,13 +1589,26 @@ clients_init(void)
 
 /* ---- the listening socket */
 
+/*
+ * Whether the listener takes one more connection. TT_DEVICE_MAX_CONNECTIONS counts the
+ * connections served; BUSY_SLOTS more are accepted "over" only to be told the busy 503
+ * (client_new, handle_request), and beyond those new connections wait in the listen backlog.
+ * The bookkeeping: a connection accepted while the cap are served is over for its life, even
+ * when a served one closes meanwhile; served ones are the open ones less D.over. So served <=
+ * cap and over <= BUSY_SLOTS always, and this one test of the total guards both.
+ */
+static bool
+accepting(void)
+{
+	return http_server_connections(D.http) < cfg.max_connections + BUSY_SLOTS;
+}
+
 /* The listening socket's pause after accept failed for want of resources (EMFILE...). */
 static void
 accept_resume_fired(void *arg)
 {
 	(void)arg;
-	if (D.listen_fd >= 0 && !D.shutting_down &&
-	    http_server_connections(D.http) < cfg.max_connections)
+	if (D.listen_fd >= 0 && !D.shutting_down && accepting())
 		watch_events(D.listen_slot, POLLIN);
 }
 
@@ -1575,7 +1633,10 @@ accept_pause(int err)
 	timer_set(&accept_resume, mono_now + ACCEPT_RETRY);
 }
 
-/* A new connection on fd: its client, watch and timer; false (fd closed) without memory. */
+/*
+ * A new connection on fd: its client, watch and timer; false (fd closed) without memory. It is
+ * over (accepting) when the cap are served already.
+ */
 static bool
 client_new(int fd)
 {
@@ -1589,12 +1650,14 @@ client_new(int fd)
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	timer_init(&cl->timer, client_timer_fired, cl);
+	cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
 	if (!(cl->http = http_conn_new(D.http, fd, cl))) {
 		watch_del(&cl->slot);
 		free(cl);
 		close(fd);
 		return false;
 	}
+	D.over += cl->over;
 	return true;
 }
 
@@ -1603,7 +1666,7 @@ listen_event(void *arg, short revents)
 {
 	(void)arg;
 	(void)revents;
-	while (http_server_connections(D.http) < cfg.max_connections) {
+	while (accepting()) {
 		int fd = accept4(D.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -1619,7 +1682,7 @@ listen_event(void *arg, short revents)
 			return;
 		}
 	}
-	/* At the limit: leave further connections in the listen backlog. */
+	/* At the cap and its busy slots: leave further connections in the listen backlog. */
 	watch_events(D.listen_slot, 0);
 }
 
@@ -1844,8 +1907,9 @@ refuse_reason(const struct card *card)
 	return NULL;
 }
 
+/* The 503 of a refusal that is the answer (extra NULL), or that asks again (RETRY_AFTER). */
 static void
-respond_refused(struct http_conn *c, const struct card *card, const char *why)
+respond_refused(struct http_conn *c, const struct card *card, const char *why, const char *extra)
 {
 	struct json_w w = body_begin();
 	char msg[1024];
@@ -1863,7 +1927,7 @@ respond_refused(struct http_conn *c, const struct card *card, const char *why)
 		w_str(&w, "device_state", sched_state_name(card->state));
 	}
 	json_w_obj_end(&w);
-	respond_json(c, 503, &body_buf, NULL);
+	respond_json(c, 503, &body_buf, extra);
 }
 
 /* cwd: empty, or an accessible directory. */
@@ -2206,7 +2270,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 			refused = card;
 	}
 	if ((why = refuse_reason(refused ? refused : s.card))) {
-		respond_refused(c, refused ? refused : s.card, why);
+		respond_refused(c, refused ? refused : s.card, why, NULL);
 		goto out;
 	}
 	if (D.sched.queued_total >= cfg.max_queued) {
@@ -2356,12 +2420,35 @@ waits_in_vain(const struct active *a)
 	return D.shutting_down && a->job.status == JOB_QUEUED;
 }
 
-/* Answer c later: when the job ends (or, for /logs, has output past the offset), or in wait s. */
+/*
+ * Long-polls held at most at once: HOLD_RESERVE connections (half of them when there are fewer
+ * than 32) stay for requests answered at once.
+ */
+static long long
+hold_limit(void)
+{
+	long long reserve = cfg.max_connections / 2 < HOLD_RESERVE ? cfg.max_connections / 2
+								    : HOLD_RESERVE;
+
+	return cfg.max_connections - reserve;
+}
+
+/*
+ * Answer c later: when the job ends (or, for /logs, has output past the offset), or in wait s;
+ * or, with hold_limit() long-polls held already, the busy 503 now.
+ */
 static void
 hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 {
 	struct client *cl = http_conn_owner(c);
 
+	if (D.held >= hold_limit()) {
+		respond_busy(c, "%lld long-polls wait already, the most TT_DEVICE_MAX_CONNECTIONS "
+			     "(%lld) allows while %lld connections stay for other requests",
+			     D.held, cfg.max_connections, cfg.max_connections - hold_limit());
+		return;
+	}
+	D.held++;
 	cl->held = kind;
 	cl->held_on = a;
 	cl->wprev = NULL;
@@ -2653,7 +2740,8 @@ kill_active(struct http_conn *c, struct active *a)
 {
 	if (a->job.status == JOB_QUEUED && D.degraded) {
 		/* Not recordable now: answered as cancelled, a crash would still run it. */
-		respond_refused(c, a->card, "The job store is degraded; the cancel cannot be recorded");
+		respond_refused(c, a->card,
+				"The job store is degraded; the cancel cannot be recorded", NULL);
 	} else if (a->job.status == JOB_QUEUED) {
 		static const char why[] = "Cancelled by a kill request before it started";
 		struct card *card = a->card;
@@ -2668,7 +2756,8 @@ kill_active(struct http_conn *c, struct active *a)
 		done.error = (char *)why;
 		if (!store_sync_now(&done)) {
 			/* a may be gone: a submission of this turn is refused whole. */
-			respond_refused(c, card, "The job store is degraded; the cancel cannot be recorded");
+			respond_refused(c, card,
+					"The job store is degraded; the cancel cannot be recorded", NULL);
 			return;
 		}
 		sched_unlink(&D.sched, &a->job);
@@ -2860,6 +2949,11 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	const struct route *r;
 	char id[33];
 
+	if (((struct client *)http_conn_owner(c))->over) {
+		respond_busy(c, "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
+			     cfg.max_connections);
+		return;
+	}
 	if (n > 1 && req->path[n - 1] == '/')
 		n--;
 	if (!(r = route_find(req->path, n))) {
@@ -2878,10 +2972,12 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 		return;
 	}
 	if (!D.store && !r->storeless) {
-		/* Started without the store: no card or job is known until it opens. */
+		/* Started without the store: no card or job is known until it opens, which it is
+		 * tried every STORE_RETRY s to do; a stop is the answer. */
 		const char *why = refuse_reason(NULL);
 
-		respond_refused(c, NULL, why ? why : "The job store is not open");
+		respond_refused(c, NULL, why ? why : "The job store is not open",
+				D.shutting_down ? NULL : RETRY_AFTER);
 		return;
 	}
 	rn = strlen(r->path);
@@ -3780,7 +3876,7 @@ handle_reset(struct http_conn *c, const struct call *call)
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
 	if (D.shutting_down) {
-		respond_refused(c, NULL, "The service is shutting down");
+		respond_refused(c, NULL, "The service is shutting down", NULL);
 		return;
 	}
 	for (i = 0; i < D.sched.ncards; i++)
@@ -3819,7 +3915,8 @@ handle_reset(struct http_conn *c, const struct call *call)
 		for (i = 0; i < D.sched.ncards; i++)
 			if (want[i] && act[i] == RESET_SCHEDULED)
 				sched_reset_withdraw(&D.sched.cards[i]);
-		respond_refused(c, card, "The job store is degraded; the reset cannot be recorded");
+		respond_refused(c, card, "The job store is degraded; the reset cannot be recorded",
+				NULL);
 		return;
 	}
 	w = body_begin();
@@ -3903,7 +4000,7 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 	    (i = device_member(c, body)) == -2)
 		return;
 	if (D.shutting_down) {
-		respond_refused(c, NULL, "The service is shutting down");
+		respond_refused(c, NULL, "The service is shutting down", NULL);
 		return;
 	}
 	if (i < 0) {
@@ -3926,7 +4023,7 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 			sched_hold_swap(card, &h); /* memory as it is on disk */
 			card_dirty(card);
 			respond_refused(c, card, "The job store is degraded; the change cannot be "
-						 "recorded");
+						 "recorded", NULL);
 			goto out;
 		}
 		logmsg("tt-device-queue: card %d %s by %s%s%s", card->device, hold ? "held" : "released",
@@ -3970,6 +4067,12 @@ handle_metrics(struct http_conn *c, const struct call *call)
 			mono_now - started_mono);
 	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
 			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
+	json_buf_printf(b, "# HELP ttq_http_busy_total Requests answered 503 with Retry-After: the "
+			   "connections or the long-polls were at their limit.\n"
+			   "# TYPE ttq_http_busy_total counter\nttq_http_busy_total %lld\n",
+			D.busy_total);
+	json_buf_printf(b, "# HELP ttq_http_long_polls Long-polls held now.\n"
+			   "# TYPE ttq_http_long_polls gauge\nttq_http_long_polls %lld\n", D.held);
 	json_buf_printf(b, "# HELP ttq_log_lines_dropped_total Log lines stderr could not take "
 			   "without waiting.\n# TYPE ttq_log_lines_dropped_total counter\n"
 			   "ttq_log_lines_dropped_total %lld\n", log_out.dropped);
@@ -4303,7 +4406,8 @@ store_unwind(void)
 			sched_unlink(&D.sched, &a->job);
 		}
 		http_conn_retract(ack->conn);
-		respond_refused(ack->conn, a->card, "The job store is degraded; the job was not queued");
+		respond_refused(ack->conn, a->card,
+				"The job store is degraded; the job was not queued", NULL);
 		vec_push(&drop, a);
 	}
 	D.nacks = 0;
@@ -5062,17 +5166,17 @@ reopen_store(void)
 }
 
 /*
- * Room for TT_DEVICE_MAX_CONNECTIONS client sockets besides the daemon's own descriptors:
- * raise the soft RLIMIT_NOFILE (often 1024, or less) up to what is needed, within the hard
- * limit. Only as far as needed, not to the hard limit: jobs inherit it, and some programs
- * walk every possible descriptor at start. Short of it, accept's EMFILE is handled
- * (accept_pause) and the rest wait in the backlog.
+ * Room for TT_DEVICE_MAX_CONNECTIONS client sockets and the BUSY_SLOTS beyond them besides the
+ * daemon's own descriptors: raise the soft RLIMIT_NOFILE (often 1024, or less) up to what is
+ * needed, within the hard limit. Only as far as needed, not to the hard limit: jobs inherit
+ * it, and some programs walk every possible descriptor at start. Short of it, accept's EMFILE
+ * is handled (accept_pause) and the rest wait in the backlog.
  */
 static void
 raise_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg.max_connections + FD_RESERVE + 4 * (rlim_t)cfg.nids;
+	rlim_t want = (rlim_t)cfg.max_connections + BUSY_SLOTS + FD_RESERVE + 4 * (rlim_t)cfg.nids;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;

@@ -394,11 +394,17 @@ def fresh_full_body(d):
     r = try_post(d, {"cmd": ledger_cmd(ledger, "refused"), "device_id": "1"})
     tap.ok(r is not None and r.status == 503 and "full" in r.get("error", ""),
            "POST /queue 503 with the reason", r)
+    tap.eq(r and r.headers.get("retry-after"), "1",
+           "with Retry-After: 1 (RFC 9110 10.2.3): not handled, ask again")
     tap.eq(d.post("/reset", {"device_id": "0"}).status, 503, "POST /reset 503")
     tap.eq(d.post("/kill", {"device_id": "0"}).status, 503, "POST /kill 503")
     unknown = "0" * 32
-    tap.eq([d.get(p % unknown).status for p in ("/job/%s", "/result/%s?wait=1", "/logs/%s")],
-           [503, 503, 503], "job reads 503: the store that knows the job is not open")
+    reads = [d.get(p % unknown) for p in ("/job/%s", "/result/%s?wait=1", "/logs/%s")]
+    tap.eq([x.status for x in reads], [503, 503, 503],
+           "job reads 503: the store that knows the job is not open")
+    tap.eq([x.headers.get("retry-after") for x in reads], ["1", "1", "1"],
+           "each with Retry-After: 1")
+    tap.eq(d.get("/status").headers.get("retry-after"), None, "/status is answered, without it")
     os.unlink(filler)
     wait_until(lambda: degraded_reason(d) is None, 8, "the store to open once there is room")
     tap.eq(sorted(x["device_id"] for x in d.status()["devices"]), ["0", "1"],

@@ -814,7 +814,7 @@ struct owned {
 	short events;    /* last watch */
 	double deadline;
 	int watches, requests, closed, expired;
-	enum { ANSWER, HOLD, NOTHING, TWICE } on_request;
+	enum { ANSWER, HOLD, NOTHING, TWICE, LAST } on_request;
 	char path[64];
 };
 
@@ -828,7 +828,9 @@ on_request(struct http_conn *c, const struct http_request *req, const char *body
 	snprintf(o->path, sizeof(o->path), "%.*s", (int)req->path_len, req->path);
 	if (o->on_request == HOLD)
 		http_conn_hold(c, clock_now + 5);
-	else if (o->on_request == ANSWER || o->on_request == TWICE)
+	if (o->on_request == LAST)
+		http_conn_last(c);
+	if (o->on_request == ANSWER || o->on_request == TWICE || o->on_request == LAST)
 		http_conn_respond(c, 200, "text/plain", o->path, strlen(o->path), NULL);
 	if (o->on_request == TWICE)
 		http_conn_respond(c, 200, "text/plain", "x", 1, NULL);
@@ -943,6 +945,44 @@ test_conn_exchange(void)
 	   "conn: closed once written, the owner told once");
 	ok(strstr(client_read(&o), "Connection: close") != NULL, "conn: the answer says close");
 	ok(http_server_connections(s) == 0, "conn: counted out");
+	http_server_sweep(s);
+	close(o.peer);
+	http_server_free(s);
+}
+
+/* http_conn_last: a keep-alive request's answer is the connection's last, held or not. */
+static void
+test_conn_last(void)
+{
+	struct http_server *s = server(4);
+	struct owned o;
+	char *got;
+
+	open_conn(s, &o);
+	o.on_request = LAST;
+	client_send(&o, GET("/a"));
+	http_conn_event(o.c, POLLIN);
+	is_int(http_conn_state(o.c), HTTP_CONN_CLOSING,
+	       "last: a keep-alive request's answer is CLOSING");
+	http_server_flush(s);
+	got = client_read(&o);
+	ok(strstr(got, "200 OK") && strstr(got, "Connection: close"), "last: it says close");
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED && o.closed == 1, "last: closed once written");
+	http_server_sweep(s);
+	close(o.peer);
+
+	open_conn(s, &o);
+	o.on_request = HOLD;
+	client_send(&o, GET("/h"));
+	http_conn_event(o.c, POLLIN);
+	is_int(http_conn_state(o.c), HTTP_CONN_HELD, "last: a long-poll is held");
+	http_conn_last(o.c);
+	http_conn_respond(o.c, 503, "text/plain", "busy", 4, "Retry-After: 1\r\n");
+	http_server_flush(s);
+	got = client_read(&o);
+	ok(strstr(got, "503 ") && strstr(got, "Connection: close") && strstr(got, "Retry-After: 1"),
+	   "last: a held request's answer too, with its extra header");
+	ok(http_conn_state(o.c) == HTTP_CONN_CLOSED, "last: and the held connection is closed");
 	http_server_sweep(s);
 	close(o.peer);
 	http_server_free(s);
@@ -1108,6 +1148,7 @@ main(void)
 	test_response_fields();
 	test_parse_uint();
 	test_conn_exchange();
+	test_conn_last();
 	test_conn_deadlines();
 	test_conn_workers();
 	test_conn_illegal();
