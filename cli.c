@@ -3,7 +3,8 @@
  *
  * Invariants:
  * - One TCP connection per command, reused for every request (keep-alive) and reopened once
- *   when the daemon closed it between requests. The socket is non-blocking and every connect,
+ *   when the daemon closed it between requests, for a request that may be sent twice (a GET,
+ *   or a POST with an idempotency key); any other POST goes on a new connection. The socket is non-blocking and every connect,
  *   write and read waits in one ppoll() helper, wait_fd(), which knows two deadlines: the
  *   request's own (connect 5 s; an answer within the request's `wait` + 10 s) and the
  *   command's local --wait-timeout. Reaching the local deadline abandons the connection and the
@@ -27,8 +28,14 @@
  *   own directory). Examples that pass --cwd "$PWD" explicitly stay right: this default makes
  *   it redundant but harmless; the earlier client of the same name defaulted to
  *   the current directory, and a daemon started by systemd has no directory a user would
- *   expect `run -- 'python3 script.py'` to run in. If getcwd() fails (directory deleted) the
- *   field is left out, with a warning.
+ *   expect `run -- 'python3 script.py'` to run in. If getcwd() fails (directory deleted, longer
+ *   than PATH_MAX) it is a usage error, as a bad --cwd is: never the daemon's directory.
+ * - Exactly once: every submission carries an idempotency key (--key, else cli-<random>).
+ *   Once its bytes went out, a lost answer (a close, no answer in 10 s, a daemon gone) sends it
+ *   again with the key, which never queues a job twice, until an answer comes or
+ *   TT_DEVICE_RECONNECT_SEC passes; then exit 75 (fate unknown, the key told), never 1, which
+ *   means nothing was queued. A 503 with Retry-After was not handled: asked again after the
+ *   pause (busy_pause).
  * - Arguments after `--` (or from the first operand on, for run/queue): one is a complete
  *   shell program used verbatim; several are an argv, each word single-quoted for bash unless
  *   it consists only of characters that need no quoting (keeps stored commands readable).
@@ -54,9 +61,9 @@
  *   log_size before). Otherwise (another user's log dir, a daemon on another host, a file
  *   rotated away) that chunk falls back to the JSON `content`. `--json` outputs stay JSON:
  *   the writer turns invalid bytes into U+FFFD, so they are always valid UTF-8.
- * - The summary line of a job with exit_code -1 (cancelled, interrupted by a service stop,
- *   card dead, ...) says what happened from the record's `error` and that there is no exit
- *   code; the exit status stays 129 (a signal s becomes 128+s), which is not a SIGHUP.
+ * - The summary line and status's outcome words come from the record's end_reason and signal
+ *   (struct ending), never from the words of `error`; a job without an exit code (-1) exits
+ *   129 as a death by SIGHUP does, and the summary tells which.
  * - The client id (--client-id, TT_QUEUE_CLIENT_ID or the default) is diagnostic only: one
  *   longer than the daemon's 128 characters is cut to 128 characters (after the invalid bytes
  *   the JSON writer turns into U+FFFD are counted as the daemon counts them), never an error.
@@ -3932,11 +3939,12 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 #define H_VERSION "  --version          print the version and exit\n"
 #define H_HELP "  -h, --help         show this help\n"
 #define H_STATUS                                                                                   \
-	"Exits with the job's status (a job killed by signal s: 128+s); 1 when the daemon is\n"    \
-	"unreachable or refuses; 2 on usage errors; 124 when --wait-timeout passed; 130 on\n"      \
-	"Ctrl-C. Neither --wait-timeout nor Ctrl-C stops the job: use `" PROG " kill ID`.\n"       \
-	"A job that never got an exit code (cancelled, interrupted by a service stop, dead\n"      \
-	"card: exit_code -1) exits 129; the summary line says what happened.\n"
+	"Exits with the job's status (a job killed by signal s: 128+s); 1 when nothing was\n"     \
+	"queued (the daemon unreachable or refusing); 2 on usage errors; 75 when the submission\n" \
+	"was never answered (it may be queued: `" PROG " job --key KEY` tells); 124 when\n"       \
+	"--wait-timeout passed; 130 on Ctrl-C. Neither --wait-timeout nor Ctrl-C stops the job:\n" \
+	"use `" PROG " kill ID`. A job that never got an exit code (cancelled, interrupted by a\n" \
+	"service stop, dead card: exit_code -1) exits 129; the summary line says what happened.\n"
 
 /* clang-format off */
 #define SUBMIT_OPTS \

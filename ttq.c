@@ -2167,18 +2167,6 @@ key_header(struct http_conn *c, const struct http_request *req, char *key)
 	return 1;
 }
 
-/* A 503 for a request not handled (the store could not be read): ask again in a second. */
-static void
-respond_retry(struct http_conn *c, const char *why)
-{
-	struct json_w w = body_begin();
-
-	json_w_obj(&w);
-	w_str(&w, "error", why);
-	json_w_obj_end(&w);
-	respond_json(c, 503, &body_buf, "Retry-After: 1\r\n");
-}
-
 /*
  * A submission with the key of a job submitted before (a client that lost the answer and asked
  * again): answer that job, marked "replayed", and create nothing, whatever its state now or
@@ -2202,11 +2190,11 @@ replay_submission(struct http_conn *c, const char *key)
 			a = D.acks[i].a, uncommitted = true;
 	if (!a && (r = store_find_key(D.store, key, id)) != 1) {
 		if (r < 0)
-			respond_retry(c, "Cannot look up the Idempotency-Key in the job store now");
+			respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
 		return r < 0;
 	}
 	if (!a && !(a = index_find(id)) && store_get_job(D.store, id, &stored, NULL) != 1) {
-		respond_retry(c, "Cannot read the job store now");
+		respond_msg(c, 503, RETRY_AFTER, "Cannot read the job store now");
 		return 1;
 	}
 	j = a ? &a->job : &stored;
@@ -2390,7 +2378,7 @@ handle_job_key(struct http_conn *c, const struct call *k)
 	}
 	r = store_find_key(D.store, key, id);
 	if (r < 0)
-		respond_retry(c, "Cannot look up the Idempotency-Key in the job store now");
+		respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
 	else if (r == 0)
 		respond_error(c, 404, "No job was submitted with Idempotency-Key %s", key);
 	else
@@ -4393,7 +4381,7 @@ store_unwind(void)
 		if (ack->replay) { /* its job goes with the first submission's ack, below */
 			http_conn_retract(ack->conn);
 			respond_refused(ack->conn, a->card,
-					"The job store is degraded; the job was not queued");
+					"The job store is degraded; the job was not queued", NULL);
 			continue;
 		}
 		if (a->job.phase == JOB_PHASE_DONE) {

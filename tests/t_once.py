@@ -421,7 +421,36 @@ def test_crash_end_time():
     d.cleanup()
 
 
+def test_55_waiting_runs():
+    """A held card, 55 waiting `run`s and a cap of 50 connections: status, queue and release
+    are answered promptly; the runs beyond the hold limit pause and ask again, never fail."""
+    d = Daemon().start(env={"TT_DEVICE_MAX_CONNECTIONS": "50"})
+    rc, _, err = d.cli("hold", "--device", "0", "--reason", "55 waiters")
+    tap.eq(rc, 0, "card 0 held")
+    ledger = d.path("ledger")
+    runs = [popen(d, "run", "--device", "0", "--", "echo %d >> %s; echo out-%d" % (k, ledger, k))
+            for k in range(55)]
+    wait_until(lambda: d.status()["queued_total"] == 55, 30, "55 jobs to queue")
+    for args in (("status",), ("queue", "--device", "1", "--", "true"),
+                 ("release", "--device", "0")):
+        t0 = time.monotonic()
+        rc, out, err = d.cli(*args, timeout=30)
+        took = time.monotonic() - t0
+        tap.ok(rc == 0 and took < 5, "%s answered (exit %d) in %.2f s with 55 runs waiting"
+               % (args[0], rc, took), err)
+    bad = []
+    for k, p in enumerate(runs):
+        out, err = p.communicate(timeout=120)
+        if p.returncode != 0 or ("out-%d" % k) not in out.decode():
+            bad.append((k, p.returncode, err.decode()[-300:]))
+    tap.eq(bad, [], "every run got its job's output and exit 0 (none gave up)")
+    with open(ledger) as f:
+        tap.eq(sorted(int(x) for x in f.read().split()), list(range(55)),
+               "each of the 55 jobs ran exactly once")
+    d.cleanup()
+
+
 if __name__ == "__main__":
     run_tests(test_idempotency_key_over_http, test_proxy_swallows_the_answer, test_user_key,
               test_structured_end, test_unreadable_cwd, test_crash_end_time,
-              test_stalled_daemon, test_guardian_lock_wait)
+              test_55_waiting_runs, test_stalled_daemon, test_guardian_lock_wait)
