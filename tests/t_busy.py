@@ -16,13 +16,12 @@
 
 import collections
 import json
-import re
 import resource
 import select
 import socket
 import time
 
-from ttqlib import Daemon, post_many, q, run_tests, tap, wait_until
+from ttqlib import Daemon, post_many, q, read_response, run_tests, tap, wait_until
 
 # Seconds a short request beside the waiting clients may take: one held up behind them would
 # wait for a 60 s long-poll or in the backlog forever; an answer takes milliseconds.
@@ -57,31 +56,6 @@ def readable(socks, timeout=0.0):
     return [by_fd[fd] for fd, _ in p.poll(timeout * 1000)]
 
 
-def read_response(s, timeout=5.0):
-    """One response from s: (status, {header: value}, body), or None at timeout or EOF."""
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while True:
-        if b"\r\n\r\n" in buf:
-            head, body = buf.split(b"\r\n\r\n", 1)
-            m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
-            if m and len(body) >= int(m.group(1)):
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {}
-                for line in lines[1:]:
-                    k, _, v = line.partition(":")
-                    headers[k.strip().lower()] = v.strip()
-                return int(lines[0].split(" ")[1]), headers, body[:int(m.group(1))]
-        left = deadline - time.monotonic()
-        if left <= 0 or not readable([s], left):
-            return None
-        try:
-            chunk = s.recv(1 << 16)
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        buf += chunk
 
 
 def closed_by_peer(s, timeout=2.0):

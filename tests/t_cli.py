@@ -29,7 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ttqlib import BINARY, Daemon, free_port, q, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import (BINARY, Daemon, cli_env, cli_popen as popen, free_port, q,  # noqa: E402
+                    run_tests, tap, wait_until)
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 D = None  # the shared daemon
@@ -42,18 +43,8 @@ def daemon():
     return D
 
 
-def cli_env(d, extra=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
-    e["TT_DEVICE_URL"] = "http://127.0.0.1:%d" % d.port
-    e["TT_DEVICE_CLI_SCRIPT_DIR"] = d.path("cli-scripts")
-    e.update(extra or {})
-    return e
 
 
-def popen(d, *args, env=None):
-    return subprocess.Popen([BINARY] + list(args), env=cli_env(d, env), cwd=d.tmp,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
 
 
 def read_until(stream, want, timeout):

@@ -17,13 +17,12 @@
 """
 
 import os
-import re
 import resource
 import select
 import socket
 import time
 
-from ttqlib import Daemon, run_tests, tap, wait_until
+from ttqlib import Daemon, read_response, run_tests, tap, wait_until
 
 BIG = 16000000  # bytes of output of the big job: more than the socket buffers hold
 BIG_CMD = "head -c %d /dev/zero | tr '\\0' a" % BIG
@@ -97,26 +96,6 @@ def readable(s, timeout):
     return bool(select.select([s], [], [], timeout)[0])
 
 
-def read_response(s, timeout=5.0):
-    """One complete response from s: (status, body bytes), or (None, partial) at timeout/EOF."""
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while True:
-        if b"\r\n\r\n" in buf:
-            head, body = buf.split(b"\r\n\r\n", 1)
-            m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
-            if m and len(body) >= int(m.group(1)):
-                return int(head.split(b" ")[1]), body[:int(m.group(1))]
-        left = deadline - time.monotonic()
-        if left <= 0 or not readable(s, left):
-            return None, buf
-        try:
-            chunk = s.recv(1 << 20)
-        except OSError:
-            return None, buf
-        if not chunk:
-            return None, buf
-        buf += chunk
 
 
 def timed_get(d, path="/status"):
@@ -193,14 +172,14 @@ def test_worker_bound_and_held_polls():
     tap.ok(not readable(waiting, 0), "after 12 s the waiting request is still waiting (no 408)")
     readers[0].close()
     t0 = time.monotonic()
-    st, body = read_response(waiting, 10)
+    st, _, body = read_response(waiting, 10)
     tap.ok(st == 200 and b'"devices"' in body and time.monotonic() - t0 < NOT_HELD,
            "it is answered once a worker frees (%.2fs)" % (time.monotonic() - t0), (st, body[:80]))
 
     d.post("/kill", {"job_id": blocker})
     answers = [read_response(p, 10) for p in polls]
     d.wait_done(blocker)
-    tap.ok(all(a[0] == 200 for a in answers) and all(b'"done"' in a[1] for a in answers[:6]),
+    tap.ok(all(a[0] == 200 for a in answers) and all(b'"done"' in a[2] for a in answers[:6]),
            "the held long-polls are answered when the job ends, workers busy or not",
            [a[0] for a in answers])
     for s in polls + readers[1:] + [waiting]:
@@ -220,7 +199,7 @@ def test_stalled_holder_loses_worker_to_waiter():
            "reading")
     waiting = send_get(connect(d.port), "/status")
     t0 = time.monotonic()
-    st, body = read_response(waiting, 15)
+    st, _, body = read_response(waiting, 15)
     took = time.monotonic() - t0
     tap.ok(st == 200 and b'"devices"' in body and took < 5,
            "a third client is answered in %.2fs, not after the 10 s write timeout (bound 5 s; "
@@ -315,7 +294,7 @@ def test_thousand_idle_connections():
     answers = [read_response(p, 15) for p in polls]
     held = time.monotonic() - t_polls
     tap.ok([a[0] for a in answers] == [200, 200] and 19 <= held < 25 and
-           b'"running"' in answers[0][1], "answered when their wait=20 ran out (%.1fs)" % held,
+           b'"running"' in answers[0][2], "answered when their wait=20 ran out (%.1fs)" % held,
            [a[:1] for a in answers])
     send_get(polls[0], "/status")
     tap.eq(read_response(polls[0], 5)[0], 200, "and the connection still serves the next request")
@@ -337,7 +316,7 @@ def test_connection_bound():
     tap.ok(not readable(extra, 1.0), "connection 25 waits in the listen backlog")
     tap.eq(fds(d), base + 24, "the daemon holds no more than TT_DEVICE_MAX_CONNECTIONS + 16")
     over.pop().close()
-    st, body = read_response(extra, 5)
+    st, _, body = read_response(extra, 5)
     tap.ok(st == 503 and b"TT_DEVICE_MAX_CONNECTIONS" in body,
            "one of the 16 closes: it is accepted and answered busy, the 8 served still open",
            (st, body))
@@ -348,7 +327,7 @@ def test_connection_bound():
     while served is None and time.monotonic() - t0 < NOT_HELD:
         # the busy connection just closed may be accepted before the served one's close is seen
         s = send_get(connect(d.port), "/status")
-        st, _ = read_response(s, NOT_HELD)
+        st = read_response(s, NOT_HELD)[0]
         s.close()
         served = st if st == 200 else None
     tap.ok(served == 200 and time.monotonic() - t0 < NOT_HELD,

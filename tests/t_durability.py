@@ -28,7 +28,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ttqlib import Daemon, gate, open_gate, pid_alive, q, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import (Daemon, gate, guardian_of, open_gate, pid_alive, q, run_tests,  # noqa: E402
+                    tap, wait_until)
 
 MARK = "TTQ_DURABILITY_MARK"  # env var carried by every job of a test, to find leftovers
 DAY = 86400.0
@@ -448,18 +449,6 @@ def clean_stop_full_body(d):
            "nothing ran twice, the refused job never ran")
 
 
-def guardian_of(pid):
-    """The pid of the daemon's ttq-guardian child, or None."""
-    for name in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/stat" % name) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
-        if comm == "ttq-guardian" and int(rest.split()[1]) == pid and rest.split()[0] != "Z":
-            return int(name)
-    return None
 
 
 def kill9_with_guardian(d):

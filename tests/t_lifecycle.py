@@ -16,8 +16,8 @@ import socket
 import subprocess
 import time
 
-from ttqlib import (BINARY, Daemon, free_port, gate, pid_alive, post_many, q, run_tests, tap,
-                    wait_until)
+from ttqlib import (BINARY, Daemon, free_port, gate, guardian_of, pid_alive, post_many, q,
+                    run_tests, tap, wait_until)
 
 
 def read_pid(path):
@@ -364,20 +364,6 @@ def test_restart_after_a_crash_waits_for_the_killed_jobs():
     d.cleanup()
 
 
-def guardian_of(pid):
-    """The pid of the daemon's ttq-guardian child, or None."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
-        if comm == "ttq-guardian" and int(rest.split()[1]) == pid and rest.split()[0] != "Z":
-            return int(name)
-    return None
 
 
 def test_a_dead_guardian_is_a_warning():

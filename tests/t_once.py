@@ -25,24 +25,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ttqlib import BINARY, Daemon, gate, open_gate, pid_alive, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import (BINARY, Daemon, cli_env, cli_popen as popen, gate, guardian_of,  # noqa: E402
+                    open_gate, pid_alive, run_tests, tap, wait_until)
 
 HEX32 = re.compile(r"job_id=([0-9a-f]{32})")
 STALL = 12  # s a daemon stays silent: past the client's 10 s wait for one answer
 
 
-def cli_env(d, extra=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
-    e["TT_DEVICE_URL"] = "http://127.0.0.1:%d" % d.port
-    e["TT_DEVICE_CLI_SCRIPT_DIR"] = d.path("cli-scripts")
-    e.update(extra or {})
-    return e
 
 
-def popen(d, *args, env=None, stdin=None):
-    return subprocess.Popen([BINARY] + list(args), env=cli_env(d, env), cwd=d.tmp,
-                            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def jobs_with(d, cmd):
@@ -398,15 +389,7 @@ def test_crash_end_time():
            "when the daemon died, not 0 s", rec)
     unseen = d.submit("sleep 60")["job_id"]
     wait_until(lambda: d.job(unseen)["status"] == "running", 10, "it to run")
-    guardian = None
-    for pid in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/stat" % pid) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if "(ttq-guardian)" in st and int(st.rsplit(")", 1)[1].split()[1]) == d.proc.pid:
-            guardian = int(pid)
+    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
     os.kill(guardian, signal.SIGKILL)
     wait_until(lambda: not pid_alive(guardian), 5, "the guardian to be gone")
     time.sleep(1.0)  # the job runs on, unseen: nothing records it

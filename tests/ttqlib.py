@@ -9,6 +9,8 @@ scripts that log their argv). Waits are conditions with deadlines, never fixed s
 import http.client
 import json
 import os
+import re
+import select
 import shlex
 import shutil
 import signal
@@ -386,3 +388,63 @@ def post_many(port, bodies, threads=8):
     if errors:
         raise errors[0]
     return ids
+
+
+def cli_env(d, extra=None):
+    """The environment of a client talking to daemon d: none of the caller's TT_ settings."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}
+    e["TT_DEVICE_URL"] = "http://127.0.0.1:%d" % d.port
+    e["TT_DEVICE_CLI_SCRIPT_DIR"] = d.path("cli-scripts")
+    e.update(extra or {})
+    return e
+
+
+def cli_popen(d, *args, env=None, stdin=None):
+    """The client started in d's temp dir with pipes for stdout and stderr."""
+    return subprocess.Popen([BINARY] + list(args), env=cli_env(d, env), cwd=d.tmp,
+                            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def guardian_of(pid):
+    """The pid of the daemon's ttq-guardian child, or None."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if comm == "ttq-guardian" and int(rest.split()[1]) == pid and rest.split()[0] != "Z":
+            return int(name)
+    return None
+
+
+def read_response(s, timeout=5.0):
+    """One complete response from socket s: (status, {header: value}, body), or
+    (None, {}, the bytes read) at timeout or EOF."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        if b"\r\n\r\n" in buf:
+            head, body = buf.split(b"\r\n\r\n", 1)
+            m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+            if m and len(body) >= int(m.group(1)):
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {}
+                for line in lines[1:]:
+                    k, _, v = line.partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                return int(lines[0].split(" ")[1]), headers, body[:int(m.group(1))]
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([s], [], [], left)[0]:
+            return None, {}, buf
+        try:
+            chunk = s.recv(1 << 20)
+        except OSError:
+            return None, {}, buf
+        if not chunk:
+            return None, {}, buf
+        buf += chunk
