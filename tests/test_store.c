@@ -1065,6 +1065,17 @@ test_migration(void)
 	store_close(st);
 }
 
+/* The jobs table as version 3 wrote it (versions 4 and 5 add columns), without its ")". */
+#define V3_JOBS                                                                                    \
+	"CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "      \
+	"cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, mode TEXT, "          \
+	"client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, exit_code INTEGER, "    \
+	"elapsed REAL, output_file TEXT, started_at REAL, finished_at REAL, "                      \
+	"repeat_current INTEGER, repeat_completed INTEGER, first_iteration_elapsed REAL, "          \
+	"per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "             \
+	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "  \
+	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0"
+
 /* A version 3 database (before holds) gets the hold columns in place, its rows kept. */
 static void
 test_migration_v3(void)
@@ -1082,15 +1093,7 @@ test_migration_v3(void)
 	sqlite3 *db = side_open(path_in("v3.sqlite3")), *fdb;
 
 	/* the jobs table as version 3 wrote it */
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
-	              "NOT NULL, cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
-	              "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
-	              "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, "
-	              "finished_at REAL, repeat_current INTEGER, repeat_completed INTEGER, "
-	              "first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
-	              "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, "
-	              "log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
-	              "error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)");
+	side_exec(db, V3_JOBS ")");
 	side_exec(db, "CREATE TABLE cards (device INTEGER PRIMARY KEY, state TEXT, "
 	              "reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, "
 	              "last_reset_at REAL, dead_since REAL, dead_reason TEXT, updated_at REAL)");
@@ -1211,15 +1214,7 @@ test_migration_v4(void)
 	struct store *st;
 	sqlite3 *db = side_open(path_in("v4.sqlite3")), *fdb;
 
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
-	              "NOT NULL, cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
-	              "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
-	              "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, "
-	              "finished_at REAL, repeat_current INTEGER, repeat_completed INTEGER, "
-	              "first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
-	              "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, "
-	              "log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
-	              "error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0)");
+	side_exec(db, V3_JOBS ")");
 	side_exec(db, "CREATE TABLE cards (device INTEGER PRIMARY KEY, state TEXT, "
 	              "reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
 	              "dead_since REAL, dead_reason TEXT, updated_at REAL, held INTEGER NOT NULL "
@@ -1289,16 +1284,7 @@ test_keys_and_ends(void)
 	store_close(st);
 
 	db = side_open(path_in("v5.sqlite3"));
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
-	              "NOT NULL, cmd TEXT, cwd TEXT, timeout INTEGER, repeat INTEGER, env_json TEXT, "
-	              "mode TEXT, client_id TEXT, reset_epoch INTEGER, submitted REAL, status TEXT, "
-	              "exit_code INTEGER, elapsed REAL, output_file TEXT, started_at REAL, "
-	              "finished_at REAL, repeat_current INTEGER, repeat_completed INTEGER, "
-	              "first_iteration_elapsed REAL, per_iter_estimate_sec REAL, "
-	              "stop_requested_at REAL, stop_escalated_at REAL, log_size INTEGER, "
-	              "log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "
-	              "error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0, "
-	              "device_ids TEXT, reset_epochs TEXT)");
+	side_exec(db, V3_JOBS ", device_ids TEXT, reset_epochs TEXT)");
 	side_exec(db, "INSERT INTO jobs (id, cmd, status, exit_code, device, submitted, "
 	              "finished_at, updated_at) VALUES ('0000000000000000000000000000000b', 'true', "
 	              "'done', -1, 0, 10.5, 11.5, 12.5); PRAGMA user_version = 5");
