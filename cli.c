@@ -1902,6 +1902,7 @@ enum opt_id {
 	O_FOLLOW,
 	O_REASON,
 	O_KEY,
+	O_FORCE,
 };
 
 struct optspec {
@@ -1961,6 +1962,7 @@ struct opts {
 	int follow;
 	const char *reason; /* hold --reason, a view into argv */
 	const char *key;    /* --key: a submission's idempotency key, a view into argv */
+	int force;          /* reset --force */
 	struct json_buf cmd; /* the job's command, NUL-terminated once built */
 };
 
@@ -2207,6 +2209,8 @@ opt_common(struct args *a, struct opts *o, int id, const char *val)
 		o->follow = 1;
 	} else if (id == O_REASON) {
 		o->reason = val;
+	} else if (id == O_FORCE) {
+		o->force = 1;
 	} else {
 		return opt_submit(a, o, id, val);
 	}
@@ -3582,6 +3586,27 @@ line_recent(struct json_buf *b, const struct doc *d, int j, const struct palette
 	put_line(b);
 }
 
+/* A banner line for each process outside the queue that has the card open. */
+static void
+holders_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
+{
+	int arr = doc_child(d, dev, "foreign_holders", JSON_ARRAY), j, n;
+	char pid[24] = "?", user[64] = "?", since[64] = "?", cmd[256] = "", text[512];
+
+	for (n = 0, j = arr + 1; arr >= 0 && n < (int)d->t[arr].size; n++, j = (int)d->t[j].next) {
+		doc_scalar(d, j, "pid", pid, sizeof pid);
+		doc_str(d, j, "user", user, sizeof user);
+		doc_str(d, j, "since", since, sizeof since);
+		doc_str(d, j, "command", cmd, sizeof cmd);
+		scrub_controls(cmd, strlen(cmd));
+		snprintf(text, sizeof text, "card %s is open outside the queue: pid %s (%s) since %s: %s",
+		         id, pid, user, since, cmd);
+		put_wrapped(p->red, p->off, "  !! ", text);
+	}
+	if (arr >= 0 && d->t[arr].size > 0)
+		printf("  %s!! nothing starts on card %s until that ends%s\n", p->red, id, p->off);
+}
+
 /* Banners for a held card and a control command that could not run. */
 static void
 operator_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
@@ -3601,6 +3626,10 @@ operator_banner(const struct doc *d, int dev, const char *id, const struct palet
 	}
 	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
 		put_wrapped(p->red, p->off, "  !! ", why);
+	holders_banner(d, dev, id, p);
+	if (doc_true(d, dev, "check_pending"))
+		printf("  %s!! card %s's health check runs before its next job (a job ended badly)%s\n",
+		       p->yellow, id, p->off);
 }
 
 /* Banners for a dead card, a resetting card, or a pending reset. */
@@ -3857,6 +3886,10 @@ cmd_reset(struct cli *c, struct args *a, struct opts *o)
 		json_w_key(&w, "job_id");
 		json_w_cstr(&w, id);
 	}
+	if (o->force) {
+		json_w_key(&w, "force");
+		json_w_bool(&w, 1);
+	}
 	json_w_obj_end(&w);
 	return post_and_show(c, "/reset", &b, reset_human);
 }
@@ -3967,6 +4000,8 @@ static const struct optspec logs_opts[] = {{"--offset", 1, O_OFFSET},
 static const struct optspec result_opts[] = {
     {"--wait-timeout", 1, O_WAIT_TIMEOUT}, {"--output-limit", 1, O_OUTPUT_LIMIT}, {NULL, 0, 0}};
 static const struct optspec device_opts[] = {{"--device", 1, O_DEVICE}, {NULL, 0, 0}};
+static const struct optspec reset_opts[] = {
+    {"--device", 1, O_DEVICE}, {"--force", 0, O_FORCE}, {NULL, 0, 0}};
 static const struct optspec hold_opts[] = {
     {"--device", 1, O_DEVICE}, {"--reason", 1, O_REASON}, {NULL, 0, 0}};
 static const struct optspec no_opts[] = {{NULL, 0, 0}};
@@ -4031,14 +4066,18 @@ static const struct subcmd subcmds[] = {
      "Stop a running job (SIGINT, then SIGKILL after the grace period) or cancel a queued\n"
      "one; with --device N, stop whatever runs on card N.\n\noptions:\n"
      "  --device N         the job running on card N\n" H_JSON H_HELP},
-    {"reset", cmd_reset, device_opts, 0, "reset [--device N] [ID]",
+    {"reset", cmd_reset, reset_opts, 0, "reset [--device N] [--force] [ID]",
      "Schedule a card reset and return at once: card N, the card recorded on job ID, or\n"
      "every card when neither is given. Duplicate requests coalesce; a reset holds its queue\n"
      "and may interrupt its running job. Check `" PROG " status` for completion. A dead\n"
      "card is reset only by --device N alone, which runs its whole recovery again (reset,\n"
      "retries, health check, deep reset): healthy again, or dead with the new reason.\n\n"
+     "A card a process outside the queue has open is not reset (a reset under it may crash\n"
+     "the host): the answer names the process; --force resets it all the same.\n\n"
      "options:\n"
-     "  --device N         reset card N only\n" H_JSON H_HELP},
+     "  --device N         reset card N only\n"
+     "  --force            reset even a card a process outside the queue has open\n" H_JSON
+         H_HELP},
     {"skill", cmd_skill, no_opts, 0, "skill",
      "Print the agent skill built into this executable (SKILL.md, Agent Skills format):\n"
      "how a coding agent uses the queue. Install it where the agent looks, e.g.\n"

@@ -1476,18 +1476,109 @@ env_tagged(pid_t pid, const char *tag)
 static bool
 owned_by_running(pid_t pid)
 {
-	pid_t sid = getsid(pid);
 	struct proc_job *j;
 
-	for (j = P.jobs; j; j = j->next) {
-		if (!has_shell(j))
-			continue;
-		if (j->pid == pid || j->pid == sid)
+	for (j = P.jobs; j; j = j->next)
+		if (proc_job_owns(j, pid))
 			return true;
-		if (j->tag[0] && env_tagged(pid, j->tag))
-			return true;
-	}
 	return false;
+}
+
+bool
+proc_job_owns(const struct proc_job *j, pid_t pid)
+{
+	pid_t sid;
+
+	if (!j || !has_shell(j))
+		return false;
+	if (j->pid == pid || ((sid = getsid(pid)) > 0 && sid == j->pid))
+		return true;
+	return j->tag[0] && env_tagged(pid, j->tag);
+}
+
+/* pid's command line, its arguments joined by spaces, into out[0..cap); "" when unreadable. */
+static void
+pid_cmdline(pid_t pid, char *out, size_t cap)
+{
+	char path[64];
+	ssize_t n = -1, i;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, out, cap - 1);
+		close(fd);
+	}
+	if (n < 0)
+		n = 0;
+	for (i = 0; i < n; i++)
+		if (out[i] == '\0' || (unsigned char)out[i] < 0x20)
+			out[i] = ' ';
+	while (n > 0 && out[n - 1] == ' ')
+		n--;
+	out[n] = '\0';
+}
+
+const char *
+proc_user_name(uid_t uid, char *out, size_t cap)
+{
+	char line[1024], *pw, *id, *end;
+	FILE *f = fopen("/etc/passwd", "re");
+
+	snprintf(out, cap, "%u", (unsigned)uid);
+	while (f && fgets(line, sizeof line, f)) { /* name:password:uid:... */
+		if (!(pw = strchr(line, ':')) || !(id = strchr(pw + 1, ':')))
+			continue;
+		*pw = '\0';
+		if (strtoul(id + 1, &end, 10) == uid && *end == ':' && end > id + 1) {
+			snprintf(out, cap, "%s", line);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return out;
+}
+
+int
+proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ctx), void *ctx,
+		  struct proc_holder *out, int cap)
+{
+	char path[PATH_MAX], buf[4096], *p, *end;
+	struct stat st;
+	ssize_t n;
+	int fd, count = 0, k;
+
+	snprintf(path, sizeof path, "%s/%d/pids", dir, card);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	for (p = buf; *p; p = end) {
+		long v = strtol(p, &end, 10);
+		pid_t pid = (pid_t)v;
+
+		if (end == p) { /* not a number: skip the rest of the line */
+			end = p + strcspn(p, "\n");
+			end += *end == '\n';
+			continue;
+		}
+		for (k = 0; k < count && k < cap && out[k].pid != pid; k++)
+			;
+		if (v <= 0 || (k < count && k < cap) || (own && own(pid, ctx)))
+			continue; /* one entry per descriptor: each process once */
+		if (count < cap) {
+			snprintf(path, sizeof path, "/proc/%d", (int)pid);
+			out[count].pid = pid;
+			out[count].uid = stat(path, &st) == 0 ? st.st_uid : (uid_t)-1;
+			pid_cmdline(pid, out[count].cmd, sizeof out[count].cmd);
+		}
+		count++;
+	}
+	return count;
 }
 
 /*

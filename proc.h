@@ -263,6 +263,38 @@ pid_t proc_guardian_start(const char *marker, int lock_fd);
 /* Tell the guardian that group pgid has ended (after it was killed and found gone). */
 void proc_guardian_forget(pid_t pgid);
 
+/*
+ * Whether process pid belongs to job j's running process: it is j's shell, in the shell's
+ * session (a job's shell leads a session of its own), or carries j's tag in its environment
+ * (a helper that left the session). false when j has no shell now (NULL too).
+ */
+bool proc_job_owns(const struct proc_job *j, pid_t pid);
+
+/* A process that has a card open, as the driver lists it (proc_card_holders). */
+struct proc_holder {
+	pid_t pid;
+	uid_t uid;     /* (uid_t)-1 when it cannot be read (the process is gone) */
+	char cmd[128]; /* its command line, the arguments joined by spaces and cut; "" unknown */
+};
+
+/*
+ * The processes that have card `card` open, from the driver's <dir>/<card>/pids (tt-kmd
+ * 2.5.0 and later: one pid per line for each open descriptor, empty when the card is free),
+ * each once, in the file's order, but those own(pid, ctx) claims (own NULL: none). Fills
+ * out[0..cap) and returns how many there are (those past cap left unfilled), or -1 with errno
+ * when the file cannot be read (ENOENT: an older driver, or no such card). Only reads; the
+ * device node itself is never opened, which would make this daemon a holder.
+ */
+int proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ctx), void *ctx,
+		      struct proc_holder *out, int cap);
+
+/*
+ * The name of user uid from /etc/passwd into out[0..cap), else its number; returns out. Read
+ * by hand: glibc's getpwuid cannot be linked statically without warnings, and a name service
+ * beyond the file is not worth a lookup that may block.
+ */
+const char *proc_user_name(uid_t uid, char *out, size_t cap);
+
 /* ----------------------------------------------------------------- process primitives */
 
 /*

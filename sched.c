@@ -134,8 +134,10 @@ sched_job_clear(struct job *j)
 	free(j->env_json);
 	free(j->error);
 	free(j->idempotency_key);
+	free(j->foreign_holders);
 	free(j->more);
 	j->cmd = j->cwd = j->client_id = j->env_json = j->error = j->idempotency_key = NULL;
+	j->foreign_holders = NULL;
 	j->more = NULL;
 	j->nmore = 0;
 }
@@ -356,8 +358,10 @@ card_blocker(const struct card *k, const struct job *j)
 		return BLOCKER_HELD;
 	if (k->current)
 		return BLOCKER_BUSY;
-	if (k->reset_pending || k->state != CARD_HEALTHY)
+	if (k->reset_pending || k->check_pending || k->state != CARD_HEALTHY)
 		return BLOCKER_RESET;
+	if (k->foreign)
+		return BLOCKER_FOREIGN;
 	if (!k->head || k->head->job != j)
 		return BLOCKER_AHEAD;
 	return BLOCKER_NONE;
@@ -383,8 +387,9 @@ sched_job_blocker(struct sched *s, const struct job *j, int *device)
 const char *
 sched_blocker_name(enum card_blocker b)
 {
-	static const char *const names[] = {"none", "busy", "held", "reset pending", "dead",
-					    "an older job first"};
+	static const char *const names[] = {"none",         "busy", "held",
+					    "reset pending", "held outside the queue",
+					    "dead",         "an older job first"};
 
 	return b >= BLOCKER_NONE && b <= BLOCKER_AHEAD ? names[b] : "unknown";
 }
@@ -400,7 +405,9 @@ sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 	if (c->current || c->held || !store_ok)
 		return SCHED_IDLE;
 	if (c->reset_pending || c->state == CARD_RESETTING)
-		return SCHED_START_RESET;
+		return c->foreign && !c->reset_forced ? SCHED_IDLE : SCHED_START_RESET;
+	if (c->check_pending && c->state != CARD_DEAD)
+		return c->foreign ? SCHED_IDLE : SCHED_START_CHECK;
 	if (c->state == CARD_DEAD || !c->head)
 		return SCHED_IDLE;
 	j = c->head->job;
@@ -603,6 +610,7 @@ sched_reset_begin(struct reset_ladder *l)
 	l->step = RESET_STEP_RESET;
 	l->attempt = 1;
 	l->deep_done = false;
+	l->check = false;
 }
 
 enum reset_next
@@ -613,6 +621,11 @@ sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_d
 		return RESET_NEXT_UNRUNNABLE;
 	if (code == 0 && l->step == RESET_STEP_HEALTH)
 		return RESET_NEXT_HEALTHY;
+	if (l->check) { /* the card failed its health check alone: the reset procedure follows */
+		l->check = false;
+		l->step = RESET_STEP_RESET;
+		return RESET_NEXT_RUN;
+	}
 	if (code == 0) { /* a reset (or the deep reset, then a reset) is checked by the health check */
 		l->step = l->step == RESET_STEP_DEEP ? RESET_STEP_RESET : RESET_STEP_HEALTH;
 		return RESET_NEXT_RUN;
@@ -636,7 +649,7 @@ sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_d
 void
 sched_reset_withdraw(struct card *c)
 {
-	c->reset_pending = false;
+	c->reset_pending = c->reset_forced = false;
 	c->dirty = true;
 }
 
@@ -677,6 +690,21 @@ sched_reset_start(struct card *c, struct reset_ladder *l)
 	card_transition(c, CARD_RESETTING);
 }
 
+void
+sched_check_start(struct card *c, struct reset_ladder *l)
+{
+	sched_reset_begin(l);
+	l->step = RESET_STEP_HEALTH;
+	l->check = true;
+	l->was_dead = c->state == CARD_DEAD;
+}
+
+void
+sched_check_failed(struct card *c)
+{
+	card_transition(c, CARD_RESETTING);
+}
+
 /* Replace the heap string *slot with s (either may be NULL). */
 static void
 set_str(char **slot, char *s)
@@ -692,6 +720,8 @@ sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_next ho
 	switch (how) {
 	case RESET_NEXT_HEALTHY:
 		free(reason);
+		if (l->check) /* it only read the card's health: nothing was reset */
+			break;
 		card_transition(c, CARD_HEALTHY);
 		c->reset_epoch++;
 		c->last_reset_at = now;
@@ -705,14 +735,15 @@ sched_reset_end(struct card *c, const struct reset_ladder *l, enum reset_next ho
 		set_str(&c->dead_reason, reason);
 		break;
 	case RESET_NEXT_UNRUNNABLE:
-		card_transition(c, l->was_dead ? CARD_DEAD : CARD_HEALTHY);
+		if (!l->check)
+			card_transition(c, l->was_dead ? CARD_DEAD : CARD_HEALTHY);
 		set_str(&c->control_error, reason);
 		break;
 	default: /* RESET_NEXT_RUN: the procedure goes on */
 		free(reason);
 		return;
 	}
-	c->reset_pending = false;
+	c->reset_pending = c->check_pending = c->reset_forced = false;
 	c->dirty = true;
 }
 
@@ -882,9 +913,10 @@ sched_state_name(int state)
 const char *
 sched_reset_action_name(enum reset_action a)
 {
-	static const char *const names[] = {"scheduled", "joined", "already_reset", "dead"};
+	static const char *const names[] = {"scheduled", "joined", "already_reset", "dead",
+					    "refused"};
 
-	return (unsigned)a <= RESET_DEAD ? names[a] : "unknown";
+	return (unsigned)a <= RESET_REFUSED ? names[a] : "unknown";
 }
 
 /* ------------------------------------------------------------------------ job phases */

@@ -121,6 +121,8 @@ struct job {
 	int end_reason;       /* enum job_end */
 	int end_signal;       /* the signal its shell died of, 0 when none */
 	char *idempotency_key; /* heap or NULL: the client's key for its submission */
+	char *foreign_holders; /* heap or NULL: a JSON array of the processes outside the queue
+				  seen holding its cards while it ran */
 	bool timed_out;
 	bool log_truncated;
 	long long log_size;          /* bytes in the output file */
@@ -151,6 +153,13 @@ struct card {
 	double held_at;      /* NAN when not held */
 	char *hold_reason;   /* heap or NULL */
 	char *control_error; /* heap or NULL: its last reset could not run a control command */
+	/* Its health check runs before its next job (durable): a job that timed out, was killed
+	 * or died of a signal may have left it wedged, and the next job would inherit that. */
+	bool check_pending;
+	/* A process outside the queue has it open (in memory, read fresh before each start):
+	 * nothing starts on it, for a job beside that process is two jobs on one card. */
+	bool foreign;
+	bool reset_forced;   /* its pending reset goes ahead over such a process (reset --force) */
 	bool dirty;          /* durable fields changed since the last commit */
 	struct job *current; /* the running job or reset, or NULL */
 	struct job_link *head, *tail; /* queued jobs, FIFO */
@@ -168,10 +177,17 @@ struct sched {
 };
 
 /* What a card should do next (sched_next). */
-enum sched_action { SCHED_IDLE = 0, SCHED_START_JOB, SCHED_START_RESET };
+enum sched_action { SCHED_IDLE = 0, SCHED_START_JOB, SCHED_START_RESET, SCHED_START_CHECK };
 
-/* Result of a reset request on one card. */
-enum reset_action { RESET_SCHEDULED = 0, RESET_JOINED, RESET_ALREADY_RESET, RESET_DEAD };
+/* Result of a reset request on one card (RESET_REFUSED: a process outside the queue has it
+ * open, and the request did not force it; the caller's decision, never sched_reset_request's). */
+enum reset_action {
+	RESET_SCHEDULED = 0,
+	RESET_JOINED,
+	RESET_ALREADY_RESET,
+	RESET_DEAD,
+	RESET_REFUSED
+};
 
 /*
  * Set up one healthy, empty card per device number (devices need not be sorted; duplicates
@@ -250,10 +266,12 @@ void sched_requeue_front(struct sched *s, struct job *j);
 
 /*
  * Decide what card c starts now. A card starts only when nothing is current, it is not held,
- * and the store is writable (store_ok). A pending reset goes first (SCHED_START_RESET; the
- * caller creates the reset job), on a dead card too (its recovery asked for again); else a
- * card that is not dead starts its head job, which is unlinked and returned in *out
- * (SCHED_START_JOB). A multi-card head starts only when it also heads the queue of each of its
+ * the store is writable (store_ok) and no process outside the queue holds it (c->foreign;
+ * but a forced reset goes ahead). A pending reset goes first (SCHED_START_RESET; the
+ * caller creates the reset job), on a dead card too (its recovery asked for again); then a
+ * pending health check (SCHED_START_CHECK: the caller runs it as a reset job begun with
+ * sched_check_start); else a card that is not dead starts its head job, which is unlinked and
+ * returned in *out (SCHED_START_JOB). A multi-card head starts only when it also heads the queue of each of its
  * other cards and each of them is idle, healthy, not held and has no reset pending; until
  * then c stays idle, and no job behind it on c overtakes it (see the argument above). The
  * caller makes the job current on its cards with sched_occupy().
@@ -265,7 +283,8 @@ enum card_blocker {
 	BLOCKER_NONE = 0, /* every card of it is ready */
 	BLOCKER_BUSY,     /* the card runs a job or a reset */
 	BLOCKER_HELD,     /* the card is held */
-	BLOCKER_RESET,    /* the card has a reset pending */
+	BLOCKER_RESET,    /* the card has a reset or a health check pending */
+	BLOCKER_FOREIGN,  /* a process outside the queue holds the card */
 	BLOCKER_DEAD,     /* the card is dead (the job is failed soon) */
 	BLOCKER_AHEAD,    /* an older job heads that card's queue */
 };
@@ -357,6 +376,7 @@ struct reset_ladder {
 	int attempt;    /* reset commands run so far in the plain ladder, from 1 */
 	bool deep_done; /* the deep reset has run */
 	bool was_dead;  /* the card was dead when it began: its recovery, asked for again */
+	bool check;     /* a health check alone (sched_check_start), no reset run yet */
 };
 
 /* What follows a step's command (sched_reset_next). */
@@ -378,7 +398,10 @@ void sched_reset_begin(struct reset_ladder *l);
  * to 1 + retries times in all; then the deep reset runs once when has_deep, and after it the
  * reset and the health check again; a failure after that, or of the deep reset, is the card
  * dead. 126, 127, and 2 of the built-in health check (default_health: it cannot import
- * tt_umd) are RESET_NEXT_UNRUNNABLE: they say nothing about the card. No I/O.
+ * tt_umd) are RESET_NEXT_UNRUNNABLE: they say nothing about the card. A health check alone
+ * (l->check) that passes is RESET_NEXT_HEALTHY; one that fails leaves l->check false and goes
+ * on as a reset procedure from its first step (the caller then calls sched_check_failed). No
+ * I/O.
  */
 enum reset_next sched_reset_next(struct reset_ladder *l, int code, long long retries, bool has_deep,
 				 bool default_health);
@@ -399,8 +422,22 @@ void sched_reset_withdraw(struct card *c);
 void sched_reset_start(struct card *c, struct reset_ladder *l);
 
 /*
+ * The health check of card c starts now (sched_next said SCHED_START_CHECK): *l begins at the
+ * health check with l->check set. c keeps its state (healthy) while only its health is read.
+ */
+void sched_check_start(struct card *c, struct reset_ladder *l);
+
+/*
+ * c's health check failed (sched_reset_next cleared l->check): c becomes CARD_RESETTING
+ * (dirty) for the reset procedure that follows, as if sched_reset_start had begun it.
+ */
+void sched_check_failed(struct card *c);
+
+/*
  * The reset procedure that sched_reset_start(c, l) began has ended at wall time now, as
- * sched_reset_next's last answer `how` says. The reset is no longer pending; c becomes dirty.
+ * sched_reset_next's last answer `how` says. The reset is no longer pending, nor a health
+ * check, nor a forced reset; c becomes dirty. A health check alone that passed (l->check)
+ * leaves c as it was: healthy, its epoch unchanged.
  *   RESET_NEXT_HEALTHY: c is healthy, its reset epoch moves on (a job-based request for a job
  *     started before it is then "already reset"), last_reset_at is now, and its dead reason
  *     and control error are cleared.

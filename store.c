@@ -76,7 +76,7 @@ enum jcol {
 	JC_RESET_EPOCH, JC_SUBMITTED, JC_STATUS, JC_EXIT, JC_ELAPSED, JC_OUTPUT, JC_STARTED,
 	JC_FINISHED, JC_REP_CUR, JC_REP_DONE, JC_FIRST_ITER, JC_ESTIMATE, JC_STOP_REQ,
 	JC_STOP_ESC, JC_LOG_SIZE, JC_LOG_TRUNC, JC_DROPPED, JC_TIMED_OUT, JC_ERROR, JC_UPDATED,
-	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_KEY, JC_END, JC_SIGNAL, JC_COUNT
+	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_KEY, JC_END, JC_SIGNAL, JC_HOLDERS, JC_COUNT
 };
 
 #define JOB_COLS_HEAD "id, device, cmd, cwd, timeout, repeat, "
@@ -85,7 +85,7 @@ enum jcol {
 	"started_at, finished_at, repeat_current, repeat_completed, first_iteration_elapsed, "     \
 	"per_iter_estimate_sec, stop_requested_at, stop_escalated_at, log_size, log_truncated, "   \
 	"dropped_log_bytes, timed_out, error, updated_at, device_ids, reset_epochs, "             \
-	"idempotency_key, end_reason, signal"
+	"idempotency_key, end_reason, signal, foreign_holders"
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
 
@@ -98,7 +98,8 @@ enum jcol {
  * added the submission's idempotency key (NULL without one; unique, so a bug that saved one
  * submission as two jobs fails its commit instead), why the job ended (`end_reason`, a name
  * of enum job_end, NULL before it ended or in rows written before) and the signal its shell
- * died of (`signal`, NULL when none).
+ * died of (`signal`, NULL when none). Version 7 added the processes outside the queue seen
+ * holding its cards while it ran (`foreign_holders`, a JSON array, NULL when none).
  */
 #define JOBS_TABLE_BODY                                                                            \
 	"(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "                        \
@@ -109,7 +110,8 @@ enum jcol {
 	"per_iter_estimate_sec REAL, stop_requested_at REAL, stop_escalated_at REAL, "             \
 	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "  \
 	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0, device_ids TEXT, "      \
-	"reset_epochs TEXT, idempotency_key TEXT, end_reason TEXT, signal INTEGER)"
+	"reset_epochs TEXT, idempotency_key TEXT, end_reason TEXT, signal INTEGER, "              \
+	"foreign_holders TEXT)"
 
 static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
 
@@ -117,7 +119,7 @@ static const char schema_cards[] =
 	"CREATE TABLE IF NOT EXISTS cards (device INTEGER PRIMARY KEY, state TEXT, "
 	"reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
 	"dead_since REAL, dead_reason TEXT, updated_at REAL, held INTEGER NOT NULL DEFAULT 0, "
-	"held_by TEXT, held_at REAL, hold_reason TEXT)";
+	"held_by TEXT, held_at REAL, hold_reason TEXT, check_pending INTEGER NOT NULL DEFAULT 0)";
 
 /* Partial indexes: active jobs by seq; done jobs by age (retention) and per card (recent). */
 static const char schema_indexes[] =
@@ -138,7 +140,7 @@ static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", 
 	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
 	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
 	"dropped_log_bytes", "timed_out", "error", "updated_at", "device", "device_ids",
-	"reset_epochs", "idempotency_key", "end_reason", "signal"};
+	"reset_epochs", "idempotency_key", "end_reason", "signal", "foreign_holders"};
 
 /* Columns a later version added to a table, as the migration adds them. */
 struct column {
@@ -159,6 +161,14 @@ static const struct column card_list_columns[] = {
 /* Version 6 added to jobs the idempotency key and how the job ended. */
 static const struct column end_columns[] = {
 	{"idempotency_key", "TEXT"}, {"end_reason", "TEXT"}, {"signal", "INTEGER"},
+};
+
+/* Version 7 added to jobs the foreign holders seen, to cards the health check pending. */
+static const struct column v7_job_columns[] = {
+	{"foreign_holders", "TEXT"},
+};
+static const struct column v7_card_columns[] = {
+	{"check_pending", "INTEGER NOT NULL DEFAULT 0"},
 };
 
 /* The columns without which a database is pre-v2: such a file is refused. */
@@ -183,7 +193,7 @@ static const struct stmt_def {
 	[S_PUT_JOB] = {"saving job",
 		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
 		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
-		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
+		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
 		"cmd = excluded.cmd, cwd = excluded.cwd, timeout = excluded.timeout, "
 		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
 		"mode = excluded.mode, client_id = excluded.client_id, "
@@ -202,18 +212,19 @@ static const struct stmt_def {
 		"error = excluded.error, updated_at = excluded.updated_at, "
 		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs, "
 		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
-		"signal = excluded.signal"},
+		"signal = excluded.signal, foreign_holders = excluded.foreign_holders"},
 	[S_PUT_CARD] = {"saving card",
 		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
-		"hold_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
+		"hold_reason, check_pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+		"?12, ?13, ?14) "
 		"ON CONFLICT(device) DO UPDATE SET "
 		"state = excluded.state, reset_epoch = excluded.reset_epoch, "
 		"reset_pending = excluded.reset_pending, boot_id = excluded.boot_id, "
 		"last_reset_at = excluded.last_reset_at, dead_since = excluded.dead_since, "
 		"dead_reason = excluded.dead_reason, updated_at = excluded.updated_at, "
 		"held = excluded.held, held_by = excluded.held_by, held_at = excluded.held_at, "
-		"hold_reason = excluded.hold_reason"},
+		"hold_reason = excluded.hold_reason, check_pending = excluded.check_pending"},
 	[S_GET_JOB] = {"reading job", "SELECT " JOB_READ " FROM jobs WHERE id = ?1"},
 	[S_GET_ENV] = {"reading env", "SELECT env_json FROM jobs WHERE id = ?1"},
 	[S_ACTIVE] = {"loading active jobs",
@@ -230,7 +241,7 @@ static const struct stmt_def {
 		"ORDER BY f_, s_"},
 	[S_CARDS] = {"loading cards",
 		"SELECT device, state, reset_epoch, reset_pending, boot_id, last_reset_at, "
-		"dead_since, dead_reason, held, held_by, held_at, hold_reason FROM cards "
+		"dead_since, dead_reason, held, held_by, held_at, hold_reason, check_pending FROM cards "
 		"ORDER BY device"},
 	/* ?1 NULL: no age limit; ?2 INT64_MAX: no count limit. */
 	[S_RET_SELECT] = {"retention",
@@ -530,7 +541,7 @@ create_schema(struct store *st)
 	    exec_sql(st, "creating cards", schema_cards) != 0 ||
 	    exec_sql(st, "creating indexes", schema_indexes) != 0)
 		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 6");
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
 }
 
 /* Refuse a pre-v2 jobs table, naming the columns it lacks. */
@@ -661,7 +672,8 @@ add_columns(struct store *st, const char *table, const struct column *cols, size
  * Version 3 becomes 4: the cards table gets the hold columns it lacks. Version 4 becomes 5:
  * the jobs table gets the card list of a multi-card job (NULL for the jobs it has, each of
  * one card). Version 5 becomes 6: the jobs table gets the idempotency key and the end columns
- * (NULL for the jobs it has: their end is not known by name). A file migrated from the earlier
+ * (NULL for the jobs it has: their end is not known by name). Version 6 becomes 7: jobs get
+ * the foreign holders seen, cards the health check pending. A file migrated from the earlier
  * service already has the jobs columns (its table was rebuilt as the current one);
  * add_columns skips them.
  */
@@ -671,9 +683,11 @@ add_later_columns(struct store *st, long long version)
 	if (version < 4 && add_columns(st, "cards", hold_columns, NELEM(hold_columns)) != 0)
 		return -1;
 	if (add_columns(st, "jobs", card_list_columns, NELEM(card_list_columns)) != 0 ||
-	    add_columns(st, "jobs", end_columns, NELEM(end_columns)) != 0)
+	    add_columns(st, "jobs", end_columns, NELEM(end_columns)) != 0 ||
+	    add_columns(st, "jobs", v7_job_columns, NELEM(v7_job_columns)) != 0 ||
+	    add_columns(st, "cards", v7_card_columns, NELEM(v7_card_columns)) != 0)
 		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 6");
+	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
 }
 
 /* Inside the open-time transaction: refuse, create, migrate or just check the schema. */
@@ -943,6 +957,7 @@ bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
 	rc |= bind_card_list(s, JC_RESET_EPOCHS, j, true);
 	rc |= bind_text(s, JC_KEY, j->idempotency_key);
 	rc |= bind_text(s, JC_END, sched_end_name(j->end_reason));
+	rc |= bind_text(s, JC_HOLDERS, j->foreign_holders);
 	return rc;
 }
 
@@ -1034,6 +1049,7 @@ store_put_card(struct store *st, const struct card *c, const char *boot_id)
 	rc |= bind_text(s, 10, c->held ? c->held_by : NULL);
 	rc |= bind_real(s, 11, c->held ? c->held_at : NAN);
 	rc |= bind_text(s, 12, c->held ? c->hold_reason : NULL);
+	rc |= bind_int(s, 13, c->check_pending);
 	if (rc != SQLITE_OK) {
 		db_err(st, "saving card");
 		done_with(s);
@@ -1085,6 +1101,7 @@ row_strings(struct store *st, sqlite3_stmt *s, struct job *j)
 	j->client_id = col_dup(s, JC_CLIENT, "anon", &failed);
 	j->error = col_dup(s, JC_ERROR, NULL, &failed);
 	j->idempotency_key = col_dup(s, JC_KEY, NULL, &failed);
+	j->foreign_holders = col_dup(s, JC_HOLDERS, NULL, &failed);
 	j->end_reason = sched_end_parse((const char *)sqlite3_column_text(s, JC_END));
 	if (!failed)
 		return 0;
@@ -1373,6 +1390,7 @@ row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
 	c->held_by = col_dup(s, 9, NULL, &failed);
 	c->held_at = col_real(s, 10, NAN);
 	c->hold_reason = col_dup(s, 11, NULL, &failed);
+	c->check_pending = sqlite3_column_int(s, 12) != 0;
 	if (!failed)
 		return 0;
 	free(c->boot_id);

@@ -132,6 +132,10 @@
 #define MAX_KEY_CHARS 128 /* characters of an Idempotency-Key */
 #define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
+#define MAX_HOLDERS 8         /* processes outside the queue shown per card */
+#define MAX_SEEN 16           /* of them, recorded on a job while it runs */
+#define FOREIGN_RECHECK 1.0   /* s between looks at a card such a process keeps waiting, and
+				 at the cards of running jobs */
 /* What the log and status say once the guardian is gone (guardian_died). */
 #define GUARDIAN_GONE "the guardian process died: job processes are not cleaned up if this " \
 		      "daemon is killed; a restart of the service starts a new one"
@@ -156,6 +160,8 @@ struct config {
 	long long max_repeat, max_cmd_chars;
 	double stop_grace;
 	bool reset_preempts;
+	bool health_after_failure; /* a card's health check follows a job's bad end */
+	char *pids_dir;            /* the driver's /proc/driver/tenstorrent: who has a card open */
 	char *reset_cmd, *health_cmd, *deep_reset_cmd;
 	long long reset_retries;
 	double health_cmd_timeout;
@@ -407,6 +413,8 @@ config_load(void)
 	cfg.max_cmd_chars = env_int("TT_DEVICE_MAX_CMD_CHARS", 65536, 1, 1 << 30);
 	cfg.stop_grace = env_seconds("TT_DEVICE_STOP_GRACE_SEC", 8, 0, 86400);
 	cfg.reset_preempts = env_bool("TT_DEVICE_RESET_PREEMPTS_CURRENT", true);
+	cfg.health_after_failure = env_bool("TT_DEVICE_HEALTH_AFTER_FAILURE", true);
+	cfg.pids_dir = env_str("TT_DEVICE_PIDS_DIR", "/proc/driver/tenstorrent");
 	cfg.reset_cmd = env_str("TT_DEVICE_RESET_CMD",
 				"~/tenstorrent/.venv/bin/tt-smi -r /dev/tenstorrent/{device} --no_reinit");
 	cfg.health_cmd = getenv("TT_DEVICE_HEALTH_CHECK_CMD") ? env_str("TT_DEVICE_HEALTH_CHECK_CMD", "")
@@ -681,6 +689,23 @@ enum stop_reason { STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_P
 struct client;
 
 /* An active job: one not forgotten yet (job.phase says where it is). */
+/* A process outside the queue a job met on its cards, and since when (holders_note). */
+struct seen_holder {
+	struct proc_holder h;
+	double since;
+};
+
+/*
+ * What the last look at a card found (look_holders): the processes outside the queue that
+ * have it open, each with when it was first seen, and whether its pids file could be read.
+ */
+static struct card_look {
+	struct proc_holder h[MAX_HOLDERS];
+	double since[MAX_HOLDERS]; /* wall-clock s it was first seen */
+	int n;                     /* how many hold it now (the first MAX_HOLDERS kept) */
+	bool watched;              /* its pids file could be read */
+} looks[MAX_CARDS];
+
 struct active {
 	struct job job;
 	struct card *card;
@@ -699,6 +724,10 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool no_env;              /* submitted without env: nothing to read back at start */
+	/* processes outside the queue seen on its cards while it ran (holders_note): heap, made
+	 * at the first, nseen of them */
+	struct seen_holder *seen;
+	int nseen;
 	/* reset jobs (mode reset): the procedure's position */
 	struct reset_ladder ladder;
 };
@@ -1027,6 +1056,7 @@ active_free(struct active *a)
 	free(a->envp);
 	free(a->env_block);
 	free(a->start_error);
+	free(a->seen);
 	sched_job_clear(&a->job);
 	free(a);
 }
@@ -1157,6 +1187,25 @@ w_end(struct json_w *w, const struct job *j)
 		json_w_null(w);
 }
 
+/* One holder as a JSON object: pid, uid, user, command, since. */
+static void
+w_holder(struct json_w *w, const struct proc_holder *h, double since)
+{
+	char user[64];
+
+	json_w_obj(w);
+	w_int(w, "pid", h->pid);
+	json_w_key(w, "uid");
+	if (h->uid == (uid_t)-1)
+		json_w_null(w);
+	else
+		json_w_int(w, h->uid);
+	w_str(w, "user", h->uid == (uid_t)-1 ? NULL : proc_user_name(h->uid, user, sizeof(user)));
+	w_str(w, "command", h->cmd);
+	w_time(w, "since", since);
+	json_w_obj_end(w);
+}
+
 static char *
 timeout_message(const struct job *j)
 {
@@ -1215,6 +1264,11 @@ render_record(struct json_w *w, const struct job *j, const char *output_file)
 	w_str(w, "error", j->error);
 	w_int(w, "reset_epoch", j->reset_epoch);
 	w_str(w, "idempotency_key", j->idempotency_key);
+	json_w_key(w, "foreign_holders"); /* met on its cards while it ran (holders_note) */
+	if (j->foreign_holders)
+		json_w_raw(w, j->foreign_holders, strlen(j->foreign_holders));
+	else
+		json_w_null(w);
 	if (j->timed_out)
 		w_timeout_message(w, j);
 	if (!isnan(j->stop_requested_at))
@@ -2231,6 +2285,7 @@ static const char *const queue_fields[] = {"cmd",  "cwd",  "device_id", "device_
 					   "repeat", "env", "mode",      "client_id",  NULL};
 /* The members of POST /kill and POST /reset bodies (client_id: diagnostic, as in /queue). */
 static const char *const target_fields[] = {"job_id", "device_id", "client_id", NULL};
+static const char *const reset_fields[] = {"job_id", "device_id", "client_id", "force", NULL};
 
 /* POST /queue: validate, enqueue, answer once the job is committed. */
 static void
@@ -2646,6 +2701,12 @@ render_card(struct json_w *w, struct card *card, double now)
 	w_time(w, "held_at", card->held ? card->held_at : NAN);
 	w_str(w, "hold_reason", card->held ? card->hold_reason : NULL);
 	w_str(w, "control_error", card->control_error);
+	w_bool(w, "check_pending", card->check_pending);
+	json_w_key(w, "foreign_holders"); /* as the last look found them (look_holders) */
+	json_w_arr(w);
+	for (i = 0; i < looks[card_index(card)].n && i < MAX_HOLDERS; i++)
+		w_holder(w, &looks[card_index(card)].h[i], looks[card_index(card)].since[i]);
+	json_w_arr_end(w);
 	json_w_key(w, "current");
 	if (card->current)
 		render_summary(w, card->current, now, NAN);
@@ -3440,6 +3501,15 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	waiters_wake(a, true);
 	if (!card_known(a->card))
 		return; /* a job of a card no longer configured, failed at start-up */
+	if (j->mode == JOB_MODE_RUN && cfg.health_after_failure &&
+	    (why == JOB_END_TIMEOUT || why == JOB_END_KILLED || why == JOB_END_SIGNAL ||
+	     why == JOB_END_CRASH))
+		for (i = 0; i < sched_job_ncards(j); i++) { /* its card may be wedged: look first */
+			struct card *c = sched_card(&D.sched, sched_job_device(j, i));
+
+			c->check_pending = true;
+			card_dirty(c);
+		}
 	count_outcome(a);
 	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
 	for (i = 0; i < sched_job_ncards(j); i++)
@@ -3470,6 +3540,154 @@ job_start(struct active *a)
 	sched_occupy(&D.sched, j);
 	mark_dirty(a);
 	vec_push(&D.spawn, a);
+}
+
+/* ------------------------------------------------------- processes outside the queue */
+
+
+static void holders_fired(void *arg);
+static struct timer holders_timer = {.idx = -1, .fn = holders_fired};
+
+/* Whether pid belongs to the job or reset running on card ctx: its own, not foreign. */
+static bool
+holder_own(pid_t pid, void *ctx)
+{
+	struct card *c = ctx;
+
+	return c->current && proc_job_owns(active_of(c->current)->proc, pid);
+}
+
+
+/*
+ * Record on c's running job the holders it had not met yet: its foreign_holders (a JSON array
+ * of at most MAX_SEEN), so a job that failed beside a process outside the queue says so.
+ */
+static void
+holders_note(struct card *c, const struct card_look *l)
+{
+	struct active *a = active_of(c->current);
+	struct json_buf b;
+	struct json_w w;
+	int i, k, added = 0;
+
+	for (i = 0; i < l->n && i < MAX_HOLDERS && a->nseen < MAX_SEEN; i++) {
+		for (k = 0; k < a->nseen && a->seen[k].h.pid != l->h[i].pid; k++)
+			;
+		if (k < a->nseen)
+			continue;
+		if (!a->seen && !(a->seen = calloc(MAX_SEEN, sizeof(*a->seen))))
+			return;
+		a->seen[a->nseen].h = l->h[i];
+		a->seen[a->nseen++].since = l->since[i];
+		added = 1;
+	}
+	if (!added)
+		return;
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_arr(&w);
+	for (k = 0; k < a->nseen; k++)
+		w_holder(&w, &a->seen[k].h, a->seen[k].since);
+	json_w_arr_end(&w);
+	json_buf_add(&b, "", 1);
+	free(a->job.foreign_holders);
+	a->job.foreign_holders = b.oom ? NULL : xstrdup(b.p);
+	json_buf_free(&b);
+}
+
+/*
+ * Look at who has card c open now (the driver's pids file, proc_card_holders): c->foreign is
+ * set while a process outside the queue does, and nothing starts on c then (sched_next); its
+ * running job records it. A card whose pids file cannot be read (an older driver, a simulated
+ * card) is not watched and behaves as if nobody held it.
+ */
+static void
+look_holders(struct card *c)
+{
+	struct card_look *l = &looks[card_index(c)];
+	struct proc_holder prev[MAX_HOLDERS];
+	double since[MAX_HOLDERS], now = clock_wall();
+	int n, pn = l->n < MAX_HOLDERS ? l->n : MAX_HOLDERS, i, k;
+	char user[64];
+
+	memcpy(prev, l->h, sizeof(prev));
+	memcpy(since, l->since, sizeof(since));
+	n = proc_card_holders(cfg.pids_dir, c->device, holder_own, c, l->h, MAX_HOLDERS);
+	l->watched = n >= 0;
+	l->n = n > 0 ? n : 0;
+	for (i = 0; i < l->n && i < MAX_HOLDERS; i++) {
+		for (k = 0; k < pn && prev[k].pid != l->h[i].pid; k++)
+			;
+		l->since[i] = k < pn ? since[k] : now;
+		if (k == pn)
+			logmsg("tt-device-queue: card %d is open outside the queue: pid %d (%s) %s; "
+			       "nothing starts on it until that ends", c->device, (int)l->h[i].pid,
+			       l->h[i].uid == (uid_t)-1 ? "?" : proc_user_name(l->h[i].uid, user,
+									      sizeof(user)),
+			       l->h[i].cmd);
+	}
+	if (pn > 0 && l->n == 0)
+		logmsg("tt-device-queue: card %d is no longer open outside the queue", c->device);
+	c->foreign = l->n > 0;
+	if (l->n > 0 && c->current && c->current->mode == JOB_MODE_RUN)
+		holders_note(c, l);
+}
+
+/*
+ * Look again in FOREIGN_RECHECK seconds while a card waits for a process outside the queue,
+ * or a job runs on a watched card (to record who opens it meanwhile); an idle daemon, or one
+ * without the driver's pids files, never wakes for it.
+ */
+static void
+holders_timer_arm(void)
+{
+	int i;
+
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct card *c = &D.sched.cards[i];
+
+		if ((c->foreign && !c->current) ||
+		    (looks[i].watched && c->current && c->current->mode == JOB_MODE_RUN)) {
+			if (!timer_armed(&holders_timer))
+				timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
+			return;
+		}
+	}
+}
+
+/* The cards of running jobs are looked at here; waiting cards by the dispatch pass after. */
+static void
+holders_fired(void *arg)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct card *c = &D.sched.cards[i];
+
+		if (looks[i].watched && c->current && c->current->mode == JOB_MODE_RUN)
+			look_holders(c);
+	}
+}
+
+/* At start: say once which cards the driver's pids files do not let the daemon watch. */
+static void
+holders_setup(void)
+{
+	char list[512] = "";
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < D.sched.ncards; i++) {
+		look_holders(&D.sched.cards[i]);
+		if (!looks[i].watched && n < sizeof(list))
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%d", n ? ", " : "",
+					      D.sched.cards[i].device);
+	}
+	if (n)
+		logmsg("tt-device-queue: processes that open a card outside the queue are not seen on "
+		       "card%s %s: no %s/N/pids (a driver before tt-kmd 2.5.0, or simulated cards)",
+		       strchr(list, ',') ? "s" : "", list, cfg.pids_dir);
 }
 
 /* ------------------------------------------------------------------------ card resets */
@@ -3639,6 +3857,13 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	sched_reset_end(c, &a->ladder, how, reason, clock_wall()); /* c owns reason now */
 	card_dirty(c);
 	check_controls(false);
+	if (how == RESET_NEXT_HEALTHY && a->ladder.check) { /* only its health was read */
+		trailer = xasprintf(PROC_MARKER " card %d passed its health check\n", c->device);
+		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
+		logmsg("tt-device-queue: health check of card %d passed", c->device);
+		free(trailer);
+		return;
+	}
 	reset_count[card_index(c)][how != RESET_NEXT_HEALTHY]++;
 	if (how == RESET_NEXT_HEALTHY) {
 		trailer = xasprintf(PROC_MARKER " card %d is healthy (reset epoch %lld)\n", c->device,
@@ -3665,6 +3890,7 @@ static void
 reset_step_done(struct active *a, int code)
 {
 	enum reset_next next;
+	bool was_check;
 
 	timer_stop(&a->deadline);
 	if (a->stop == STOP_SHUTDOWN) {
@@ -3676,9 +3902,17 @@ reset_step_done(struct active *a, int code)
 		return;
 	}
 	capfile_marker(&a->log, "exit status %d", code);
+	was_check = a->ladder.check;
 	switch ((next = sched_reset_next(&a->ladder, code, cfg.reset_retries,
 					 cfg.deep_reset_cmd[0] != '\0', !cfg.health_cmd))) {
 	case RESET_NEXT_RUN:
+		if (was_check && !a->ladder.check) { /* it failed its health check alone */
+			sched_check_failed(a->card);
+			card_dirty(a->card);
+			capfile_marker(&a->log, "the health check failed: the card is reset");
+			logmsg("tt-device-queue: card %d failed its health check; reset of card %d "
+			       "started", a->card->device, a->card->device);
+		}
 		reset_run(a);
 		break;
 	case RESET_NEXT_UNRUNNABLE:
@@ -3719,6 +3953,37 @@ reset_start(struct card *c)
 	       a->ladder.was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
+/*
+ * Card c's health check starts now as a reset job (sched_next said SCHED_START_CHECK): a job
+ * that timed out, was killed or died of a signal may have left the card wedged. It passes:
+ * the card runs its next job, its reset epoch unchanged. It fails: the reset procedure follows
+ * in the same job (reset_step_done), and the card may end dead like any reset's.
+ */
+static void
+check_start(struct card *c)
+{
+	struct active *a = active_new();
+	const char *tmpl = health_template();
+
+	if (!a || new_job_id(a->job.id) < 0) {
+		free(a);
+		return; /* tried again at the next dispatch pass */
+	}
+	a->card = c;
+	a->job.device = c->device;
+	a->job.mode = JOB_MODE_RESET;
+	a->job.cmd = control_command(tmpl, c->device, false);
+	a->job.cwd = xstrdup("");
+	a->job.client_id = xstrdup("system");
+	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
+	a->job.submitted_at = clock_wall();
+	sched_check_start(c, &a->ladder);
+	index_add(a);
+	job_start(a);
+	logmsg("tt-device-queue: health check of card %d started: its last job ended badly",
+	       c->device);
+}
+
 static const char *
 reset_hint(enum reset_action act, const struct card *c)
 {
@@ -3743,6 +4008,17 @@ reset_hint(enum reset_action act, const struct card *c)
 	case RESET_ALREADY_RESET:
 		snprintf(hint, sizeof(hint), "Card %d was reset after that job ran; nothing to do", device);
 		break;
+	case RESET_REFUSED: {
+		const struct card_look *l = &looks[card_index(c)];
+		char user[64];
+
+		snprintf(hint, sizeof(hint), "Card %d is open outside the queue (pid %d, %s: %s%s): a "
+			 "reset under it may crash the host or hang the card; end that process, or "
+			 "force the reset (reset --force, \"force\": true)", device, (int)l->h[0].pid,
+			 l->h[0].uid == (uid_t)-1 ? "?" : proc_user_name(l->h[0].uid, user, sizeof(user)),
+			 l->h[0].cmd, l->n > 1 ? ", and others" : "");
+		break;
+	}
 	default:
 		snprintf(hint, sizeof(hint), "Card %d is dead and was left alone: reset it by itself "
 			 "(reset --device %d, {\"device_id\": %d}) to run its recovery again, or reboot "
@@ -3764,6 +4040,7 @@ static void
 reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w)
 {
 	struct job *victim = sched_reset_preempts(c, act, cfg.reset_preempts, job_id);
+	int i;
 
 	if (victim)
 		job_stop(active_of(victim), STOP_PREEMPT);
@@ -3773,8 +4050,15 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 	w_str(w, "device_state", sched_state_name(c->state));
 	w_int(w, "reset_epoch", c->reset_epoch);
 	w_str(w, "hint", reset_hint(act, c));
-	if (act == RESET_DEAD)
+	if (act == RESET_DEAD || act == RESET_REFUSED)
 		w_str(w, "error", reset_hint(act, c));
+	if (act == RESET_REFUSED) {
+		json_w_key(w, "foreign_holders");
+		json_w_arr(w);
+		for (i = 0; i < looks[card_index(c)].n && i < MAX_HOLDERS; i++)
+			w_holder(w, &looks[card_index(c)].h[i], looks[card_index(c)].since[i]);
+		json_w_arr_end(w);
+	}
 	json_w_obj_end(w);
 }
 
@@ -3857,12 +4141,19 @@ handle_reset(struct http_conn *c, const struct call *call)
 	bool want[MAX_CARDS] = {false};
 	long long epoch[MAX_CARDS];
 	char id[33];
-	int ji, di, i, n, targets = 0;
+	int ji, di, fi, i, n, targets = 0;
+	bool force;
 	struct json_w w;
 
-	if (parse_body(c, body, len, target_fields) < 0 ||
+	if (parse_body(c, body, len, reset_fields) < 0 ||
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
+	if ((fi = json_doc_field(&doc, "force")) >= 0 && toks[fi].type != JSON_TRUE &&
+	    toks[fi].type != JSON_FALSE) {
+		respond_error(c, 400, "force must be true or false");
+		return;
+	}
+	force = fi >= 0 && toks[fi].type == JSON_TRUE;
 	if (D.shutting_down) {
 		respond_refused(c, NULL, "The service is shutting down", NULL);
 		return;
@@ -3891,12 +4182,19 @@ handle_reset(struct http_conn *c, const struct call *call)
 		if (!want[i])
 			continue;
 		one = &D.sched.cards[i];
+		look_holders(one);
+		if (one->foreign && !force) { /* a reset under an open card may crash the host */
+			act[i] = RESET_REFUSED;
+			continue;
+		}
 		/* Only a request naming this card alone runs a dead card's recovery again. */
 		act[i] = sched_reset_request(one, epoch[i], card && ji < 0);
 		if (act[i] == RESET_SCHEDULED) {
 			card_dirty(one);
 			n++;
 		}
+		if (force && (act[i] == RESET_SCHEDULED || act[i] == RESET_JOINED))
+			one->reset_forced = true;
 	}
 	/* reset_pending is on disk before the answer and before any job is preempted for it. */
 	if (n > 0 && !store_sync_now(NULL)) {
@@ -3910,7 +4208,10 @@ handle_reset(struct http_conn *c, const struct call *call)
 	w = body_begin();
 	if (targets == 1 && (card || ji >= 0)) {
 		reset_request_card(one, act[card_index(one)], ji >= 0 ? id : NULL, &w);
-		respond_json(c, act[card_index(one)] == RESET_DEAD ? 503 : 200, &body_buf, NULL);
+		respond_json(c, act[card_index(one)] == RESET_DEAD      ? 503
+				: act[card_index(one)] == RESET_REFUSED ? 409
+									: 200,
+			     &body_buf, NULL);
 		return;
 	}
 	json_w_obj(&w);
@@ -4085,6 +4386,11 @@ handle_metrics(struct http_conn *c, const struct call *call)
 	for (i = 0; i < D.sched.ncards; i++)
 		json_buf_printf(b, "ttq_control_error{device=\"%d\"} %d\n", D.sched.cards[i].device,
 				D.sched.cards[i].control_error != NULL);
+	json_buf_printf(b, "# HELP ttq_card_foreign_holders Processes outside the queue that have "
+			   "the card open, at the last look.\n# TYPE ttq_card_foreign_holders gauge\n");
+	for (i = 0; i < D.sched.ncards; i++)
+		json_buf_printf(b, "ttq_card_foreign_holders{device=\"%d\"} %d\n",
+				D.sched.cards[i].device, looks[i].n);
 	json_buf_printf(b, "# HELP ttq_running_job_age_seconds Age of the running job or reset (0 when idle).\n"
 			   "# TYPE ttq_running_job_age_seconds gauge\n");
 	for (i = 0; i < D.sched.ncards; i++) {
@@ -4140,6 +4446,15 @@ dispatch_pass(void)
 	D.heartbeat_mono = mono_now;
 	if (D.shutting_down)
 		return;
+	/* Who holds a card is read right before anything may start on it: every card first, as a
+	 * job of several cards starts only when none of them is held outside the queue. */
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct card *c = &D.sched.cards[i];
+
+		if (!c->current && !c->held && !D.degraded &&
+		    (c->head || c->reset_pending || c->check_pending || c->state == CARD_RESETTING))
+			look_holders(c);
+	}
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct card *c = &D.sched.cards[i];
 		struct job *j;
@@ -4151,10 +4466,14 @@ dispatch_pass(void)
 		case SCHED_START_RESET:
 			reset_start(c);
 			break;
+		case SCHED_START_CHECK:
+			check_start(c);
+			break;
 		default:
 			break;
 		}
 	}
+	holders_timer_arm();
 }
 
 /*
@@ -4837,6 +5156,7 @@ apply_card_row(struct card *c, struct store_card *row)
 	c->held_at = row->held ? row->held_at : NAN;
 	c->held_by = row->held_by;
 	c->hold_reason = row->hold_reason;
+	c->check_pending = row->check_pending;
 	row->dead_reason = row->held_by = row->hold_reason = NULL;
 	if (sched_card_restore(c, same_boot_as(row->boot_id)))
 		logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again", c->device);
@@ -5129,6 +5449,7 @@ start_from_store(void)
 	setup_cards();
 	setup_health_check();
 	recover();
+	holders_setup();
 	retention_fired(NULL);
 }
 

@@ -35,7 +35,7 @@ _tt_device_queue() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local subcommands="run queue queue-python job logs result status kill reset hold release skill serve"
 	local global="--host --port --client-id --json --help --version"
-	local submit="--device --cwd --timeout --repeat --env --json --help"
+	local submit="--device --cwd --timeout --repeat --env --key --json --help"
 	local i sub="" opts="" dashdash=0 words
 	COMPREPLY=()
 
@@ -80,7 +80,7 @@ _tt_device_queue() {
 		return 0
 		;;
 	--host | --port | --client-id | --timeout | --repeat | --env | --wait-timeout | \
-		--output-limit | --offset | --limit | --python-arg | --reason)
+		--output-limit | --offset | --limit | --python-arg | --reason | --key)
 		return 0 # a value we cannot guess
 		;;
 	esac
@@ -90,11 +90,12 @@ _tt_device_queue() {
 	run) opts="$submit --wait-timeout --output-limit --" ;;
 	queue) opts="$submit --" ;;
 	queue-python) opts="$submit --python --python-arg --wait --wait-timeout --output-limit" ;;
-	job) opts="--help" ;;
+	job) opts="--key --help" ;;
 	logs) opts="--offset --limit --follow --wait-timeout --json --help" ;;
 	result) opts="--wait-timeout --output-limit --json --help" ;;
 	status) opts="--device --json --help" ;;
-	kill | reset | release) opts="--device --json --help" ;;
+	kill | release) opts="--device --json --help" ;;
+	reset) opts="--device --force --json --help" ;;
 	hold) opts="--device --reason --json --help" ;;
 	serve | skill) opts="--help" ;;
 	*) return 0 ;;

@@ -247,6 +247,11 @@ test_blocker(void)
 	   "blocker: a dead card, first in order");
 	sched_card(&s, 0)->state = CARD_HEALTHY;
 	sched_unlink(&s, &jobs[0]);
+	sched_card(&s, 1)->foreign = true;
+	ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_FOREIGN && dev == 1,
+	   "blocker: card 1 held outside the queue");
+	is_str(sched_blocker_name(BLOCKER_FOREIGN), "held outside the queue", "and its words");
+	sched_card(&s, 1)->foreign = false;
 	ok(sched_job_blocker(&s, &jobs[1], &dev) == BLOCKER_NONE, "none once it heads both");
 	sched_unlink(&s, &jobs[1]);
 	for (int i = 0; i < 2; i++)
@@ -914,6 +919,69 @@ test_reset_start_end(void)
 	sched_free(&s);
 }
 
+/*
+ * The health check after a job's bad end: it goes after a pending reset and before the next
+ * job; passing leaves the card healthy with its epoch; failing turns into the reset ladder. A
+ * process outside the queue keeps a card from starting anything but a forced reset.
+ */
+static void
+test_check_and_foreign(void)
+{
+	struct sched s;
+	struct reset_ladder l;
+	struct card *c;
+	struct job *j;
+	char seq[8];
+	int k = 0;
+
+	c = card_with_queue(&s, CARD_HEALTHY, 1);
+	c->check_pending = true;
+	c->reset_pending = true;
+	is_int(sched_next(&s, c, true, &j), SCHED_START_RESET, "a pending reset goes before a check");
+	c->reset_pending = false;
+	is_int(sched_next(&s, c, true, &j), SCHED_START_CHECK, "then the check, before the next job");
+	sched_check_start(c, &l);
+	ok(c->state == CARD_HEALTHY && l.check && l.step == RESET_STEP_HEALTH,
+	   "a check keeps the card healthy and begins at the health check");
+	is_int(sched_reset_next(&l, 0, 1, false, false), RESET_NEXT_HEALTHY, "a passing check: healthy");
+	sched_reset_end(c, &l, RESET_NEXT_HEALTHY, NULL, 800.0);
+	ok(c->state == CARD_HEALTHY && !c->check_pending && c->reset_epoch == 4 &&
+	       isnan(c->last_reset_at), "the card was not reset: its epoch stays, no check pending");
+	is_int(sched_next(&s, c, true, &j), SCHED_START_JOB, "the next job starts");
+	sched_free(&s);
+
+	sched_check_start(&(struct card){.state = CARD_HEALTHY}, &l);
+	seq[k++] = "rhd"[l.step];
+	is_int(sched_reset_next(&l, 1, 0, false, false), RESET_NEXT_RUN, "a failing check goes on");
+	ok(!l.check && l.step == RESET_STEP_RESET && l.attempt == 1,
+	   "as a reset procedure from its first step (the check is no attempt)");
+	seq[k++] = "rhd"[l.step];
+	is_int(sched_reset_next(&l, 0, 0, false, false), RESET_NEXT_RUN, "the reset passes");
+	seq[k++] = "rhd"[l.step];
+	is_int(sched_reset_next(&l, 1, 0, false, false), RESET_NEXT_DEAD,
+	       "its health check fails: dead (retries 0)");
+	seq[k] = '\0';
+	is_str(seq, "hrh", "check, reset, health check");
+	sched_check_start(&(struct card){.state = CARD_HEALTHY}, &l);
+	is_int(sched_reset_next(&l, 127, 0, false, false), RESET_NEXT_UNRUNNABLE,
+	       "a check that cannot run is a configuration error");
+
+	c = card_with_queue(&s, CARD_HEALTHY, 1);
+	c->foreign = true;
+	is_int(sched_next(&s, c, true, &j), SCHED_IDLE, "a card held outside the queue starts no job");
+	c->check_pending = true;
+	is_int(sched_next(&s, c, true, &j), SCHED_IDLE, "nor its check");
+	c->reset_pending = true;
+	is_int(sched_next(&s, c, true, &j), SCHED_IDLE, "nor a reset");
+	c->reset_forced = true;
+	is_int(sched_next(&s, c, true, &j), SCHED_START_RESET, "but a forced reset");
+	sched_reset_start(c, &l);
+	sched_reset_end(c, &l, RESET_NEXT_HEALTHY, NULL, 900.0);
+	ok(!c->reset_forced && !c->check_pending && !c->reset_pending,
+	   "a reset's end clears the force and the check it covered");
+	sched_free(&s);
+}
+
 static void
 test_reset_unrunnable(void)
 {
@@ -1287,6 +1355,7 @@ main(void)
 	test_multi_epochs();
 	test_ladder();
 	test_reset_start_end();
+	test_check_and_foreign();
 	test_reset_unrunnable();
 	test_preempts();
 	test_hold_swap();

@@ -423,13 +423,13 @@ test_fresh(void)
 	is_int(umask(022), 022, "store_open restores the umask");
 	db = side_open(path_in("fresh.sqlite3"));
 	is_str(side_text(db, "PRAGMA journal_mode", buf, sizeof(buf)), "wal", "journal is WAL");
-	is_int(side_int(db, "PRAGMA user_version"), 6, "user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION, "the current schema");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
 	                    "name IN ('jobs_active', 'jobs_done', 'jobs_recent', "
 	                    "'jobs_recent_multi', 'jobs_key')"),
 	       5, "the five job indexes exist");
-	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 13,
-	       "cards has 13 columns");
+	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 14,
+	       "cards has 14 columns");
 	ok(strstr(side_columns(db, buf, sizeof(buf)),
 	          ",updated_at,device,device_ids,reset_epochs,idempotency_key,end_reason,signal") !=
 	       NULL,
@@ -442,7 +442,8 @@ test_fresh(void)
 	ok(st != NULL, "an existing empty file opens");
 	is_int(file_mode(path_in("empty.sqlite3")), 0600, "an existing 0644 file becomes 0600");
 	db = side_open(path_in("empty.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "empty file gets schema v6");
+	is_int(side_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION,
+	       "empty file gets the current schema");
 	sqlite3_close(db);
 	store_close(st);
 }
@@ -971,7 +972,8 @@ check_migrated_db(const char *name)
 	char fresh[2048], migrated[2048];
 	sqlite3 *db = side_open(path_in(name)), *fdb = side_open(path_in("fresh.sqlite3"));
 
-	is_int(side_int(db, "PRAGMA user_version"), 6, "migrated to user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION,
+	       "migrated to the current schema");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"), 0,
 	       "device_state dropped");
 	is_int(side_int(db, "SELECT count(*) FROM jobs WHERE device = 0"), 3, "all jobs on card 0");
@@ -1114,7 +1116,8 @@ test_migration_v3(void)
 	store_close(st);
 	db = side_open(path_in("v3.sqlite3"));
 	fdb = side_open(path_in("fresh.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "v3 becomes user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION,
+	       "v3 becomes the current schema");
 	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
 	       "migrated jobs columns equal a fresh table's");
 	is_str(side_text(db, "SELECT group_concat(name) FROM pragma_table_info('cards')", migrated,
@@ -1233,7 +1236,8 @@ test_migration_v4(void)
 	store_close(st);
 	db = side_open(path_in("v4.sqlite3"));
 	fdb = side_open(path_in("fresh.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "v4 becomes user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION,
+	       "v4 becomes the current schema");
 	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
 	       "migrated jobs columns equal a fresh table's");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_recent_multi'"), 1,
@@ -1301,7 +1305,8 @@ test_keys_and_ends(void)
 	ok(store_last_write(st) == 12.5, "the last write of a migrated file is its newest row's");
 	store_close(st);
 	db = side_open(path_in("v5.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "v5 becomes user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION,
+	       "v5 becomes the current schema");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_key'"), 1,
 	       "with the index of keys");
 	sqlite3_close(db);
@@ -1334,13 +1339,13 @@ test_refusals(void)
 	sqlite3_close(db);
 
 	db = side_open(path_in("newer.sqlite3"));
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 7");
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 99");
 	sqlite3_close(db);
 	refused = false;
 	ok(store_open(path_in("newer.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL,
-	   "v7 refused");
+	   "a newer version (99) refused");
 	ok(refused, "for good (refused)");
-	ok(strstr(errbuf, "7") && strstr(errbuf, "6") && strstr(errbuf, "fresh logs-v2/"),
+	ok(strstr(errbuf, "99") && strstr(errbuf, "fresh logs-v2/"),
 	   "message: %s", errbuf);
 
 	fd = open(path_in("text.sqlite3"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
