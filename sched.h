@@ -102,6 +102,7 @@ struct job {
 	int phase;      /* enum job_phase: in memory only */
 	int mode;       /* enum job_mode */
 	int timeout;    /* seconds, the effective value */
+	int silence_timeout; /* seconds without output before it is stopped as hung; 0: off */
 	int repeat;     /* iterations asked for, >= 1 */
 	char *cmd;      /* heap; the shell program */
 	char *cwd;      /* heap; "" means the daemon's cwd */

@@ -1186,7 +1186,7 @@ def check_upgrade(stop):
     tap.eq((card1["state"], card1["reset_epoch"]), ("healthy", 0),
            "%s: card 1 starts fresh" % what)
     d.stop()
-    tap.eq(db_rows(d, "PRAGMA user_version"), [(6,)], "%s: user_version 6" % what)
+    tap.eq(db_rows(d, "PRAGMA user_version"), [(7,)], "%s: user_version 7" % what)
     tap.eq(db_rows(d, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"),
            [(0,)], "%s: device_state moved into cards" % what)
     before, seen = ledger_counts(ledger), len(d.stderr())

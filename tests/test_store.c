@@ -423,7 +423,7 @@ test_fresh(void)
 	is_int(umask(022), 022, "store_open restores the umask");
 	db = side_open(path_in("fresh.sqlite3"));
 	is_str(side_text(db, "PRAGMA journal_mode", buf, sizeof(buf)), "wal", "journal is WAL");
-	is_int(side_int(db, "PRAGMA user_version"), 6, "user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), 7, "user_version 7");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
 	                    "name IN ('jobs_active', 'jobs_done', 'jobs_recent', "
 	                    "'jobs_recent_multi', 'jobs_key')"),
@@ -431,9 +431,10 @@ test_fresh(void)
 	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 13,
 	       "cards has 13 columns");
 	ok(strstr(side_columns(db, buf, sizeof(buf)),
-	          ",updated_at,device,device_ids,reset_epochs,idempotency_key,end_reason,signal") !=
-	       NULL,
-	   "jobs ends with updated_at, device, its cards, idempotency_key, end_reason, signal");
+	          ",updated_at,device,device_ids,reset_epochs,idempotency_key,end_reason,signal,"
+	          "silence_timeout") != NULL,
+	   "jobs ends with updated_at, device, its cards, idempotency_key, end_reason, signal, "
+	   "silence_timeout");
 	sqlite3_close(db);
 	store_close(st);
 
@@ -442,7 +443,7 @@ test_fresh(void)
 	ok(st != NULL, "an existing empty file opens");
 	is_int(file_mode(path_in("empty.sqlite3")), 0600, "an existing 0644 file becomes 0600");
 	db = side_open(path_in("empty.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "empty file gets schema v6");
+	is_int(side_int(db, "PRAGMA user_version"), 7, "empty file gets schema v7");
 	sqlite3_close(db);
 	store_close(st);
 }
@@ -457,6 +458,7 @@ full_job(struct job *j)
 	j->status = JOB_RUNNING;
 	j->mode = JOB_MODE_RESET;
 	j->timeout = 77;
+	j->silence_timeout = 33;
 	j->repeat = 5;
 	j->cmd = strdup("printf '%s\\n' \"h\xc3\xa9llo\" | tee x");
 	j->cwd = strdup("/tmp/some dir");
@@ -490,6 +492,7 @@ check_full(const struct job *g, const struct job *w)
 	is_int(g->status, w->status, "status");
 	is_int(g->mode, w->mode, "mode");
 	is_int(g->timeout, w->timeout, "timeout");
+	is_int(g->silence_timeout, w->silence_timeout, "silence_timeout");
 	is_int(g->repeat, w->repeat, "repeat");
 	is_str(g->cmd, w->cmd, "cmd");
 	is_str(g->cwd, w->cwd, "cwd");
@@ -971,7 +974,7 @@ check_migrated_db(const char *name)
 	char fresh[2048], migrated[2048];
 	sqlite3 *db = side_open(path_in(name)), *fdb = side_open(path_in("fresh.sqlite3"));
 
-	is_int(side_int(db, "PRAGMA user_version"), 6, "migrated to user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), 7, "migrated to user_version 7");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'device_state'"), 0,
 	       "device_state dropped");
 	is_int(side_int(db, "SELECT count(*) FROM jobs WHERE device = 0"), 3, "all jobs on card 0");
@@ -1114,7 +1117,7 @@ test_migration_v3(void)
 	store_close(st);
 	db = side_open(path_in("v3.sqlite3"));
 	fdb = side_open(path_in("fresh.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "v3 becomes user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), 7, "v3 becomes user_version 7");
 	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
 	       "migrated jobs columns equal a fresh table's");
 	is_str(side_text(db, "SELECT group_concat(name) FROM pragma_table_info('cards')", migrated,
@@ -1233,7 +1236,7 @@ test_migration_v4(void)
 	store_close(st);
 	db = side_open(path_in("v4.sqlite3"));
 	fdb = side_open(path_in("fresh.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "v4 becomes user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), 7, "v4 becomes user_version 7");
 	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
 	       "migrated jobs columns equal a fresh table's");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_recent_multi'"), 1,
@@ -1301,10 +1304,55 @@ test_keys_and_ends(void)
 	ok(store_last_write(st) == 12.5, "the last write of a migrated file is its newest row's");
 	store_close(st);
 	db = side_open(path_in("v5.sqlite3"));
-	is_int(side_int(db, "PRAGMA user_version"), 6, "v5 becomes user_version 6");
+	is_int(side_int(db, "PRAGMA user_version"), 7, "v5 becomes user_version 7");
 	is_int(side_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_key'"), 1,
 	       "with the index of keys");
 	sqlite3_close(db);
+}
+
+/*
+ * Version 7: a job's silence timeout round-trips (test_roundtrip checks it with every field);
+ * a v6 file gets the column in place, its queued job kept with the watchdog off (0), and
+ * takes a job with one.
+ */
+static void
+test_migration_v6(void)
+{
+	char fresh[1024], migrated[1024];
+	struct got g = {.n = 0};
+	struct job j;
+	struct store *st;
+	sqlite3 *db = side_open(path_in("v6.sqlite3")), *fdb;
+
+	side_exec(db, V3_JOBS ", device_ids TEXT, reset_epochs TEXT, idempotency_key TEXT, "
+	              "end_reason TEXT, signal INTEGER)");
+	side_exec(db, "INSERT INTO jobs (id, cmd, status, device, timeout, submitted) VALUES "
+	              "('0000000000000000000000000000000c', 'true', 'queued', 0, 60, 10.5); "
+	              "PRAGMA user_version = 6");
+	sqlite3_close(db);
+	st = open_ok("v6.sqlite3");
+	if (!ok(st != NULL, "a v6 database opens (migrated)"))
+		return;
+	is_int(store_load_active(st, collect, &g), 1, "its queued job is kept");
+	ok(g.n == 1 && g.jobs[0].timeout == 60 && g.jobs[0].silence_timeout == 0,
+	   "with its timeout, and no silence timeout (off)");
+	got_free(&g);
+	make_job(&j, 1400, 0, JOB_QUEUED, NAN);
+	j.silence_timeout = 90;
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0,
+	   "the migrated store takes a job with a silence timeout");
+	sched_job_clear(&j);
+	store_close(st);
+	db = side_open(path_in("v6.sqlite3"));
+	fdb = side_open(path_in("fresh.sqlite3"));
+	is_int(side_int(db, "PRAGMA user_version"), 7, "v6 becomes user_version 7");
+	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
+	       "migrated jobs columns equal a fresh table's");
+	is_int(side_int(db, "SELECT silence_timeout FROM jobs WHERE id = "
+	                    "'00000000000000000000000000000578'"),
+	       90, "the silence timeout is stored");
+	sqlite3_close(db);
+	sqlite3_close(fdb);
 }
 
 static void
@@ -1334,13 +1382,13 @@ test_refusals(void)
 	sqlite3_close(db);
 
 	db = side_open(path_in("newer.sqlite3"));
-	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 7");
+	side_exec(db, "CREATE TABLE jobs (seq INTEGER PRIMARY KEY); PRAGMA user_version = 8");
 	sqlite3_close(db);
 	refused = false;
 	ok(store_open(path_in("newer.sqlite3"), false, errbuf, sizeof(errbuf), &refused) == NULL,
-	   "v7 refused");
+	   "v8 refused");
 	ok(refused, "for good (refused)");
-	ok(strstr(errbuf, "7") && strstr(errbuf, "6") && strstr(errbuf, "fresh logs-v2/"),
+	ok(strstr(errbuf, "8") && strstr(errbuf, "7") && strstr(errbuf, "fresh logs-v2/"),
 	   "message: %s", errbuf);
 
 	fd = open(path_in("text.sqlite3"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -1824,6 +1872,7 @@ main(void)
 	test_migration_v4();
 	test_multi_card();
 	test_keys_and_ends();
+	test_migration_v6();
 	test_refusals();
 	test_open_failure_passes();
 	test_write_failure();
