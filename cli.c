@@ -1644,7 +1644,7 @@ static const struct ending {
 } endings[] = {
     {"exited", NULL, NULL, 1},
     {"signal", NULL, NULL, 1},
-    {"timeout", "timeout", NULL, 1},
+    {"timeout", "timeout", "stopped", 1}, /* "; timed out at its Ns limit" follows */
     {"killed", "killed", "stopped by a kill request", 1},
     {"reset", "reset", "interrupted by a reset of its card", 1},
     {"cancelled", "cancelled", "cancelled before it started (kill request)", 0},

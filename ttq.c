@@ -1160,7 +1160,8 @@ w_end(struct json_w *w, const struct job *j)
 static char *
 timeout_message(const struct job *j)
 {
-	return xasprintf("Job timed out after %d seconds and was killed (SIGKILL)", j->timeout);
+	return xasprintf("Job timed out after %d seconds and was stopped (SIGINT, then SIGKILL after "
+			 "the grace)", j->timeout);
 }
 
 static void
@@ -3309,6 +3310,7 @@ iteration_done(struct active *a, int code)
 
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
 		free(m);
+		j->end_signal = code < 0 ? -code : 0; /* what its shell died of, if it did */
 		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
 	} else if (a->stop != STOP_NONE) {
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", stop_error(a));
@@ -3335,6 +3337,12 @@ guardian_died(int wstatus)
 	logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, wstatus);
 }
 
+/*
+ * A job's deadline passed: it is stopped as a kill stops it (job_stop: SIGINT, SIGKILL after
+ * the grace), so a Python job unwinds and closes its device; a SIGKILL at once left the card
+ * for the next job to find half torn down. A stop already under way ends it within its grace
+ * and is left as it is. A reset's control command is killed at once.
+ */
 static void
 job_timeout_fired(void *arg)
 {
@@ -3349,30 +3357,33 @@ job_timeout_fired(void *arg)
 		proc_job_kill(a->proc);
 		return;
 	}
-	if (shell_ended(a)) {
-		/* It ended in time, with a status of its own; only its leftovers are
-		 * awaited. The deadline stops no more than the iterations still to come. */
-		if (a->late_stop == STOP_NONE)
-			a->late_stop = STOP_TIMEOUT;
+	if (a->stop != STOP_NONE)
 		return;
-	}
-	a->stop = STOP_TIMEOUT;
-	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
-	a->job.timed_out = true;
-	if (isnan(a->job.stop_requested_at))
-		a->job.stop_requested_at = clock_wall();
 	if (proc_job_state(a->proc) != PROC_JOB_IDLE) {
-		proc_job_kill(a->proc);
+		/* A shell that ended already keeps its status: job_stop leaves it a late stop,
+		 * which stops no more than the iterations still to come. */
+		job_stop(a, STOP_TIMEOUT);
 	} else { /* not started yet (its spawn waits for the commit) */
 		char *m = timeout_message(&a->job), trailer[256];
 
+		a->stop = STOP_TIMEOUT;
+		sched_job_transition(&a->job, JOB_PHASE_STOPPING);
+		a->job.timed_out = true;
+		if (isnan(a->job.stop_requested_at))
+			a->job.stop_requested_at = clock_wall();
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
 		free(m);
 		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
 	}
 }
 
-/* Ask a running job (or control command) to stop: SIGINT now, SIGKILL after the grace. */
+/*
+ * Ask a running job (or control command) to stop for reason (enum stop_reason): SIGINT to its
+ * group now, SIGKILL after TT_DEVICE_STOP_GRACE_SEC (proc_job_stop; a second stop sends
+ * nothing). Its end is recorded when its shell ended (iteration_done: stop_end, stop_error);
+ * a job stopped for its timeout is timed_out from now on. A run job whose shell ended already
+ * keeps its status: the stop ends only the iterations still to come (late_stop).
+ */
 static void
 job_stop(struct active *a, int reason)
 {
@@ -3388,6 +3399,7 @@ job_stop(struct active *a, int reason)
 	 * it "interrupted". */
 	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT))
 		a->stop = reason;
+	a->job.timed_out = a->stop == STOP_TIMEOUT;
 	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
 	if (isnan(a->job.stop_requested_at)) {
 		a->job.stop_requested_at = clock_wall();
@@ -3398,18 +3410,18 @@ job_stop(struct active *a, int reason)
 
 /*
  * Finish a job: record the outcome (why: enum job_end; a negative exit code of a job that died
- * of a signal, on its own or stopped, is that signal), close its log (trailer lines and the
- * truncation marker), write meta.json, free its card, answer its waiters. Memory is released
- * after the commit. A job the daemon's crash cut short with no sign of life after its start
- * has no known end: its elapsed time is null rather than a false 0 s.
+ * of a signal, on its own or stopped, is that signal; a timeout's is -9 whatever its shell did,
+ * and the caller sets j->end_signal to what the shell died of), close its log (trailer lines
+ * and the truncation marker), write meta.json, free its card, answer its waiters. Memory is
+ * released after the commit. A job the daemon's crash cut short with no sign of life after its
+ * start has no known end: its elapsed time is null rather than a false 0 s.
  */
 static void
 job_finish_at(struct active *a, double end, int why, int exit_code, const char *error,
 	      const char *trailer)
 {
 	struct job *j = &a->job;
-	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET ||
-			 why == JOB_END_TIMEOUT;
+	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET;
 	char cards[256];
 	int i;
 
@@ -3422,7 +3434,8 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	j->exit_code = exit_code;
 	j->has_exit_code = true;
 	j->end_reason = why;
-	j->end_signal = signalled && exit_code < 0 ? -exit_code : 0;
+	if (why != JOB_END_TIMEOUT) /* a timeout's -9 is no signal: the caller set end_signal */
+		j->end_signal = signalled && exit_code < 0 ? -exit_code : 0;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
 	if (open_log(a) == 0) {

@@ -67,6 +67,34 @@ def test_timeout_kills_process_group():
     tap.ok("timed out" in d.log_text(j["job_id"]), "the output says it timed out")
 
 
+def test_timeout_sigint_first_then_sigkill():
+    """A timeout stops a job as a kill does: SIGINT, so a Python job's teardown can close its
+    device, then SIGKILL after the grace. The record stays a timeout's: timed_out, exit_code
+    -9; `signal` is what its shell died of, null when it exited by itself after the SIGINT."""
+    d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "5"}).start()
+    trapped = d.path("trapped")
+    j = d.submit('trap "echo trapped >> %s; exit 0" INT; sleep 30 & wait' % q(trapped),
+                 timeout=1)
+    job = d.wait_done(j["job_id"])
+    tap.eq(read_lines(trapped), ["trapped"], "the deadline sent SIGINT: the job's trap ran")
+    tap.eq((job["exit_code"], job["timed_out"], job["end_reason"], job["signal"]),
+           (-9, True, "timeout", None),
+           "it exited by itself within the grace: exit_code -9, timed_out, timeout, signal null")
+    tap.ok(1 <= job["elapsed"] < 4, "it ended at its deadline, not after the 5 s grace "
+           "(%.2fs)" % job["elapsed"])
+    tap.ok("SIGINT, then SIGKILL" in job["timeout_message"] and
+           "SIGINT, then SIGKILL" in d.log_text(j["job_id"]),
+           "timeout_message and the marker line say SIGINT, then SIGKILL", job)
+
+    d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "1.5"}).start()
+    j = d.submit("trap '' INT; while :; do sleep 0.05; done", timeout=1)
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["exit_code"], job["timed_out"], job["end_reason"], job["signal"]),
+           (-9, True, "timeout", 9), "ignoring SIGINT: killed by SIGKILL (signal 9)")
+    tap.ok(2.5 <= job["elapsed"] < 10, "SIGKILL came after the 1.5 s grace (%.2fs)"
+           % job["elapsed"])
+
+
 def test_flood_capped_and_counted():
     d = Daemon(env={"TT_DEVICE_MAX_LOG_BYTES": "65536"}).start()
     t0 = time.monotonic()
@@ -427,7 +455,8 @@ def test_queue_bound_and_concurrent_submitters():
 
 
 run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_first_failure,
-          test_timeout_kills_process_group, test_flood_capped_and_counted,
+          test_timeout_kills_process_group, test_timeout_sigint_first_then_sigkill,
+          test_flood_capped_and_counted,
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
           test_queued_job_cancelled_or_restarted,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,
