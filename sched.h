@@ -75,6 +75,7 @@ enum job_end {
 	JOB_END_CARD_DEAD,    /* one of its cards is dead: it never ran */
 	JOB_END_CARD_GONE,    /* one of its cards is no longer configured */
 	JOB_END_START_FAILED, /* it could not be started (its cwd gone, no /bin/bash, ...) */
+	JOB_END_HUNG,         /* stopped after its silence timeout passed without output */
 	JOB_END_COUNT
 };
 enum card_state { CARD_HEALTHY = 0, CARD_RESETTING, CARD_DEAD };

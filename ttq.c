@@ -6,9 +6,9 @@
  * Design invariants:
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
  *     job output pipes, the signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP). Timers (job
- *     deadlines, each job process's and each connection's one deadline, store retries,
- *     retention) live in one min-heap and the earliest becomes the poll timeout. No busy
- *     waiting.
+ *     deadlines, a running job's silence watchdog, each job process's and each connection's
+ *     one deadline, store retries, retention) live in one min-heap and the earliest becomes
+ *     the poll timeout. No busy waiting.
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
  *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
@@ -149,6 +149,7 @@ struct config {
 	int ids[MAX_CARDS];
 	int nids;
 	int default_timeout, max_timeout;
+	int silence_timeout; /* the default silence_timeout of a job, seconds; 0: off */
 	long long max_queued;
 	long long max_log_bytes, max_log_read, max_request_bytes;
 	long long http_workers, max_connections;
@@ -395,6 +396,7 @@ config_load(void)
 	if (cfg.default_timeout > cfg.max_timeout)
 		config_fail("TT_DEVICE_DEFAULT_TIMEOUT", "%d is above TT_DEVICE_MAX_TIMEOUT (%d)",
 			    cfg.default_timeout, cfg.max_timeout);
+	cfg.silence_timeout = (int)env_int("TT_DEVICE_SILENCE_TIMEOUT", 0, 0, cfg.max_timeout);
 	cfg.max_queued = env_int("TT_DEVICE_MAX_QUEUED_JOBS", 1000, 1, 10000000);
 	cfg.max_log_bytes = env_int("TT_DEVICE_MAX_LOG_BYTES", 16LL << 20, 1024, 1LL << 50);
 	cfg.max_log_read = env_int("TT_DEVICE_MAX_LOG_READ", 64 << 10, 1, 64 << 20);
@@ -676,7 +678,10 @@ timers_timeout(void)
 
 /* ------------------------------------------------------------------------ daemon state */
 
-enum stop_reason { STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_PREEMPT };
+enum stop_reason {
+	STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_PREEMPT,
+	STOP_HUNG, /* its silence watchdog fired */
+};
 
 struct client;
 
@@ -692,6 +697,10 @@ struct active {
 	double started_mono;      /* when the job started */
 	double iter_started_mono; /* when the current process started */
 	struct timer deadline;    /* the whole job's timeout */
+	/* The silence watchdog (job_silence_fired): without it a job hung without a word holds
+	 * its card until its timeout, an hour by default. Armed only while a run job runs. */
+	struct timer silence;
+	double last_output_mono;  /* when its output last arrived; its start before any */
 	int stop;                 /* enum stop_reason: why it is stopping, else STOP_NONE */
 	int late_stop;            /* one that came after the shell ended (iteration_done) */
 	struct client *waiters;   /* held /result and /logs long-polls */
@@ -998,6 +1007,7 @@ index_del(struct active *a)
 }
 
 static void job_timeout_fired(void *arg);
+static void job_silence_fired(void *arg);
 static void job_proc_timer_fired(void *arg);
 
 static struct active *
@@ -1011,6 +1021,7 @@ active_new(void)
 	a->out_slot = -1;
 	a->log.fd = -1;
 	timer_init(&a->deadline, job_timeout_fired, a);
+	timer_init(&a->silence, job_silence_fired, a);
 	timer_init(&a->proc_timer, job_proc_timer_fired, a);
 	return a;
 }
@@ -1020,6 +1031,7 @@ active_free(struct active *a)
 {
 	sched_job_transition(&a->job, JOB_PHASE_FORGOTTEN);
 	timer_stop(&a->deadline);
+	timer_stop(&a->silence);
 	timer_stop(&a->proc_timer);
 	proc_job_free(a->proc); /* finished: it has no process */
 	if (a->log.fd >= 0)
@@ -1197,6 +1209,7 @@ render_record(struct json_w *w, const struct job *j, const char *output_file)
 	w_str(w, "cmd", j->cmd);
 	w_str(w, "cwd", j->cwd);
 	w_int(w, "timeout", j->timeout);
+	w_int(w, "silence_timeout", j->silence_timeout);
 	w_int(w, "repeat", j->repeat);
 	w_int(w, "repeat_current", j->repeat_current);
 	w_int(w, "repeat_completed", j->repeat_completed);
@@ -1974,6 +1987,7 @@ ack_push(struct http_conn *c, struct active *a, bool replay)
 struct submission {
 	char *cmd, *cwd, *client_id, *mode, *env_json;
 	long long timeout, repeat;
+	long long silence_timeout; /* -1: absent or null, the daemon's default */
 	struct card *card;     /* its (first) card */
 	int devices[MAX_CARDS]; /* its cards (device_ids), ndevices of them; else card's alone */
 	int ndevices;
@@ -2090,7 +2104,9 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	}
 	s->timeout = 0;
 	s->repeat = 1;
+	s->silence_timeout = -1;
 	if (json_doc_int(&doc, "timeout", 0, cfg.max_timeout, &s->timeout) < 0 ||
+	    json_doc_int(&doc, "silence_timeout", 0, cfg.max_timeout, &s->silence_timeout) < 0 ||
 	    json_doc_int(&doc, "repeat", 1, cfg.max_repeat, &s->repeat) < 0)
 		return doc_refuse(c);
 	if (env_field(c, body, &s->env_json) < 0)
@@ -2229,7 +2245,8 @@ out:
 
 /* The members of a POST /queue body: those the earlier Python client sends, and device_ids. */
 static const char *const queue_fields[] = {"cmd",  "cwd",  "device_id", "device_ids", "timeout",
-					   "repeat", "env", "mode",      "client_id",  NULL};
+					   "silence_timeout", "repeat", "env", "mode", "client_id",
+					   NULL};
 /* The members of POST /kill and POST /reset bodies (client_id: diagnostic, as in /queue). */
 static const char *const target_fields[] = {"job_id", "device_id", "client_id", NULL};
 
@@ -2284,6 +2301,8 @@ handle_queue(struct http_conn *c, const struct call *k)
 	a->no_env = !s.env_json;
 	s.cmd = s.cwd = s.client_id = s.env_json = NULL;
 	a->job.timeout = s.timeout ? (int)s.timeout : cfg.default_timeout;
+	a->job.silence_timeout = s.silence_timeout < 0 ? cfg.silence_timeout
+						       : (int)s.silence_timeout;
 	a->job.repeat = (int)s.repeat;
 	a->job.submitted_at = now;
 	sched_job_note_epochs(&D.sched, &a->job);
@@ -3077,6 +3096,7 @@ job_proc_output(struct proc_job *pj)
 {
 	struct active *a = proc_job_owner(pj);
 
+	a->last_output_mono = mono_now; /* the silence watchdog reads it when it fires */
 	if (a->log.dropped > 0 && !a->job.log_truncated) {
 		/* Saved once when output starts being dropped: after a crash the record then says
 		 * the log is incomplete (at least this much), not that nothing was dropped. */
@@ -3232,6 +3252,9 @@ job_spawn_first(struct active *a)
 		return;
 	}
 	timer_set(&a->deadline, mono_now + a->job.timeout);
+	a->last_output_mono = mono_now; /* silence counts from the job's start */
+	if (a->job.silence_timeout > 0)
+		timer_set(&a->silence, mono_now + a->job.silence_timeout);
 	logmsg("tt-device-queue: job %s started on %s", a->job.id,
 	       job_cards(&a->job, cards, sizeof(cards)));
 	run_iteration(a, a->envp);
@@ -3261,13 +3284,19 @@ stop_end(const struct active *a)
 		return JOB_END_SERVICE_STOP;
 	case STOP_PREEMPT:
 		return JOB_END_RESET;
+	case STOP_HUNG:
+		return JOB_END_HUNG;
 	default:
 		return JOB_END_TIMEOUT;
 	}
 }
 
+/*
+ * The error (and output marker line) of a job stopped for a->stop, static or written into
+ * buf[0..cap); NULL for a timeout, whose timeout_message says it.
+ */
 static const char *
-stop_error(const struct active *a)
+stop_error(const struct active *a, char *buf, size_t cap)
 {
 	switch (a->stop) {
 	case STOP_KILL:
@@ -3277,6 +3306,10 @@ stop_error(const struct active *a)
 	case STOP_PREEMPT:
 		return a->job.nmore ? "Interrupted by a reset of one of its cards"
 				    : "Interrupted by a reset of its card";
+	case STOP_HUNG:
+		snprintf(buf, cap, "no output for %d seconds: stopped as hung (SIGINT, then SIGKILL "
+			 "after the grace)", a->job.silence_timeout);
+		return buf;
 	default:
 		return NULL;
 	}
@@ -3287,7 +3320,7 @@ iteration_done(struct active *a, int code)
 {
 	struct job *j = &a->job;
 	double took = mono_now - a->iter_started_mono;
-	char trailer[256];
+	char trailer[256], why[160];
 
 	if (j->repeat_current == 1) {
 		j->first_iteration_elapsed = took;
@@ -3313,9 +3346,10 @@ iteration_done(struct active *a, int code)
 		j->end_signal = code < 0 ? -code : 0; /* what its shell died of, if it did */
 		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
 	} else if (a->stop != STOP_NONE) {
-		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", stop_error(a));
-		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, stop_error(a),
-			   trailer);
+		const char *error = stop_error(a, why, sizeof(why));
+
+		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
+		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, error, trailer);
 	} else if (code != 0 || j->repeat_current >= j->repeat) {
 		job_finish(a, a->start_error ? JOB_END_START_FAILED
 			      : code < 0    ? JOB_END_SIGNAL
@@ -3378,6 +3412,27 @@ job_timeout_fired(void *arg)
 }
 
 /*
+ * The silence watchdog's timer, armed at the job's last output + silence_timeout. Output never
+ * touches it (job_proc_output only notes the time): when output came since it was armed it
+ * moves to the new last output + silence_timeout; else the job wrote nothing for that long and
+ * is stopped as hung, as a kill stops it (job_stop).
+ */
+static void
+job_silence_fired(void *arg)
+{
+	struct active *a = arg;
+	double due = a->last_output_mono + a->job.silence_timeout;
+
+	if (a->job.status != JOB_RUNNING || a->stop != STOP_NONE)
+		return;
+	if (due > mono_now) {
+		timer_set(&a->silence, due);
+		return;
+	}
+	job_stop(a, STOP_HUNG);
+}
+
+/*
  * Ask a running job (or control command) to stop for reason (enum stop_reason): SIGINT to its
  * group now, SIGKILL after TT_DEVICE_STOP_GRACE_SEC (proc_job_stop; a second stop sends
  * nothing). Its end is recorded when its shell ended (iteration_done: stop_end, stop_error);
@@ -3395,11 +3450,13 @@ job_stop(struct active *a, int reason)
 			a->late_stop = reason;
 		return;
 	}
-	/* A timed-out job was killed for its deadline: a stop of the service does not make
-	 * it "interrupted". */
-	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT))
+	/* A job stopped for its deadline or its silence was stopped for that: a stop of the
+	 * service does not make it "interrupted". */
+	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT &&
+				     a->stop != STOP_HUNG))
 		a->stop = reason;
 	a->job.timed_out = a->stop == STOP_TIMEOUT;
+	timer_stop(&a->silence); /* the stop ends it within the grace: no more to watch */
 	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
 	if (isnan(a->job.stop_requested_at)) {
 		a->job.stop_requested_at = clock_wall();
@@ -3421,11 +3478,13 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	      const char *trailer)
 {
 	struct job *j = &a->job;
-	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET;
+	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET ||
+			 why == JOB_END_HUNG;
 	char cards[256];
 	int i;
 
 	timer_stop(&a->deadline);
+	timer_stop(&a->silence);
 	sched_job_transition(j, JOB_PHASE_DONE);
 	j->finished_at = end;
 	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
