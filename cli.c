@@ -1644,7 +1644,7 @@ static const struct ending {
 } endings[] = {
     {"exited", NULL, NULL, 1},
     {"signal", NULL, NULL, 1},
-    {"timeout", "timeout", NULL, 1},
+    {"timeout", "timeout", "stopped", 1}, /* "; timed out at its Ns limit" follows */
     {"killed", "killed", "stopped by a kill request", 1},
     {"reset", "reset", "interrupted by a reset of its card", 1},
     {"cancelled", "cancelled", "cancelled before it started (kill request)", 0},
@@ -1654,6 +1654,7 @@ static const struct ending {
      "never ran: the card is dead (needs a host reboot or operator recovery)", 0},
     {"card_gone", "card gone", "its card is no longer configured (TT_DEVICE_IDS)", 0},
     {"start_failed", "not started", NULL, 0}, /* its error, as the daemon words it */
+    {"hung", "hung", "stopped as hung: no output for its silence timeout", 1},
 };
 
 /* The ending named by the record's end_reason, or NULL (none yet, or an older daemon). */
@@ -1890,6 +1891,7 @@ enum opt_id {
 	O_DEVICES, /* --device of a submission: N, N,M,... or all */
 	O_CWD,
 	O_TIMEOUT,
+	O_SILENCE_TIMEOUT,
 	O_REPEAT,
 	O_ENV,
 	O_WAIT_TIMEOUT,
@@ -1946,6 +1948,7 @@ struct opts {
 	const char *cwd;   /* NULL: the client's directory */
 	char cwd_sent[PATH_MAX * 2]; /* the "cwd" a submission sends (cwd_value) */
 	long long timeout; /* -1: not sent */
+	long long silence_timeout; /* -1: not sent (the daemon's default) */
 	long long repeat;  /* -1: not sent */
 	const char **env;  /* "NAME=VALUE" views into argv */
 	int nenv;
@@ -2084,6 +2087,11 @@ opt_submit(struct args *a, struct opts *o, int id, const char *val)
 			                 "default), not '%s'",
 			                 val);
 		o->timeout = (long long)v;
+	} else if (id == O_SILENCE_TIMEOUT) {
+		if (arg_uint(val, 1000000000, &v) < 0)
+			return usage_err(a->cmd, "--silence-timeout takes whole seconds (0: off), "
+			                 "not '%s'", val);
+		o->silence_timeout = (long long)v;
 	} else if (id == O_REPEAT) {
 		if (arg_uint(val, 1000000000, &v) < 0 || v == 0)
 			return usage_err(a->cmd, "--repeat takes a count of at least 1, not '%s'",
@@ -2240,6 +2248,7 @@ opts_init(struct opts *o, int argc)
 {
 	memset(o, 0, sizeof *o);
 	o->timeout = -1;
+	o->silence_timeout = -1;
 	o->repeat = -1;
 	o->wait_timeout = -1;
 	o->python = "python3";
@@ -2528,6 +2537,10 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	if (o->timeout >= 0) {
 		json_w_key(&w, "timeout");
 		json_w_int(&w, o->timeout);
+	}
+	if (o->silence_timeout >= 0) {
+		json_w_key(&w, "silence_timeout");
+		json_w_int(&w, o->silence_timeout);
 	}
 	if (o->repeat >= 0) {
 		json_w_key(&w, "repeat");
@@ -3957,7 +3970,8 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 	"                     all for a job that opens several cards (it waits for all)\n"       \
 	"  --cwd DIR          the job's directory (default: the current one; '' for the\n"         \
 	"                     daemon's)\n"                                                         \
-	"  --timeout S        kill the job after S seconds (default: the daemon's, 0 too)\n"       \
+	"  --timeout S        stop the job after S seconds (default: the daemon's, 0 too)\n"       \
+	"  --silence-timeout S  stop it as hung after S seconds without output (0: off)\n"        \
 	"  --repeat N         run it N times back to back, stopping at the first failure\n"        \
 	"  --env NAME=VALUE   set a variable in the job's environment (repeatable)\n"          \
 	"  --key KEY          its idempotency key (default: a new one): a submission with the\n" \
@@ -3982,7 +3996,8 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 /* clang-format off */
 #define SUBMIT_OPTS \
 	{"--device", 1, O_DEVICES}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
-	{"--repeat", 1, O_REPEAT}, {"--env", 1, O_ENV}, {"--wait-timeout", 1, O_WAIT_TIMEOUT}, \
+	{"--silence-timeout", 1, O_SILENCE_TIMEOUT}, {"--repeat", 1, O_REPEAT}, \
+	{"--env", 1, O_ENV}, {"--wait-timeout", 1, O_WAIT_TIMEOUT}, \
 	{"--output-limit", 1, O_OUTPUT_LIMIT}, {"--key", 1, O_KEY}
 /* clang-format on */
 
@@ -4013,20 +4028,22 @@ static int cmd_skill(struct cli *c, struct args *a, struct opts *o);
 
 static const struct subcmd subcmds[] = {
     {"run", cmd_run, run_opts, 1,
-     "run [--device N] [--cwd D] [--timeout S] [--repeat N] [--env K=V]... [--wait-timeout S] "
-     "[--output-limit B] -- CMD...",
+     "run [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] [--env K=V]... "
+     "[--wait-timeout S] [--output-limit B] -- CMD...",
      "Submit CMD to a card's queue, print its output while it runs, then a summary line on\n"
      "stderr. One argument after -- is a complete shell program (quote it to keep pipes,\n"
      "redirects, assignments and &&); several are a command and its arguments, each quoted\n"
      "for bash. With --json, wait silently and print one object: the job's record with\n"
      "\"output\" and \"output_truncated\" added.\n\n" H_STATUS "\noptions:\n" H_SUBMIT H_WAIT H_JSON H_HELP},
     {"queue", cmd_queue, run_opts, 1,
-     "queue [--device N] [--cwd D] [--timeout S] [--repeat N] [--env K=V]... -- CMD...",
+     "queue [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] "
+     "[--env K=V]... -- CMD...",
      "Submit CMD to a card's queue and print job_id=... and other key=value lines (the\n"
      "daemon's answer with --json). CMD as for `run`.\n\noptions:\n" H_SUBMIT H_JSON H_HELP},
     {"queue-python", cmd_queue_python, python_opts, 0,
-     "queue-python [--device N] [--cwd D] [--timeout S] [--repeat N] [--env K=V]... "
-     "[--python P] [--python-arg A]... [--wait] [--wait-timeout S] [--output-limit B] SCRIPT",
+     "queue-python [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] "
+     "[--env K=V]... [--python P] [--python-arg A]... [--wait] [--wait-timeout S] "
+     "[--output-limit B] SCRIPT",
      "Submit `P SCRIPT A...`. SCRIPT is a file (used by its absolute path) or - to read the\n"
      "script from stdin and store it (0600) in TT_DEVICE_CLI_SCRIPT_DIR, else\n"
      "${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts; stored scripts older\n"

@@ -164,8 +164,9 @@ void proc_job_timeout(struct proc_job *j);
 void proc_job_stop(struct proc_job *j, double grace);
 
 /*
- * SIGKILL j's group now (a timeout, a second stop of the service), while it has a shell
- * (RUNNING, CLOSED, REAPED); a pending stop's escalation stays as it is. NULL is allowed.
+ * SIGKILL j's group now (a control command's timeout, a second stop of the service), while it
+ * has a shell (RUNNING, CLOSED, REAPED); a pending stop's escalation stays as it is. NULL is
+ * allowed.
  */
 void proc_job_kill(struct proc_job *j);
 

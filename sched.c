@@ -883,6 +883,7 @@ static const char *const end_names[JOB_END_COUNT] = {
 	[JOB_END_CARD_DEAD] = "card_dead",
 	[JOB_END_CARD_GONE] = "card_gone",
 	[JOB_END_START_FAILED] = "start_failed",
+	[JOB_END_HUNG] = "hung",
 };
 
 const char *

@@ -75,6 +75,7 @@ enum job_end {
 	JOB_END_CARD_DEAD,    /* one of its cards is dead: it never ran */
 	JOB_END_CARD_GONE,    /* one of its cards is no longer configured */
 	JOB_END_START_FAILED, /* it could not be started (its cwd gone, no /bin/bash, ...) */
+	JOB_END_HUNG,         /* stopped after its silence timeout passed without output */
 	JOB_END_COUNT
 };
 enum card_state { CARD_HEALTHY = 0, CARD_RESETTING, CARD_DEAD };
@@ -102,6 +103,7 @@ struct job {
 	int phase;      /* enum job_phase: in memory only */
 	int mode;       /* enum job_mode */
 	int timeout;    /* seconds, the effective value */
+	int silence_timeout; /* seconds without output before it is stopped as hung; 0: off */
 	int repeat;     /* iterations asked for, >= 1 */
 	char *cmd;      /* heap; the shell program */
 	char *cwd;      /* heap; "" means the daemon's cwd */

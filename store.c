@@ -76,7 +76,7 @@ enum jcol {
 	JC_RESET_EPOCH, JC_SUBMITTED, JC_STATUS, JC_EXIT, JC_ELAPSED, JC_OUTPUT, JC_STARTED,
 	JC_FINISHED, JC_REP_CUR, JC_REP_DONE, JC_FIRST_ITER, JC_ESTIMATE, JC_STOP_REQ,
 	JC_STOP_ESC, JC_LOG_SIZE, JC_LOG_TRUNC, JC_DROPPED, JC_TIMED_OUT, JC_ERROR, JC_UPDATED,
-	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_KEY, JC_END, JC_SIGNAL, JC_HOLDERS, JC_COUNT
+	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_KEY, JC_END, JC_SIGNAL, JC_HOLDERS, JC_SILENCE, JC_COUNT
 };
 
 #define JOB_COLS_HEAD "id, device, cmd, cwd, timeout, repeat, "
@@ -85,7 +85,7 @@ enum jcol {
 	"started_at, finished_at, repeat_current, repeat_completed, first_iteration_elapsed, "     \
 	"per_iter_estimate_sec, stop_requested_at, stop_escalated_at, log_size, log_truncated, "   \
 	"dropped_log_bytes, timed_out, error, updated_at, device_ids, reset_epochs, "             \
-	"idempotency_key, end_reason, signal, foreign_holders"
+	"idempotency_key, end_reason, signal, foreign_holders, silence_timeout"
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
 
@@ -99,7 +99,9 @@ enum jcol {
  * submission as two jobs fails its commit instead), why the job ended (`end_reason`, a name
  * of enum job_end, NULL before it ended or in rows written before) and the signal its shell
  * died of (`signal`, NULL when none). Version 7 added the processes outside the queue seen
- * holding its cards while it ran (`foreign_holders`, a JSON array, NULL when none).
+ * holding its cards while it ran (`foreign_holders`, a JSON array, NULL when none) and the
+ * job's silence timeout in seconds (`silence_timeout`; 0, or NULL in rows written before, is
+ * off).
  */
 #define JOBS_TABLE_BODY                                                                            \
 	"(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "                        \
@@ -111,7 +113,7 @@ enum jcol {
 	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "  \
 	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0, device_ids TEXT, "      \
 	"reset_epochs TEXT, idempotency_key TEXT, end_reason TEXT, signal INTEGER, "              \
-	"foreign_holders TEXT)"
+	"foreign_holders TEXT, silence_timeout INTEGER)"
 
 static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
 
@@ -140,7 +142,8 @@ static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", 
 	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
 	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
 	"dropped_log_bytes", "timed_out", "error", "updated_at", "device", "device_ids",
-	"reset_epochs", "idempotency_key", "end_reason", "signal", "foreign_holders"};
+	"reset_epochs", "idempotency_key", "end_reason", "signal", "foreign_holders",
+	"silence_timeout"};
 
 /* Columns a later version added to a table, as the migration adds them. */
 struct column {
@@ -163,9 +166,10 @@ static const struct column end_columns[] = {
 	{"idempotency_key", "TEXT"}, {"end_reason", "TEXT"}, {"signal", "INTEGER"},
 };
 
-/* Version 7 added to jobs the foreign holders seen, to cards the health check pending. */
+/* Version 7 added to jobs the foreign holders seen and the silence timeout, to cards the
+ * health check pending. */
 static const struct column v7_job_columns[] = {
-	{"foreign_holders", "TEXT"},
+	{"foreign_holders", "TEXT"}, {"silence_timeout", "INTEGER"},
 };
 static const struct column v7_card_columns[] = {
 	{"check_pending", "INTEGER NOT NULL DEFAULT 0"},
@@ -193,8 +197,9 @@ static const struct stmt_def {
 	[S_PUT_JOB] = {"saving job",
 		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
 		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
-		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35) ON CONFLICT(id) DO UPDATE SET device = excluded.device, "
-		"cmd = excluded.cmd, cwd = excluded.cwd, timeout = excluded.timeout, "
+		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36) "
+		"ON CONFLICT(id) DO UPDATE SET device = excluded.device, cmd = excluded.cmd, "
+		"cwd = excluded.cwd, timeout = excluded.timeout, "
 		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
 		"mode = excluded.mode, client_id = excluded.client_id, "
 		"reset_epoch = excluded.reset_epoch, submitted = excluded.submitted, "
@@ -212,7 +217,8 @@ static const struct stmt_def {
 		"error = excluded.error, updated_at = excluded.updated_at, "
 		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs, "
 		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
-		"signal = excluded.signal, foreign_holders = excluded.foreign_holders"},
+		"signal = excluded.signal, foreign_holders = excluded.foreign_holders, "
+		"silence_timeout = excluded.silence_timeout"},
 	[S_PUT_CARD] = {"saving card",
 		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
@@ -673,8 +679,9 @@ add_columns(struct store *st, const char *table, const struct column *cols, size
  * the jobs table gets the card list of a multi-card job (NULL for the jobs it has, each of
  * one card). Version 5 becomes 6: the jobs table gets the idempotency key and the end columns
  * (NULL for the jobs it has: their end is not known by name). Version 6 becomes 7: jobs get
- * the foreign holders seen, cards the health check pending. A file migrated from the earlier
- * service already has the jobs columns (its table was rebuilt as the current one);
+ * the foreign holders seen and the silence timeout (NULL, off, for the jobs it has), cards the
+ * health check pending. A file migrated from the earlier service already has the jobs columns
+ * (its table was rebuilt as the current one);
  * add_columns skips them.
  */
 static int
@@ -980,6 +987,7 @@ bind_job_numbers(sqlite3_stmt *s, const struct job *j)
 	rc |= bind_int(s, JC_TIMED_OUT, j->timed_out);
 	rc |= j->end_signal ? bind_int(s, JC_SIGNAL, j->end_signal)
 	                    : sqlite3_bind_null(s, JC_SIGNAL + 1);
+	rc |= bind_int(s, JC_SILENCE, j->silence_timeout);
 	return rc;
 }
 
@@ -1130,6 +1138,7 @@ row_numbers(sqlite3_stmt *s, struct job *j)
 	j->dropped_log_bytes = sqlite3_column_int64(s, JC_DROPPED);
 	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
 	j->end_signal = sqlite3_column_int(s, JC_SIGNAL);
+	j->silence_timeout = sqlite3_column_int(s, JC_SILENCE); /* NULL (before v7): 0, off */
 }
 
 static void

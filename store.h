@@ -15,13 +15,14 @@
  * (group commit) and only then answers, starts processes or forgets jobs. Completed jobs live
  * only here. No output text is ever stored in the database (output files are the log).
  *
- * Schema version 6 (PRAGMA user_version): the earlier single-card service's jobs columns
+ * Schema version 7 (PRAGMA user_version): the earlier single-card service's jobs columns
  * (without its NOT NULL constraints) plus a `device` column and, for a job of several cards,
  * its card list (`device_ids`, `reset_epochs`; version 5), its submission's idempotency key
- * and how it ended (`idempotency_key`, `end_reason`, `signal`; version 6) and the processes
- * outside the queue seen holding its cards (`foreign_holders`; version 7), and a `cards`
- * table with one row per card (version 4 added its hold columns, version 7 `check_pending`).
- * A version 3 to 6 file gets the columns it lacks in place, its rows kept. Version
+ * and how it ended (`idempotency_key`, `end_reason`, `signal`; version 6), the processes
+ * outside the queue seen holding its cards and its silence timeout (`foreign_holders`,
+ * `silence_timeout`; version 7), and a `cards` table with one row per card (version 4 added
+ * its hold columns, version 7 `check_pending`). A version 3 to 6 file gets the columns it
+ * lacks in place, its rows kept. Version
  * 1/2 databases of the earlier service are migrated in place (the jobs table rebuilt, its
  * jobs and state become card 0's); a pre-v2 file or a newer version is refused with a message
  * telling to use a fresh logs-v2/.

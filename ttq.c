@@ -6,9 +6,9 @@
  * Design invariants:
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
  *     job output pipes, the signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP). Timers (job
- *     deadlines, each job process's and each connection's one deadline, store retries,
- *     retention) live in one min-heap and the earliest becomes the poll timeout. No busy
- *     waiting.
+ *     deadlines, a running job's silence watchdog, each job process's and each connection's
+ *     one deadline, store retries, retention) live in one min-heap and the earliest becomes
+ *     the poll timeout. No busy waiting.
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
  *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
@@ -153,6 +153,7 @@ struct config {
 	int ids[MAX_CARDS];
 	int nids;
 	int default_timeout, max_timeout;
+	int silence_timeout; /* the default silence_timeout of a job, seconds; 0: off */
 	long long max_queued;
 	long long max_log_bytes, max_log_read, max_request_bytes;
 	long long http_workers, max_connections;
@@ -401,6 +402,7 @@ config_load(void)
 	if (cfg.default_timeout > cfg.max_timeout)
 		config_fail("TT_DEVICE_DEFAULT_TIMEOUT", "%d is above TT_DEVICE_MAX_TIMEOUT (%d)",
 			    cfg.default_timeout, cfg.max_timeout);
+	cfg.silence_timeout = (int)env_int("TT_DEVICE_SILENCE_TIMEOUT", 0, 0, cfg.max_timeout);
 	cfg.max_queued = env_int("TT_DEVICE_MAX_QUEUED_JOBS", 1000, 1, 10000000);
 	cfg.max_log_bytes = env_int("TT_DEVICE_MAX_LOG_BYTES", 16LL << 20, 1024, 1LL << 50);
 	cfg.max_log_read = env_int("TT_DEVICE_MAX_LOG_READ", 64 << 10, 1, 64 << 20);
@@ -684,7 +686,10 @@ timers_timeout(void)
 
 /* ------------------------------------------------------------------------ daemon state */
 
-enum stop_reason { STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_PREEMPT };
+enum stop_reason {
+	STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_PREEMPT,
+	STOP_HUNG, /* its silence watchdog fired */
+};
 
 struct client;
 
@@ -717,6 +722,10 @@ struct active {
 	double started_mono;      /* when the job started */
 	double iter_started_mono; /* when the current process started */
 	struct timer deadline;    /* the whole job's timeout */
+	/* The silence watchdog (job_silence_fired): without it a job hung without a word holds
+	 * its card until its timeout, an hour by default. Armed only while a run job runs. */
+	struct timer silence;
+	double last_output_mono;  /* when its output last arrived; its start before any */
 	int stop;                 /* enum stop_reason: why it is stopping, else STOP_NONE */
 	int late_stop;            /* one that came after the shell ended (iteration_done) */
 	struct client *waiters;   /* held /result and /logs long-polls */
@@ -1027,6 +1036,7 @@ index_del(struct active *a)
 }
 
 static void job_timeout_fired(void *arg);
+static void job_silence_fired(void *arg);
 static void job_proc_timer_fired(void *arg);
 
 static struct active *
@@ -1040,6 +1050,7 @@ active_new(void)
 	a->out_slot = -1;
 	a->log.fd = -1;
 	timer_init(&a->deadline, job_timeout_fired, a);
+	timer_init(&a->silence, job_silence_fired, a);
 	timer_init(&a->proc_timer, job_proc_timer_fired, a);
 	return a;
 }
@@ -1049,6 +1060,7 @@ active_free(struct active *a)
 {
 	sched_job_transition(&a->job, JOB_PHASE_FORGOTTEN);
 	timer_stop(&a->deadline);
+	timer_stop(&a->silence);
 	timer_stop(&a->proc_timer);
 	proc_job_free(a->proc); /* finished: it has no process */
 	if (a->log.fd >= 0)
@@ -1209,7 +1221,8 @@ w_holder(struct json_w *w, const struct proc_holder *h, double since)
 static char *
 timeout_message(const struct job *j)
 {
-	return xasprintf("Job timed out after %d seconds and was killed (SIGKILL)", j->timeout);
+	return xasprintf("Job timed out after %d seconds and was stopped (SIGINT, then SIGKILL after "
+			 "the grace)", j->timeout);
 }
 
 static void
@@ -1245,6 +1258,7 @@ render_record(struct json_w *w, const struct job *j, const char *output_file)
 	w_str(w, "cmd", j->cmd);
 	w_str(w, "cwd", j->cwd);
 	w_int(w, "timeout", j->timeout);
+	w_int(w, "silence_timeout", j->silence_timeout);
 	w_int(w, "repeat", j->repeat);
 	w_int(w, "repeat_current", j->repeat_current);
 	w_int(w, "repeat_completed", j->repeat_completed);
@@ -2027,6 +2041,7 @@ ack_push(struct http_conn *c, struct active *a, bool replay)
 struct submission {
 	char *cmd, *cwd, *client_id, *mode, *env_json;
 	long long timeout, repeat;
+	long long silence_timeout; /* -1: absent or null, the daemon's default */
 	struct card *card;     /* its (first) card */
 	int devices[MAX_CARDS]; /* its cards (device_ids), ndevices of them; else card's alone */
 	int ndevices;
@@ -2143,7 +2158,9 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	}
 	s->timeout = 0;
 	s->repeat = 1;
+	s->silence_timeout = -1;
 	if (json_doc_int(&doc, "timeout", 0, cfg.max_timeout, &s->timeout) < 0 ||
+	    json_doc_int(&doc, "silence_timeout", 0, cfg.max_timeout, &s->silence_timeout) < 0 ||
 	    json_doc_int(&doc, "repeat", 1, cfg.max_repeat, &s->repeat) < 0)
 		return doc_refuse(c);
 	if (env_field(c, body, &s->env_json) < 0)
@@ -2282,7 +2299,8 @@ out:
 
 /* The members of a POST /queue body: those the earlier Python client sends, and device_ids. */
 static const char *const queue_fields[] = {"cmd",  "cwd",  "device_id", "device_ids", "timeout",
-					   "repeat", "env", "mode",      "client_id",  NULL};
+					   "silence_timeout", "repeat", "env", "mode", "client_id",
+					   NULL};
 /* The members of POST /kill and POST /reset bodies (client_id: diagnostic, as in /queue). */
 static const char *const target_fields[] = {"job_id", "device_id", "client_id", NULL};
 static const char *const reset_fields[] = {"job_id", "device_id", "client_id", "force", NULL};
@@ -2338,6 +2356,8 @@ handle_queue(struct http_conn *c, const struct call *k)
 	a->no_env = !s.env_json;
 	s.cmd = s.cwd = s.client_id = s.env_json = NULL;
 	a->job.timeout = s.timeout ? (int)s.timeout : cfg.default_timeout;
+	a->job.silence_timeout = s.silence_timeout < 0 ? cfg.silence_timeout
+						       : (int)s.silence_timeout;
 	a->job.repeat = (int)s.repeat;
 	a->job.submitted_at = now;
 	sched_job_note_epochs(&D.sched, &a->job);
@@ -3137,6 +3157,7 @@ job_proc_output(struct proc_job *pj)
 {
 	struct active *a = proc_job_owner(pj);
 
+	a->last_output_mono = mono_now; /* the silence watchdog reads it when it fires */
 	if (a->log.dropped > 0 && !a->job.log_truncated) {
 		/* Saved once when output starts being dropped: after a crash the record then says
 		 * the log is incomplete (at least this much), not that nothing was dropped. */
@@ -3292,6 +3313,9 @@ job_spawn_first(struct active *a)
 		return;
 	}
 	timer_set(&a->deadline, mono_now + a->job.timeout);
+	a->last_output_mono = mono_now; /* silence counts from the job's start */
+	if (a->job.silence_timeout > 0)
+		timer_set(&a->silence, mono_now + a->job.silence_timeout);
 	logmsg("tt-device-queue: job %s started on %s", a->job.id,
 	       job_cards(&a->job, cards, sizeof(cards)));
 	run_iteration(a, a->envp);
@@ -3321,13 +3345,19 @@ stop_end(const struct active *a)
 		return JOB_END_SERVICE_STOP;
 	case STOP_PREEMPT:
 		return JOB_END_RESET;
+	case STOP_HUNG:
+		return JOB_END_HUNG;
 	default:
 		return JOB_END_TIMEOUT;
 	}
 }
 
+/*
+ * The error (and output marker line) of a job stopped for a->stop, static or written into
+ * buf[0..cap); NULL for a timeout, whose timeout_message says it.
+ */
 static const char *
-stop_error(const struct active *a)
+stop_error(const struct active *a, char *buf, size_t cap)
 {
 	switch (a->stop) {
 	case STOP_KILL:
@@ -3337,6 +3367,10 @@ stop_error(const struct active *a)
 	case STOP_PREEMPT:
 		return a->job.nmore ? "Interrupted by a reset of one of its cards"
 				    : "Interrupted by a reset of its card";
+	case STOP_HUNG:
+		snprintf(buf, cap, "no output for %d seconds: stopped as hung (SIGINT, then SIGKILL "
+			 "after the grace)", a->job.silence_timeout);
+		return buf;
 	default:
 		return NULL;
 	}
@@ -3347,7 +3381,7 @@ iteration_done(struct active *a, int code)
 {
 	struct job *j = &a->job;
 	double took = mono_now - a->iter_started_mono;
-	char trailer[256];
+	char trailer[256], why[160];
 
 	if (j->repeat_current == 1) {
 		j->first_iteration_elapsed = took;
@@ -3370,11 +3404,13 @@ iteration_done(struct active *a, int code)
 
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
 		free(m);
+		j->end_signal = code < 0 ? -code : 0; /* what its shell died of, if it did */
 		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
 	} else if (a->stop != STOP_NONE) {
-		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", stop_error(a));
-		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, stop_error(a),
-			   trailer);
+		const char *error = stop_error(a, why, sizeof(why));
+
+		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
+		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, error, trailer);
 	} else if (code != 0 || j->repeat_current >= j->repeat) {
 		job_finish(a, a->start_error ? JOB_END_START_FAILED
 			      : code < 0    ? JOB_END_SIGNAL
@@ -3396,6 +3432,12 @@ guardian_died(int wstatus)
 	logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, wstatus);
 }
 
+/*
+ * A job's deadline passed: it is stopped as a kill stops it (job_stop: SIGINT, SIGKILL after
+ * the grace), so a Python job unwinds and closes its device; a SIGKILL at once left the card
+ * for the next job to find half torn down. A stop already under way ends it within its grace
+ * and is left as it is. A reset's control command is killed at once.
+ */
 static void
 job_timeout_fired(void *arg)
 {
@@ -3410,30 +3452,54 @@ job_timeout_fired(void *arg)
 		proc_job_kill(a->proc);
 		return;
 	}
-	if (shell_ended(a)) {
-		/* It ended in time, with a status of its own; only its leftovers are
-		 * awaited. The deadline stops no more than the iterations still to come. */
-		if (a->late_stop == STOP_NONE)
-			a->late_stop = STOP_TIMEOUT;
+	if (a->stop != STOP_NONE)
 		return;
-	}
-	a->stop = STOP_TIMEOUT;
-	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
-	a->job.timed_out = true;
-	if (isnan(a->job.stop_requested_at))
-		a->job.stop_requested_at = clock_wall();
 	if (proc_job_state(a->proc) != PROC_JOB_IDLE) {
-		proc_job_kill(a->proc);
+		/* A shell that ended already keeps its status: job_stop leaves it a late stop,
+		 * which stops no more than the iterations still to come. */
+		job_stop(a, STOP_TIMEOUT);
 	} else { /* not started yet (its spawn waits for the commit) */
 		char *m = timeout_message(&a->job), trailer[256];
 
+		a->stop = STOP_TIMEOUT;
+		sched_job_transition(&a->job, JOB_PHASE_STOPPING);
+		a->job.timed_out = true;
+		if (isnan(a->job.stop_requested_at))
+			a->job.stop_requested_at = clock_wall();
 		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
 		free(m);
 		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
 	}
 }
 
-/* Ask a running job (or control command) to stop: SIGINT now, SIGKILL after the grace. */
+/*
+ * The silence watchdog's timer, armed at the job's last output + silence_timeout. Output never
+ * touches it (job_proc_output only notes the time): when output came since it was armed it
+ * moves to the new last output + silence_timeout; else the job wrote nothing for that long and
+ * is stopped as hung, as a kill stops it (job_stop).
+ */
+static void
+job_silence_fired(void *arg)
+{
+	struct active *a = arg;
+	double due = a->last_output_mono + a->job.silence_timeout;
+
+	if (a->job.status != JOB_RUNNING || a->stop != STOP_NONE)
+		return;
+	if (due > mono_now) {
+		timer_set(&a->silence, due);
+		return;
+	}
+	job_stop(a, STOP_HUNG);
+}
+
+/*
+ * Ask a running job (or control command) to stop for reason (enum stop_reason): SIGINT to its
+ * group now, SIGKILL after TT_DEVICE_STOP_GRACE_SEC (proc_job_stop; a second stop sends
+ * nothing). Its end is recorded when its shell ended (iteration_done: stop_end, stop_error);
+ * a job stopped for its timeout is timed_out from now on. A run job whose shell ended already
+ * keeps its status: the stop ends only the iterations still to come (late_stop).
+ */
 static void
 job_stop(struct active *a, int reason)
 {
@@ -3445,10 +3511,13 @@ job_stop(struct active *a, int reason)
 			a->late_stop = reason;
 		return;
 	}
-	/* A timed-out job was killed for its deadline: a stop of the service does not make
-	 * it "interrupted". */
-	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT))
+	/* A job stopped for its deadline or its silence was stopped for that: a stop of the
+	 * service does not make it "interrupted". */
+	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT &&
+				     a->stop != STOP_HUNG))
 		a->stop = reason;
+	a->job.timed_out = a->stop == STOP_TIMEOUT;
+	timer_stop(&a->silence); /* the stop ends it within the grace: no more to watch */
 	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
 	if (isnan(a->job.stop_requested_at)) {
 		a->job.stop_requested_at = clock_wall();
@@ -3459,10 +3528,11 @@ job_stop(struct active *a, int reason)
 
 /*
  * Finish a job: record the outcome (why: enum job_end; a negative exit code of a job that died
- * of a signal, on its own or stopped, is that signal), close its log (trailer lines and the
- * truncation marker), write meta.json, free its card, answer its waiters. Memory is released
- * after the commit. A job the daemon's crash cut short with no sign of life after its start
- * has no known end: its elapsed time is null rather than a false 0 s.
+ * of a signal, on its own or stopped, is that signal; a timeout's is -9 whatever its shell did,
+ * and the caller sets j->end_signal to what the shell died of), close its log (trailer lines
+ * and the truncation marker), write meta.json, free its card, answer its waiters. Memory is
+ * released after the commit. A job the daemon's crash cut short with no sign of life after its
+ * start has no known end: its elapsed time is null rather than a false 0 s.
  */
 static void
 job_finish_at(struct active *a, double end, int why, int exit_code, const char *error,
@@ -3470,11 +3540,12 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 {
 	struct job *j = &a->job;
 	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET ||
-			 why == JOB_END_TIMEOUT;
+			 why == JOB_END_HUNG;
 	char cards[256];
 	int i;
 
 	timer_stop(&a->deadline);
+	timer_stop(&a->silence);
 	sched_job_transition(j, JOB_PHASE_DONE);
 	j->finished_at = end;
 	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
@@ -3483,7 +3554,8 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	j->exit_code = exit_code;
 	j->has_exit_code = true;
 	j->end_reason = why;
-	j->end_signal = signalled && exit_code < 0 ? -exit_code : 0;
+	if (why != JOB_END_TIMEOUT) /* a timeout's -9 is no signal: the caller set end_signal */
+		j->end_signal = signalled && exit_code < 0 ? -exit_code : 0;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
 	if (open_log(a) == 0) {
@@ -3503,7 +3575,7 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 		return; /* a job of a card no longer configured, failed at start-up */
 	if (j->mode == JOB_MODE_RUN && cfg.health_after_failure &&
 	    (why == JOB_END_TIMEOUT || why == JOB_END_KILLED || why == JOB_END_SIGNAL ||
-	     why == JOB_END_CRASH))
+	     why == JOB_END_HUNG || why == JOB_END_CRASH))
 		for (i = 0; i < sched_job_ncards(j); i++) { /* its card may be wedged: look first */
 			struct card *c = sched_card(&D.sched, sched_job_device(j, i));
 

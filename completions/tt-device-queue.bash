@@ -35,7 +35,7 @@ _tt_device_queue() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local subcommands="run queue queue-python job logs result status kill reset hold release skill serve"
 	local global="--host --port --client-id --json --help --version"
-	local submit="--device --cwd --timeout --repeat --env --key --json --help"
+	local submit="--device --cwd --timeout --silence-timeout --repeat --env --key --json --help"
 	local i sub="" opts="" dashdash=0 words
 	COMPREPLY=()
 
@@ -79,8 +79,8 @@ _tt_device_queue() {
 		mapfile -t COMPREPLY < <(compgen -c -- "$cur")
 		return 0
 		;;
-	--host | --port | --client-id | --timeout | --repeat | --env | --wait-timeout | \
-		--output-limit | --offset | --limit | --python-arg | --reason | --key)
+	--host | --port | --client-id | --timeout | --silence-timeout | --repeat | --env | \
+		--wait-timeout | --output-limit | --offset | --limit | --python-arg | --reason | --key)
 		return 0 # a value we cannot guess
 		;;
 	esac

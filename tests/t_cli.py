@@ -122,6 +122,11 @@ def test_run_exit_statuses():
     rc, out, err = d.cli("run", "--timeout", "1", "--", "sleep 10")
     tap.eq(rc, 137, "run: a timed-out job (-9) exits 137")
     tap.ok("timed out" in err, "run: the summary says it timed out", err)
+    rc, out, err = d.cli("run", "--silence-timeout", "1", "--", "sleep 30")
+    tap.ok(rc == 130 and "stopped as hung" in err and "SIGINT" in err,
+           "run --silence-timeout 1: a silent job is stopped as hung (SIGINT, 130), the "
+           "summary says so", (rc, err))
+    tap.eq(last_recent(d)["silence_timeout"], 1, "run: --silence-timeout reaches the job")
 
 
 def test_run_quoting():
@@ -570,6 +575,7 @@ def test_usage_errors():
            ["run", "--", "  "], ["run", "--device"], ["run", "--device", "x", "--", "true"],
            ["run", "--repeat", "0", "--", "true"], ["run", "--repeat", "x", "--", "true"],
            ["run", "--timeout", "-1", "--", "true"], ["run", "--env", "NOEQ", "--", "true"],
+           ["run", "--silence-timeout", "x", "--", "true"],
            ["run", "--env", "=v", "--", "true"], ["run", "--wait-timeout", "abc", "--", "true"],
            ["run", "--output-limit", "1k", "--", "true"], ["run", "--bogus", "--", "true"],
            ["queue"], ["queue-python"], ["queue-python", "a.py", "b.py"], ["job"],

@@ -216,12 +216,16 @@ def test_health_check_after_a_bad_end():
         d.wait_done(d.submit(cmd, device_id="0")["job_id"])
         d.wait_done(d.submit("true", device_id="0")["job_id"])
         tap.eq(health_runs(d), ["0", "0"], "a health check after %s" % what)
+    hung = d.submit("sleep 30", device_id="0", silence_timeout=1)["job_id"]
+    tap.eq(d.wait_done(hung)["end_reason"], "hung", "a silent job is stopped as hung")
+    d.wait_done(d.submit("true", device_id="0")["job_id"])
+    tap.eq(health_runs(d), ["0", "0", "0"], "and the health check follows it")
     killed = d.submit("sleep 30", device_id="1")["job_id"]
     wait_until(lambda: d.job(killed)["status"] == "running", 10, "it to run")
     d.post("/kill", {"job_id": killed})
     d.wait_done(killed)
     d.wait_done(d.submit("true", device_id="1")["job_id"])
-    tap.eq(health_runs(d), ["0", "0", "1"], "and after a kill, on that card")
+    tap.eq(health_runs(d), ["0", "0", "0", "1"], "and after a kill, on that card")
     d.cleanup()
 
 

@@ -67,6 +67,95 @@ def test_timeout_kills_process_group():
     tap.ok("timed out" in d.log_text(j["job_id"]), "the output says it timed out")
 
 
+def test_timeout_sigint_first_then_sigkill():
+    """A timeout stops a job as a kill does: SIGINT, so a Python job's teardown can close its
+    device, then SIGKILL after the grace. The record stays a timeout's: timed_out, exit_code
+    -9; `signal` is what its shell died of, null when it exited by itself after the SIGINT."""
+    d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "5"}).start()
+    trapped = d.path("trapped")
+    j = d.submit('trap "echo trapped >> %s; exit 0" INT; sleep 30 & wait' % q(trapped),
+                 timeout=1)
+    job = d.wait_done(j["job_id"])
+    tap.eq(read_lines(trapped), ["trapped"], "the deadline sent SIGINT: the job's trap ran")
+    tap.eq((job["exit_code"], job["timed_out"], job["end_reason"], job["signal"]),
+           (-9, True, "timeout", None),
+           "it exited by itself within the grace: exit_code -9, timed_out, timeout, signal null")
+    tap.ok(1 <= job["elapsed"] < 4, "it ended at its deadline, not after the 5 s grace "
+           "(%.2fs)" % job["elapsed"])
+    tap.ok("SIGINT, then SIGKILL" in job["timeout_message"] and
+           "SIGINT, then SIGKILL" in d.log_text(j["job_id"]),
+           "timeout_message and the marker line say SIGINT, then SIGKILL", job)
+
+    d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "1.5"}).start()
+    j = d.submit("trap '' INT; while :; do sleep 0.05; done", timeout=1)
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["exit_code"], job["timed_out"], job["end_reason"], job["signal"]),
+           (-9, True, "timeout", 9), "ignoring SIGINT: killed by SIGKILL (signal 9)")
+    tap.ok(2.5 <= job["elapsed"] < 10, "SIGKILL came after the 1.5 s grace (%.2fs)"
+           % job["elapsed"])
+
+
+def test_silence_watchdog_stops_a_hung_job():
+    """A job that writes nothing for silence_timeout seconds is stopped as hung, as a kill
+    stops it; one that keeps writing runs to its end. The first output byte or the start
+    counts, and a queued job keeps its value across a restart."""
+    d = Daemon().start()
+    t0 = time.monotonic()
+    j = d.submit("sleep 60", silence_timeout=1)
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["end_reason"], job["timed_out"], job["silence_timeout"]), ("hung", False, 1),
+           "a silent job: end_reason hung, not timed out, silence_timeout 1 in its record")
+    tap.eq((job["exit_code"], job["signal"]), (-2, 2), "it got SIGINT first: its shell's status")
+    tap.ok(1 <= job["elapsed"] < 10 and time.monotonic() - t0 < 10,
+           "stopped after its second of silence (%.2fs), not at its timeout" % job["elapsed"])
+    text = d.log_text(j["job_id"])
+    tap.ok("[tt-device-queue] no output for 1 seconds: stopped as hung (SIGINT, then SIGKILL "
+           "after the grace)" in text, "its output's marker line says so", text)
+    tap.ok("no output for 1 seconds" in (job["error"] or ""), "and its error", job)
+
+    j = d.submit("for i in $(seq 15); do echo $i; sleep 0.2; done", silence_timeout=1)
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["exit_code"], job["end_reason"]), (0, "exited"),
+           "a job printing a line every 0.2 s for 3 s with silence_timeout 1 runs to its end")
+    tap.ok(job["elapsed"] >= 2.9, "past its silence timeout (%.2fs)" % job["elapsed"])
+
+    for bad in (-1, "1", 1.5, 86401):
+        r = d.post("/queue", {"cmd": "true", "silence_timeout": bad})
+        tap.ok(r.status == 400 and "silence_timeout" in r.get("error", ""),
+               "silence_timeout %r: 400 naming it" % (bad,), r)
+
+    # A queued job keeps its own value across a restart, whatever the new default.
+    path, wait = gate(d, "blocker")
+    blocker = d.submit(wait)["job_id"]
+    wait_until(lambda: d.job(blocker)["status"] == "running", 10, "the blocker to run")
+    j = d.submit("sleep 60", silence_timeout=1)["job_id"]
+    d.restart(env={"TT_DEVICE_SILENCE_TIMEOUT": "0"})
+    job = d.wait_done(j)
+    tap.eq((job["silence_timeout"], job["end_reason"]), (1, "hung"),
+           "after a restart the queued job still has silence_timeout 1 and is stopped as hung")
+    d.cleanup()
+
+
+def test_silence_watchdog_default_and_off():
+    """TT_DEVICE_SILENCE_TIMEOUT is the default of a job submitted without the field (or with
+    null); silence_timeout 0 turns the watchdog off for one job."""
+    d = Daemon(env={"TT_DEVICE_SILENCE_TIMEOUT": "1"}).start()
+    j = d.submit("sleep 60")
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["silence_timeout"], job["end_reason"]), (1, "hung"),
+           "the server's default stops a silent job submitted without the field")
+    tap.ok(job["elapsed"] < 10, "within seconds (%.2fs)" % job["elapsed"])
+    j = d.submit("sleep 60", silence_timeout=None)
+    tap.eq(d.job(j["job_id"])["silence_timeout"], 1, "null is the server's default too")
+    d.post("/kill", {"job_id": j["job_id"]})
+    j = d.submit("sleep 2.5; echo done", silence_timeout=0)
+    job = d.wait_done(j["job_id"])
+    tap.eq((job["silence_timeout"], job["exit_code"], job["end_reason"]), (0, 0, "exited"),
+           "silence_timeout 0 keeps a silent job running past the default")
+    tap.ok(job["elapsed"] >= 2.5, "for its whole 2.5 s (%.2fs)" % job["elapsed"])
+    d.cleanup()
+
+
 def test_flood_capped_and_counted():
     d = Daemon(env={"TT_DEVICE_MAX_LOG_BYTES": "65536"}).start()
     t0 = time.monotonic()
@@ -369,7 +458,8 @@ def test_config_errors_exit_2():
     for var, val in (("TT_DEVICE_PORT", "x"), ("TT_DEVICE_IDS", "0,,1"),
                      ("TT_DEVICE_STOP_GRACE_SEC", "-1"), ("TT_DEVICE_MAX_LOG_BYTES", "10"),
                      ("TT_DEVICE_RESET_PREEMPTS_CURRENT", "maybe"),
-                     ("TT_DEVICE_DEFAULT_TIMEOUT", "100000"), ("TT_DEVICE_HTTP_WORKERS", "0")):
+                     ("TT_DEVICE_DEFAULT_TIMEOUT", "100000"), ("TT_DEVICE_HTTP_WORKERS", "0"),
+                     ("TT_DEVICE_SILENCE_TIMEOUT", "-1"), ("TT_DEVICE_SILENCE_TIMEOUT", "86401")):
         d = Daemon()
         d.start(env={var: val}, wait=False)
         try:
@@ -427,7 +517,9 @@ def test_queue_bound_and_concurrent_submitters():
 
 
 run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_first_failure,
-          test_timeout_kills_process_group, test_flood_capped_and_counted,
+          test_timeout_kills_process_group, test_timeout_sigint_first_then_sigkill,
+          test_silence_watchdog_stops_a_hung_job, test_silence_watchdog_default_and_off,
+          test_flood_capped_and_counted,
           test_kill_running_sigint_and_escalation, test_kill_queued_never_runs,
           test_queued_job_cancelled_or_restarted,
           test_env_scrub_and_pythonpath, test_signal_exit_codes_and_straggler,

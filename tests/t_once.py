@@ -347,8 +347,9 @@ def test_structured_end():
     tap.ok(rc == 129 and "cancelled before it started" in err, "result tells it", (rc, err))
     running = d.submit("sleep 30", device_id="0", timeout=1)["job_id"]
     rec = d.wait_done(running)
-    tap.ok(rec["end_reason"] == "timeout" and rec["signal"] == 9 and rec["timed_out"],
-           "a timed-out job: end_reason timeout, signal 9", rec)
+    tap.ok(rec["end_reason"] == "timeout" and rec["signal"] == 2 and rec["timed_out"] and
+           rec["exit_code"] == -9,
+           "a timed-out job: end_reason timeout, exit_code -9, signal 2 (SIGINT ended it)", rec)
     open_gate(path)
     rec = d.wait_done(blocker)
     tap.ok(rec["end_reason"] == "exited" and rec["signal"] is None and rec["exit_code"] == 0,

@@ -431,9 +431,10 @@ test_fresh(void)
 	is_int(side_int(db, "SELECT count(*) FROM pragma_table_info('cards')"), 14,
 	       "cards has 14 columns");
 	ok(strstr(side_columns(db, buf, sizeof(buf)),
-	          ",updated_at,device,device_ids,reset_epochs,idempotency_key,end_reason,signal") !=
-	       NULL,
-	   "jobs ends with updated_at, device, its cards, idempotency_key, end_reason, signal");
+	          ",updated_at,device,device_ids,reset_epochs,idempotency_key,end_reason,signal,"
+	          "foreign_holders,silence_timeout") != NULL,
+	   "jobs ends with updated_at, device, its cards, idempotency_key, end_reason, signal, "
+	   "foreign_holders, silence_timeout");
 	sqlite3_close(db);
 	store_close(st);
 
@@ -458,6 +459,7 @@ full_job(struct job *j)
 	j->status = JOB_RUNNING;
 	j->mode = JOB_MODE_RESET;
 	j->timeout = 77;
+	j->silence_timeout = 33;
 	j->repeat = 5;
 	j->cmd = strdup("printf '%s\\n' \"h\xc3\xa9llo\" | tee x");
 	j->cwd = strdup("/tmp/some dir");
@@ -491,6 +493,7 @@ check_full(const struct job *g, const struct job *w)
 	is_int(g->status, w->status, "status");
 	is_int(g->mode, w->mode, "mode");
 	is_int(g->timeout, w->timeout, "timeout");
+	is_int(g->silence_timeout, w->silence_timeout, "silence_timeout");
 	is_int(g->repeat, w->repeat, "repeat");
 	is_str(g->cmd, w->cmd, "cmd");
 	is_str(g->cwd, w->cwd, "cwd");
@@ -1312,6 +1315,51 @@ test_keys_and_ends(void)
 	sqlite3_close(db);
 }
 
+/*
+ * Version 7: a job's silence timeout round-trips (test_roundtrip checks it with every field);
+ * a v6 file gets the column in place, its queued job kept with the watchdog off (0), and
+ * takes a job with one.
+ */
+static void
+test_migration_v6(void)
+{
+	char fresh[1024], migrated[1024];
+	struct got g = {.n = 0};
+	struct job j;
+	struct store *st;
+	sqlite3 *db = side_open(path_in("v6.sqlite3")), *fdb;
+
+	side_exec(db, V3_JOBS ", device_ids TEXT, reset_epochs TEXT, idempotency_key TEXT, "
+	              "end_reason TEXT, signal INTEGER)");
+	side_exec(db, "INSERT INTO jobs (id, cmd, status, device, timeout, submitted) VALUES "
+	              "('0000000000000000000000000000000c', 'true', 'queued', 0, 60, 10.5); "
+	              "PRAGMA user_version = 6");
+	sqlite3_close(db);
+	st = open_ok("v6.sqlite3");
+	if (!ok(st != NULL, "a v6 database opens (migrated)"))
+		return;
+	is_int(store_load_active(st, collect, &g), 1, "its queued job is kept");
+	ok(g.n == 1 && g.jobs[0].timeout == 60 && g.jobs[0].silence_timeout == 0,
+	   "with its timeout, and no silence timeout (off)");
+	got_free(&g);
+	make_job(&j, 1400, 0, JOB_QUEUED, NAN);
+	j.silence_timeout = 90;
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0,
+	   "the migrated store takes a job with a silence timeout");
+	sched_job_clear(&j);
+	store_close(st);
+	db = side_open(path_in("v6.sqlite3"));
+	fdb = side_open(path_in("fresh.sqlite3"));
+	is_int(side_int(db, "PRAGMA user_version"), 7, "v6 becomes user_version 7");
+	is_str(side_columns(db, migrated, sizeof(migrated)), side_columns(fdb, fresh, sizeof(fresh)),
+	       "migrated jobs columns equal a fresh table's");
+	is_int(side_int(db, "SELECT silence_timeout FROM jobs WHERE id = "
+	                    "'00000000000000000000000000000578'"),
+	       90, "the silence timeout is stored");
+	sqlite3_close(db);
+	sqlite3_close(fdb);
+}
+
 static void
 test_refusals(void)
 {
@@ -1829,6 +1877,7 @@ main(void)
 	test_migration_v4();
 	test_multi_card();
 	test_keys_and_ends();
+	test_migration_v6();
 	test_refusals();
 	test_open_failure_passes();
 	test_write_failure();
