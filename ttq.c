@@ -146,6 +146,7 @@ struct config {
 	char host[256];
 	int port;
 	char *log_dir;
+	char *dev_dir; /* card N's device node is <dev_dir>/N */
 	int ids[MAX_CARDS];
 	int nids;
 	int default_timeout, max_timeout;
@@ -283,11 +284,11 @@ parse_device_ids(const char *v, int *ids)
 	return n;
 }
 
-/* The numeric entries of /dev/tenstorrent/. */
+/* The numeric entries of dir (TT_DEVICE_DEV_DIR). */
 static int
-discover_device_ids(int *ids)
+discover_device_ids(const char *dir, int *ids)
 {
-	DIR *d = opendir("/dev/tenstorrent");
+	DIR *d = opendir(dir);
 	struct dirent *e;
 	int n = 0;
 
@@ -385,11 +386,17 @@ config_load(void)
 	cfg.port = (int)env_int("TT_DEVICE_PORT", 5741, 1, 65535);
 	v = getenv("TT_DEVICE_LOG_DIR");
 	cfg.log_dir = v && *v ? xstrdup(v) : xasprintf("%s/logs-v2", cfg.repo);
+	v = getenv("TT_DEVICE_DEV_DIR");
+	cfg.dev_dir = xstrdup(v && *v ? v : "/dev/tenstorrent");
+	/* absolute: the service's working directory must not decide which card is claimed */
+	if (cfg.dev_dir[0] != '/' || strlen(cfg.dev_dir) > PATH_MAX - 16)
+		config_fail("TT_DEVICE_DEV_DIR", "'%s' is not an absolute path of a folder",
+			    cfg.dev_dir);
 	v = getenv("TT_DEVICE_IDS");
-	cfg.nids = v && *v ? parse_device_ids(v, cfg.ids) : discover_device_ids(cfg.ids);
+	cfg.nids = v && *v ? parse_device_ids(v, cfg.ids) : discover_device_ids(cfg.dev_dir, cfg.ids);
 	if (cfg.nids == 0)
 		config_fail("TT_DEVICE_IDS", "no queues: set TT_DEVICE_IDS (e.g. 0,1) or provide "
-					     "/dev/tenstorrent/N device nodes");
+					     "%s/N device nodes", cfg.dev_dir);
 	cfg.default_timeout = (int)env_int("TT_DEVICE_DEFAULT_TIMEOUT", 3600, 1, 100000000);
 	cfg.max_timeout = (int)env_int("TT_DEVICE_MAX_TIMEOUT", 86400, 1, 100000000);
 	if (cfg.default_timeout > cfg.max_timeout)
@@ -5300,9 +5307,10 @@ serve_usage(FILE *f)
 {
 	fprintf(f, "usage: tt-device-queue serve\n"
 		   "Run the daemon in the foreground. Configuration comes from the environment:\n"
-		   "  TT_DEVICE_IDS (e.g. 0,1; default: numeric /dev/tenstorrent/* nodes),\n"
-		   "  TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741), TT_DEVICE_LOG_DIR (<dir of the\n"
-		   "  executable>/logs-v2), TT_DEVICE_RESET_CMD, TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
+		   "  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
+		   "  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
+		   "  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
+		   "  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
 		   "man tt-device-queue lists every variable.\n");
 }
 
