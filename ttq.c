@@ -5185,6 +5185,55 @@ raise_fd_limit(void)
 		       (unsigned long long)rl.rlim_cur, cfg.max_connections);
 }
 
+/* The claims of this daemon's cards (claim_cards): each socket and its watch. */
+static struct {
+	int fd, slot;
+} claims[MAX_CARDS];
+
+/* Someone looked who holds a claim (a second serve): accepted and closed. */
+static void
+claim_event(void *arg, short revents)
+{
+	(void)revents;
+	proc_claim_accept(*(int *)arg);
+}
+
+/*
+ * Claim each card that has a device node host-wide (proc_claim_node), before the port and the
+ * log dir are touched: a card that another instance serves then exits 2 having changed
+ * nothing. A card without a node is simulated: a queue name only, not claimed, so daemons of
+ * tests on simulated cards still run side by side.
+ */
+static void
+claim_cards(void)
+{
+	char node[PATH_MAX], why[512];
+	int i;
+
+	for (i = 0; i < cfg.nids; i++) {
+		snprintf(node, sizeof(node), "%s/%d", cfg.dev_dir, cfg.ids[i]);
+		claims[i].slot = -1;
+		claims[i].fd = proc_claim_node(node, why, sizeof(why));
+		if (claims[i].fd >= 0) {
+			if (watch_add(claims[i].fd, POLLIN, claim_event, &claims[i].fd,
+				      &claims[i].slot) < 0)
+				exit(1);
+		} else if (errno == ENOENT) {
+			logmsg("tt-device-queue: card %d has no device node at %s: a queue name "
+			       "only, not claimed", cfg.ids[i], node);
+		} else if (errno == EADDRINUSE) {
+			fprintf(stderr, "tt-device-queue serve: card %d (%s) is served by another "
+				"instance: %s; stop that instance, or name other cards in "
+				"TT_DEVICE_IDS\n", cfg.ids[i], node, why);
+			exit(2);
+		} else {
+			fprintf(stderr, "tt-device-queue serve: card %d (%s): %s\n", cfg.ids[i],
+				node, why);
+			exit(1);
+		}
+	}
+}
+
 /*
  * Bind and listen before the log dir is touched: a port already in use (a second `serve`
  * started by mistake) then exits without recovering or rewriting anything. Connections that
@@ -5347,6 +5396,7 @@ serve_main(int argc, char **argv)
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
 	timer_init(&D.linger, wake_fired, NULL);
 	clients_init();
+	claim_cards();
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
