@@ -101,6 +101,22 @@ def test_a_second_serve_on_a_claimed_card_exits_2():
            "the first serves on, its cards claimed, not simulated", a.stderr())
 
 
+def test_a_holder_that_cannot_be_identified_still_refuses():
+    dev = dev_dir("0")
+    st = os.stat(os.path.join(dev, "0"))
+    squat = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # the claim's name for this file, bound but not listening: connecting to it is refused
+    squat.bind("\0tt-device-queue/claim/file/%d:%d/%d"
+               % (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    try:
+        rc, err, d = refused(dev, "0")
+    finally:
+        squat.close()
+    tap.ok(rc == 2 and "card 0 (%s/0) is served by another instance: it cannot be identified"
+           % dev in err and not os.path.exists(d.log_dir),
+           "a claim whose holder cannot be identified says so and exits 2 all the same", err)
+
+
 def test_cards_without_a_node_are_simulated_and_not_claimed():
     dev = dev_dir()  # exists, holds no nodes
     a, b = daemon(dev).start(), daemon(dev).start()
@@ -207,6 +223,7 @@ def test_the_dev_dir_setting():
 
 
 run_tests(test_a_second_serve_on_a_claimed_card_exits_2,
+          test_a_holder_that_cannot_be_identified_still_refuses,
           test_cards_without_a_node_are_simulated_and_not_claimed,
           test_the_claim_passes_on_when_its_daemon_is_gone,
           test_one_card_under_two_paths_is_one_claim,
