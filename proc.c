@@ -1,7 +1,8 @@
 /*
  * proc.c - the daemon's processes: spawning with the environment of each (a job's, a control
  * command's), a job's process from start to finish, strays, the guardian, the instance lock,
- * the look for a command's program; and capped output files.
+ * the host-wide claim of a device node, the look for a command's program; and capped output
+ * files.
  *
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
@@ -33,6 +34,10 @@
  *   group is forgotten only once it was found empty.
  * - What is here once per process (the jobs, the guardian, the instance lock) lives in P:
  *   waitpid(-1) and the guardian are per process too.
+ * - A device node's claim is a listening abstract socket that only its owner holds: no child
+ *   inherits it (close-on-exec, and the guardian and every spawned child close all other
+ *   descriptors), so it is gone when the daemon is (a child caught between its clone and its
+ *   exec holds a copy a moment longer).
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -43,6 +48,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +57,11 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,6 +87,10 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define LOOK_MAX 0.1          /* s between two looks at most (doubling from LOOK_FIRST) */
 #define STRAYS_MAX 512        /* children of the daemon looked at per pass */
 #define LOCK_FILE "guardian.lock"
+#define CLAIM_NAME "tt-device-queue/claim/" /* the abstract names of device claims start so */
+#define CLAIM_WAIT 2.0        /* s a claimed name is tried again (proc_claim_node) */
+#define USER_SHOWN 64         /* bytes of a claim holder's user name */
+#define CMDLINE_SHOWN 200     /* bytes of a claim holder's command line shown */
 #define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
 
 /* Code that runs in a CLONE_VM child: kept free of sanitizer instrumentation (see above). */
@@ -1511,9 +1524,9 @@ pid_cmdline(pid_t pid, char *out, size_t cap)
 	}
 	if (n < 0)
 		n = 0;
-	for (i = 0; i < n; i++)
-		if (out[i] == '\0' || (unsigned char)out[i] < 0x20)
-			out[i] = ' ';
+	for (i = 0; i < n; i++) /* NULs between the arguments; control bytes shown as '?' */
+		out[i] = out[i] == '\0' ? ' ' : (unsigned char)out[i] < 0x20 || out[i] == 0x7f ? '?'
+									     : out[i];
 	while (n > 0 && out[n - 1] == ' ')
 		n--;
 	out[n] = '\0';
@@ -1983,4 +1996,113 @@ double
 proc_instance_ended_at(void)
 {
 	return P.prev_ended_at;
+}
+
+/* ------------------------------------------------------------- the claim of a device node */
+
+/* Who listens on the claim sa: "pid P, user U, command line 'C'" into who[0..cap), or why
+ * that cannot be told. SO_PEERCRED answers for whoever called listen(). */
+static void
+claim_holder(const struct sockaddr_un *sa, socklen_t len, char *who, size_t cap)
+{
+	char user[USER_SHOWN], cmd[CMDLINE_SHOWN + 1];
+	struct ucred cr = {0};
+	socklen_t crlen = sizeof cr;
+	/* Non-blocking: a holder whose backlog is full (stopped with SIGSTOP) answers EAGAIN
+	 * instead of keeping this start waiting. */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || connect(fd, (const struct sockaddr *)sa, len) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+		snprintf(who, cap, "it cannot be identified (%s)", strerror(errno));
+	} else if (cr.pid <= 0) {
+		snprintf(who, cap, "it cannot be identified (its pid is not visible here)");
+	} else {
+		proc_user_name(cr.uid, user, sizeof user);
+		pid_cmdline(cr.pid, cmd, sizeof cmd);
+		if (cmd[0])
+			snprintf(who, cap, "pid %ld, user %s, command line '%s'", (long)cr.pid, user,
+				 cmd);
+		else
+			snprintf(who, cap, "pid %ld, user %s", (long)cr.pid, user);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The abstract address (unix(7): sun_path[0] is NUL, no file) that stands for node's
+ * identity, and its length. 0, or -1 with stat's errno. */
+static int
+claim_address(const char *node, struct sockaddr_un *sa, socklen_t *len)
+{
+	char *name = sa->sun_path + 1;
+	size_t room = sizeof sa->sun_path - 1;
+	struct stat st;
+	int n;
+
+	if (stat(node, &st) < 0)
+		return -1;
+	memset(sa, 0, sizeof *sa);
+	sa->sun_family = AF_UNIX;
+	if (S_ISCHR(st.st_mode)) /* the device itself, whatever path names it */
+		n = snprintf(name, room, CLAIM_NAME "dev/%u:%u", major(st.st_rdev), minor(st.st_rdev));
+	else
+		n = snprintf(name, room, CLAIM_NAME "file/%u:%u/%llu", major(st.st_dev),
+			     minor(st.st_dev), (unsigned long long)st.st_ino);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	return 0;
+}
+
+/* Without it two daemons naming one card (a test daemon beside the installed one, two users'
+ * services) both ran jobs on it at once. */
+int
+proc_claim_node(const char *node, char *why, size_t cap)
+{
+	struct timespec pause = {0, 10000000};
+	double t0 = mono_clock();
+	struct sockaddr_un sa;
+	socklen_t len;
+	int fd, e;
+
+	why[0] = '\0';
+	if (claim_address(node, &sa, &len) < 0) {
+		e = errno;
+		if (e != ENOENT && e != ENOTDIR)
+			snprintf(why, cap, "cannot look at it: %s", strerror(e));
+		errno = e == ENOTDIR ? ENOENT : e;
+		return -1;
+	}
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		goto fail;
+	/* A daemon just killed holds the name until the kernel tore it down, and a child of it
+	 * caught between its clone and its exec a moment longer: a restart waits for that. */
+	while (bind(fd, (struct sockaddr *)&sa, len) < 0) {
+		if (errno != EADDRINUSE || mono_clock() - t0 >= CLAIM_WAIT)
+			goto fail;
+		nanosleep(&pause, NULL);
+	}
+	if (listen(fd, SOMAXCONN) == 0)
+		return fd;
+fail:
+	e = errno;
+	if (e == EADDRINUSE)
+		claim_holder(&sa, len, why, cap);
+	else
+		snprintf(why, cap, "cannot claim it: %s", strerror(e));
+	if (fd >= 0)
+		close(fd);
+	errno = e;
+	return -1;
+}
+
+void
+proc_claim_accept(int fd)
+{
+	int c;
+
+	/* Only a look (claim_holder) connects; nothing is read or written. */
+	while ((c = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) >= 0 || errno == EINTR ||
+	       errno == ECONNABORTED)
+		if (c >= 0)
+			close(c);
 }

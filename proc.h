@@ -1,12 +1,13 @@
 /*
  * proc.h - the daemon's processes: spawning, the environment of each child (a job's, a control
  * command's), a job's process from start to finish (struct proc_job), the killing of strays,
- * the guardian and the instance lock; whether a command's program can be found
- * (proc_program_missing); and the capped output file a job's output is drained into.
+ * the guardian and the instance lock; the host-wide claim of a device node (proc_claim_node);
+ * whether a command's program can be found (proc_program_missing); and the capped output file
+ * a job's output is drained into.
  *
- * proc.c knows fork/exec and how exec finds a program, process groups, pipes, /proc and files,
- * and the names of the settings no job may inherit (TT_DEVICE_RESET*, TT_DEVICE_DEEP_RESET*,
- * TT_DEVICE_HEALTH*); nothing of queues, cards, HTTP or SQLite. Of json.c, a leaf that knows
+ * proc.c knows fork/exec and how exec finds a program, process groups, pipes, /proc, files and
+ * abstract unix sockets, and the names of the settings no job may inherit (TT_DEVICE_RESET*,
+ * TT_DEVICE_DEEP_RESET*, TT_DEVICE_HEALTH*); nothing of queues, cards, HTTP or SQLite. Of json.c, a leaf that knows
  * nothing else, it uses the reader (a job's stored env object) and the UTF-8 helpers.
  * Every descriptor it opens is close-on-exec.
  *
@@ -28,7 +29,8 @@
  *
  * The log dir's own lock (one daemon per log dir) is not here: it guards the files in the log
  * dir, not processes. The instance lock is: the guardian holds it until the processes of a
- * dead daemon are gone, so a new daemon waits there before it starts any.
+ * dead daemon are gone, so a new daemon waits there before it starts any. The claim of a
+ * device node is here too: it is held by a process for the host, not by a folder.
  */
 #ifndef TTQ_PROC_H
 #define TTQ_PROC_H
@@ -295,6 +297,34 @@ int proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ct
  * beyond the file is not worth a lookup that may block.
  */
 const char *proc_user_name(uid_t uid, char *out, size_t cap);
+
+/* ------------------------------------------------------------ the claim of a device node */
+
+/*
+ * Claim the device node `node` for this process host-wide: bind a listening abstract unix
+ * socket (unix(7): no file, gone when its last descriptor closes, so at this process's death)
+ * named after the node's identity: the st_rdev (major:minor) of a character device, whatever
+ * path names it, else the st_dev and st_ino of the file. A second process naming the same
+ * node, by any path, then finds the name taken. A name in use is tried again for 2 s: a
+ * process just killed holds it until the kernel has torn it down.
+ * Returns the socket (>= 0; non-blocking, close-on-exec): the caller owns it, holds the claim
+ * as long as it keeps it open, polls it for POLLIN and calls proc_claim_accept. Jobs, control
+ * commands and the guardian never inherit it (they close every other descriptor).
+ * Returns -1 with errno and why[0..cap) filled: ENOENT when node does not exist (or a
+ * component of its folder is no folder; why is empty: nothing to claim); EADDRINUSE when
+ * another process holds the claim, why then naming it ("pid P, user U, command line 'C'",
+ * "uid N" for a user not in /etc/passwd, the command line left out when unreadable) or saying
+ * that it cannot be identified; any other errno when node cannot be looked at or the socket
+ * cannot be made. Cooperative: it stops only processes that claim the same way, within one
+ * network namespace (abstract names are per network namespace).
+ */
+int proc_claim_node(const char *node, char *why, size_t cap);
+
+/*
+ * fd, a socket of proc_claim_node, is readable: accept and close every connection waiting (a
+ * second daemon looking who holds the claim), so its backlog never fills.
+ */
+void proc_claim_accept(int fd);
 
 /* ----------------------------------------------------------------- process primitives */
 

@@ -150,6 +150,7 @@ struct config {
 	char host[256];
 	int port;
 	char *log_dir;
+	char *dev_dir; /* card N's device node is <dev_dir>/N */
 	int ids[MAX_CARDS];
 	int nids;
 	int default_timeout, max_timeout;
@@ -290,11 +291,11 @@ parse_device_ids(const char *v, int *ids)
 	return n;
 }
 
-/* The numeric entries of /dev/tenstorrent/. */
+/* The numeric entries of dir (TT_DEVICE_DEV_DIR). */
 static int
-discover_device_ids(int *ids)
+discover_device_ids(const char *dir, int *ids)
 {
-	DIR *d = opendir("/dev/tenstorrent");
+	DIR *d = opendir(dir);
 	struct dirent *e;
 	int n = 0;
 
@@ -392,11 +393,17 @@ config_load(void)
 	cfg.port = (int)env_int("TT_DEVICE_PORT", 5741, 1, 65535);
 	v = getenv("TT_DEVICE_LOG_DIR");
 	cfg.log_dir = v && *v ? xstrdup(v) : xasprintf("%s/logs-v2", cfg.repo);
+	v = getenv("TT_DEVICE_DEV_DIR");
+	cfg.dev_dir = xstrdup(v && *v ? v : "/dev/tenstorrent");
+	/* absolute: the service's working directory must not decide which card is claimed */
+	if (cfg.dev_dir[0] != '/' || strlen(cfg.dev_dir) > PATH_MAX - 16)
+		config_fail("TT_DEVICE_DEV_DIR", "'%s' is not an absolute path of a folder",
+			    cfg.dev_dir);
 	v = getenv("TT_DEVICE_IDS");
-	cfg.nids = v && *v ? parse_device_ids(v, cfg.ids) : discover_device_ids(cfg.ids);
+	cfg.nids = v && *v ? parse_device_ids(v, cfg.ids) : discover_device_ids(cfg.dev_dir, cfg.ids);
 	if (cfg.nids == 0)
 		config_fail("TT_DEVICE_IDS", "no queues: set TT_DEVICE_IDS (e.g. 0,1) or provide "
-					     "/dev/tenstorrent/N device nodes");
+					     "%s/N device nodes", cfg.dev_dir);
 	cfg.default_timeout = (int)env_int("TT_DEVICE_DEFAULT_TIMEOUT", 3600, 1, 100000000);
 	cfg.max_timeout = (int)env_int("TT_DEVICE_MAX_TIMEOUT", 86400, 1, 100000000);
 	if (cfg.default_timeout > cfg.max_timeout)
@@ -5571,6 +5578,55 @@ raise_fd_limit(void)
 		       (unsigned long long)rl.rlim_cur, cfg.max_connections);
 }
 
+/* The claims of this daemon's cards (claim_cards): each socket and its watch. */
+static struct {
+	int fd, slot;
+} claims[MAX_CARDS];
+
+/* Someone looked who holds a claim (a second serve): accepted and closed. */
+static void
+claim_event(void *arg, short revents)
+{
+	(void)revents;
+	proc_claim_accept(*(int *)arg);
+}
+
+/*
+ * Claim each card that has a device node host-wide (proc_claim_node), before the port and the
+ * log dir are touched: a card that another instance serves then exits 2 having changed
+ * nothing. A card without a node is simulated: a queue name only, not claimed, so daemons of
+ * tests on simulated cards still run side by side.
+ */
+static void
+claim_cards(void)
+{
+	char node[PATH_MAX], why[512];
+	int i;
+
+	for (i = 0; i < cfg.nids; i++) {
+		snprintf(node, sizeof(node), "%s/%d", cfg.dev_dir, cfg.ids[i]);
+		claims[i].slot = -1;
+		claims[i].fd = proc_claim_node(node, why, sizeof(why));
+		if (claims[i].fd >= 0) {
+			if (watch_add(claims[i].fd, POLLIN, claim_event, &claims[i].fd,
+				      &claims[i].slot) < 0)
+				exit(1);
+		} else if (errno == ENOENT) {
+			logmsg("tt-device-queue: card %d has no device node at %s: a queue name "
+			       "only, not claimed", cfg.ids[i], node);
+		} else if (errno == EADDRINUSE) {
+			fprintf(stderr, "tt-device-queue serve: card %d (%s) is served by another "
+				"instance: %s; stop that instance, or name other cards in "
+				"TT_DEVICE_IDS\n", cfg.ids[i], node, why);
+			exit(2);
+		} else {
+			fprintf(stderr, "tt-device-queue serve: card %d (%s): %s\n", cfg.ids[i],
+				node, why);
+			exit(1);
+		}
+	}
+}
+
 /*
  * Bind and listen before the log dir is touched: a port already in use (a second `serve`
  * started by mistake) then exits without recovering or rewriting anything. Connections that
@@ -5693,9 +5749,10 @@ serve_usage(FILE *f)
 {
 	fprintf(f, "usage: tt-device-queue serve\n"
 		   "Run the daemon in the foreground. Configuration comes from the environment:\n"
-		   "  TT_DEVICE_IDS (e.g. 0,1; default: numeric /dev/tenstorrent/* nodes),\n"
-		   "  TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741), TT_DEVICE_LOG_DIR (<dir of the\n"
-		   "  executable>/logs-v2), TT_DEVICE_RESET_CMD, TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
+		   "  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
+		   "  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
+		   "  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
+		   "  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
 		   "man tt-device-queue lists every variable.\n");
 }
 
@@ -5732,6 +5789,7 @@ serve_main(int argc, char **argv)
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
 	timer_init(&D.linger, wake_fired, NULL);
 	clients_init();
+	claim_cards();
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();

@@ -8,7 +8,8 @@ tmp=$(mktemp -d)
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export TT_DEVICE_URL="http://127.0.0.1:$port"
 
-TT_DEVICE_IDS=0,1 TT_DEVICE_PORT="$port" TT_DEVICE_LOG_DIR="$tmp/logs" \
+# no nodes in TT_DEVICE_DEV_DIR: the cards are simulated, not claimed from a service here
+TT_DEVICE_IDS=0,1 TT_DEVICE_DEV_DIR="$tmp/no-dev" TT_DEVICE_PORT="$port" TT_DEVICE_LOG_DIR="$tmp/logs" \
 	TT_DEVICE_RESET_CMD='echo simulated reset of card' \
 	TT_DEVICE_HEALTH_CHECK_CMD='echo simulated card {device} healthy' \
 	./tt-device-queue serve 2>"$tmp/serve.log" &

@@ -170,12 +170,15 @@ def test_fallback_install_idempotent_and_manual_start():
             f.write("#!/bin/bash\n%s\n" % body)
         os.chmod(os.path.join(c.tmp, name), 0o755)
     with open(os.path.join(env_dir, "env"), "w") as f:
-        # values with spaces, as systemd's EnvironmentFile takes them: whole, never run
+        # values with spaces, as systemd's EnvironmentFile takes them: whole, never run;
+        # simulated cards (no nodes), so a host's real cards are never claimed from its service
         f.write("# the service's settings\nTT_DEVICE_IDS=0,1\nTT_DEVICE_PORT=%d\n"
+                "TT_DEVICE_DEV_DIR=%s\n"
                 "TT_DEVICE_RESET_CMD=%s {device} --no_reinit\n"
                 "TT_DEVICE_HEALTH_CHECK_CMD=\"true {device}\"\n"
                 "TT_DEVICE_DEEP_RESET_CMD=true %s\n"
-                % (port, os.path.join(c.tmp, "reset.sh"), os.path.join(c.tmp, "deep.sh")))
+                % (port, os.path.join(c.tmp, "no-dev"), os.path.join(c.tmp, "reset.sh"),
+                   os.path.join(c.tmp, "deep.sh")))
     cmd = out.split("\n\n")[1]
     tap.ok("TT_DEVICE_LOG_DIR=" in cmd and "serve" in cmd, "the by-hand command block", cmd)
     e = {k: v for k, v in os.environ.items() if not k.startswith(("TT_DEVICE_", "TT_QUEUE_"))}

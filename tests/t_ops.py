@@ -479,7 +479,8 @@ def test_static_binary_from_empty_dir_clean_env():
         with open(os.path.join(tmp, "serve.err"), "wb") as err:
             proc = subprocess.Popen([exe, "serve"], cwd=tmp, stdin=subprocess.DEVNULL,
                                     stdout=err, stderr=err, start_new_session=True,
-                                    env={"TT_DEVICE_IDS": "0", "TT_DEVICE_PORT": str(port)})
+                                    env={"TT_DEVICE_IDS": "0", "TT_DEVICE_PORT": str(port),
+                                         "TT_DEVICE_DEV_DIR": os.path.join(tmp, "no-dev")})
         cli_env = {"TT_DEVICE_PORT": str(port)}
 
         def up():

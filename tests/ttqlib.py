@@ -2,8 +2,9 @@
 
 Each integration test file is an executable script run by `prove --exec ''`. It uses `tap`
 for its checks and `Daemon` to start `./tt-device-queue serve` on an ephemeral 127.0.0.1
-port with a temporary log dir, TT_DEVICE_IDS=0,1 and fake reset/health commands (small shell
-scripts that log their argv). Waits are conditions with deadlines, never fixed sleeps.
+port with a temporary log dir, TT_DEVICE_IDS=0,1 on simulated cards (TT_DEVICE_DEV_DIR names
+a folder that does not exist, so no card is claimed) and fake reset/health commands (small
+shell scripts that log their argv). Waits are conditions with deadlines, never fixed sleeps.
 """
 
 import http.client
@@ -148,6 +149,9 @@ class Daemon:
             "TT_DEVICE_HOST": "127.0.0.1",
             "TT_DEVICE_LOG_DIR": self.log_dir,
             "TT_DEVICE_IDS": ids,
+            # No nodes: on a host with cards the test daemons must not claim them from the
+            # installed service (nor from each other).
+            "TT_DEVICE_DEV_DIR": self.path("no-dev"),
             "TT_DEVICE_STOP_GRACE_SEC": "0.3",
             "TT_DEVICE_RESET_CMD": reset + " {device}",
             "TT_DEVICE_HEALTH_CHECK_CMD": health + " {device}",
