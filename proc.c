@@ -1169,6 +1169,27 @@ proc_guardian_forget(pid_t pgid)
 	errno = e;
 }
 
+/*
+ * The start of the small file at path (a /proc file: one read) into buf[0..cap), NUL-terminated;
+ * its length, or -1 with errno.
+ */
+static ssize_t
+read_text(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	e = errno;
+	close(fd);
+	errno = e;
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
 /* ------------------------------------------------------------------- group liveness */
 
 /* State and process group of /proc/<name>/stat; 0, or -1 when it cannot be read. */
@@ -1176,18 +1197,10 @@ static int
 stat_state_pgrp(const char *name, char *state, long *pgrp)
 {
 	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof path, "/proc/%s/stat", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd == -1)
+	if (read_text(path, buf, sizeof buf) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
 	if (!p || sscanf(p + 1, " %c %*d %ld", state, pgrp) != 2)
 		return -1;
@@ -1230,18 +1243,11 @@ int
 proc_children(pid_t *out, int cap)
 {
 	char path[64], buf[8192], *p, *end;
-	ssize_t n;
-	int fd, count = 0;
+	int count = 0;
 
 	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd == -1)
+	if (read_text(path, buf, sizeof buf) < 0)
 		return -1;
-	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
 	for (p = buf; count < cap; p = end) {
 		long v = strtol(p, &end, 10);
 
@@ -1559,17 +1565,11 @@ proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ctx), 
 {
 	char path[PATH_MAX], buf[4096], *p, *end;
 	struct stat st;
-	ssize_t n;
-	int fd, count = 0, k;
+	int count = 0, k;
 
 	snprintf(path, sizeof path, "%s/%d/pids", dir, card);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if (read_text(path, buf, sizeof buf) < 0)
 		return -1;
-	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
 	for (p = buf; *p; p = end) {
 		long v = strtol(p, &end, 10);
 		pid_t pid = (pid_t)v;

@@ -1183,14 +1183,21 @@ w_str(struct json_w *w, const char *key, const char *s)
 	json_w_cstr(w, s);
 }
 
+/* key: v when has, else null. */
+static void
+w_int_or_null(struct json_w *w, const char *key, bool has, long long v)
+{
+	json_w_key(w, key);
+	if (has)
+		json_w_int(w, v);
+	else
+		json_w_null(w);
+}
+
 static void
 w_exit_code(struct json_w *w, const struct job *j)
 {
-	json_w_key(w, "exit_code");
-	if (j->has_exit_code)
-		json_w_int(w, j->exit_code);
-	else
-		json_w_null(w);
+	w_int_or_null(w, "exit_code", j->has_exit_code, j->exit_code);
 }
 
 /* How the job ended: end_reason (null until then, or in a record older than the field) and
@@ -1199,11 +1206,7 @@ static void
 w_end(struct json_w *w, const struct job *j)
 {
 	w_str(w, "end_reason", sched_end_name(j->end_reason));
-	json_w_key(w, "signal");
-	if (j->end_signal)
-		json_w_int(w, j->end_signal);
-	else
-		json_w_null(w);
+	w_int_or_null(w, "signal", j->end_signal != 0, j->end_signal);
 }
 
 /* One holder as a JSON object: pid, uid, user, command, since. */
@@ -1214,11 +1217,7 @@ w_holder(struct json_w *w, const struct proc_holder *h, double since)
 
 	json_w_obj(w);
 	w_int(w, "pid", h->pid);
-	json_w_key(w, "uid");
-	if (h->uid == (uid_t)-1)
-		json_w_null(w);
-	else
-		json_w_int(w, h->uid);
+	w_int_or_null(w, "uid", h->uid != (uid_t)-1, h->uid);
 	w_str(w, "user", h->uid == (uid_t)-1 ? NULL : proc_user_name(h->uid, user, sizeof(user)));
 	w_str(w, "command", h->cmd);
 	w_time(w, "since", since);

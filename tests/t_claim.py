@@ -19,7 +19,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ttqlib import Daemon, gate, guardian_of, open_gate, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import (Daemon, gate, guardian_of, open_gate, run_tests, socket_inodes,  # noqa: E402
+                    tap, wait_until)
 
 
 TMP = tempfile.mkdtemp(prefix="ttq-claim-")
@@ -65,16 +66,6 @@ def claims_of(pid):
     return {i: names[i] for i in socket_inodes(pid) if i in names}
 
 
-def socket_inodes(pid):
-    out = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            out.add(link[8:-1])
-    return out
 
 
 def test_a_second_serve_on_a_claimed_card_exits_2():

@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ttqlib import (BINARY, Daemon, cli_env, cli_popen as popen, free_port, q,  # noqa: E402
-                    run_tests, tap, wait_until)
+                    run_tests, socket_inodes, tap, wait_until)
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 D = None  # the shared daemon
@@ -872,14 +872,7 @@ def fake_daemon(jid):
 
 def connected_to(pid, port):
     """True when process pid holds an established TCP connection to 127.0.0.1:port."""
-    inodes = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
+    inodes = socket_inodes(pid)
     with open("/proc/net/tcp") as f:
         for line in f.readlines()[1:]:
             x = line.split()

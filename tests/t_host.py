@@ -20,7 +20,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ttqlib import Daemon, gate, open_gate, q, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import (Daemon, ctxt_switches, gate, open_gate, q, run_tests, tap,  # noqa: E402
+                    wait_until)
+
 
 def driver(d, cards=(0, 1)):
     """A fake driver directory with an empty pids file per card; its path."""
@@ -42,12 +44,6 @@ def holder():
     return subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
 
 
-def ctxt_switches(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    return 0
 
 
 def test_foreign_holder_delays_the_next_job():

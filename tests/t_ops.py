@@ -19,7 +19,7 @@ import tempfile
 import time
 
 import ttqlib
-from ttqlib import ROOT, Daemon, free_port, gate, q, run_tests, tap, wait_until
+from ttqlib import ROOT, Daemon, ctxt_switches, free_port, gate, q, run_tests, tap, wait_until
 
 
 # ---------------------------------------------------------------- sd_notify
@@ -67,12 +67,6 @@ class NotifySocket:
         self.sock.close()
 
 
-def ctxt_switches(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    return 0
 
 
 def test_notify_ready_after_recovery_watchdog_stopping():

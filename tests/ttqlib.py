@@ -452,3 +452,25 @@ def read_response(s, timeout=5.0):
         if not chunk:
             return None, {}, buf
         buf += chunk
+
+
+def ctxt_switches(pid):
+    """How many times process pid has gone to sleep voluntarily: its wakeups, near enough."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return 0
+
+
+def socket_inodes(pid):
+    """The inode numbers of the sockets process pid has open."""
+    out = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out.add(link[8:-1])
+    return out
