@@ -4005,9 +4005,14 @@ reset_step_done(struct active *a, int code)
 	}
 }
 
-/* The reset of card c starts now as a job of its own. */
+/*
+ * Card c's reset procedure starts now as a job of its own (sched_next said SCHED_START_RESET),
+ * or, check set, its health check alone (SCHED_START_CHECK): a job that ended badly may have
+ * left the card wedged. A check that passes leaves the card as it was, its reset epoch too; one
+ * that fails goes on as the reset procedure in the same job (reset_step_done).
+ */
 static void
-reset_start(struct card *c)
+reset_start(struct card *c, bool check)
 {
 	struct active *a = active_new();
 
@@ -4018,48 +4023,22 @@ reset_start(struct card *c)
 	a->card = c;
 	a->job.device = c->device;
 	a->job.mode = JOB_MODE_RESET;
-	a->job.cmd = control_command(cfg.reset_cmd, c->device, true);
+	a->job.cmd = check ? control_command(health_template(), c->device, false)
+			   : control_command(cfg.reset_cmd, c->device, true);
 	a->job.cwd = xstrdup("");
 	a->job.client_id = xstrdup("system");
 	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
 	a->job.submitted_at = clock_wall();
-	sched_reset_start(c, &a->ladder);
+	if (check)
+		sched_check_start(c, &a->ladder);
+	else
+		sched_reset_start(c, &a->ladder);
 	card_dirty(c);
 	index_add(a);
 	job_start(a);
-	logmsg("tt-device-queue: reset of card %d started%s", c->device,
-	       a->ladder.was_dead ? ": the recovery of a dead card, asked for again" : "");
-}
-
-/*
- * Card c's health check starts now as a reset job (sched_next said SCHED_START_CHECK): a job
- * that timed out, was killed or died of a signal may have left the card wedged. It passes:
- * the card runs its next job, its reset epoch unchanged. It fails: the reset procedure follows
- * in the same job (reset_step_done), and the card may end dead like any reset's.
- */
-static void
-check_start(struct card *c)
-{
-	struct active *a = active_new();
-	const char *tmpl = health_template();
-
-	if (!a || new_job_id(a->job.id) < 0) {
-		free(a);
-		return; /* tried again at the next dispatch pass */
-	}
-	a->card = c;
-	a->job.device = c->device;
-	a->job.mode = JOB_MODE_RESET;
-	a->job.cmd = control_command(tmpl, c->device, false);
-	a->job.cwd = xstrdup("");
-	a->job.client_id = xstrdup("system");
-	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
-	a->job.submitted_at = clock_wall();
-	sched_check_start(c, &a->ladder);
-	index_add(a);
-	job_start(a);
-	logmsg("tt-device-queue: health check of card %d started: its last job ended badly",
-	       c->device);
+	logmsg("tt-device-queue: %s of card %d started%s", check ? "health check" : "reset",
+	       c->device, check ? ": its last job ended badly"
+	       : a->ladder.was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
 static const char *
@@ -4536,16 +4515,15 @@ dispatch_pass(void)
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct card *c = &D.sched.cards[i];
 		struct job *j;
+		enum sched_action act = sched_next(&D.sched, c, !D.degraded, &j);
 
-		switch (sched_next(&D.sched, c, !D.degraded, &j)) {
+		switch (act) {
 		case SCHED_START_JOB:
 			job_start(active_of(j));
 			break;
 		case SCHED_START_RESET:
-			reset_start(c);
-			break;
 		case SCHED_START_CHECK:
-			check_start(c);
+			reset_start(c, act == SCHED_START_CHECK);
 			break;
 		default:
 			break;
