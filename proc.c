@@ -52,7 +52,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/sched.h> /* CLONE_*: <sched.h> would find this project's sched.h under -I. */
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -92,6 +96,7 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define USER_SHOWN 64         /* bytes of a claim holder's user name */
 #define CMDLINE_SHOWN 200     /* bytes of a claim holder's command line shown */
 #define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
+#define DIAG_BUF 8192         /* bytes of a sock_diag answer: one message of a few hundred */
 
 /* Code that runs in a CLONE_VM child: kept free of sanitizer instrumentation (see above). */
 #define CHILD_CODE __attribute__((no_sanitize_address))
@@ -1592,6 +1597,130 @@ proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ctx), 
 		count++;
 	}
 	return count;
+}
+
+/* One inet_diag request as it goes on the wire: a netlink header, then the request. */
+struct diag_req {
+	struct nlmsghdr nh;
+	struct inet_diag_req_v2 r;
+};
+
+/*
+ * The request for the client's end of fd's connection: its source is fd's peer, its
+ * destination fd's own address. 0, or -1 with errno (EINVAL: no AF_INET TCP socket).
+ */
+static int
+diag_request(int fd, struct diag_req *q)
+{
+	struct sockaddr_in self, peer;
+	socklen_t slen = sizeof self, plen = sizeof peer, len = sizeof(int);
+	int proto = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
+		return -1;
+	if (proto != IPPROTO_TCP || self.sin_family != AF_INET) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
+		return -1;
+	memset(q, 0, sizeof *q);
+	q->nh.nlmsg_len = sizeof *q;
+	q->nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	q->nh.nlmsg_flags = NLM_F_REQUEST; /* one socket, not a dump */
+	q->nh.nlmsg_seq = 1;
+	q->r.sdiag_family = AF_INET;
+	q->r.sdiag_protocol = IPPROTO_TCP;
+	q->r.idiag_states = ~0U;
+	q->r.id.idiag_sport = peer.sin_port; /* ports and addresses in network order */
+	q->r.id.idiag_dport = self.sin_port;
+	q->r.id.idiag_src[0] = peer.sin_addr.s_addr;
+	q->r.id.idiag_dst[0] = self.sin_addr.s_addr;
+	/* Any other cookie must equal the socket's, else the kernel answers ESTALE. */
+	q->r.id.idiag_cookie[0] = q->r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	return 0;
+}
+
+/*
+ * The owner uid in the kernel's answer buf[0..n) to q. The lookup falls back to a listening
+ * socket on the source's port when no connection matches, so only a socket with exactly q's
+ * 4-tuple counts; and only one with an inode: a closed (orphaned) socket, a TIME_WAIT one, or
+ * a half-open request has none, and reads as uid 0. 0, or -1 with errno: the kernel's
+ * (ENOENT: not found), ENOENT when no message answers, EBADMSG when one is cut short or
+ * too short for what its type carries.
+ */
+static int
+diag_uid(void *buf, size_t n, const struct diag_req *q, uid_t *uid)
+{
+	const struct inet_diag_sockid *want = &q->r.id;
+	const struct inet_diag_msg *m;
+	const struct nlmsgerr *err;
+	struct nlmsghdr *h;
+	int len = (int)n;
+
+	for (h = buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+		if (h->nlmsg_seq != q->nh.nlmsg_seq)
+			continue;
+		if (h->nlmsg_type == NLMSG_DONE) {
+			errno = ENOENT;
+			return -1;
+		}
+		if (h->nlmsg_type == NLMSG_ERROR) {
+			if (h->nlmsg_len < NLMSG_LENGTH(sizeof *err))
+				break;
+			err = NLMSG_DATA(h);
+			if (err->error == 0) /* an acknowledgement */
+				continue;
+			errno = err->error < 0 ? -err->error : EBADMSG;
+			return -1;
+		}
+		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+			continue;
+		if (h->nlmsg_len < NLMSG_LENGTH(sizeof *m))
+			break;
+		m = NLMSG_DATA(h);
+		if (m->idiag_family == AF_INET && m->id.idiag_sport == want->idiag_sport &&
+		    m->id.idiag_dport == want->idiag_dport &&
+		    m->id.idiag_src[0] == want->idiag_src[0] &&
+		    m->id.idiag_dst[0] == want->idiag_dst[0] && m->idiag_inode != 0) {
+			*uid = (uid_t)m->idiag_uid;
+			return 0;
+		}
+	}
+	errno = len > 0 ? EBADMSG : ENOENT; /* bytes left that hold no whole message: cut short */
+	return -1;
+}
+
+int
+proc_peer_uid(int fd, uid_t *uid)
+{
+	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK}; /* nl_pid 0: the kernel */
+	_Alignas(struct nlmsghdr) char buf[DIAG_BUF];
+	struct diag_req q;
+	ssize_t n;
+	int nl = -1, rc = -1, e;
+
+	if (diag_request(fd, &q) < 0)
+		return -1;
+	/* Connected to the kernel: netlink refuses a unicast to it from any other port. */
+	nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0 || connect(nl, (struct sockaddr *)&kernel, sizeof kernel) < 0 ||
+	    send(nl, &q, sizeof q, 0) < 0)
+		goto out;
+	/* The answer was queued within send(); MSG_TRUNC makes n its whole length. */
+	if ((n = recv(nl, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC)) < 0)
+		goto out;
+	if ((size_t)n > sizeof buf)
+		errno = EMSGSIZE;
+	else
+		rc = diag_uid(buf, (size_t)n, &q, uid);
+out:
+	e = errno;
+	if (nl >= 0)
+		close(nl);
+	errno = e;
+	return rc;
 }
 
 /*

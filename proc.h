@@ -298,6 +298,30 @@ int proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ct
  */
 const char *proc_user_name(uid_t uid, char *out, size_t cap);
 
+/*
+ * The user behind fd, an accepted (connected) AF_INET TCP socket: the owner uid of the
+ * client's socket of that connection, as the kernel records it (the fsuid of whoever made that
+ * socket, as `ss -e` and the uid column of /proc/net/tcp show it; in the caller's user
+ * namespace, where an unmapped uid reads as the overflow uid, 65534). The client need not
+ * send anything: one NETLINK_SOCK_DIAG inet_diag request for the exact 4-tuple of the client's
+ * end (source: fd's peer address and port, destination: fd's own), on a short-lived netlink
+ * socket (close-on-exec) connected to the kernel, so no other process can slip in an answer.
+ * The kernel answers within the request, so this never waits and may run in the event loop;
+ * it allocates nothing and keeps no descriptor. The client's socket is found when it is on
+ * this host in the caller's network namespace: from a loopback address (127.0.0.0/8) or any
+ * of the host's own addresses.
+ * Returns 0 with *uid set; else -1 with errno, *uid untouched:
+ * - ENOENT: no such local socket with an owner: the peer is on another host or in another
+ *   network namespace, or has closed its socket (an orphaned socket reads as root's, so its
+ *   uid is never taken), or the kernel lacks TCP socket diagnostics (inet_diag, tcp_diag);
+ * - EINVAL: fd is not an AF_INET TCP socket (a unix socket, UDP, IPv6); ENOTCONN: not
+ *   connected; EBADF, ENOTSOCK as getsockname(2);
+ * - any other errno: the netlink socket could not be made or used (EMSGSIZE, EBADMSG: an
+ *   answer too long or malformed).
+ * Without it a request that another local user sends over TCP runs as the service's user.
+ */
+int proc_peer_uid(int fd, uid_t *uid);
+
 /* ------------------------------------------------------------ the claim of a device node */
 
 /*

@@ -3,11 +3,16 @@
  * files and the guardian. Every wait has a deadline; nothing sleeps a fixed time where a
  * condition can be awaited (short naps only between checks of a condition). The test is a
  * child subreaper, so orphaned job descendants come to it and are reaped, never left zombies.
+ * Root (as in CI) also checks the user behind a connection made by another uid.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1325,6 +1331,214 @@ test_program_missing(void)
 	free(old_home);
 }
 
+/* ------------------------------------------------------------- the user behind a connection */
+
+#define NOBODY 65534       /* the unprivileged uid a child connects as, when we are root */
+#define NO_UID ((uid_t)-2) /* in *uid until proc_peer_uid sets it: no real owner's uid */
+
+/* A TCP socket listening on addr (network order) at a free port; its address into sa. -1. */
+static int
+tcp_listener(in_addr_t addr, struct sockaddr_in *sa)
+{
+	socklen_t len = sizeof *sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(sa, 0, sizeof *sa);
+	sa->sin_family = AF_INET;
+	sa->sin_addr.s_addr = addr;
+	if (fd >= 0 && (bind(fd, (struct sockaddr *)sa, sizeof *sa) < 0 || listen(fd, 8) < 0 ||
+			getsockname(fd, (struct sockaddr *)sa, &len) < 0)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* A TCP socket connected to `to`, or -1. */
+static int
+tcp_connect(const struct sockaddr_in *to)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0 && connect(fd, (const struct sockaddr *)to, sizeof *to) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* The next connection on lfd, accepted within 5 s, or -1. */
+static int
+tcp_accept(int lfd)
+{
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
+
+	if (lfd < 0 || poll(&p, 1, 5000) != 1)
+		return -1;
+	return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+/*
+ * The uid column of /proc/net/tcp for the client's end of the accepted connection a: the line
+ * whose local address:port is a's peer and whose remote one is a itself. -1 when none is.
+ * Addresses there are the raw 32-bit value in hex, ports in host order.
+ */
+static long long
+net_tcp_uid(int a)
+{
+	struct sockaddr_in self, peer;
+	socklen_t slen = sizeof self, plen = sizeof peer;
+	unsigned la, lp, ra, rp, uid;
+	long long found = -1;
+	char line[512];
+	FILE *f;
+
+	if (getsockname(a, (struct sockaddr *)&self, &slen) < 0 ||
+	    getpeername(a, (struct sockaddr *)&peer, &plen) < 0 ||
+	    !(f = fopen("/proc/net/tcp", "re")))
+		return -1;
+	while (fgets(line, sizeof line, f)) /* sl local rem st tx:rx tr:when retrnsmt uid ... */
+		if (sscanf(line, " %*u: %x:%x %x:%x %*x %*x:%*x %*x:%*x %*x %u", &la, &lp, &ra, &rp,
+			   &uid) == 5 &&
+		    la == peer.sin_addr.s_addr && lp == ntohs(peer.sin_port) &&
+		    ra == self.sin_addr.s_addr && rp == ntohs(self.sin_port))
+			found = uid;
+	fclose(f);
+	return found;
+}
+
+/* A connection from this process: its owner is our uid, as /proc/net/tcp says too. */
+static void
+test_peer_uid_self(void)
+{
+	struct sockaddr_in srv;
+	int lfd = tcp_listener(htonl(INADDR_LOOPBACK), &srv), c = tcp_connect(&srv);
+	int a = tcp_accept(lfd);
+	uid_t uid = NO_UID;
+
+	is_int(proc_peer_uid(a, &uid), 0, "proc_peer_uid finds a connection from this process%s",
+	       c >= 0 ? "" : " (connect failed)");
+	is_int(uid, getuid(), "its user is ours");
+	is_int(net_tcp_uid(a), uid, "/proc/net/tcp shows the same uid for the client's end");
+	close(a);
+	close(c);
+	close(lfd);
+}
+
+/* In the child: become NOBODY, connect to *srv, hold the connection until the test closes. */
+static _Noreturn void
+connect_as_nobody(const struct sockaddr_in *srv)
+{
+	char byte;
+	int c;
+
+	if (setuid(NOBODY) < 0 || (c = tcp_connect(srv)) < 0)
+		_exit(1);
+	while (read(c, &byte, 1) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
+/* A connection from a process of another user (root only: setuid) is that user's. */
+static void
+test_peer_uid_other_user(void)
+{
+	struct sockaddr_in srv;
+	uid_t uid = NO_UID;
+	int lfd, a;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		printf("# a connection of another user needs root (setuid): not run\n");
+		return;
+	}
+	lfd = tcp_listener(htonl(INADDR_LOOPBACK), &srv);
+	if ((pid = fork()) == 0)
+		connect_as_nobody(&srv);
+	a = tcp_accept(lfd);
+	is_int(proc_peer_uid(a, &uid), 0, "proc_peer_uid finds the connection of a child of uid %d",
+	       NOBODY);
+	is_int(uid, NOBODY, "its user is the child's, not ours (%d)", (int)getuid());
+	is_int(net_tcp_uid(a), uid, "/proc/net/tcp shows the same uid for the child's end");
+	close(a); /* the child reads EOF, or a reset if it was never accepted, and exits */
+	close(lfd);
+	if (pid > 0 && wait_code(pid, 5000) == NO_EXIT) {
+		kill(pid, SIGKILL);
+		wait_code(pid, 5000);
+	}
+}
+
+/* Not a TCP socket; a peer that closed its end: no owner to tell. */
+static void
+test_peer_uid_none(void)
+{
+	struct sockaddr_in srv;
+	uid_t uid = NO_UID;
+	int sp[2] = {-1, -1}, lfd, c, a, rc;
+
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp);
+	errno = 0;
+	rc = proc_peer_uid(sp[0], &uid);
+	ok(rc == -1 && errno == EINVAL && uid == NO_UID,
+	   "a unix socket pair: -1 EINVAL, *uid untouched (got %d, %s)", rc, strerror(errno));
+	close(sp[0]);
+	close(sp[1]);
+
+	lfd = tcp_listener(htonl(INADDR_LOOPBACK), &srv);
+	c = tcp_connect(&srv);
+	a = tcp_accept(lfd);
+	close(c); /* orphaned, soon TIME_WAIT: no inode, and the kernel reads its owner as root */
+	errno = 0;
+	rc = proc_peer_uid(a, &uid);
+	ok(rc == -1 && errno == ENOENT && uid == NO_UID,
+	   "a peer that closed its socket: -1 ENOENT, not root's uid (got %d, %s, uid %ld)", rc,
+	   strerror(errno), uid == NO_UID ? -1L : (long)uid);
+	close(a);
+	close(lfd);
+}
+
+/* This host's first non-loopback IPv4 address (network order) that is up, or 0. */
+static in_addr_t
+own_address(void)
+{
+	struct ifaddrs *all, *i;
+	in_addr_t addr = 0;
+
+	if (getifaddrs(&all) < 0)
+		return 0;
+	for (i = all; i && !addr; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+		    !(i->ifa_flags & IFF_LOOPBACK))
+			addr = ((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr;
+	freeifaddrs(all);
+	return addr;
+}
+
+/* A connection from this host to its own non-loopback address is local too. */
+static void
+test_peer_uid_own_address(void)
+{
+	struct sockaddr_in srv;
+	in_addr_t addr = own_address();
+	uid_t uid = NO_UID;
+	int lfd, c, a;
+
+	if (!addr) {
+		printf("# no non-loopback IPv4 address here: a connection to one is not tried\n");
+		return;
+	}
+	lfd = tcp_listener(htonl(INADDR_ANY), &srv);
+	srv.sin_addr.s_addr = addr;
+	c = tcp_connect(&srv);
+	a = tcp_accept(lfd);
+	is_int(proc_peer_uid(a, &uid), 0, "proc_peer_uid finds a connection to this host's %s%s",
+	       inet_ntoa(srv.sin_addr), c >= 0 ? "" : " (connect failed)");
+	is_int(uid, getuid(), "its user is ours");
+	close(a);
+	close(c);
+	close(lfd);
+}
+
 int
 main(void)
 {
@@ -1367,6 +1581,10 @@ main(void)
 	test_dead_guardian();
 	test_children_and_marked();
 	test_umask();
+	test_peer_uid_self();
+	test_peer_uid_other_user();
+	test_peer_uid_none();
+	test_peer_uid_own_address();
 	while (waitpid(-1, &st, WNOHANG) > 0)
 		;
 	remove_tmpdir();
