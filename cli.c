@@ -116,6 +116,7 @@
 #define CMD_MIN_COLS 12  /* columns of a command status shows however long its line's head */
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
 #define CLIENT_SHOW 20   /* columns of a client id in human status */
+#define OWNER_SHOW 8     /* of them, the owner's name before another user's client id */
 
 #define MAX_JOB_CARDS 256 /* cards one job may name (the daemon's MAX_CARDS) */
 
@@ -3310,6 +3311,7 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 /* Terminal colours: empty strings unless stdout is a terminal and NO_COLOR is unset. */
 struct palette {
 	const char *bold, *red, *green, *yellow, *dim, *off;
+	int owners; /* a host-wide queue: lines name each job's owner */
 };
 
 static void
@@ -3438,9 +3440,18 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palett
 	size_t used;
 	int n;
 
-	if (who) {
+	if (who) { /* [owner: client id] of another user's job on a host-wide queue */
+		long long owner;
+		int other = p->owners && doc_int(d, j, "owner_uid", &owner) == 0 &&
+		            owner != (long long)getuid();
+
 		json_buf_printf(b, "  %s[", p->dim);
-		put_member(b, d, j, "client_id", CLIENT_SHOW, '?');
+		if (other) {
+			put_member(b, d, j, "owner", OWNER_SHOW, '?');
+			json_buf_add(b, ": ", 2);
+		}
+		put_member(b, d, j, "client_id", other ? CLIENT_SHOW - OWNER_SHOW - 2 : CLIENT_SHOW,
+		           '?');
 		json_buf_printf(b, "]%s", p->off);
 	}
 	json_buf_add(b, "  ", 2);
@@ -3771,6 +3782,7 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 		rc = print_doc(&d);
 	} else {
 		palette_init(&pal);
+		pal.owners = doc_str(&d, 0, "access", path, sizeof path) && strcmp(path, "host") == 0;
 		status_header(&d, &pal);
 		devs = doc_child(&d, 0, "devices", JSON_ARRAY);
 		for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size;

@@ -43,6 +43,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -358,20 +359,40 @@ child_set_nofile(rlim_t soft)
 	}
 }
 
+/*
+ * Become user u: groups, then group, then uid, each by its raw system call (glibc's wrappers
+ * would signal threads this memory-sharing child does not have). -1 with errno.
+ */
+CHILD_CODE static int
+child_become(const struct proc_user *u)
+{
+	if (syscall(SYS_setgroups, (size_t)u->ngroups, u->groups) == -1 ||
+	    syscall(SYS_setresgid, u->gid, u->gid, u->gid) == -1 ||
+	    syscall(SYS_setresuid, u->uid, u->uid, u->uid) == -1)
+		return -1;
+	return 0;
+}
+
 /* The child side of proc_spawn: async-signal-safe calls only, never returns. */
 CHILD_CODE static _Noreturn void
 child_exec(const struct child_args *c)
 {
 	const struct proc_opts *o = c->o;
 	char *const *envp = o->envp ? o->envp : environ;
+	int e = 0;
 
 	setsid();
+	/* A change of user clears the parent-death signal: become the user first. */
+	if (o->user && child_become(o->user) == -1)
+		e = errno;
 	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != c->daemon)
 		_exit(127);
 	child_register();
 	child_stdio(c);
+	if (e)
+		child_fail(c, STDERR_FILENO, "cannot become user ", o->user->name, e);
 	default_dispositions(); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
 	unblock_all();          /* the mask survives exec too */
 	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
@@ -1562,6 +1583,112 @@ proc_user_name(uid_t uid, char *out, size_t cap)
 	if (f)
 		fclose(f);
 	return out;
+}
+
+/* The next line of f split at ':' into at most n fields (the line is f's buffer); the count. */
+static int
+colon_fields(FILE *f, char *line, size_t cap, char **field, int n)
+{
+	char *p;
+	int k = 0;
+
+	memset(field, 0, sizeof(*field) * (size_t)n);
+	if (!fgets(line, (int)cap, f))
+		return -1;
+	line[strcspn(line, "\n")] = '\0';
+	for (p = line; k < n; p++) {
+		field[k++] = p;
+		if (!(p = strchr(p, ':')))
+			break;
+		*p = '\0';
+	}
+	return k;
+}
+
+int
+proc_user_lookup(uid_t uid, struct proc_user *u)
+{
+	char line[1024], *f[7], *m;
+	FILE *pw = fopen("/etc/passwd", "re"), *gr;
+	int found = 0;
+
+	memset(u, 0, sizeof *u);
+	while (pw && !found && colon_fields(pw, line, sizeof line, f, 7) >= 0)
+		/* name:password:uid:gid:gecos:home:shell */
+		if (f[6] && *f[2] && strtoul(f[2], &m, 10) == uid && !*m) {
+			found = 1;
+			u->uid = uid;
+			u->gid = (gid_t)strtoul(f[3], NULL, 10);
+			snprintf(u->name, sizeof u->name, "%s", f[0]);
+			snprintf(u->home, sizeof u->home, "%s", f[5]);
+			snprintf(u->shell, sizeof u->shell, "%s", *f[6] ? f[6] : "/bin/sh");
+		}
+	if (pw)
+		fclose(pw);
+	if (!found) {
+		errno = ENOENT;
+		return -1;
+	}
+	u->groups[u->ngroups++] = u->gid;
+	gr = fopen("/etc/group", "re");
+	while (gr && u->ngroups < PROC_MAX_GROUPS && colon_fields(gr, line, sizeof line, f, 4) >= 0) {
+		gid_t g = f[2] ? (gid_t)strtoul(f[2], NULL, 10) : 0;
+
+		for (m = f[3] ? strtok(f[3], ",") : NULL; f[3] && m; m = strtok(NULL, ","))
+			if (strcmp(m, u->name) == 0 && g != u->gid) {
+				u->groups[u->ngroups++] = g;
+				break;
+			}
+	}
+	if (gr)
+		fclose(gr);
+	return 0;
+}
+
+int
+proc_group_gid(const char *name, gid_t *gid)
+{
+	char line[1024], *f[4];
+	FILE *gr = fopen("/etc/group", "re");
+	int rc = -1;
+
+	while (gr && rc < 0 && colon_fields(gr, line, sizeof line, f, 4) >= 3)
+		if (strcmp(f[0], name) == 0) {
+			*gid = (gid_t)strtoul(f[2], NULL, 10);
+			rc = 0;
+		}
+	if (gr)
+		fclose(gr);
+	errno = rc ? ENOENT : 0;
+	return rc;
+}
+
+bool
+proc_user_in_group(const struct proc_user *u, gid_t gid)
+{
+	int k;
+
+	for (k = 0; k < u->ngroups; k++)
+		if (u->groups[k] == gid)
+			return true;
+	return false;
+}
+
+bool
+proc_user_can_enter(const struct proc_user *u, const char *dir)
+{
+	gid_t saved[PROC_MAX_GROUPS];
+	int n = getgroups(PROC_MAX_GROUPS, saved), ok;
+	struct stat st;
+
+	if (n < 0 || setgroups((size_t)u->ngroups, u->groups) < 0)
+		return false;
+	ok = setegid(u->gid) == 0 && seteuid(u->uid) == 0 &&
+	     faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) == 0 && stat(dir, &st) == 0 &&
+	     S_ISDIR(st.st_mode);
+	if (seteuid(0) != 0 || setegid(0) != 0 || setgroups((size_t)n, saved) != 0)
+		abort(); /* root's ids could not be taken back: nothing after this would be safe */
+	return ok;
 }
 
 int

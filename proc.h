@@ -44,6 +44,16 @@
 #define PROC_STRAGGLER_BOUND 0.5 /* s a descendant may hold a reaped shell's pipe open */
 #define PROC_STUCK_WARN 10.0     /* s after SIGKILL before `stuck` says a group will not die */
 #define PROC_TAG_MAX 128         /* bytes of a proc_opts tag */
+#define PROC_MAX_GROUPS 64       /* supplementary groups of a user a job runs as */
+
+/* A local user a job runs as (proc_user_lookup), from /etc/passwd and /etc/group. */
+struct proc_user {
+	uid_t uid;
+	gid_t gid;                      /* primary group */
+	gid_t groups[PROC_MAX_GROUPS];  /* every group of the user, the primary first */
+	int ngroups;
+	char name[64], home[256], shell[256];
+};
 
 struct capfile;
 
@@ -62,6 +72,11 @@ struct proc_opts {
 	 * runs, even after it left the job's session, so it is not killed as a stray.
 	 */
 	const char *tag;
+	/*
+	 * NULL, or the user the child runs as: its groups, group and uid are taken before the
+	 * child changes to cwd (so a directory the user cannot enter fails the start) and execs.
+	 */
+	const struct proc_user *user;
 };
 
 /* ------------------------------------------------------------------ a job's process */
@@ -321,6 +336,27 @@ const char *proc_user_name(uid_t uid, char *out, size_t cap);
  * Without it a request that another local user sends over TCP runs as the service's user.
  */
 int proc_peer_uid(int fd, uid_t *uid);
+
+/*
+ * Fill *u with user uid's name, home, shell and groups (the primary group, then every group of
+ * /etc/group naming the user, at most PROC_MAX_GROUPS), read by hand as proc_user_name is: a
+ * job runs as this user, and a user known only to a name service beyond the files cannot be
+ * one. 0, or -1 with errno ENOENT when uid is not in /etc/passwd.
+ */
+int proc_user_lookup(uid_t uid, struct proc_user *u);
+
+/* The gid of group `name` in /etc/group into *gid: 0, or -1 with errno ENOENT. */
+int proc_group_gid(const char *name, gid_t *gid);
+
+/* Whether u is a member of group gid (its primary group or a supplementary one). */
+bool proc_user_in_group(const struct proc_user *u, gid_t gid);
+
+/*
+ * Whether user u may enter directory dir (search permission on it and every folder above,
+ * as u's uid and groups). The caller runs as root: its effective ids are u's for the one
+ * check, and root's again before this returns. false when dir is no directory.
+ */
+bool proc_user_can_enter(const struct proc_user *u, const char *dir);
 
 /* ------------------------------------------------------------ the claim of a device node */
 

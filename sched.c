@@ -110,6 +110,7 @@ sched_job_init(struct job *j)
 	j->submitted_at = j->started_at = j->finished_at = NAN;
 	j->stop_requested_at = j->stop_escalated_at = NAN;
 	j->elapsed = NAN;
+	j->owner_uid = -1;
 }
 
 bool

@@ -123,6 +123,8 @@ struct job {
 	int end_reason;       /* enum job_end */
 	int end_signal;       /* the signal its shell died of, 0 when none */
 	char *idempotency_key; /* heap or NULL: the client's key for its submission */
+	long long owner_uid;   /* the user it runs as and who may act on it; -1 unknown (a record
+				  written before owners, or a card's reset) */
 	char *foreign_holders; /* heap or NULL: a JSON array of the processes outside the queue
 				  seen holding its cards while it ran */
 	bool timed_out;

@@ -76,7 +76,8 @@ enum jcol {
 	JC_RESET_EPOCH, JC_SUBMITTED, JC_STATUS, JC_EXIT, JC_ELAPSED, JC_OUTPUT, JC_STARTED,
 	JC_FINISHED, JC_REP_CUR, JC_REP_DONE, JC_FIRST_ITER, JC_ESTIMATE, JC_STOP_REQ,
 	JC_STOP_ESC, JC_LOG_SIZE, JC_LOG_TRUNC, JC_DROPPED, JC_TIMED_OUT, JC_ERROR, JC_UPDATED,
-	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_KEY, JC_END, JC_SIGNAL, JC_HOLDERS, JC_SILENCE, JC_COUNT
+	JC_DEVICE_IDS, JC_RESET_EPOCHS, JC_KEY, JC_END, JC_SIGNAL, JC_HOLDERS, JC_SILENCE,
+	JC_OWNER, JC_COUNT
 };
 
 #define JOB_COLS_HEAD "id, device, cmd, cwd, timeout, repeat, "
@@ -85,7 +86,7 @@ enum jcol {
 	"started_at, finished_at, repeat_current, repeat_completed, first_iteration_elapsed, "     \
 	"per_iter_estimate_sec, stop_requested_at, stop_escalated_at, log_size, log_truncated, "   \
 	"dropped_log_bytes, timed_out, error, updated_at, device_ids, reset_epochs, "             \
-	"idempotency_key, end_reason, signal, foreign_holders, silence_timeout"
+	"idempotency_key, end_reason, signal, foreign_holders, silence_timeout, owner_uid"
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
 
@@ -101,7 +102,8 @@ enum jcol {
  * died of (`signal`, NULL when none). Version 7 added the processes outside the queue seen
  * holding its cards while it ran (`foreign_holders`, a JSON array, NULL when none) and the
  * job's silence timeout in seconds (`silence_timeout`; 0, or NULL in rows written before, is
- * off).
+ * off) and its owner (`owner_uid`, the user it runs as; NULL in rows written before). A key is
+ * unique per owner: another user's key names another job.
  */
 #define JOBS_TABLE_BODY                                                                            \
 	"(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "                        \
@@ -113,7 +115,7 @@ enum jcol {
 	"log_size INTEGER, log_truncated INTEGER, dropped_log_bytes INTEGER, timed_out INTEGER, "  \
 	"error TEXT, updated_at REAL, device INTEGER NOT NULL DEFAULT 0, device_ids TEXT, "      \
 	"reset_epochs TEXT, idempotency_key TEXT, end_reason TEXT, signal INTEGER, "              \
-	"foreign_holders TEXT, silence_timeout INTEGER)"
+	"foreign_holders TEXT, silence_timeout INTEGER, owner_uid INTEGER)"
 
 static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
 
@@ -132,7 +134,7 @@ static const char schema_indexes[] =
 	"WHERE status = 'done';"
 	"CREATE INDEX IF NOT EXISTS jobs_recent_multi ON jobs(finished_at, seq) "
 	"WHERE status = 'done' AND device_ids IS NOT NULL;"
-	"CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(idempotency_key) "
+	"CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(owner_uid, idempotency_key) "
 	"WHERE idempotency_key IS NOT NULL;";
 
 /* Every column of the jobs table: those an older table has are copied by the migration. */
@@ -143,7 +145,7 @@ static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", 
 	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
 	"dropped_log_bytes", "timed_out", "error", "updated_at", "device", "device_ids",
 	"reset_epochs", "idempotency_key", "end_reason", "signal", "foreign_holders",
-	"silence_timeout"};
+	"silence_timeout", "owner_uid"};
 
 /* Columns a later version added to a table, as the migration adds them. */
 struct column {
@@ -169,7 +171,7 @@ static const struct column end_columns[] = {
 /* Version 7 added to jobs the foreign holders seen and the silence timeout, to cards the
  * health check pending. */
 static const struct column v7_job_columns[] = {
-	{"foreign_holders", "TEXT"}, {"silence_timeout", "INTEGER"},
+	{"foreign_holders", "TEXT"}, {"silence_timeout", "INTEGER"}, {"owner_uid", "INTEGER"},
 };
 static const struct column v7_card_columns[] = {
 	{"check_pending", "INTEGER NOT NULL DEFAULT 0"},
@@ -197,7 +199,7 @@ static const struct stmt_def {
 	[S_PUT_JOB] = {"saving job",
 		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
 		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
-		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36) "
+		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37) "
 		"ON CONFLICT(id) DO UPDATE SET device = excluded.device, cmd = excluded.cmd, "
 		"cwd = excluded.cwd, timeout = excluded.timeout, "
 		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
@@ -218,7 +220,7 @@ static const struct stmt_def {
 		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs, "
 		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
 		"signal = excluded.signal, foreign_holders = excluded.foreign_holders, "
-		"silence_timeout = excluded.silence_timeout"},
+		"silence_timeout = excluded.silence_timeout, owner_uid = excluded.owner_uid"},
 	[S_PUT_CARD] = {"saving card",
 		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
@@ -255,7 +257,8 @@ static const struct stmt_def {
 		"SELECT id FROM (SELECT id FROM jobs WHERE status = 'done' "
 		"ORDER BY finished_at DESC, seq DESC LIMIT -1 OFFSET ?2)"},
 	[S_RET_DELETE] = {"retention", "DELETE FROM jobs WHERE id = ?1 AND status = 'done'"},
-	[S_FIND_KEY] = {"looking up a key", "SELECT id FROM jobs WHERE idempotency_key = ?1"},
+	[S_FIND_KEY] = {"looking up a key",
+		"SELECT id FROM jobs WHERE idempotency_key = ?1 AND owner_uid IS ?2"},
 	[S_LAST_WRITE] = {"reading the last write",
 		"SELECT max(t) FROM (SELECT max(updated_at) AS t FROM jobs UNION ALL "
 		"SELECT max(updated_at) FROM cards)"},
@@ -988,6 +991,8 @@ bind_job_numbers(sqlite3_stmt *s, const struct job *j)
 	rc |= j->end_signal ? bind_int(s, JC_SIGNAL, j->end_signal)
 	                    : sqlite3_bind_null(s, JC_SIGNAL + 1);
 	rc |= bind_int(s, JC_SILENCE, j->silence_timeout);
+	rc |= j->owner_uid >= 0 ? bind_int(s, JC_OWNER, j->owner_uid)
+	                        : sqlite3_bind_null(s, JC_OWNER + 1);
 	return rc;
 }
 
@@ -1139,6 +1144,9 @@ row_numbers(sqlite3_stmt *s, struct job *j)
 	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
 	j->end_signal = sqlite3_column_int(s, JC_SIGNAL);
 	j->silence_timeout = sqlite3_column_int(s, JC_SILENCE); /* NULL (before v7): 0, off */
+	j->owner_uid = sqlite3_column_type(s, JC_OWNER) == SQLITE_NULL
+	                   ? -1
+	                   : sqlite3_column_int64(s, JC_OWNER);
 }
 
 static void
@@ -1355,13 +1363,18 @@ store_get_env(struct store *st, const char *id, char **env_json)
 }
 
 int
-store_find_key(struct store *st, const char *key, char id[33])
+store_find_key(struct store *st, const char *key, long long owner, char id[33])
 {
 	sqlite3_stmt *s = st->stmt[S_FIND_KEY];
 	const char *v;
-	int rc = find_by_id(st, S_FIND_KEY, key);
+	int rc = owner >= 0 ? sqlite3_bind_int64(s, 2, owner) : sqlite3_bind_null(s, 2);
 
-	if (rc != 1)
+	if (rc != SQLITE_OK) {
+		db_err(st, stmt_defs[S_FIND_KEY].name);
+		done_with(s);
+		return -1;
+	}
+	if ((rc = find_by_id(st, S_FIND_KEY, key)) != 1)
 		return rc;
 	v = (const char *)sqlite3_column_text(s, 0);
 	snprintf(id, 33, "%s", v ? v : "");

@@ -19,8 +19,8 @@
  * (without its NOT NULL constraints) plus a `device` column and, for a job of several cards,
  * its card list (`device_ids`, `reset_epochs`; version 5), its submission's idempotency key
  * and how it ended (`idempotency_key`, `end_reason`, `signal`; version 6), the processes
- * outside the queue seen holding its cards and its silence timeout (`foreign_holders`,
- * `silence_timeout`; version 7), and a `cards` table with one row per card (version 4 added
+ * outside the queue seen holding its cards, its silence timeout and its owner
+ * (`foreign_holders`, `silence_timeout`, `owner_uid`; version 7), and a `cards` table with one row per card (version 4 added
  * its hold columns, version 7 `check_pending`). A version 3 to 6 file gets the columns it
  * lacks in place, its rows kept. Version
  * 1/2 databases of the earlier service are migrated in place (the jobs table rebuilt, its
@@ -131,10 +131,10 @@ int store_get_job(struct store *st, const char *id, struct job *out, char **outp
 int store_get_env(struct store *st, const char *id, char **env_json);
 
 /*
- * The id of the job submitted with idempotency key `key` into id[33]: 1 found, 0 none, -1 on
- * error (a read that failed: the caller cannot tell whether the key is known).
+ * The id of the job owner (a uid) submitted with idempotency key `key` into id[33]: 1 found, 0
+ * none, -1 on error (a read that failed: the caller cannot tell whether the key is known).
  */
-int store_find_key(struct store *st, const char *key, char id[33]);
+int store_find_key(struct store *st, const char *key, long long owner, char id[33]);
 
 /*
  * When the last commit before this open wrote a row (the newest updated_at of any job or

@@ -164,6 +164,8 @@ struct config {
 	bool reset_preempts;
 	bool health_after_failure; /* a card's health check follows a job's bad end */
 	char *pids_dir;            /* the driver's /proc/driver/tenstorrent: who has a card open */
+	char *admin_group;         /* host mode: its members may act on every job ("": none) */
+	bool allow_anonymous;      /* callers the kernel cannot name are let in */
 	char *reset_cmd, *health_cmd, *deep_reset_cmd;
 	long long reset_retries;
 	double health_cmd_timeout;
@@ -424,6 +426,8 @@ config_load(void)
 	cfg.reset_preempts = env_bool("TT_DEVICE_RESET_PREEMPTS_CURRENT", true);
 	cfg.health_after_failure = env_bool("TT_DEVICE_HEALTH_AFTER_FAILURE", true);
 	cfg.pids_dir = env_str("TT_DEVICE_PIDS_DIR", "/proc/driver/tenstorrent");
+	cfg.admin_group = env_str("TT_DEVICE_ADMIN_GROUP", "");
+	cfg.allow_anonymous = env_bool("TT_DEVICE_ALLOW_ANONYMOUS", false);
 	cfg.reset_cmd = env_str("TT_DEVICE_RESET_CMD",
 				"~/tenstorrent/.venv/bin/tt-smi -r /dev/tenstorrent/{device} --no_reinit");
 	cfg.health_cmd = getenv("TT_DEVICE_HEALTH_CHECK_CMD") ? env_str("TT_DEVICE_HEALTH_CHECK_CMD", "")
@@ -744,6 +748,7 @@ struct active {
 	 * at the first, nseen of them */
 	struct seen_holder *seen;
 	int nseen;
+	char **user_env;          /* a job of another user: its base environment (user_environ) */
 	/* reset jobs (mode reset): the procedure's position */
 	struct reset_ladder ladder;
 };
@@ -828,6 +833,12 @@ static struct {
 	long long over;       /* open connections accepted beyond the cap (client_new) */
 	long long held;       /* long-polls held now (hold, waiter_unlink) */
 	long long busy_total; /* busy 503s since the start (respond_busy), for /metrics */
+	/* Who may do what. Host mode (serve runs as root): every local user submits, and each
+	 * job runs as its submitter; personal mode: only self_uid and root may use the queue. */
+	bool host_mode;
+	uid_t self_uid;
+	gid_t admin_gid;       /* of cfg.admin_group, when has_admin_gid */
+	bool has_admin_gid;
 } D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1,
        .dir_notify_slot = -1};
 
@@ -1076,6 +1087,7 @@ active_free(struct active *a)
 	free(a->env_block);
 	free(a->start_error);
 	free(a->seen);
+	free(a->user_env);
 	sched_job_clear(&a->job);
 	free(a);
 }
@@ -1209,6 +1221,17 @@ w_end(struct json_w *w, const struct job *j)
 	w_int_or_null(w, "signal", j->end_signal != 0, j->end_signal);
 }
 
+/* Who owns the job: owner (a user name) and owner_uid, null for a reset and older records. */
+static void
+w_owner(struct json_w *w, const struct job *j)
+{
+	char name[64];
+
+	w_str(w, "owner", j->owner_uid < 0 ? NULL : proc_user_name((uid_t)j->owner_uid, name,
+								     sizeof(name)));
+	w_int_or_null(w, "owner_uid", j->owner_uid >= 0, j->owner_uid);
+}
+
 /* One holder as a JSON object: pid, uid, user, command, since. */
 static void
 w_holder(struct json_w *w, const struct proc_holder *h, double since)
@@ -1261,6 +1284,7 @@ render_record(struct json_w *w, const struct job *j, const char *output_file)
 	w_str(w, "status", sched_status_name(j->status));
 	w_str(w, "mode", sched_mode_name(j->mode));
 	w_str(w, "client_id", j->client_id);
+	w_owner(w, j);
 	w_str(w, "cmd", j->cmd);
 	w_str(w, "cwd", j->cwd);
 	w_int(w, "timeout", j->timeout);
@@ -1399,6 +1423,7 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 	w_str(w, "status", sched_status_name(j->status));
 	w_str(w, "mode", sched_mode_name(j->mode));
 	w_str(w, "client_id", j->client_id);
+	w_owner(w, j);
 	json_w_key(w, "cmd");
 	json_w_str(w, j->cmd, n > SUMMARY_CMD_CHARS ? json_utf8_boundary(j->cmd, SUMMARY_CMD_CHARS) : n);
 	w_int(w, "repeat", j->repeat);
@@ -1490,6 +1515,7 @@ enum held_kind { HELD_NONE = 0, HELD_RESULT, HELD_LOGS };
 
 struct client {
 	struct http_conn *http;
+	long long uid;      /* the caller, as the kernel names it (proc_peer_uid); -1 unknown */
 	int slot;           /* watch slot of its socket */
 	struct timer timer; /* the deadline http.c asked for */
 	int held;           /* enum held_kind */
@@ -1586,6 +1612,117 @@ waiter_unlink(struct client *cl)
 	cl->wnext = cl->wprev = NULL;
 	cl->held_on = NULL;
 	D.held--;
+}
+
+/* ---- who may do what */
+
+/*
+ * The user a request acts as: its caller as the kernel names it; for an anonymous caller let
+ * in (TT_DEVICE_ALLOW_ANONYMOUS), the service's user in personal mode and nobody (-1) in host
+ * mode, where an anonymous caller only reads.
+ */
+static long long
+acting_uid(struct http_conn *c)
+{
+	long long uid = ((struct client *)http_conn_owner(c))->uid;
+
+	return uid >= 0 ? uid : D.host_mode ? -1 : (long long)D.self_uid;
+}
+
+/* Whether uid may act on every job and card: root; the service's user in personal mode; in
+ * host mode a member of TT_DEVICE_ADMIN_GROUP. */
+static bool
+is_admin(long long uid)
+{
+	struct proc_user u;
+
+	if (uid == 0 || (!D.host_mode && uid == (long long)D.self_uid))
+		return true;
+	return D.host_mode && D.has_admin_gid && uid > 0 && proc_user_lookup((uid_t)uid, &u) == 0 &&
+	       proc_user_in_group(&u, D.admin_gid);
+}
+
+/* "alice" for uid, its number when unknown, "nobody known" for -1; into a static buffer. */
+static const char *
+user_of(long long uid)
+{
+	static char name[64];
+
+	if (uid < 0)
+		return "an unknown user";
+	return proc_user_name((uid_t)uid, name, sizeof(name));
+}
+
+/* Who the admins are, for a refusal's sentence. */
+static const char *
+admins_are(void)
+{
+	static char who[160];
+
+	snprintf(who, sizeof(who), "root%s%s", D.has_admin_gid ? " or a member of group " : "",
+		 D.has_admin_gid ? cfg.admin_group : "");
+	return who;
+}
+
+/*
+ * Whether the caller of c may `what` ("kill", "read the output of", ...) job j: its owner or
+ * an admin. Answers 403 naming the rule and returns false when not.
+ */
+static bool
+may_act_on(struct http_conn *c, const struct job *j, const char *what)
+{
+	long long uid = acting_uid(c);
+	char owner[64];
+
+	if ((uid >= 0 && uid == j->owner_uid) || is_admin(uid))
+		return true;
+	snprintf(owner, sizeof(owner), "%s", user_of(j->owner_uid));
+	respond_error(c, 403, "Job %s belongs to %s: only its owner or an admin (%s) may %s it; you "
+		      "are %s", j->id, owner, admins_are(), what, user_of(uid));
+	return false;
+}
+
+/* Whether the caller of c is an admin; else 403 saying who may `what` and false. */
+static bool
+admin_only(struct http_conn *c, const char *what)
+{
+	if (is_admin(acting_uid(c)))
+		return true;
+	respond_error(c, 403, "Only an admin (%s) may %s; you are %s", admins_are(), what,
+		      user_of(acting_uid(c)));
+	return false;
+}
+
+/*
+ * Whether c's caller may use this queue at all: in personal mode its user and root; in host
+ * mode every local user (an anonymous caller let in only reads). Answers 403 and returns
+ * false when not.
+ */
+static bool
+caller_allowed(struct http_conn *c, const struct http_request *req)
+{
+	long long uid = ((struct client *)http_conn_owner(c))->uid;
+	char self[64];
+
+	if (uid < 0 && !cfg.allow_anonymous) {
+		respond_error(c, 403, "The caller cannot be identified (a connection from another host "
+			      "or network namespace): this queue serves the local users it can name; "
+			      "TT_DEVICE_ALLOW_ANONYMOUS=true lets anonymous callers in");
+		return false;
+	}
+	if (uid < 0 && D.host_mode && !(req->method_len == 3 && memcmp(req->method, "GET", 3) == 0)) {
+		respond_error(c, 403, "An anonymous caller may only read a host-wide queue: every job "
+			      "runs as the user who submitted it");
+		return false;
+	}
+	if (D.host_mode || uid < 0 || uid == 0 || uid == (long long)D.self_uid)
+		return true;
+	snprintf(self, sizeof(self), "%s", user_of(D.self_uid));
+	respond_error(c, 403, "This is %s's own tt-device-queue (a personal service, uid %u): only %s "
+		      "and root may use it, and you are %s. Ask %s, or ask for the host-wide queue "
+		      "(sudo ./install.sh --system) that serves every user", self,
+		      (unsigned)D.self_uid, self, user_of(uid), self);
+	return false;
 }
 
 /* ---- http.c's callbacks and the loop's events for a client */
@@ -1716,6 +1853,7 @@ client_new(int fd)
 {
 	struct client *cl = calloc(1, sizeof(*cl));
 	int one = 1;
+	uid_t uid;
 
 	if (!cl || watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) < 0) {
 		free(cl);
@@ -1723,6 +1861,7 @@ client_new(int fd)
 		return false;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	cl->uid = proc_peer_uid(fd, &uid) == 0 ? (long long)uid : -1;
 	timer_init(&cl->timer, client_timer_fired, cl);
 	cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
 	if (!(cl->http = http_conn_new(D.http, fd, cl))) {
@@ -2176,6 +2315,29 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	return check_cwd(c, s->cwd ? s->cwd : "");
 }
 
+/*
+ * On a host-wide queue a job runs as its owner, who must be a user of /etc/passwd (a job cannot
+ * run as a name the files do not know) able to enter the job's cwd: the check runs as that
+ * user, as the job would. 0, or 1 answered 400 or 403.
+ */
+static int
+owner_may_run(struct http_conn *c, long long owner, const char *cwd)
+{
+	struct proc_user u;
+
+	if (!D.host_mode || owner == (long long)geteuid())
+		return 0;
+	if (owner < 0 || proc_user_lookup((uid_t)owner, &u) < 0) {
+		respond_error(c, 403, "uid %lld is no user of /etc/passwd: a job cannot run as it", owner);
+		return 1;
+	}
+	if (cwd && cwd[0] && !proc_user_can_enter(&u, cwd)) {
+		respond_error(c, 400, "cwd '%s' is not a directory %s can enter", cwd, u.name);
+		return 1;
+	}
+	return 0;
+}
+
 /* The POST /queue answer for j; a replay's says so, with j's status, position and wait now. */
 static void
 render_submitted(struct json_w *w, const struct job *j, int position, double wait, bool replay)
@@ -2252,7 +2414,7 @@ key_header(struct http_conn *c, const struct http_request *req, char *key)
  * malformed; 503 to ask again when the store cannot be read), 0 when no job has the key.
  */
 static int
-replay_submission(struct http_conn *c, const char *key)
+replay_submission(struct http_conn *c, const char *key, long long owner)
 {
 	struct active *a = NULL;
 	struct job stored, *j;
@@ -2263,9 +2425,10 @@ replay_submission(struct http_conn *c, const char *key)
 	sched_job_init(&stored);
 	for (i = 0; i < D.nacks && !a; i++) /* submitted this turn: not in the store yet */
 		if (!D.acks[i].replay && D.acks[i].a->job.idempotency_key &&
+		    D.acks[i].a->job.owner_uid == owner &&
 		    strcmp(D.acks[i].a->job.idempotency_key, key) == 0)
 			a = D.acks[i].a, uncommitted = true;
-	if (!a && (r = store_find_key(D.store, key, id)) != 1) {
+	if (!a && (r = store_find_key(D.store, key, owner, id)) != 1) {
 		if (r < 0)
 			respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
 		return r < 0;
@@ -2325,10 +2488,13 @@ handle_queue(struct http_conn *c, const struct call *k)
 	char key[MAX_KEY_CHARS + 1];
 	int position, i, has_key;
 	double wait, now = clock_wall();
+	/* the user the job runs as: its submitter on a host-wide queue, else the service's */
+	long long owner = D.host_mode ? acting_uid(c) : (long long)D.self_uid;
 
 	if (parse_body(c, body, len, queue_fields) < 0 ||
 	    (has_key = key_header(c, k->req, key)) < 0 ||
-	    (has_key && replay_submission(c, key)) || submission_parse(c, body, &s) < 0)
+	    (has_key && replay_submission(c, key, owner)) || submission_parse(c, body, &s) < 0 ||
+	    owner_may_run(c, owner, s.cwd))
 		goto out;
 	for (i = 0; i < s.ndevices && !refused; i++) { /* a dead one of its cards refuses it */
 		struct card *card = sched_card(&D.sched, s.devices[i]);
@@ -2359,6 +2525,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 	a->job.client_id = s.client_id ? s.client_id : xstrdup("anon");
 	a->job.env_json = s.env_json;
 	a->job.idempotency_key = has_key ? xstrdup(key) : NULL;
+	a->job.owner_uid = owner;
 	a->no_env = !s.env_json;
 	s.cmd = s.cwd = s.client_id = s.env_json = NULL;
 	a->job.timeout = s.timeout ? (int)s.timeout : cfg.default_timeout;
@@ -2457,7 +2624,7 @@ handle_job_key(struct http_conn *c, const struct call *k)
 			      ? "Give a valid Idempotency-Key: /job?key=K" : "Unknown job");
 		return;
 	}
-	r = store_find_key(D.store, key, id);
+	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid, id);
 	if (r < 0)
 		respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
 	else if (r == 0)
@@ -2559,6 +2726,11 @@ handle_result(struct http_conn *c, const struct call *k)
 
 	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
 		return;
+	if (!may_act_on(c, r == 1 ? &a->job : &j, "read the outcome of")) {
+		if (r == 2)
+			sched_job_clear(&j), free(out);
+		return;
+	}
 	if (r == 1) {
 		if (a->job.status != JOB_DONE && wait > 0 && !waits_in_vain(a))
 			hold(c, a, HELD_RESULT, wait);
@@ -2658,6 +2830,11 @@ handle_logs(struct http_conn *c, const struct call *k)
 		limit = (unsigned long long)cfg.max_log_read;
 	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
 		return;
+	if (!may_act_on(c, r == 1 ? &a->job : &j, "read the output of")) {
+		if (r == 2)
+			sched_job_clear(&j), free(out);
+		return;
+	}
 	if (r == 2) {
 		respond_logs(c, &j, out, offset, limit);
 		sched_job_clear(&j);
@@ -2772,6 +2949,8 @@ handle_status(struct http_conn *c, const struct call *k)
 	w = body_begin();
 	json_w_obj(&w);
 	w_str(&w, "version", TTQ_VERSION);
+	/* host: every local user's jobs, each run as its owner; personal: one user's queue */
+	w_str(&w, "access", D.host_mode ? "host" : "personal");
 	json_w_key(&w, "worker");
 	json_w_obj(&w);
 	w_bool(&w, "alive", true);
@@ -2813,6 +2992,9 @@ static void job_finish_at(struct active *a, double end, int why, int exit_code,
 static void
 kill_active(struct http_conn *c, struct active *a)
 {
+	if (a->job.mode == JOB_MODE_RUN &&
+	    !may_act_on(c, &a->job, a->job.status == JOB_QUEUED ? "cancel" : "kill"))
+		return;
 	if (a->job.status == JOB_QUEUED && D.degraded) {
 		/* Not recordable now: answered as cancelled, a crash would still run it. */
 		respond_refused(c, a->card,
@@ -3040,7 +3222,7 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 		respond_405(c, r->method);
 		return;
 	}
-	if (query_check(c, req, r->query) < 0)
+	if (!caller_allowed(c, req) || query_check(c, req, r->query) < 0)
 		return;
 	if (r->method[0] == 'P' && req->content_length < 0) {
 		respond_error(c, 411, "Content-Length required");
@@ -3224,12 +3406,21 @@ procs_init(const char *instance_id)
 	proc_init(&cb, &mono_now, instance_id);
 }
 
+/* Whether job a runs as another user than the daemon: its owner, on a host-wide queue. */
+static bool
+runs_as_owner(const struct active *a)
+{
+	return D.host_mode && a->job.mode == JOB_MODE_RUN && a->job.owner_uid >= 0 &&
+	       a->job.owner_uid != (long long)geteuid();
+}
+
 /* Start argv for a (its output into a's log); -1 with err filled when it cannot start. */
 static int
 spawn_process(struct active *a, char *const argv[], char *const envp[], const char *cwd, char *err,
 	      size_t errlen)
 {
 	char tag[64];
+	struct proc_user u;
 	struct proc_opts o = {.argv = argv, .envp = envp, .cwd = cwd,
 			      .oom_score_adj = (int)cfg.oom_score_adj,
 			      .set_umask = 1, .umask = D.job_umask,
@@ -3240,6 +3431,14 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	if (a->job.mode == JOB_MODE_RUN) {
 		snprintf(tag, sizeof(tag), "TT_DEVICE_JOB_ID=%s", a->job.id);
 		o.tag = tag;
+	}
+	if (runs_as_owner(a)) { /* a host-wide queue: the job runs as the user who submitted it */
+		if (proc_user_lookup((uid_t)a->job.owner_uid, &u) < 0) {
+			snprintf(err, errlen, "its owner, uid %lld, is no user of /etc/passwd",
+				 a->job.owner_uid);
+			return -1;
+		}
+		o.user = &u;
 	}
 	if (open_log(a) < 0) {
 		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
@@ -3255,15 +3454,58 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	return 0;
 }
 
+/*
+ * The daemon's environment for a job of user u: u's HOME, USER, LOGNAME and SHELL in place of
+ * the daemon's, so its login shell reads u's profile. One heap block (the pointers, then u's
+ * four entries; the others are environ's); NULL without memory.
+ */
+static char **
+user_environ(const struct proc_user *u)
+{
+	static const char *const names[] = {"HOME=", "USER=", "LOGNAME=", "SHELL="};
+	const char *vals[] = {u->home, u->name, u->name, u->shell};
+	size_t n = 0, len = 0, i, k, m;
+	char **v, *p;
+
+	while (environ[n])
+		n++;
+	for (m = 0; m < 4; m++)
+		len += strlen(names[m]) + strlen(vals[m]) + 1;
+	if (!(v = malloc((n + 5) * sizeof(*v) + len)))
+		return NULL;
+	p = (char *)(v + n + 5);
+	for (i = k = 0; i < n; i++) {
+		for (m = 0; m < 4 && strncmp(environ[i], names[m], strlen(names[m])) != 0; m++)
+			;
+		if (m == 4)
+			v[k++] = environ[i];
+	}
+	for (m = 0; m < 4; m++) {
+		v[k++] = p;
+		p += sprintf(p, "%s%s", names[m], vals[m]) + 1;
+	}
+	v[k] = NULL;
+	return v;
+}
+
 /* The job's environment (proc_job_env), its env object read back from the store first. */
 static char **
 job_env(struct active *a, char **block)
 {
+	char *const *base = environ;
+	struct proc_user u;
+
 	*block = NULL;
 	if (!a->job.env_json && !a->no_env &&
 	    store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
-	return proc_job_env(environ, a->job.env_json, a->job.id, block);
+	if (runs_as_owner(a) && proc_user_lookup((uid_t)a->job.owner_uid, &u) == 0) {
+		free(a->user_env);
+		if (!(a->user_env = user_environ(&u)))
+			return NULL;
+		base = a->user_env;
+	}
+	return proc_job_env(base, a->job.env_json, a->job.id, block);
 }
 
 /*
@@ -4235,6 +4477,18 @@ handle_reset(struct http_conn *c, const struct call *call)
 			want[i] = true;
 		targets = D.sched.ncards;
 	}
+	for (i = 0; i < D.sched.ncards; i++) { /* it would stop another user's job: admins only */
+		struct job *cur = D.sched.cards[i].current;
+
+		if (want[i] && cur && cur->mode == JOB_MODE_RUN && cfg.reset_preempts &&
+		    cur->owner_uid != acting_uid(c) && !is_admin(acting_uid(c))) {
+			respond_error(c, 403, "A reset of card %d would stop job %s of %s: only its "
+				      "owner or an admin (%s) may; a reset of an idle card, or of one "
+				      "running your own job, is anyone's", D.sched.cards[i].device,
+				      cur->id, user_of(cur->owner_uid), admins_are());
+			return;
+		}
+	}
 	for (i = 0, n = 0; i < D.sched.ncards; i++) {
 		if (!want[i])
 			continue;
@@ -4343,7 +4597,8 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 			       *const release_known[] = {"device_id", "client_id", NULL};
 
 	if (parse_body(c, body, len, hold ? hold_known : release_known) < 0 ||
-	    (i = device_member(c, body)) == -2)
+	    (i = device_member(c, body)) == -2 ||
+	    !admin_only(c, hold ? "hold a card" : "release a card"))
 		return;
 	if (D.shutting_down) {
 		respond_refused(c, NULL, "The service is shutting down", NULL);
@@ -5721,6 +5976,29 @@ instance_unrecorded(const char *why)
 	timer_set(&D.store_retry, mono_now + STORE_RETRY);
 }
 
+/*
+ * Who may do what, from who runs serve: root runs the host-wide queue (every local user
+ * submits, each job runs as its submitter), anyone else a personal one (that user and root).
+ */
+static void
+setup_mode(void)
+{
+	char name[64];
+
+	D.host_mode = geteuid() == 0;
+	D.self_uid = geteuid();
+	if (cfg.admin_group[0] && proc_group_gid(cfg.admin_group, &D.admin_gid) < 0)
+		config_fail("TT_DEVICE_ADMIN_GROUP", "no group '%s' in /etc/group", cfg.admin_group);
+	D.has_admin_gid = cfg.admin_group[0] != '\0';
+	if (D.host_mode)
+		logmsg("tt-device-queue: a host-wide queue: every local user may submit, and each job "
+		       "runs as the user who submitted it; admins: root%s%s",
+		       D.has_admin_gid ? " and group " : "", cfg.admin_group);
+	else
+		logmsg("tt-device-queue: %s's personal queue: only %s and root may use it",
+		       proc_user_name(D.self_uid, name, sizeof(name)), name);
+}
+
 static void
 serve_usage(FILE *f)
 {
@@ -5749,6 +6027,7 @@ serve_main(int argc, char **argv)
 	stdio_open();
 	log_setup();
 	config_load();
+	setup_mode();
 	notify_setup();
 	visible_devices_drop();
 	if (new_job_id(instance_id) < 0) {

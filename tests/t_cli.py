@@ -39,8 +39,7 @@ D = None  # the shared daemon
 def daemon():
     global D
     if D is None or not D.alive():
-        # no health check after a killed job: the checks here expect the card idle after it
-        D = Daemon(env={"TT_DEVICE_HEALTH_AFTER_FAILURE": "false"}).start()
+        D = Daemon().start()
     return D
 
 

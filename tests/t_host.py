@@ -24,6 +24,9 @@ from ttqlib import (Daemon, ctxt_switches, gate, open_gate, q, run_tests, tap,  
                     wait_until)
 
 
+GATE = {"TT_DEVICE_HEALTH_AFTER_FAILURE": "true"}  # the tests' daemons have it off
+
+
 def driver(d, cards=(0, 1)):
     """A fake driver directory with an empty pids file per card; its path."""
     root = d.path("driver")
@@ -49,7 +52,7 @@ def holder():
 def test_foreign_holder_delays_the_next_job():
     d = Daemon()
     root = driver(d)
-    d.start(env={"TT_DEVICE_PIDS_DIR": root})
+    d.start(env={"TT_DEVICE_PIDS_DIR": root, **GATE})
     h = holder()
     try:
         set_pids(root, 0, [h.pid, h.pid])  # two descriptors, one process
@@ -88,7 +91,7 @@ def test_foreign_holder_delays_the_next_job():
 def test_own_job_is_no_holder_and_holders_are_recorded():
     d = Daemon()
     root = driver(d)
-    d.start(env={"TT_DEVICE_PIDS_DIR": root})
+    d.start(env={"TT_DEVICE_PIDS_DIR": root, **GATE})
     pids = os.path.join(root, "1", "pids")
     g, wait = gate(d, "g")
     # The job "opens the card": its shell and a child of it list themselves, as the driver would.
@@ -122,7 +125,7 @@ def test_own_job_is_no_holder_and_holders_are_recorded():
 def test_reset_refused_over_a_holder_unless_forced():
     d = Daemon()
     root = driver(d)
-    d.start(env={"TT_DEVICE_PIDS_DIR": root})
+    d.start(env={"TT_DEVICE_PIDS_DIR": root, **GATE})
     h = holder()
     try:
         set_pids(root, 0, [h.pid])
@@ -154,7 +157,7 @@ def test_reset_refused_over_a_holder_unless_forced():
 def test_wakeups():
     d = Daemon()
     root = driver(d)
-    d.start(env={"TT_DEVICE_PIDS_DIR": root})
+    d.start(env={"TT_DEVICE_PIDS_DIR": root, **GATE})
     before = ctxt_switches(d.proc.pid)
     time.sleep(2)  # the span over which an idle daemon must not wake
     idle = ctxt_switches(d.proc.pid) - before
@@ -193,7 +196,7 @@ def health_runs(d):
 
 
 def test_health_check_after_a_bad_end():
-    d = Daemon().start()
+    d = Daemon().start(env=GATE)
     rec = d.wait_done(d.submit("true", device_id="0")["job_id"])
     tap.eq((rec["end_reason"], health_runs(d)), ("exited", []),
            "no health check after a clean exit")
@@ -228,7 +231,8 @@ def test_health_check_after_a_bad_end():
 def test_failed_health_check_starts_the_recovery():
     d = Daemon()
     bad = d.script("bad-health.sh", 'echo "$*" >> %s; exit 1' % q(d.health_log))
-    d.start(env={"TT_DEVICE_HEALTH_CHECK_CMD": bad + " {device}", "TT_DEVICE_RESET_RETRIES": "0"})
+    d.start(env={"TT_DEVICE_HEALTH_CHECK_CMD": bad + " {device}", "TT_DEVICE_RESET_RETRIES": "0",
+                 **GATE})
     d.wait_done(d.submit("sleep 30", device_id="0", timeout=1)["job_id"])
     queued = d.submit("echo never", device_id="0")["job_id"]
     rec = d.wait_done(queued)
@@ -246,11 +250,11 @@ def test_health_check_off_and_after_a_crash():
     d.wait_done(d.submit("true", device_id="0")["job_id"])
     tap.eq(health_runs(d), [], "TT_DEVICE_HEALTH_AFTER_FAILURE=false: no check")
     d.stop()
-    d.start()
+    d.start(env=GATE)
     running = d.submit("sleep 30", device_id="1")["job_id"]
     wait_until(lambda: d.job(running)["status"] == "running", 10, "it to run")
     d.kill9()
-    d.start()
+    d.start(env=GATE)
     d.wait_done(d.submit("true", device_id="1")["job_id"])
     tap.eq(health_runs(d), ["1"], "a job a crash cut short: the check runs at the next start")
     d.cleanup()

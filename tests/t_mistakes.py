@@ -212,9 +212,7 @@ def columns(line):
 
 
 def test_status_for_a_person():
-    # no health checks between the jobs below: card 1's recent list holds them alone
-    d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "60",
-                    "TT_DEVICE_HEALTH_AFTER_FAILURE": "false"}).start()
+    d = Daemon(env={"TT_DEVICE_STOP_GRACE_SEC": "60"}).start()
     # card 1's recent jobs: exit 3, cancelled, killed, timeout, and interrupted by a restart
     d.wait_done(d.submit("exit 3", device_id="1")["job_id"])
     jid, gate = gated(d, "1")

@@ -316,7 +316,7 @@ def test_hold_of_any_card_holds_it():
 
 
 def test_kill_device_stops_it():
-    d = Daemon(ids="0,1", env={"TT_DEVICE_HEALTH_AFTER_FAILURE": "false"}).start()  # both cards free after the kill
+    d = Daemon(ids="0,1").start()
     _, loop = gate(d, "never")
     m = d.submit(loop, device_ids=["0", "1"])["job_id"]
     wait_until(running(d, m), 10, "the multi-card job to start")

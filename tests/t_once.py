@@ -309,7 +309,7 @@ def test_guardian_lock_wait():
 
 
 def test_structured_end():
-    d = Daemon(env={"TT_DEVICE_HEALTH_AFTER_FAILURE": "false"}).start()  # the ends alone, no health checks between
+    d = Daemon().start()
     rc, out, err = d.cli("run", "--device", "1", "--", "kill -HUP $$")
     tap.eq(rc, 129, "a job killed by SIGHUP: exit status 129 (128+1)")
     tap.ok("killed by signal 1 (SIGHUP)" in err and "exit -1" not in err

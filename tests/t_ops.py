@@ -79,8 +79,7 @@ def test_notify_ready_after_recovery_watchdog_stopping():
     d.kill9()
     n = NotifySocket(d)
     try:
-        d.start(env={"NOTIFY_SOCKET": n.env, "WATCHDOG_USEC": "100000",
-                     "TT_DEVICE_HEALTH_AFTER_FAILURE": "false"}, wait=False)  # no check first
+        d.start(env={"NOTIFY_SOCKET": n.env, "WATCHDOG_USEC": "100000"}, wait=False)
         msg = n.recv(10)
         tap.ok(msg is not None and msg.split("\n")[0] == "READY=1" and "STATUS=serving 2 cards"
                in msg, "READY=1 (with STATUS=) arrives on the test's socket", msg)

@@ -1265,6 +1265,7 @@ test_keys_and_ends(void)
 
 	make_job(&j, 1300, 0, JOB_DONE, 2000.0);
 	j.idempotency_key = strdup("cli-abc.1");
+	j.owner_uid = 1000;
 	j.end_reason = JOB_END_SIGNAL;
 	j.end_signal = 1;
 	j.exit_code = -1;
@@ -1273,20 +1274,26 @@ test_keys_and_ends(void)
 	   "a job with a key and an end is saved");
 	is_int(store_get_job(st, j.id, &back, &out), 1, "and read back");
 	ok(back.idempotency_key && strcmp(back.idempotency_key, "cli-abc.1") == 0 &&
-	       back.end_reason == JOB_END_SIGNAL && back.end_signal == 1 && back.exit_code == -1,
-	   "with its key, end_reason signal and signal 1 (not 'no exit code')");
+	       back.end_reason == JOB_END_SIGNAL && back.end_signal == 1 && back.exit_code == -1 &&
+	       back.owner_uid == 1000,
+	   "with its key, owner, end_reason signal and signal 1 (not 'no exit code')");
 	sched_job_clear(&back);
 	free(out);
-	is_int(store_find_key(st, "cli-abc.1", id), 1, "its key finds it");
+	is_int(store_find_key(st, "cli-abc.1", 1000, id), 1, "its owner's key finds it");
 	is_str(id, j.id, "the job's id");
-	is_int(store_find_key(st, "cli-other", id), 0, "another key finds nothing");
+	is_int(store_find_key(st, "cli-other", 1000, id), 0, "another key finds nothing");
+	is_int(store_find_key(st, "cli-abc.1", 1001, id), 0, "nor another owner's same key");
 	ok(store_last_write(st) >= before, "the last write is the time of its row");
 	sched_job_clear(&j);
 	make_job(&j, 1301, 0, JOB_QUEUED, NAN);
 	j.idempotency_key = strdup("cli-abc.1");
+	j.owner_uid = 1000;
 	ok(store_begin(st) == 0 && (store_put_job(st, &j, NULL) != 0 || store_commit(st) != 0),
-	   "a second job with the same key is refused by the store");
+	   "a second job of the owner with the same key is refused by the store");
 	store_rollback(st);
+	j.owner_uid = 1001;
+	ok(store_begin(st) == 0 && store_put_job(st, &j, NULL) == 0 && store_commit(st) == 0,
+	   "another owner's job with the key is not");
 	sched_job_clear(&j);
 	store_close(st);
 
