@@ -38,6 +38,15 @@
 #    from /etc/tt-device-queue/env), then daemon-reload, enable, restart. Where systemd is not
 #    PID 1 (`systemctl show-environment` fails: a container, CI) no unit is written, and it
 #    prints how to start the daemon by hand as root.
+# One queue per card per host: first of all (after 0) an install refuses, exit 1, while a card
+# its service would serve is claimed by another user's daemon (for --system: any user's but
+# root's), naming that daemon and how to stop it; a personal install refuses too while the
+# system unit is installed and enabled. --force goes on. The cards are those the service's
+# settings name: TT_DEVICE_DEV_DIR and TT_DEVICE_IDS of this environment, else of the env file,
+# else every numeric node in /dev/tenstorrent. A claim is the abstract unix socket
+# "@tt-device-queue/claim/..." a serve listens on (proc.c, claim_address), listed with its
+# processes by `ss -xlp`; where ss is missing, any running `tt-device-queue serve` of another
+# user (from /proc) counts.
 # Running it twice leaves the same result. --uninstall stops and removes the unit and the files
 # of step 3; it never touches logs-v2/ (the job database and every job's output), nor with
 # --system /var/lib/tt-device-queue or /etc/tt-device-queue/env.
@@ -77,15 +86,18 @@ usage: ./install.sh [--force] [--copy] [--full-test | --no-test] [--no-build]
 
 Install tt-device-queue for this user: build, run the unit tests, put the CLI in
 ~/.local/bin and the agent skill in ~/.agents/skills and ~/.claude/skills, and (re)start
-the systemd user service. Refuses while the queue has running or queued work.
+the systemd user service. Refuses while the queue has running or queued work, and while
+the host's service is enabled or another user's daemon serves the cards.
 
 With --system (as root), install the host's service instead, to which every local user
 submits: the CLI in $sys_exe, the man page, completion and agent skill under
 /usr/local/share, the system unit $sys_unit, data in $sys_log.
+Refuses while another user's daemon serves the cards.
 
   --system     the host-wide service (needs root) instead of this user's
   --force      go on even when jobs are running or queued (running ones fail with
-               exit -1 when the service restarts; queued ones are kept)
+               exit -1 when the service restarts; queued ones are kept), or while
+               another daemon serves the cards (the new one then exits 2 on them)
   --copy       copy the executable (and man page, completion) instead of symlinking
                them to this checkout (--system always copies)
   --full-test  run the whole suite (\`make test\`, minutes) instead of the unit tests
@@ -245,6 +257,163 @@ check_idle() {
 		"resets. Wait until \`tt-device-queue status\` shows every card idle, or pass --force" \
 		"(running jobs then fail with exit -1; queued jobs are kept and run after the restart)."
 }
+
+# ------------------------------------------------------ one queue per card per host
+
+# "ID NODE" for each card the service will serve that has a device node, as its settings
+# name them (serve's own rules: TT_DEVICE_IDS, else the numeric entries of TT_DEVICE_DEV_DIR).
+service_nodes() {
+	local dir ids id n list=()
+	dir=${TT_DEVICE_DEV_DIR:-$(env_file_value TT_DEVICE_DEV_DIR)}
+	dir=${dir:-/dev/tenstorrent}
+	ids=${TT_DEVICE_IDS:-$(env_file_value TT_DEVICE_IDS)}
+	if [ -n "$ids" ]; then
+		IFS=', ' read -r -a list <<<"$ids"
+	else
+		for n in "$dir"/*; do
+			list+=("${n##*/}")
+		done
+	fi
+	for id in "${list[@]}"; do
+		[[ $id =~ ^[0-9]{1,7}$ ]] || continue
+		n=$dir/$((10#$id))
+		[ ! -e "$n" ] || printf '%s %s\n' "$((10#$id))" "$n"
+	done
+}
+
+# The abstract name a serve claims NODE by (proc.c, claim_address): a character device's
+# major:minor, else the file's st_dev (as glibc's major() and minor() split it) and inode.
+claim_name() {
+	local t dev ino
+	if [ -c "$1" ]; then
+		t=$(stat -L -c '%t %T' "$1") || return 1
+		printf '@tt-device-queue/claim/dev/%d:%d\n' "0x${t% *}" "0x${t#* }"
+	else
+		t=$(stat -L -c '%d %i' "$1") || return 1
+		dev=${t% *} ino=${t#* }
+		printf '@tt-device-queue/claim/file/%d:%d/%s\n' \
+			$((((dev >> 32) & 0xfffff000) | ((dev >> 8) & 0xfff))) \
+			$((((dev >> 12) & 0xffffff00) | (dev & 0xff))) "$ino"
+	fi
+}
+
+# "pid P, user U, command line 'C'" of process P, as serve names a claim's holder.
+describe_pid() {
+	local uid user cmd
+	uid=$(awk '/^Uid:/ { print $2; exit }' "/proc/$1/status" 2>/dev/null) || uid='?'
+	user=$(id -nu "$uid" 2>/dev/null) || user="uid $uid"
+	cmd=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) || cmd=
+	cmd=${cmd% }
+	printf "pid %s, user %s, command line '%s'" "$1" "$user" "${cmd:0:200}"
+}
+
+# The pids of running `tt-device-queue serve` daemons (not their guardians) of other users.
+others_serves() {
+	local d pid uid argv=()
+	for d in /proc/[0-9]*; do
+		pid=${d#/proc/}
+		[ "$(cat "$d/comm" 2>/dev/null)" = tt-device-queue ] || continue
+		mapfile -d '' -t argv <"$d/cmdline" 2>/dev/null || continue
+		[ "${argv[1]:-}" = serve ] || continue
+		uid=$(awk '/^Uid:/ { print $2; exit }' "$d/status" 2>/dev/null) || continue
+		[ "$uid" = "$me" ] || printf '%s\n' "$pid"
+	done
+}
+
+# Fill in_way with a line for each daemon of another user that claims one of the service's
+# cards; without ss, each `tt-device-queue serve` of another user (its cards unknown).
+in_way=()
+find_claims_in_way() {
+	local listing id node name line pid pids unseen=0
+	if ! command -v ss >/dev/null 2>&1 || ! listing=$(ss -xlp 2>/dev/null); then
+		for pid in $(others_serves); do
+			in_way+=("$(describe_pid "$pid") (no \`ss\` here to tell which cards it claims)")
+		done
+		return 0
+	fi
+	while read -r id node; do
+		name=$(claim_name "$node") || continue
+		line=$(awk -v n="$name" '{ for (i = 1; i <= NF; i++) if ($i == n) { print; exit } }' \
+			<<<"$listing")
+		[ -n "$line" ] || continue
+		pids=$(grep -o 'pid=[0-9]*' <<<"$line" | cut -d= -f2 | sort -un || true)
+		if [ -z "$pids" ]; then # not ours: ss shows a user only their own processes
+			in_way+=("card $id ($node): claimed by a process of another user (\`ss -xlp\` names it only to root)")
+			unseen=1
+		fi
+		for pid in $pids; do
+			[ "$(awk '/^Uid:/ { print $2; exit }' "/proc/$pid/status" 2>/dev/null)" = "$me" ] ||
+				in_way+=("card $id ($node): $(describe_pid "$pid")")
+		done
+	done < <(service_nodes)
+	if [ "$unseen" -eq 1 ]; then
+		in_way+=("tt-device-queue daemons of other users running here:")
+		for pid in $(others_serves); do
+			in_way+=("  $(describe_pid "$pid")")
+		done
+	fi
+}
+
+# True when the host's system unit is installed and enabled (a link in a .wants folder).
+system_unit_enabled() {
+	local link
+	[ -e "$root$sys_unit" ] || return 1
+	for link in "$root${sys_unit%/*}"/*.wants/"$unit_name"; do
+		if [ -L "$link" ] || [ -e "$link" ]; then
+			return 0
+		fi
+	done
+	return 1
+}
+
+# Refuse (exit 1) to install a service beside another that serves the same cards, unless
+# --force: the second one's serve would exit 2 on them.
+check_one_queue_per_card() {
+	local unit='' lead
+	if [ "$system" -eq 0 ] && system_unit_enabled; then
+		unit="the host's service is installed and enabled ($sys_unit): systemd runs it as root"
+		unit+=" for every user of this host"
+	fi
+	find_claims_in_way
+	[ -n "$unit" ] || [ "${#in_way[@]}" -gt 0 ] || return 0
+	if [ "$force" -eq 1 ]; then
+		say "--force: installing although another service serves these cards${unit:+: $unit}"
+		[ "${#in_way[@]}" -eq 0 ] || printf '  %s\n' "${in_way[@]}"
+		return 0
+	fi
+	{
+		[ -z "$unit" ] || say "$unit."
+		if [ "${#in_way[@]}" -gt 0 ]; then
+			say "cards this service would serve are claimed by another user's daemon" \
+				"(one queue per card per host: a second one exits 2 on them):"
+			printf '  %s\n' "${in_way[@]}"
+		fi
+		if [ "$system" -eq 1 ]; then
+			cat <<EOF
+Each such user stops their service first, once \`tt-device-queue status\` is idle:
+  ./install.sh --uninstall      (in their checkout; or: systemctl --user disable --now tt-device-queue)
+A daemon started by hand stops with \`kill PID\`, which root may send. Then run this again;
+--force installs anyway (the host's service then exits 2 while those cards are claimed).
+EOF
+		else
+			lead="Where that is the host's service (root's), use it"
+			[ "${#in_way[@]}" -gt 0 ] || lead="Use it"
+			cat <<EOF
+$lead, as every user of this host may (each job runs as its
+submitter): $sys_exe status
+or have it removed first: sudo ./install.sh --uninstall --system
+EOF
+			[ "${#in_way[@]}" -eq 0 ] || cat <<EOF
+Where it is another user's, ask them to stop it, or name other cards in TT_DEVICE_IDS in
+$env_file.
+EOF
+			echo "--force installs anyway."
+		fi
+	} >&2
+	exit 1
+}
+
+# ------------------------------------------------------ installing
 
 have_systemd() {
 	command -v systemctl >/dev/null 2>&1 && "${sctl[@]}" show-environment >/dev/null 2>&1
@@ -508,6 +677,7 @@ do_uninstall() {
 }
 
 do_install() {
+	check_one_queue_per_card
 	# Asked after the build, so that a checkout just pulled over the earlier Python service
 	# (no executable of ours yet) still has a client to ask that service with.
 	if [ "$build" -eq 0 ] || find_client >/dev/null; then

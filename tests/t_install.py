@@ -809,6 +809,97 @@ def test_system_build_runs_as_the_checkout_owner():
     tap.eq(os.stat(c.r(SYS_EXE)).st_uid, 0, "the installed copy is root's")
 
 
+def test_personal_refused_beside_the_system_unit():
+    if not can_be_root():
+        return skip("--system needs root, and `unshare -r` is not allowed here")
+    c = Checkout(pid1=True)
+    rc, out = c.run("--system", "--no-build", as_root=True)
+    tap.ok(rc == 0 and os.path.islink(c.r(SYS_WANTS)), "the host's service installed and "
+           "enabled (in the fake root)", out)
+    c.forget_calls()
+    rc, out = c.run()
+    tap.ok(rc == 1 and "the host's service is installed and enabled (%s)" % SYS_UNIT in out
+           and "sudo ./install.sh --uninstall --system" in out and "%s status" % SYS_EXE in out
+           and "--force" in out,
+           "a personal install is refused, naming the unit, the host's queue to use, how to "
+           "remove it, and --force", out)
+    tap.eq((c.calls(), c.home_tree()), ([], {}), "refused before building or installing")
+    rc, out = c.run("--no-build", "--force")
+    tap.ok(rc == 0 and "--force: installing although" in out and os.path.islink(c.cli),
+           "--force installs it anyway", out)
+    c.run("--uninstall")
+    os.unlink(c.r(SYS_WANTS))  # `systemctl disable`
+    rc, out = c.run("--no-build")
+    tap.ok(rc == 0 and os.path.islink(c.cli), "the unit installed but disabled: no refusal",
+           out)
+
+
+def test_system_refused_beside_another_users_claim():
+    if os.geteuid() != 0:
+        return skip("needs root (a daemon of another user)")
+    d = Daemon(ids="0")
+    dev = stand_in_node(d)
+    d.start(uid=NOBODY)
+    c = Checkout(pid1=True)
+    rc, out = c.run("--system", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 1 and "card 0 (%s/0): pid %d, user nobody, command line '%s serve'"
+           % (dev, d.proc.pid, d.path("tt-device-queue")) in out,
+           "--system beside nobody's serve claiming card 0: refused, naming the card, its "
+           "pid, user and command line", out)
+    tap.ok("./install.sh --uninstall" in out and "kill PID" in out and "--force" in out,
+           "and saying how to stop it, or --force", out)
+    tap.eq((c.calls(), c.root_tree()), ([], {}), "refused before building or installing")
+    rc, out = c.run("--system", env={"TT_DEVICE_DEV_DIR": dev, "PATH": path_without_ss(c)})
+    tap.ok(rc == 1 and "pid %d, user nobody" % d.proc.pid in out and "no `ss`" in out,
+           "without ss: nobody's running serve is found in /proc", out)
+    os.makedirs(c.r("/etc/tt-device-queue"))
+    with open(c.r(SYS_ENV), "w") as f:
+        f.write("TT_DEVICE_DEV_DIR='%s'\nTT_DEVICE_IDS=0\n" % dev)
+    rc, out = c.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": ""})
+    tap.ok(rc == 1 and "card 0 (%s/0)" % dev in out,
+           "the cards are those of the host's env file", out)
+    rc, out = c.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": dev,
+                                                   "TT_DEVICE_IDS": "1"})
+    tap.ok(rc == 0 and os.path.isfile(c.r(SYS_EXE)), "other cards (TT_DEVICE_IDS=1, no node "
+           "claimed): installed", out)
+    c.run("--uninstall", "--system")
+    rc, out = c.run("--system", "--no-build", "--force", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 0 and "--force: installing although" in out and "pid %d" % d.proc.pid in out
+           and os.path.isfile(c.r(SYS_UNIT)), "--force installs anyway, naming it", out)
+    tap.ok(d.alive(), "nobody's daemon was left alone")
+    d.cleanup()
+
+
+def test_personal_refused_beside_a_root_claim():
+    if os.geteuid() != 0:
+        return skip("needs root (a daemon of root, an install of another user)")
+    d = Daemon(ids="0")
+    dev = stand_in_node(d)
+    os.chmod(d.tmp, 0o755)  # nobody may look at the node
+    d.start()
+    c = Checkout()
+    c.give_to(NOBODY)
+    rc, out = c.run(env={"TT_DEVICE_DEV_DIR": dev}, uid=NOBODY)
+    tap.ok(rc == 1 and "card 0 (%s/0): claimed by a process of another user" % dev in out
+           and "pid %d, user root, command line '%s serve'" % (d.proc.pid, BINARY) in out,
+           "a personal install by nobody beside root's serve claiming card 0: refused, naming "
+           "the card and root's daemons (ss shows nobody whose it is)", out)
+    tap.ok("sudo ./install.sh --uninstall --system" in out and "%s status" % SYS_EXE in out
+           and "--force" in out,
+           "saying to use the host's queue or remove it first, or --force", out)
+    tap.eq((c.calls(), c.home_tree()), ([], {}), "refused before building or installing")
+    rc, out = c.run("--no-build", "--force", env={"TT_DEVICE_DEV_DIR": dev}, uid=NOBODY)
+    tap.ok(rc == 0 and os.path.islink(c.cli), "--force installs anyway", out)
+    c2 = Checkout(pid1=True)
+    rc, out = c2.run("--no-build", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 0 and os.path.islink(c2.cli),
+           "root's personal install beside root's own daemon: not refused", out)
+    rc, out = c2.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 0 and os.path.isfile(c2.r(SYS_UNIT)),
+           "nor --system beside a daemon of root's (the host's own, restarted)", out)
+    d.cleanup()
+
+
 def cleanup_checkouts():
     for c in Checkout.live:
         c.cleanup()
@@ -821,5 +912,8 @@ run_tests(test_fallback_install_idempotent_and_manual_start, test_copy_mode_and_
           test_refuses_while_the_python_service_is_busy, test_uninstall_keeps_logs,
           test_systemd_unit_with_fake_systemctl, test_system_needs_root,
           test_system_install_with_a_fake_root, test_system_without_systemd_as_pid1,
-          test_system_build_runs_as_the_checkout_owner, test_completion, test_docs_and_lint,
+          test_system_build_runs_as_the_checkout_owner,
+          test_personal_refused_beside_the_system_unit,
+          test_system_refused_beside_another_users_claim,
+          test_personal_refused_beside_a_root_claim, test_completion, test_docs_and_lint,
           cleanup_checkouts)
