@@ -870,6 +870,29 @@ def test_system_refused_beside_another_users_claim():
     d.cleanup()
 
 
+def test_system_refused_beside_a_claimed_character_device():
+    """A real card's claim is named by its node's major:minor, whatever path names it."""
+    if os.geteuid() != 0:
+        return skip("needs root (mknod, a daemon of another user)")
+    d = Daemon(ids="0")
+    dev, other = d.path("dev"), d.path("other-dev")
+    minor = 1000000 + os.getpid() % 40000  # major 1 (mem) has no such minor: no real device
+    try:
+        for folder in (dev, other):
+            os.mkdir(folder)
+            os.mknod(os.path.join(folder, "0"), stat.S_IFCHR | 0o600, os.makedev(1, minor))
+    except PermissionError as e:
+        return skip("mknod refused here (%s)" % e)
+    d.env["TT_DEVICE_DEV_DIR"] = dev
+    d.start(uid=NOBODY)
+    c = Checkout(pid1=True)
+    rc, out = c.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": other})
+    tap.ok(rc == 1 and "card 0 (%s/0): pid %d, user nobody" % (other, d.proc.pid) in out,
+           "--system beside nobody's serve on a character device: refused, though its node "
+           "has another path", out)
+    d.cleanup()
+
+
 def test_personal_refused_beside_a_root_claim():
     if os.geteuid() != 0:
         return skip("needs root (a daemon of root, an install of another user)")
@@ -915,5 +938,6 @@ run_tests(test_fallback_install_idempotent_and_manual_start, test_copy_mode_and_
           test_system_build_runs_as_the_checkout_owner,
           test_personal_refused_beside_the_system_unit,
           test_system_refused_beside_another_users_claim,
+          test_system_refused_beside_a_claimed_character_device,
           test_personal_refused_beside_a_root_claim, test_completion, test_docs_and_lint,
           cleanup_checkouts)
