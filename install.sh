@@ -158,7 +158,7 @@ if [ "$system" -eq 1 ]; then
 	# Where agents look for skills is each user's: the skill waits here for their links.
 	skill_dirs=("$root$sys_skill_dir")
 	sctl=(systemctl)
-	journal="journalctl -u"
+	journal="journalctl -u" manager="systemd as PID 1"
 	# what the unit and the printed commands name
 	exe_shown=$sys_exe log_shown=$sys_log env_shown=$sys_env
 else
@@ -174,7 +174,7 @@ else
 	# Where agents look for skills: the Agent Skills folder and Claude Code's.
 	skill_dirs=("$HOME/.agents/skills/tt-device-queue" "$HOME/.claude/skills/tt-device-queue")
 	sctl=(systemctl --user)
-	journal="journalctl --user -u"
+	journal="journalctl --user -u" manager="user systemd"
 	exe_shown=$bin_dir/tt-device-queue log_shown=$log_dir env_shown=$env_file
 fi
 
@@ -642,7 +642,7 @@ do_uninstall() {
 		if have_systemd; then
 			"${sctl[@]}" disable --now "$unit_name" || true
 		else
-			say "no systemd answers: removing the unit file only"
+			say "no $manager answers: removing the unit file only"
 		fi
 		remove_path "$unit_dest"
 		if have_systemd; then
