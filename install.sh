@@ -90,9 +90,9 @@ the systemd user service. Refuses while the queue has running or queued work, an
 the host's service is enabled or another user's daemon serves the cards.
 
 With --system (as root), install the host's service instead, to which every local user
-submits: the CLI in $sys_exe, the man page, completion and agent skill under
-/usr/local/share, the system unit $sys_unit, data in $sys_log.
-Refuses while another user's daemon serves the cards.
+submits: the CLI in /usr/local/bin, the man page, completion and agent skill under
+/usr/local/share, the system unit /etc/systemd/system/tt-device-queue.service, the data in
+/var/lib/tt-device-queue. Refuses while another user's daemon serves the cards.
 
   --system     the host-wide service (needs root) instead of this user's
   --force      go on even when jobs are running or queued (running ones fail with
@@ -105,13 +105,13 @@ Refuses while another user's daemon serves the cards.
   --no-test    build but run no tests
   --no-build   skip make and the tests; install ./tt-device-queue as it is
   --uninstall  stop and remove the service, the CLI, man page, completion and agent
-               skill; logs-v2/ (--system: $sys_log and $sys_env)
-               is never touched
+               skill; logs-v2/ (--system: /var/lib/tt-device-queue and
+               /etc/tt-device-queue/env) is never touched
   -h, --help   show this help
 
 The daemon checked for idleness is TT_DEVICE_URL (or TT_DEVICE_HOST/TT_DEVICE_PORT), as
 for the CLI. Service settings go in ~/.config/tt-device-queue/env (--system:
-$sys_env), NAME=VALUE lines.
+/etc/tt-device-queue/env), NAME=VALUE lines.
 EOF
 }
 
