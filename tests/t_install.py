@@ -679,6 +679,9 @@ def test_system_needs_root():
                % (" ".join(args), "nobody" if uid else "a user"), out)
     tap.eq((c.calls(), c.root_tree(), c.home_tree()), ([], {}, {}),
            "refused before anything: nothing built or asked of systemctl, nothing written")
+    rc, out = c.run("--help", uid=uid)
+    tap.ok(rc == 0 and "sudo ./install.sh --system" in out and "--uninstall --system" in out
+           and "/etc/tt-device-queue/env" in out, "--help tells of --system, to anyone", out)
 
 
 def test_system_install_with_a_fake_root():
