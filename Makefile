@@ -167,7 +167,8 @@ $(STATIC_DIR):
 
 # `make install PREFIX=/usr/local DESTDIR=`: the executable (./tt-device-queue, static unless
 # LINK=dynamic; INSTALL_BIN=tt-device-queue-static installs `make static`'s), the man page,
-# bash completion. A per-user install with the systemd unit is ./install.sh.
+# bash completion. An install with a systemd unit, for this user or (--system) for the host, is
+# ./install.sh.
 INSTALL_BIN ?= $(BIN)
 BINDIR       = $(PREFIX)/bin
 MANDIR       = $(PREFIX)/share/man/man1

@@ -7,8 +7,16 @@ temp "checkout" and runs install.sh there with HOME, PATH and TT_DEVICE_URL of i
 `make`, `systemctl` and `loginctl` scripts first on PATH log their arguments: `make` so the
 build+test step costs nothing (the real suite is what is running this test), `systemctl` to
 play a host without a user systemd (show-environment fails, as on this CI machine) or one
-with it (every call succeeds and is recorded). Nothing here touches the real HOME or the real
-user service manager.
+with it (every call succeeds and is recorded), and the same for the system manager
+(`systemctl` without --user: systemd as PID 1 or not), whose `enable` and `disable` leave and
+remove the unit's link as systemctl does. Nothing here touches the real HOME or the real
+service managers.
+
+`--system` runs with TTQ_INSTALL_ROOT, install.sh's test-only prefix for /usr/local, /etc and
+/var/lib, pointing at a temp folder, as root: the test's own user when it runs as root, else
+inside `unshare -r` (a user namespace where it is root) where that is allowed, else skipped.
+Refusals beside another user's daemon start a real `serve` as nobody (or as root, for a
+personal install run as nobody) on a stand-in node, and need root.
 """
 
 import os
@@ -21,8 +29,11 @@ import tempfile
 
 from ttqlib import BINARY, ROOT, Daemon, free_port, q, run_tests, tap, wait_until
 
+NOBODY = 65534
+
 FAKE_MAKE = """#!/bin/bash
 echo "make $PWD $*" >> %(calls)s
+id -u >> %(make_uids)s
 # FAKE_MAKE_BUILDS=EXE: a bare `make` "builds" by copying EXE in (a checkout just pulled)
 [ -n "${FAKE_MAKE_BUILDS:-}" ] && [ $# -eq 0 ] && cp "$FAKE_MAKE_BUILDS" ./tt-device-queue
 case $1 in test | unit-test) [ -z "${FAKE_MAKE_TEST_FAILS:-}" ] || { echo 'tests failed' >&2; exit 1; } ;; esac
@@ -30,11 +41,23 @@ exit 0
 """
 FAKE_SYSTEMCTL = """#!/bin/bash
 echo "systemctl $*" >> %(calls)s
-if [ %(present)s = 0 ]; then
-    echo 'Failed to connect to bus: No medium found' >&2
+if [ "$1" = --user ]; then
+    if [ %(present)s = 0 ]; then
+        echo 'Failed to connect to bus: No medium found' >&2
+        exit 1
+    fi
+    [ "$2" = show-environment ] && echo "HOME=$HOME"
+    exit 0
+fi
+if [ %(pid1)s = 0 ]; then
+    echo "System has not been booted with systemd as init system (PID 1). Can't operate." >&2
     exit 1
 fi
-[ "$2" = show-environment ] && echo "HOME=$HOME"
+wants=$TTQ_INSTALL_ROOT/etc/systemd/system/multi-user.target.wants
+case " $* " in
+*" enable "*) mkdir -p "$wants" && ln -sfn /etc/systemd/system/$3 "$wants/$3" ;;
+*" disable "*) rm -f "$wants/$3" ;;
+esac
 exit 0
 """
 FAKE_LOGINCTL = """#!/bin/bash
@@ -48,13 +71,18 @@ class Checkout:
 
     live = []
 
-    def __init__(self, systemd=False, with_binary=True, name="co"):
+    def __init__(self, systemd=False, with_binary=True, name="co", pid1=False):
+        """systemd: a user manager answers; pid1: systemd runs the host (the system manager
+        answers)."""
         self.tmp = tempfile.mkdtemp(prefix="ttq-install-")
         Checkout.live.append(self)  # first: removed at the end even if setting up fails
         self.co = os.path.join(self.tmp, name)
         self.home = os.path.join(self.tmp, "home")
         self.fake = os.path.join(self.tmp, "fakebin")
         self.calls_file = os.path.join(self.tmp, "calls.log")
+        self.make_uids = os.path.join(self.tmp, "make-uids.log")
+        self.root = os.path.join(self.tmp, "root")  # TTQ_INSTALL_ROOT, made by install.sh
+        self.no_dev = os.path.join(self.tmp, "no-dev")  # no card nodes: none claimed
         for d in (self.co, self.home, self.fake, os.path.join(self.co, "completions")):
             os.makedirs(d, exist_ok=True)
         shutil.copy2(os.path.join(ROOT, "install.sh"), self.co)
@@ -64,7 +92,8 @@ class Checkout:
                      os.path.join(self.co, "completions"))
         if with_binary:
             shutil.copy2(BINARY, os.path.join(self.co, "tt-device-queue"))
-        subst = {"calls": q(self.calls_file), "present": "1" if systemd else "0"}
+        subst = {"calls": q(self.calls_file), "make_uids": q(self.make_uids),
+                 "present": "1" if systemd else "0", "pid1": "1" if pid1 else "0"}
         for name, text in (("make", FAKE_MAKE), ("systemctl", FAKE_SYSTEMCTL),
                            ("loginctl", FAKE_LOGINCTL)):
             p = os.path.join(self.fake, name)
@@ -73,16 +102,32 @@ class Checkout:
             os.chmod(p, 0o755)
         self.url = "http://127.0.0.1:%d" % free_port()  # nobody listens there
 
-    def run(self, *args, env=None, timeout=20):
+    def run(self, *args, env=None, timeout=20, uid=None, as_root=False):
+        """install.sh ARGS with this checkout's HOME, fake tools, fake root and no card nodes
+        (the host's own service and cards never count); as uid (needs root), or as root
+        (as_root: in `unshare -r` when the test is not root)."""
         e = {k: v for k, v in os.environ.items()
-             if not k.startswith(("TT_DEVICE_", "TT_QUEUE_", "XDG_", "MAKE", "MFLAGS"))}
+             if not k.startswith(("TT_DEVICE_", "TT_QUEUE_", "XDG_", "MAKE", "MFLAGS", "TTQ_"))}
         e.update(HOME=self.home, PATH=self.fake + ":" + os.environ["PATH"],
-                 TT_DEVICE_URL=self.url)
+                 TT_DEVICE_URL=self.url, TTQ_INSTALL_ROOT=self.root,
+                 TT_DEVICE_DEV_DIR=self.no_dev)
         e.update(env or {})
-        p = subprocess.run([os.path.join(self.co, "install.sh")] + list(args), env=e,
-                           cwd=self.tmp, capture_output=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
+        who = {}
+        if uid is not None:
+            who = {"user": uid, "group": uid, "extra_groups": []}
+        argv = [os.path.join(self.co, "install.sh")] + list(args)
+        if as_root and os.geteuid() != 0:
+            argv = ["unshare", "-r"] + argv
+        p = subprocess.run(argv, env=e, cwd=self.tmp, capture_output=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL, **who)
         return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+    def give_to(self, uid):
+        """Make the whole temp tree uid's, for a run as uid."""
+        os.chmod(self.tmp, 0o755)
+        for top, dirs, files in os.walk(self.tmp):
+            for n in [top] + [os.path.join(top, x) for x in dirs + files]:
+                os.lchown(n, uid, uid)
 
     def calls(self, prefix=""):
         try:
@@ -114,17 +159,35 @@ class Checkout:
     def unit(self):
         return self.h(".config", "systemd", "user", "tt-device-queue.service")
 
+    def r(self, path):
+        """A host path under the fake root (TTQ_INSTALL_ROOT)."""
+        return self.root + path
+
+    def make_uid_calls(self):
+        try:
+            with open(self.make_uids) as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
     def home_tree(self):
-        """Every path under HOME with what it is (link target, file bytes, dir)."""
+        return self.tree(self.home)
+
+    def root_tree(self):
+        return self.tree(self.root)
+
+    @staticmethod
+    def tree(top_dir):
+        """Every path under top_dir with what it is (link target, file bytes and mode, dir)."""
         out = {}
-        for top, dirs, files in os.walk(self.home):
+        for top, dirs, files in os.walk(top_dir):
             for n in dirs + files:
                 p = os.path.join(top, n)
-                rel = os.path.relpath(p, self.home)
+                rel = os.path.relpath(p, top_dir)
                 if os.path.islink(p):
                     out[rel] = ("link", os.readlink(p))
                 elif os.path.isdir(p):
-                    out[rel] = ("dir",)
+                    out[rel] = ("dir", stat.S_IMODE(os.stat(p).st_mode))
                 else:
                     with open(p, "rb") as f:
                         out[rel] = ("file", f.read(), stat.S_IMODE(os.stat(p).st_mode))
@@ -543,6 +606,326 @@ def test_docs_and_lint():
         tap.ok(True, "# SKIP shellcheck not installed")
 
 
+SYS_EXE = "/usr/local/bin/tt-device-queue"
+SYS_MAN = "/usr/local/share/man/man1/tt-device-queue.1"
+SYS_COMP = "/usr/local/share/bash-completion/completions/tt-device-queue"
+SYS_SKILL = "/usr/local/share/tt-device-queue/SKILL.md"
+SYS_UNIT = "/etc/systemd/system/tt-device-queue.service"
+SYS_WANTS = "/etc/systemd/system/multi-user.target.wants/tt-device-queue.service"
+SYS_ENV = "/etc/tt-device-queue/env"
+SYS_LOG = "/var/lib/tt-device-queue"
+_can_be_root = []
+
+
+def can_be_root():
+    """Whether install.sh can run as root here: the test is root, or `unshare -r` works."""
+    if not _can_be_root:
+        ok = os.geteuid() == 0
+        if not ok and shutil.which("unshare"):
+            ok = subprocess.run(["unshare", "-r", "true"], capture_output=True).returncode == 0
+        _can_be_root.append(ok)
+    return _can_be_root[0]
+
+
+def skip(why):
+    tap.ok(True, "# SKIP %s" % why)
+
+
+def unit_keys(path):
+    keys = {}
+    with open(path) as f:
+        for line in f.read().splitlines():
+            if "=" in line and not line.startswith("#"):
+                k, v = line.split("=", 1)
+                keys[k] = v
+    return keys
+
+
+def stand_in_node(d):
+    """d.path("dev") holding card 0's stand-in node (a regular file): its serve claims it."""
+    dev = d.path("dev")
+    os.mkdir(dev)
+    open(os.path.join(dev, "0"), "w").close()
+    d.env["TT_DEVICE_DEV_DIR"] = dev
+    return dev
+
+
+def path_without_ss(c):
+    """A PATH of the fake tools and links to every other program but ss."""
+    d = os.path.join(c.tmp, "no-ss-bin")
+    os.mkdir(d)
+    for top in os.environ["PATH"].split(":"):
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for n in names:
+            if n != "ss" and not os.path.lexists(os.path.join(d, n)):
+                os.symlink(os.path.join(top, n), os.path.join(d, n))
+    return c.fake + ":" + d
+
+
+def test_system_needs_root():
+    c = Checkout(systemd=True, pid1=True)
+    uid = None
+    if os.geteuid() == 0:
+        c.give_to(NOBODY)
+        uid = NOBODY
+    for args in (["--system"], ["--system", "--no-build", "--force"], ["--uninstall", "--system"]):
+        rc, out = c.run(*args, uid=uid)
+        tap.ok(rc == 1 and "needs root; nothing was changed" in out and
+               "sudo %s/install.sh %s" % (c.co, " ".join(args)) in out,
+               "%s as %s: refused, saying it needs root and how to run it"
+               % (" ".join(args), "nobody" if uid else "a user"), out)
+    tap.eq((c.calls(), c.root_tree(), c.home_tree()), ([], {}, {}),
+           "refused before anything: nothing built or asked of systemctl, nothing written")
+    rc, out = c.run("--help", uid=uid)
+    tap.ok(rc == 0 and "sudo ./install.sh --system" in out and "--uninstall --system" in out
+           and "/etc/tt-device-queue/env" in out, "--help tells of --system, to anyone", out)
+
+
+def test_system_install_with_a_fake_root():
+    if not can_be_root():
+        return skip("--system needs root, and `unshare -r` is not allowed here")
+    c = Checkout(systemd=True, pid1=True)
+    os.makedirs(c.r("/etc/tt-device-queue"))
+    with open(c.r(SYS_ENV), "w") as f:
+        f.write("TT_DEVICE_STOP_GRACE_SEC=20\n")
+    rc, out = c.run("--system", as_root=True)
+    tap.eq(rc, 0, "--system as root succeeds")
+    tap.eq(c.calls("make"), ["make %s " % c.co, "make %s unit-test" % c.co],
+           "it builds and runs the unit tests, as a personal install does")
+    with open(BINARY, "rb") as f:
+        exe_bytes = f.read()
+    skill = subprocess.run([BINARY, "skill"], capture_output=True, check=True).stdout
+    for path, want, mode, what in (
+            (SYS_EXE, exe_bytes, 0o755, "the executable"),
+            (SYS_MAN, open(os.path.join(ROOT, "tt-device-queue.1"), "rb").read(), 0o644,
+             "the man page"),
+            (SYS_COMP, open(os.path.join(ROOT, "completions", "tt-device-queue.bash"),
+                            "rb").read(), 0o644, "the bash completion"),
+            (SYS_SKILL, skill, 0o644, "the agent skill")):
+        p = c.r(path)
+        tap.ok(os.path.isfile(p) and not os.path.islink(p) and open(p, "rb").read() == want
+               and stat.S_IMODE(os.stat(p).st_mode) == mode,
+               "%s: a copy of %s, mode %o" % (path, what, mode), out)
+    tap.eq(c.home_tree(), {}, "nothing under HOME: no CLI link, no skill folders")
+    tap.ok("ln -sf %s" % SYS_SKILL in out and "~/.agents/skills" in out,
+           "it prints how a user links the skill into ~/.agents/skills", out)
+    tap.eq(stat.S_IMODE(os.stat(c.r(SYS_LOG)).st_mode), 0o700, "%s made, private" % SYS_LOG)
+    unit = open(c.r(SYS_UNIT)).read()
+    keys = unit_keys(c.r(SYS_UNIT))
+    tap.ok(unit.startswith("# Written by tt-device-queue's install.sh (%s/install.sh --system)"
+                           % c.co), "the unit carries the marker comment", unit)
+    tap.eq({k: keys.get(k) for k in ("Type", "ExecStart", "KillMode", "Restart", "WatchdogSec",
+                                     "StateDirectory", "Environment", "EnvironmentFile",
+                                     "WantedBy", "TimeoutStopSec", "User")},
+           {"Type": "notify", "ExecStart": "/usr/local/bin/tt-device-queue serve",
+            "KillMode": "control-group", "Restart": "on-failure", "WatchdogSec": "60",
+            "StateDirectory": "tt-device-queue",
+            "Environment": "TT_DEVICE_LOG_DIR=/var/lib/tt-device-queue",
+            "EnvironmentFile": "-/etc/tt-device-queue/env", "WantedBy": "multi-user.target",
+            "TimeoutStopSec": "36", "User": None},
+           "the system unit: notify, the host's paths, run as root, stop timeout from the "
+           "host's env file (grace 20 s)")
+    verify = shutil.which("systemd-analyze")
+    if verify:
+        # the executable at the fake root's path, so that verify finds it
+        vdir = os.path.join(c.tmp, "verify")
+        os.mkdir(vdir)
+        with open(os.path.join(vdir, "tt-device-queue.service"), "w") as f:
+            f.write(unit.replace("ExecStart=" + SYS_EXE, "ExecStart=" + c.r(SYS_EXE)))
+        p = subprocess.run([verify, "verify", os.path.join(vdir, "tt-device-queue.service")],
+                           capture_output=True, text=True)
+        msgs = [ln for ln in (p.stdout + p.stderr).splitlines()
+                if "tt-device-queue" in ln and "Command 'man " not in ln]
+        tap.eq(msgs, [], "systemd-analyze verify accepts the system unit")
+    tap.eq(c.calls("systemctl"), [
+        "systemctl show-environment", "systemctl daemon-reload",
+        "systemctl enable --quiet tt-device-queue.service",
+        "systemctl restart tt-device-queue.service",
+        "systemctl --no-pager --lines=0 status tt-device-queue.service"],
+        "the system manager: daemon-reload, enable, restart (no --user)")
+    tap.ok(os.path.islink(c.r(SYS_WANTS)), "enabled")
+    before = c.root_tree()
+    c.forget_calls()
+    rc, out = c.run("--system", "--no-build", as_root=True)
+    tap.ok(rc == 0 and c.root_tree() == before, "a second run leaves the same files", out)
+    tap.ok("systemctl restart tt-device-queue.service" in c.calls("systemctl"),
+           "and restarts the service again")
+    os.chmod(c.r(SYS_ENV), 0o666)
+    rc, out = c.run("--system", "--no-build", as_root=True)
+    tap.ok(rc == 0 and "warning: root runs the commands %s names" % SYS_ENV in out
+           and "chmod go-w" in out, "an env file others may write: a warning", out)
+    os.chmod(c.r(SYS_ENV), 0o644)
+
+    with open(c.r(SYS_LOG + "/jobs.sqlite3"), "w") as f:
+        f.write("precious")
+    c.forget_calls()
+    rc, out = c.run("--uninstall", "--system", as_root=True)
+    tap.eq(rc, 0, "--uninstall --system succeeds")
+    calls = c.calls("systemctl")
+    tap.ok("systemctl disable --now tt-device-queue.service" in calls
+           and calls[-1] == "systemctl daemon-reload", "stops and disables it, then "
+           "daemon-reload", calls)
+    tap.eq([p for p in (SYS_UNIT, SYS_WANTS, SYS_EXE, SYS_MAN, SYS_COMP, SYS_SKILL,
+                        os.path.dirname(SYS_SKILL)) if os.path.lexists(c.r(p))], [],
+           "the unit, its link, the executable, man page, completion and skill are gone")
+    tap.ok(open(c.r(SYS_LOG + "/jobs.sqlite3")).read() == "precious"
+           and open(c.r(SYS_ENV)).read() == "TT_DEVICE_STOP_GRACE_SEC=20\n"
+           and "kept %s" % c.r(SYS_LOG) in out and c.r(SYS_ENV) in out,
+           "the job data and the env file are kept, and it says so", out)
+    rc, out = c.run("--uninstall", "--system", as_root=True)
+    tap.ok(rc == 0 and "nothing removed" in out, "a second --uninstall --system: a no-op", out)
+
+
+def test_system_without_systemd_as_pid1():
+    if not can_be_root():
+        return skip("--system needs root, and `unshare -r` is not allowed here")
+    c = Checkout(systemd=True, pid1=False)
+    rc, out = c.run("--system", "--no-build", as_root=True)
+    tap.eq(rc, 0, "--system where systemd is not PID 1 succeeds")
+    tap.ok("systemd is not running as PID 1" in out and "as root" in out,
+           "it says systemd is not PID 1 here", out)
+    tap.ok("TT_DEVICE_LOG_DIR=%s setsid -f %s serve" % (SYS_LOG, SYS_EXE) in out
+           and "done <%s" % SYS_ENV in out,
+           "and prints the command that starts the daemon by hand, with the host's paths", out)
+    tap.ok(os.path.isfile(c.r(SYS_EXE)) and os.path.isfile(c.r(SYS_SKILL))
+           and not os.path.lexists(c.r(SYS_UNIT)),
+           "everything is installed but the unit", out)
+    tap.eq(c.calls("systemctl"), ["systemctl show-environment"],
+           "systemctl only asked whether the system manager answers")
+    rc, out = c.run("--uninstall", "--system", as_root=True)
+    tap.ok(rc == 0 and not os.path.lexists(c.r(SYS_EXE)), "--uninstall --system removes it",
+           out)
+
+
+def test_system_build_runs_as_the_checkout_owner():
+    if os.geteuid() != 0:
+        return skip("needs root (a checkout of another user)")
+    c = Checkout(pid1=True)
+    c.give_to(NOBODY)
+    rc, out = c.run("--system")
+    tap.ok(rc == 0 and c.make_uid_calls() == [NOBODY, NOBODY],
+           "sudo in another user's checkout: make and the tests run as its owner, so no "
+           "file of root's is left in it", (out, c.make_uid_calls()))
+    tap.eq(os.stat(c.r(SYS_EXE)).st_uid, 0, "the installed copy is root's")
+
+
+def test_personal_refused_beside_the_system_unit():
+    if not can_be_root():
+        return skip("--system needs root, and `unshare -r` is not allowed here")
+    c = Checkout(pid1=True)
+    rc, out = c.run("--system", "--no-build", as_root=True)
+    tap.ok(rc == 0 and os.path.islink(c.r(SYS_WANTS)), "the host's service installed and "
+           "enabled (in the fake root)", out)
+    c.forget_calls()
+    rc, out = c.run()
+    tap.ok(rc == 1 and "the host's service is installed and enabled (%s)" % SYS_UNIT in out
+           and "sudo ./install.sh --uninstall --system" in out and "%s status" % SYS_EXE in out
+           and "--force" in out,
+           "a personal install is refused, naming the unit, the host's queue to use, how to "
+           "remove it, and --force", out)
+    tap.eq((c.calls(), c.home_tree()), ([], {}), "refused before building or installing")
+    rc, out = c.run("--no-build", "--force")
+    tap.ok(rc == 0 and "--force: installing although" in out and os.path.islink(c.cli),
+           "--force installs it anyway", out)
+    c.run("--uninstall")
+    os.unlink(c.r(SYS_WANTS))  # `systemctl disable`
+    rc, out = c.run("--no-build")
+    tap.ok(rc == 0 and os.path.islink(c.cli), "the unit installed but disabled: no refusal",
+           out)
+
+
+def test_system_refused_beside_another_users_claim():
+    if os.geteuid() != 0:
+        return skip("needs root (a daemon of another user)")
+    d = Daemon(ids="0")
+    dev = stand_in_node(d)
+    d.start(uid=NOBODY)
+    c = Checkout(pid1=True)
+    rc, out = c.run("--system", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 1 and "card 0 (%s/0): pid %d, user nobody, command line '%s serve'"
+           % (dev, d.proc.pid, d.path("tt-device-queue")) in out,
+           "--system beside nobody's serve claiming card 0: refused, naming the card, its "
+           "pid, user and command line", out)
+    tap.ok("./install.sh --uninstall" in out and "kill PID" in out and "--force" in out,
+           "and saying how to stop it, or --force", out)
+    tap.eq((c.calls(), c.root_tree()), ([], {}), "refused before building or installing")
+    rc, out = c.run("--system", env={"TT_DEVICE_DEV_DIR": dev, "PATH": path_without_ss(c)})
+    tap.ok(rc == 1 and "pid %d, user nobody" % d.proc.pid in out and "no `ss`" in out,
+           "without ss: nobody's running serve is found in /proc", out)
+    os.makedirs(c.r("/etc/tt-device-queue"))
+    with open(c.r(SYS_ENV), "w") as f:
+        f.write("TT_DEVICE_DEV_DIR='%s'\nTT_DEVICE_IDS=0\n" % dev)
+    rc, out = c.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": ""})
+    tap.ok(rc == 1 and "card 0 (%s/0)" % dev in out,
+           "the cards are those of the host's env file", out)
+    rc, out = c.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": dev,
+                                                   "TT_DEVICE_IDS": "1"})
+    tap.ok(rc == 0 and os.path.isfile(c.r(SYS_EXE)), "other cards (TT_DEVICE_IDS=1, no node "
+           "claimed): installed", out)
+    c.run("--uninstall", "--system")
+    rc, out = c.run("--system", "--no-build", "--force", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 0 and "--force: installing although" in out and "pid %d" % d.proc.pid in out
+           and os.path.isfile(c.r(SYS_UNIT)), "--force installs anyway, naming it", out)
+    tap.ok(d.alive(), "nobody's daemon was left alone")
+    d.cleanup()
+
+
+def test_system_refused_beside_a_claimed_character_device():
+    """A real card's claim is named by its node's major:minor, whatever path names it."""
+    if os.geteuid() != 0:
+        return skip("needs root (mknod, a daemon of another user)")
+    d = Daemon(ids="0")
+    dev, other = d.path("dev"), d.path("other-dev")
+    minor = 1000000 + os.getpid() % 40000  # major 1 (mem) has no such minor: no real device
+    try:
+        for folder in (dev, other):
+            os.mkdir(folder)
+            os.mknod(os.path.join(folder, "0"), stat.S_IFCHR | 0o600, os.makedev(1, minor))
+    except PermissionError as e:
+        return skip("mknod refused here (%s)" % e)
+    d.env["TT_DEVICE_DEV_DIR"] = dev
+    d.start(uid=NOBODY)
+    c = Checkout(pid1=True)
+    rc, out = c.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": other})
+    tap.ok(rc == 1 and "card 0 (%s/0): pid %d, user nobody" % (other, d.proc.pid) in out,
+           "--system beside nobody's serve on a character device: refused, though its node "
+           "has another path", out)
+    d.cleanup()
+
+
+def test_personal_refused_beside_a_root_claim():
+    if os.geteuid() != 0:
+        return skip("needs root (a daemon of root, an install of another user)")
+    d = Daemon(ids="0")
+    dev = stand_in_node(d)
+    os.chmod(d.tmp, 0o755)  # nobody may look at the node
+    d.start()
+    c = Checkout()
+    c.give_to(NOBODY)
+    rc, out = c.run(env={"TT_DEVICE_DEV_DIR": dev}, uid=NOBODY)
+    tap.ok(rc == 1 and "card 0 (%s/0): claimed by a process of another user" % dev in out
+           and "pid %d, user root, command line '%s serve'" % (d.proc.pid, BINARY) in out,
+           "a personal install by nobody beside root's serve claiming card 0: refused, naming "
+           "the card and root's daemons (ss shows nobody whose it is)", out)
+    tap.ok("sudo ./install.sh --uninstall --system" in out and "%s status" % SYS_EXE in out
+           and "--force" in out,
+           "saying to use the host's queue or remove it first, or --force", out)
+    tap.eq((c.calls(), c.home_tree()), ([], {}), "refused before building or installing")
+    rc, out = c.run("--no-build", "--force", env={"TT_DEVICE_DEV_DIR": dev}, uid=NOBODY)
+    tap.ok(rc == 0 and os.path.islink(c.cli), "--force installs anyway", out)
+    c2 = Checkout(pid1=True)
+    rc, out = c2.run("--no-build", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 0 and os.path.islink(c2.cli),
+           "root's personal install beside root's own daemon: not refused", out)
+    rc, out = c2.run("--system", "--no-build", env={"TT_DEVICE_DEV_DIR": dev})
+    tap.ok(rc == 0 and os.path.isfile(c2.r(SYS_UNIT)),
+           "nor --system beside a daemon of root's (the host's own, restarted)", out)
+    d.cleanup()
+
+
 def cleanup_checkouts():
     for c in Checkout.live:
         c.cleanup()
@@ -553,5 +936,11 @@ run_tests(test_fallback_install_idempotent_and_manual_start, test_copy_mode_and_
           test_full_test_and_what_unit_test_runs, test_agent_skill_installed_and_removed,
           test_failed_tests_install_nothing, test_refuses_while_busy,
           test_refuses_while_the_python_service_is_busy, test_uninstall_keeps_logs,
-          test_systemd_unit_with_fake_systemctl, test_completion, test_docs_and_lint,
+          test_systemd_unit_with_fake_systemctl, test_system_needs_root,
+          test_system_install_with_a_fake_root, test_system_without_systemd_as_pid1,
+          test_system_build_runs_as_the_checkout_owner,
+          test_personal_refused_beside_the_system_unit,
+          test_system_refused_beside_another_users_claim,
+          test_system_refused_beside_a_claimed_character_device,
+          test_personal_refused_beside_a_root_claim, test_completion, test_docs_and_lint,
           cleanup_checkouts)
