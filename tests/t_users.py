@@ -45,11 +45,26 @@ def ensure_users():
     return {u: pwd.getpwnam(u) for u in (ALICE, BOB, CAROL)}
 
 
+def user_binary():
+    """A copy of the client every user can run: the checkout may sit under a folder only its
+    owner enters (a CI clone in a private temp dir)."""
+    global SHARED
+    if SHARED is None:
+        folder = tempfile.mkdtemp(prefix="ttq-users-bin-")
+        os.chmod(folder, 0o755)
+        SHARED = os.path.join(folder, "tt-device-queue")
+        shutil.copy(BINARY, SHARED)
+    return SHARED
+
+
+SHARED = None
+
+
 def as_user(d, user, *args, cwd=None):
     """The client run as user (its uid, groups, HOME); (status, out, err)."""
     pw = pwd.getpwnam(user)
     env = cli_env(d, {"HOME": pw.pw_dir, "USER": user, "LOGNAME": user})
-    p = subprocess.run([BINARY] + [str(a) for a in args], env=env, cwd=cwd or pw.pw_dir,
+    p = subprocess.run([user_binary()] + [str(a) for a in args], env=env, cwd=cwd or pw.pw_dir,
                        capture_output=True, timeout=60, user=pw.pw_uid, group=pw.pw_gid,
                        extra_groups=[g.gr_gid for g in grp.getgrall() if user in g.gr_mem])
     return p.returncode, p.stdout.decode(), p.stderr.decode()
@@ -230,6 +245,10 @@ def test_anonymous_callers():
 
 
 if __name__ == "__main__":
-    run_tests(test_personal_queue_refuses_other_users,
-              test_host_queue_runs_each_job_as_its_submitter, test_host_queue_rules,
-              test_keys_are_per_user, test_anonymous_callers)
+    try:
+        run_tests(test_personal_queue_refuses_other_users,
+                  test_host_queue_runs_each_job_as_its_submitter, test_host_queue_rules,
+                  test_keys_are_per_user, test_anonymous_callers)
+    finally:
+        if SHARED:
+            shutil.rmtree(os.path.dirname(SHARED), ignore_errors=True)
