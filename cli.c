@@ -3311,7 +3311,8 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 /* Terminal colours: empty strings unless stdout is a terminal and NO_COLOR is unset. */
 struct palette {
 	const char *bold, *red, *green, *yellow, *dim, *off;
-	int owners; /* a host-wide queue: lines name each job's owner */
+	int owners;      /* a host-wide queue: lines name the owner of each job but the caller's */
+	char caller[64]; /* the caller's user name, as the daemon knows it */
 };
 
 static void
@@ -3441,9 +3442,9 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palett
 	int n;
 
 	if (who) { /* [owner: client id] of another user's job on a host-wide queue */
-		long long owner;
-		int other = p->owners && doc_int(d, j, "owner_uid", &owner) == 0 &&
-		            owner != (long long)getuid();
+		char owner[64];
+		int other = p->owners && doc_str(d, j, "owner", owner, sizeof owner) &&
+		            strcmp(owner, p->caller) != 0;
 
 		json_buf_printf(b, "  %s[", p->dim);
 		if (other) {
@@ -3783,6 +3784,8 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 	} else {
 		palette_init(&pal);
 		pal.owners = doc_str(&d, 0, "access", path, sizeof path) && strcmp(path, "host") == 0;
+		if (!doc_str(&d, 0, "caller", pal.caller, sizeof pal.caller))
+			pal.caller[0] = 0;
 		status_header(&d, &pal);
 		devs = doc_child(&d, 0, "devices", JSON_ARRAY);
 		for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size;

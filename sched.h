@@ -119,23 +119,23 @@ struct job {
 	double stop_requested_at, stop_escalated_at;
 	double elapsed;       /* seconds from start to finish, NAN until done */
 	int exit_code;        /* valid when has_exit_code */
-	bool has_exit_code;
 	int end_reason;       /* enum job_end */
 	int end_signal;       /* the signal its shell died of, 0 when none */
+	/* A multi-card job's other cards, ascending (sched_job_set_cards); a job of one card
+	 * has none, so single-card jobs carry no heap array. */
+	int nmore;
+	bool has_exit_code;
+	bool timed_out;
+	bool log_truncated;
+	bool dirty;            /* changed since the last successful store commit */
 	char *idempotency_key; /* heap or NULL: the client's key for its submission */
 	long long owner_uid;   /* the user it runs as and who may act on it; -1 unknown (a record
 				  written before owners, or a card's reset) */
 	char *foreign_holders; /* heap or NULL: a JSON array of the processes outside the queue
 				  seen holding its cards while it ran */
-	bool timed_out;
-	bool log_truncated;
 	long long log_size;          /* bytes in the output file */
 	long long dropped_log_bytes; /* output bytes not stored because of the cap */
 	long long reset_epoch; /* the card's epoch at submission, then at start */
-	bool dirty;            /* changed since the last successful store commit */
-	/* A multi-card job's other cards, ascending (sched_job_set_cards); a job of one card
-	 * has none, so single-card jobs carry no heap array. */
-	int nmore;
 	struct job_card *more; /* heap, nmore entries, or NULL */
 	/* Links owned by the scheduler: the first card's queue, and the submission order. */
 	struct job_link link;

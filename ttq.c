@@ -722,21 +722,29 @@ static struct card_look {
 	bool watched;              /* its pids file could be read */
 } looks[MAX_CARDS];
 
+/* What a job needs only once it started (struct active's watch): a queued job costs none of it. */
+struct job_watch {
+	struct timer deadline;   /* the whole job's timeout (a reset's: its command's) */
+	struct timer proc_timer; /* the process's one deadline (proc_job_timeout) */
+	/* The silence watchdog (job_silence_fired): without it a job hung without a word holds
+	 * its card until its timeout, an hour by default. Armed only while a run job runs. */
+	struct timer silence;
+	double last_output_mono; /* when its output last arrived; its start before any */
+	/* processes outside the queue seen on its cards while it ran (holders_note) */
+	struct seen_holder seen[MAX_SEEN];
+	int nseen;
+};
+
 struct active {
 	struct job job;
 	struct card *card;
 	struct active *hnext; /* id index chain */
 	struct proc_job *proc; /* its process (proc.c), made at its first spawn, else NULL */
 	int out_slot;          /* watch slot of the process's output pipe */
-	struct timer proc_timer; /* the process's one deadline (proc_job_timeout) */
 	struct capfile log;    /* log.fd -1 when not open */
 	double started_mono;      /* when the job started */
 	double iter_started_mono; /* when the current process started */
-	struct timer deadline;    /* the whole job's timeout */
-	/* The silence watchdog (job_silence_fired): without it a job hung without a word holds
-	 * its card until its timeout, an hour by default. Armed only while a run job runs. */
-	struct timer silence;
-	double last_output_mono;  /* when its output last arrived; its start before any */
+	struct job_watch *watch; /* made when it starts (watch_of), NULL while queued */
 	int stop;                 /* enum stop_reason: why it is stopping, else STOP_NONE */
 	int late_stop;            /* one that came after the shell ended (iteration_done) */
 	struct client *waiters;   /* held /result and /logs long-polls */
@@ -744,10 +752,6 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool no_env;              /* submitted without env: nothing to read back at start */
-	/* processes outside the queue seen on its cards while it ran (holders_note): heap, made
-	 * at the first, nseen of them */
-	struct seen_holder *seen;
-	int nseen;
 	char **user_env;          /* a job of another user: its base environment (user_environ) */
 	/* reset jobs (mode reset): the procedure's position */
 	struct reset_ladder ladder;
@@ -1067,9 +1071,6 @@ active_new(void)
 	sched_job_init(&a->job);
 	a->out_slot = -1;
 	a->log.fd = -1;
-	timer_init(&a->deadline, job_timeout_fired, a);
-	timer_init(&a->silence, job_silence_fired, a);
-	timer_init(&a->proc_timer, job_proc_timer_fired, a);
 	return a;
 }
 
@@ -1077,19 +1078,38 @@ static void
 active_free(struct active *a)
 {
 	sched_job_transition(&a->job, JOB_PHASE_FORGOTTEN);
-	timer_stop(&a->deadline);
-	timer_stop(&a->silence);
-	timer_stop(&a->proc_timer);
+	if (a->watch) {
+		timer_stop(&a->watch->deadline);
+		timer_stop(&a->watch->silence);
+		timer_stop(&a->watch->proc_timer);
+	}
 	proc_job_free(a->proc); /* finished: it has no process */
 	if (a->log.fd >= 0)
 		close(a->log.fd);
 	free(a->envp);
 	free(a->env_block);
 	free(a->start_error);
-	free(a->seen);
+	free(a->watch);
 	free(a->user_env);
 	sched_job_clear(&a->job);
 	free(a);
+}
+
+/* a's watch, made on first use (zeroed, its timers ready); out of memory aborts, as the
+ * loop's own lists do: a started job without its timers would run unbounded. */
+static struct job_watch *
+watch_of(struct active *a)
+{
+	if (a->watch)
+		return a->watch;
+	if (!(a->watch = calloc(1, sizeof(*a->watch)))) {
+		fprintf(stderr, "tt-device-queue: out of memory\n");
+		abort();
+	}
+	timer_init(&a->watch->deadline, job_timeout_fired, a);
+	timer_init(&a->watch->proc_timer, job_proc_timer_fired, a);
+	timer_init(&a->watch->silence, job_silence_fired, a);
+	return a->watch;
 }
 
 static void
@@ -1221,14 +1241,32 @@ w_end(struct json_w *w, const struct job *j)
 	w_int_or_null(w, "signal", j->end_signal != 0, j->end_signal);
 }
 
+/*
+ * "alice" for uid, its number when unknown, "an unknown user" for -1; in a static buffer,
+ * valid until the next call. The name is read once a loop turn: /status names the owner of
+ * every listed job, and a read of /etc/passwd for each of 1000 jobs tripled its time.
+ */
+static const char *
+user_of(long long uid)
+{
+	static char name[64];
+	static long long cached = -1;
+	static double turn = -1;
+
+	if (uid < 0)
+		return "an unknown user";
+	if (uid != cached || turn != mono_now)
+		proc_user_name((uid_t)uid, name, sizeof(name));
+	cached = uid;
+	turn = mono_now;
+	return name;
+}
+
 /* Who owns the job: owner (a user name) and owner_uid, null for a reset and older records. */
 static void
 w_owner(struct json_w *w, const struct job *j)
 {
-	char name[64];
-
-	w_str(w, "owner", j->owner_uid < 0 ? NULL : proc_user_name((uid_t)j->owner_uid, name,
-								     sizeof(name)));
+	w_str(w, "owner", j->owner_uid < 0 ? NULL : user_of(j->owner_uid));
 	w_int_or_null(w, "owner_uid", j->owner_uid >= 0, j->owner_uid);
 }
 
@@ -1423,7 +1461,8 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 	w_str(w, "status", sched_status_name(j->status));
 	w_str(w, "mode", sched_mode_name(j->mode));
 	w_str(w, "client_id", j->client_id);
-	w_owner(w, j);
+	w_str(w, "owner", j->owner_uid < 0 ? NULL : user_of(j->owner_uid)); /* the name alone:
+						    a status lists a thousand of them */
 	json_w_key(w, "cmd");
 	json_w_str(w, j->cmd, n > SUMMARY_CMD_CHARS ? json_utf8_boundary(j->cmd, SUMMARY_CMD_CHARS) : n);
 	w_int(w, "repeat", j->repeat);
@@ -1642,16 +1681,6 @@ is_admin(long long uid)
 	       proc_user_in_group(&u, D.admin_gid);
 }
 
-/* "alice" for uid, its number when unknown, "nobody known" for -1; into a static buffer. */
-static const char *
-user_of(long long uid)
-{
-	static char name[64];
-
-	if (uid < 0)
-		return "an unknown user";
-	return proc_user_name((uid_t)uid, name, sizeof(name));
-}
 
 /* Who the admins are, for a refusal's sentence. */
 static const char *
@@ -2951,6 +2980,7 @@ handle_status(struct http_conn *c, const struct call *k)
 	w_str(&w, "version", TTQ_VERSION);
 	/* host: every local user's jobs, each run as its owner; personal: one user's queue */
 	w_str(&w, "access", D.host_mode ? "host" : "personal");
+	w_str(&w, "caller", user_of(acting_uid(c))); /* who asked: status marks others' jobs */
 	json_w_key(&w, "worker");
 	json_w_obj(&w);
 	w_bool(&w, "alive", true);
@@ -3334,9 +3364,9 @@ job_proc_watch(struct proc_job *pj, int fd, double deadline)
 	else if (a->out_slot < 0 && watch_add(fd, POLLIN, job_pipe_event, a, &a->out_slot) < 0)
 		return -1;
 	if (deadline > 0)
-		timer_set(&a->proc_timer, deadline);
-	else
-		timer_stop(&a->proc_timer);
+		timer_set(&watch_of(a)->proc_timer, deadline);
+	else if (a->watch)
+		timer_stop(&a->watch->proc_timer);
 	return 0;
 }
 
@@ -3345,7 +3375,8 @@ job_proc_output(struct proc_job *pj)
 {
 	struct active *a = proc_job_owner(pj);
 
-	a->last_output_mono = mono_now; /* the silence watchdog reads it when it fires */
+	if (a->watch)
+		a->watch->last_output_mono = mono_now; /* the silence watchdog reads it */
 	if (a->log.dropped > 0 && !a->job.log_truncated) {
 		/* Saved once when output starts being dropped: after a crash the record then says
 		 * the log is incomplete (at least this much), not that nothing was dropped. */
@@ -3560,10 +3591,12 @@ job_spawn_first(struct active *a)
 		job_finish(a, JOB_END_START_FAILED, -1, "Cannot build the job's environment", NULL);
 		return;
 	}
-	timer_set(&a->deadline, mono_now + a->job.timeout);
-	a->last_output_mono = mono_now; /* silence counts from the job's start */
-	if (a->job.silence_timeout > 0)
-		timer_set(&a->silence, mono_now + a->job.silence_timeout);
+	timer_set(&watch_of(a)->deadline, mono_now + a->job.timeout);
+	if (a->job.silence_timeout > 0) { /* silence counts from the start */
+		watch_of(a);
+		a->watch->last_output_mono = mono_now;
+		timer_set(&a->watch->silence, mono_now + a->job.silence_timeout);
+	}
 	logmsg("tt-device-queue: job %s started on %s", a->job.id,
 	       job_cards(&a->job, cards, sizeof(cards)));
 	run_iteration(a, a->envp);
@@ -3730,12 +3763,12 @@ static void
 job_silence_fired(void *arg)
 {
 	struct active *a = arg;
-	double due = a->last_output_mono + a->job.silence_timeout;
+	double due = a->watch->last_output_mono + a->job.silence_timeout;
 
 	if (a->job.status != JOB_RUNNING || a->stop != STOP_NONE)
 		return;
 	if (due > mono_now) {
-		timer_set(&a->silence, due);
+		timer_set(&a->watch->silence, due);
 		return;
 	}
 	job_stop(a, STOP_HUNG);
@@ -3765,7 +3798,8 @@ job_stop(struct active *a, int reason)
 				     a->stop != STOP_HUNG))
 		a->stop = reason;
 	a->job.timed_out = a->stop == STOP_TIMEOUT;
-	timer_stop(&a->silence); /* the stop ends it within the grace: no more to watch */
+	if (a->watch) /* the stop ends it within the grace: no more to watch */
+		timer_stop(&a->watch->silence);
 	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
 	if (isnan(a->job.stop_requested_at)) {
 		a->job.stop_requested_at = clock_wall();
@@ -3792,8 +3826,10 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	char cards[256];
 	int i;
 
-	timer_stop(&a->deadline);
-	timer_stop(&a->silence);
+	if (a->watch)
+		timer_stop(&a->watch->deadline);
+	if (a->watch)
+		timer_stop(&a->watch->silence);
 	sched_job_transition(j, JOB_PHASE_DONE);
 	j->finished_at = end;
 	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
@@ -3890,15 +3926,15 @@ holders_note(struct card *c, const struct card_look *l)
 	struct json_w w;
 	int i, k, added = 0;
 
-	for (i = 0; i < l->n && i < MAX_HOLDERS && a->nseen < MAX_SEEN; i++) {
-		for (k = 0; k < a->nseen && a->seen[k].h.pid != l->h[i].pid; k++)
+	struct job_watch *x = watch_of(a);
+
+	for (i = 0; i < l->n && i < MAX_HOLDERS && x->nseen < MAX_SEEN; i++) {
+		for (k = 0; k < x->nseen && x->seen[k].h.pid != l->h[i].pid; k++)
 			;
-		if (k < a->nseen)
+		if (k < x->nseen)
 			continue;
-		if (!a->seen && !(a->seen = calloc(MAX_SEEN, sizeof(*a->seen))))
-			return;
-		a->seen[a->nseen].h = l->h[i];
-		a->seen[a->nseen++].since = l->since[i];
+		x->seen[x->nseen].h = l->h[i];
+		x->seen[x->nseen++].since = l->since[i];
 		added = 1;
 	}
 	if (!added)
@@ -3906,8 +3942,8 @@ holders_note(struct card *c, const struct card_look *l)
 	json_buf_init(&b);
 	json_w_init(&w, &b);
 	json_w_arr(&w);
-	for (k = 0; k < a->nseen; k++)
-		w_holder(&w, &a->seen[k].h, a->seen[k].since);
+	for (k = 0; k < x->nseen; k++)
+		w_holder(&w, &x->seen[k].h, x->seen[k].since);
 	json_w_arr_end(&w);
 	json_buf_add(&b, "", 1);
 	free(a->job.foreign_holders);
@@ -4128,7 +4164,7 @@ reset_run(struct active *a)
 		reset_end(a, RESET_NEXT_UNRUNNABLE, why);
 		return;
 	}
-	timer_set(&a->deadline, mono_now + cfg.health_cmd_timeout);
+	timer_set(&watch_of(a)->deadline, mono_now + cfg.health_cmd_timeout);
 	free(cmd);
 }
 
@@ -4162,7 +4198,8 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	int step = a->ladder.step;
 	char *reason = NULL, *cmd, *trailer;
 
-	timer_stop(&a->deadline);
+	if (a->watch)
+		timer_stop(&a->watch->deadline);
 	if (how == RESET_NEXT_DEAD) {
 		reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
 				   "reboot or operator recovery (reset --device %d runs it again)",
@@ -4212,7 +4249,8 @@ reset_step_done(struct active *a, int code)
 	enum reset_next next;
 	bool was_check;
 
-	timer_stop(&a->deadline);
+	if (a->watch)
+		timer_stop(&a->watch->deadline);
 	if (a->stop == STOP_SHUTDOWN) {
 		/* The card stays resetting with the reset pending: it runs again at the next start. */
 		job_finish(a, JOB_END_SERVICE_STOP, -1,
