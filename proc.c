@@ -1564,27 +1564,6 @@ pid_cmdline(pid_t pid, char *out, size_t cap)
 	out[n] = '\0';
 }
 
-const char *
-proc_user_name(uid_t uid, char *out, size_t cap)
-{
-	char line[1024], *pw, *id, *end;
-	FILE *f = fopen("/etc/passwd", "re");
-
-	snprintf(out, cap, "%u", (unsigned)uid);
-	while (f && fgets(line, sizeof line, f)) { /* name:password:uid:... */
-		if (!(pw = strchr(line, ':')) || !(id = strchr(pw + 1, ':')))
-			continue;
-		*pw = '\0';
-		if (strtoul(id + 1, &end, 10) == uid && *end == ':' && end > id + 1) {
-			snprintf(out, cap, "%s", line);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	return out;
-}
-
 /* The next line of f split at ':' into at most n fields (the line is f's buffer); the count. */
 static int
 colon_fields(FILE *f, char *line, size_t cap, char **field, int n)
@@ -1605,17 +1584,18 @@ colon_fields(FILE *f, char *line, size_t cap, char **field, int n)
 	return k;
 }
 
-int
-proc_user_lookup(uid_t uid, struct proc_user *u)
+/* uid's /etc/passwd entry into u (groups left empty); -1 with errno ENOENT when it has none. */
+static int
+passwd_entry(uid_t uid, struct proc_user *u)
 {
-	char line[1024], *f[7], *m;
-	FILE *pw = fopen("/etc/passwd", "re"), *gr;
+	char line[1024], *f[7], *end;
+	FILE *pw = fopen("/etc/passwd", "re");
 	int found = 0;
 
 	memset(u, 0, sizeof *u);
 	while (pw && !found && colon_fields(pw, line, sizeof line, f, 7) >= 0)
 		/* name:password:uid:gid:gecos:home:shell */
-		if (f[6] && *f[2] && strtoul(f[2], &m, 10) == uid && !*m) {
+		if (f[6] && *f[2] && strtoul(f[2], &end, 10) == uid && !*end) {
 			found = 1;
 			u->uid = uid;
 			u->gid = (gid_t)strtoul(f[3], NULL, 10);
@@ -1625,10 +1605,30 @@ proc_user_lookup(uid_t uid, struct proc_user *u)
 		}
 	if (pw)
 		fclose(pw);
-	if (!found) {
-		errno = ENOENT;
+	errno = found ? 0 : ENOENT;
+	return found ? 0 : -1;
+}
+
+const char *
+proc_user_name(uid_t uid, char *out, size_t cap)
+{
+	struct proc_user u;
+
+	if (passwd_entry(uid, &u) == 0)
+		snprintf(out, cap, "%s", u.name);
+	else
+		snprintf(out, cap, "%u", (unsigned)uid);
+	return out;
+}
+
+int
+proc_user_lookup(uid_t uid, struct proc_user *u)
+{
+	char line[1024], *f[4], *m;
+	FILE *gr;
+
+	if (passwd_entry(uid, u) < 0)
 		return -1;
-	}
 	u->groups[u->ngroups++] = u->gid;
 	gr = fopen("/etc/group", "re");
 	while (gr && u->ngroups < PROC_MAX_GROUPS && colon_fields(gr, line, sizeof line, f, 4) >= 0) {
