@@ -1554,7 +1554,7 @@ enum held_kind { HELD_NONE = 0, HELD_RESULT, HELD_LOGS };
 
 struct client {
 	struct http_conn *http;
-	long long uid;      /* the caller, as the kernel names it (proc_peer_uid); -1 unknown */
+	long long uid;      /* the caller, as the kernel names it; -1 unknown, UID_UNASKED */
 	int slot;           /* watch slot of its socket */
 	struct timer timer; /* the deadline http.c asked for */
 	int held;           /* enum held_kind */
@@ -1565,6 +1565,12 @@ struct client {
 };
 
 static struct json_buf body_buf; /* scratch for response bodies */
+
+/*
+ * A client's uid until its first request asks the kernel (caller_allowed); asked then, not at
+ * accept, so a lookup short of a descriptor can answer "ask again" instead of "unknown caller".
+ */
+#define UID_UNASKED (-2LL)
 
 static void held_release(struct client *cl);
 
@@ -1725,14 +1731,28 @@ admin_only(struct http_conn *c, const char *what)
 /*
  * Whether c's caller may use this queue at all: in personal mode its user and root; in host
  * mode every local user (an anonymous caller let in only reads). Answers 403 and returns
- * false when not.
+ * false when not, or the busy 503 when no descriptor is left to ask the kernel who calls.
  */
 static bool
 caller_allowed(struct http_conn *c, const struct http_request *req)
 {
-	long long uid = ((struct client *)http_conn_owner(c))->uid;
+	struct client *cl = http_conn_owner(c);
+	long long uid;
 	char self[64];
+	uid_t peer;
 
+	if (cl->uid == UID_UNASKED) {
+		if (proc_peer_uid(pfds[cl->slot].fd, &peer) == 0)
+			cl->uid = peer;
+		else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			/* a loaded service refusing its own users as strangers: they are asked again */
+			respond_busy(c, "No descriptor or memory left to identify the caller (%s; the "
+				     "service's open-file limit): ask again", strerror(errno));
+			return false;
+		} else
+			cl->uid = -1;
+	}
+	uid = cl->uid;
 	if (uid < 0 && !cfg.allow_anonymous) {
 		respond_error(c, 403, "The caller cannot be identified (a connection from another host "
 			      "or network namespace): this queue serves the local users it can name; "
@@ -1882,7 +1902,6 @@ client_new(int fd)
 {
 	struct client *cl = calloc(1, sizeof(*cl));
 	int one = 1;
-	uid_t uid;
 
 	if (!cl || watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) < 0) {
 		free(cl);
@@ -1890,7 +1909,7 @@ client_new(int fd)
 		return false;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	cl->uid = proc_peer_uid(fd, &uid) == 0 ? (long long)uid : -1;
+	cl->uid = UID_UNASKED;
 	timer_init(&cl->timer, client_timer_fired, cl);
 	cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
 	if (!(cl->http = http_conn_new(D.http, fd, cl))) {

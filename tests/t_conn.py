@@ -358,14 +358,34 @@ def test_out_of_descriptors():
     while time.monotonic() - t0 < 5:
         try:
             r = d.get("/status", timeout=2)
-            break
+            if r.status != 503:  # 503: the closed ones still held descriptors: ask again
+                break
         except OSError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     tap.ok(r is not None and r.status == 200, "served again once descriptors are free (%.2fs)"
            % (time.monotonic() - t0))
     tap.eq(settle_fds(d, n), n, "no descriptor left behind (EMFILE)")
 
 
-run_tests(test_connection_bound, test_out_of_descriptors, test_worker_bound_and_held_polls,
+def test_no_descriptor_to_name_the_caller():
+    """Naming the caller takes a descriptor of its own: when the accepted connection took the
+    last one, the request is asked again (503), never refused as an unknown caller (403)."""
+    d = daemon().start()
+    n = quiet_fds(d)
+    hard = resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE)[1]
+    resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE, (n + 1, hard))
+    s = send_get(connect(d.port), "/status")
+    status, headers, body = read_response(s, 10)
+    s.close()
+    tap.ok(status == 503 and headers.get("retry-after") == "1" and b"descriptor" in body,
+           "no descriptor to name the caller: 503 with Retry-After, saying why", (status, body))
+    resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE, (n + 8, hard))
+    r = d.get("/status", timeout=10)
+    tap.eq(r.status, 200, "with one free again the same request is served")
+    tap.eq(settle_fds(d, n), n, "no descriptor left behind (the caller's lookup)")
+
+
+run_tests(test_no_descriptor_to_name_the_caller, test_connection_bound, test_out_of_descriptors, test_worker_bound_and_held_polls,
           test_stalled_holder_loses_worker_to_waiter, test_non_reader_delays_no_one,
           test_thousand_idle_connections)
