@@ -34,13 +34,6 @@ def daemon(**env):
     return d
 
 
-def metric(d, name):
-    for line in d.get("/metrics", timeout=NOT_HELD).body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def send_get(port, path):
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -137,7 +130,7 @@ def test_55_waiters_leave_room_for_short_requests():
     tap.ok(sub is not None and sub.status == 200 and t_sub < NOT_HELD,
            "POST /queue answered (%.3fs)" % t_sub, sub)
     tap.ok(rel == 200 and t_rel < NOT_HELD, "POST /release answered (%.3fs)" % t_rel)
-    tap.eq(metric(d, "ttq_http_busy_total"), 21.0, "/metrics ttq_http_busy_total counts them")
+    tap.eq(d.metric("ttq_http_busy_total"), 21.0, "/metrics ttq_http_busy_total counts them")
 
     done = [read_response(s, 30) for s in held]
     tap.ok(all(r and r[0] == 200 and json.loads(r[2])["status"] == "done" for r in done),
@@ -168,12 +161,12 @@ def test_thousand_held_waits():
                  for k in range(20)] for j in ids}
     everyone = [s for v in polls.values() for s in v]
     try:
-        wait_until(lambda: metric(d, "ttq_http_long_polls") == 1000, 20,
+        wait_until(lambda: d.metric("ttq_http_long_polls") == 1000, 20,
                    "1000 long-polls to be held")
     except AssertionError as e:
         print("# %s" % e, flush=True)
     took = time.monotonic() - t0
-    tap.eq(metric(d, "ttq_http_long_polls"), 1000.0,
+    tap.eq(d.metric("ttq_http_long_polls"), 1000.0,
            "1000 long-polls (20 on each of 50 queued jobs) all held (in %.2fs)" % took)
     tap.eq(readable(everyone, 0.2), [], "none is answered")
 
@@ -191,10 +184,10 @@ def test_thousand_held_waits():
            "the cancelled job's 20 long-polls are answered", [r and r[:2] for r in cancelled][:3])
     for s in polls.pop(ids[0]):
         s.close()
-    tap.eq(metric(d, "ttq_http_long_polls"), 980.0, "the other 980 stay held")
+    tap.eq(d.metric("ttq_http_long_polls"), 980.0, "the other 980 stay held")
 
     more = [send_get(d.port, "/result/%s?wait=60" % ids[1]) for _ in range(28)]
-    wait_until(lambda: metric(d, "ttq_http_long_polls") == 1008, 10, "28 more to be held")
+    wait_until(lambda: d.metric("ttq_http_long_polls") == 1008, 10, "28 more to be held")
     last = send_get(d.port, "/result/%s?wait=60" % ids[1])
     r = read_response(last, NOT_HELD)
     tap.ok(is_busy(r), "the 1009th long-poll is the first beyond the hold limit (1024 less 16): "

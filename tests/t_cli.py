@@ -896,8 +896,9 @@ def test_run_waits_through_a_daemon_restart():
                               stderr=subprocess.PIPE)
     wait_until(lambda: connected_to(follow.pid, d.port), 10, "logs --follow to connect")
     held = {}
+    polls = d.metric("ttq_http_long_polls")
     conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=40)
-    conn.request("GET", "/result/%s?wait=30" % qid)  # sent; the stop below takes longer
+    conn.request("GET", "/result/%s?wait=30" % qid)
 
     def long_poll():
         try:
@@ -906,6 +907,7 @@ def test_run_waits_through_a_daemon_restart():
             held["answer"] = repr(e)
     t = threading.Thread(target=long_poll, daemon=True)
     t.start()
+    wait_until(lambda: d.metric("ttq_http_long_polls") > polls, 10, "the long-poll to be held")
     port = d.port
     d.stop()
     t.join(10)

@@ -88,13 +88,6 @@ def degraded_reason(d):
     return d.status()["worker"]["degraded_reason"]
 
 
-def metric(d, name):
-    for line in d.get("/metrics").body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def db_rows(d, sql, args=()):
     con = sqlite3.connect(db_path(d), timeout=10)
     try:
@@ -308,7 +301,7 @@ def full_disk_body(d):
            and "full" in r.get("error", ""), "disk full: POST /queue 503 with the reason", r)
     reason = degraded_reason(d)
     tap.ok(reason and "full" in reason, "/status worker.degraded_reason says why", reason)
-    tap.eq(metric(d, "ttq_store_degraded"), 1.0, "/metrics ttq_store_degraded 1")
+    tap.eq(d.metric("ttq_store_degraded"), 1.0, "/metrics ttq_store_degraded 1")
     open_gate(pairs["1"][1])  # card 1's running job finishes during the fault
     wait_until(lambda: ledger_counts(ledger)["end1"], 10, "card 1's job to end")
     time.sleep(1.5)  # NEGATIVE CHECK: at least one retry passes; card 1 must stay idle
@@ -321,7 +314,7 @@ def full_disk_body(d):
                "card 1's queued job to start once the disk has room (no requests meanwhile)")
     tap.ok(True, "writable again: dispatch resumes by itself within seconds")
     tap.eq(degraded_reason(d), None, "degraded_reason cleared")
-    tap.eq(metric(d, "ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
+    tap.eq(d.metric("ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
     tap.eq(db_status(d, run1), ("done", 0), "the completion of the job that ended during the "
            "fault is recorded")
     said = [x for x in d.stderr().splitlines() if "%s: cannot write meta.json" % run1 in x]
@@ -391,7 +384,7 @@ def fresh_full_body(d):
     tap.ok(reason and "job store" in reason and "full" in reason,
            "fresh log dir on a full disk: serving, degraded, saying why", reason)
     tap.eq(st["devices"], [], "no card is listed while the store is not open")
-    tap.eq(metric(d, "ttq_store_degraded"), 1.0, "/metrics ttq_store_degraded 1")
+    tap.eq(d.metric("ttq_store_degraded"), 1.0, "/metrics ttq_store_degraded 1")
     r = try_post(d, {"cmd": ledger_cmd(ledger, "refused"), "device_id": "1"})
     tap.ok(r is not None and r.status == 503 and "full" in r.get("error", ""),
            "POST /queue 503 with the reason", r)
@@ -410,7 +403,7 @@ def fresh_full_body(d):
     wait_until(lambda: degraded_reason(d) is None, 8, "the store to open once there is room")
     tap.eq(sorted(x["device_id"] for x in d.status()["devices"]), ["0", "1"],
            "the store opened: both cards listed")
-    tap.eq(metric(d, "ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
+    tap.eq(d.metric("ttq_store_degraded"), 0.0, "ttq_store_degraded 0")
     later = d.submit(ledger_cmd(ledger, "later"), device_id="1")["job_id"]
     tap.eq(d.wait_done(later)["exit_code"], 0, "a job submitted now runs")
     tap.eq(db_status(d, later), ("done", 0), "and is on disk")
@@ -935,7 +928,7 @@ def test_refused_submission_whose_card_died_in_the_same_turn():
     tap.ok(st["queued_total"] == 0 and st["devices"][0]["state"] == "dead",
            "card 0 is dead with nothing queued", st)
     tap.eq(ledger_counts(ledger)["refused"], 0, "the refused job never ran")
-    tap.eq(metric(d, 'ttq_jobs_finished_total{device="0",outcome="cancelled"}'), 0.0,
+    tap.eq(d.metric('ttq_jobs_finished_total{device="0",outcome="cancelled"}'), 0.0,
            "nor is it counted in /metrics")
 
 

@@ -489,13 +489,6 @@ def test_stalled_readers_do_not_hold_workers():
 
 
 
-def metric(d, name):
-    for line in d.get("/metrics").body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def test_stderr_pipe_nobody_reads_never_stalls():
     """A parent that starts serve with stderr on a pipe and reads nothing (as a stress test
     does) filled the pipe after a few hundred log lines; the daemon then blocked in write(2)
@@ -516,7 +509,7 @@ def test_stderr_pipe_nobody_reads_never_stalls():
             d.submit("while [ ! -e %s ]; do sleep 0.05; done" % q(g), device_id=str(k))
         ids = post_many(d.port, [{"cmd": "true", "device_id": str(k % 2)} for k in range(5000)])
         tap.eq(len(set(ids)), 5000, "5000 submissions answered while nobody reads stderr")
-        dropped = metric(d, "ttq_log_lines_dropped_total")
+        dropped = d.metric("ttq_log_lines_dropped_total")
         tap.ok(dropped and dropped > 0, "/metrics counts the log lines dropped (%s)" % dropped)
         fcntl.fcntl(rfd, fcntl.F_SETFL, flags)  # the parent reads at last: all there is now
         while True:

@@ -39,14 +39,6 @@ def settled(c):
         c["current"] and c["current"]["mode"] == "reset")
 
 
-def metric(d, name, dev):
-    text = d.get("/metrics").body.decode()
-    for line in text.splitlines():
-        if line.startswith('%s{device="%s"} ' % (name, dev)):
-            return line.split()[-1]
-    return None
-
-
 def last_reset(d, dev):
     rj = [x for x in d.dev(dev)["recent"] if x["mode"] == "reset"]
     return d.job(rj[-1]["job_id"]) if rj else None
@@ -124,7 +116,8 @@ def test_unrunnable_reset_is_a_configuration_error():
     tap.ok(rj and "not found" in d.log_text(rj["job_id"]), "its log says why", rj)
     j = d.submit("echo still serving", device_id=0)
     tap.eq(d.wait_done(j["job_id"])["exit_code"], 0, "the card keeps serving")
-    tap.eq((metric(d, "ttq_control_error", 0), metric(d, "ttq_control_error", 1)), ("1", "0"),
+    tap.eq((d.metric('ttq_control_error{device="0"}'), d.metric('ttq_control_error{device="1"}')),
+           (1.0, 0.0),
            "/metrics shows the error on that card only")
     rc, out, _ = d.cli("status", "--device", "0")
     tap.ok("could not be run" in out and missing in out, "the CLI status banner shows it", out)
@@ -138,7 +131,7 @@ def test_unrunnable_reset_is_a_configuration_error():
     c = wait_card(d, 0, lambda c: c["reset_epoch"] == 1 and settled(c), "a good reset")
     tap.eq((c["state"], c["control_error"], d.status()["worker"].get("control_warning")),
            ("healthy", None, None), "a successful reset clears the error and the warning")
-    tap.eq(metric(d, "ttq_control_error", 0), "0", "and the metric")
+    tap.eq(d.metric('ttq_control_error{device="0"}'), 0.0, "and the metric")
     d.cleanup()
 
 
@@ -266,7 +259,7 @@ def test_hold_and_release_across_restart():
            "card 1 runs on")
     tap.eq((d.job(second["job_id"])["status"], runs(d, "reset")), ("queued", 0),
            "nothing more started on the held card (neither job nor reset)")
-    tap.eq(metric(d, "ttq_card_held", 0), "1", "/metrics shows the hold")
+    tap.eq(d.metric('ttq_card_held{device="0"}'), 1.0, "/metrics shows the hold")
     rc, out, _ = d.cli("status", "--device", "0")
     tap.ok("HELD by alice" in out and "reseating the cable" in out, "the CLI banner", out)
 

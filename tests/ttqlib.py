@@ -275,6 +275,13 @@ class Daemon:
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
 
+    def metric(self, name):
+        """The value of `name` in /metrics (labels as it writes them), or None."""
+        for line in self.get("/metrics").body.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
     def post(self, path, body=None, **kw):
         return self.request("POST", path, body if body is not None else {}, **kw)
 
