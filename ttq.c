@@ -738,7 +738,7 @@ struct job_watch {
 struct active {
 	struct job job;
 	struct card *card;
-	struct active *hnext; /* id index chain */
+	struct active *anext, *aprev; /* in actives */
 	struct proc_job *proc; /* its process (proc.c), made at its first spawn, else NULL */
 	int out_slot;          /* watch slot of the process's output pipe */
 	struct capfile log;    /* log.fd -1 when not open */
@@ -804,8 +804,6 @@ static struct {
 	struct sched sched;
 	struct store *store;
 	struct recent recent[MAX_CARDS];
-	struct active **index; /* id hash chains */
-	size_t index_cap, nactive;
 	struct vec dirty;    /* actives with job.dirty set; a done one is freed once committed */
 	struct vec spawn;    /* actives to start after commit */
 	struct ack *acks;
@@ -981,80 +979,21 @@ new_job_id(char out[33])
 	return 0;
 }
 
-/* ---- the id index of active jobs: chained hash on the id's first 16 hex digits */
-
-static size_t
-id_hash(const char *id)
-{
-	size_t h = 0;
-	int i;
-
-	for (i = 0; i < 16; i++)
-		h = h * 16 + (size_t)(id[i] <= '9' ? id[i] - '0' : id[i] - 'a' + 10);
-	return h;
-}
-
-static void
-index_grow(void)
-{
-	size_t cap = D.index_cap ? D.index_cap * 2 : 1024, i;
-	struct active **t = calloc(cap, sizeof(*t));
-
-	if (!t)
-		return; /* chains just get longer */
-	for (i = 0; i < D.index_cap; i++) {
-		struct active *a = D.index[i], *next;
-
-		for (; a; a = next) {
-			size_t b = id_hash(a->job.id) & (cap - 1);
-
-			next = a->hnext;
-			a->hnext = t[b];
-			t[b] = a;
-		}
-	}
-	free(D.index);
-	D.index = t;
-	D.index_cap = cap;
-}
-
-static void
-index_add(struct active *a)
-{
-	size_t b;
-
-	if (D.nactive >= D.index_cap)
-		index_grow();
-	b = id_hash(a->job.id) & (D.index_cap - 1);
-	a->hnext = D.index[b];
-	D.index[b] = a;
-	D.nactive++;
-}
+/*
+ * Every active job, in one list, for lookups by id: a walk over at most the queued jobs
+ * (TT_DEVICE_MAX_QUEUED_JOBS) and one running job per card costs microseconds per request.
+ */
+static struct active *actives;
 
 static struct active *
-index_find(const char *id)
+active_find(const char *id)
 {
 	struct active *a;
 
-	if (!D.index_cap)
-		return NULL;
-	for (a = D.index[id_hash(id) & (D.index_cap - 1)]; a; a = a->hnext)
+	for (a = actives; a; a = a->anext)
 		if (memcmp(a->job.id, id, 32) == 0)
 			return a;
 	return NULL;
-}
-
-static void
-index_del(struct active *a)
-{
-	struct active **p = &D.index[id_hash(a->job.id) & (D.index_cap - 1)];
-
-	for (; *p; p = &(*p)->hnext)
-		if (*p == a) {
-			*p = a->hnext;
-			D.nactive--;
-			return;
-		}
 }
 
 static void job_timeout_fired(void *arg);
@@ -1071,6 +1010,10 @@ active_new(void)
 	sched_job_init(&a->job);
 	a->out_slot = -1;
 	a->log.fd = -1;
+	a->anext = actives;
+	if (actives)
+		actives->aprev = a;
+	actives = a;
 	return a;
 }
 
@@ -1078,6 +1021,12 @@ static void
 active_free(struct active *a)
 {
 	sched_job_transition(&a->job, JOB_PHASE_FORGOTTEN);
+	if (a->aprev)
+		a->aprev->anext = a->anext;
+	else
+		actives = a->anext;
+	if (a->anext)
+		a->anext->aprev = a->aprev;
 	if (a->watch) {
 		timer_stop(&a->watch->deadline);
 		timer_stop(&a->watch->silence);
@@ -2481,7 +2430,7 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 			respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
 		return r < 0;
 	}
-	if (!a && !(a = index_find(id)) && store_get_job(D.store, id, &stored, NULL) != 1) {
+	if (!a && !(a = active_find(id)) && store_get_job(D.store, id, &stored, NULL) != 1) {
 		respond_msg(c, 503, RETRY_AFTER, "Cannot read the job store now");
 		return 1;
 	}
@@ -2584,7 +2533,6 @@ handle_queue(struct http_conn *c, const struct call *k)
 	sched_job_note_epochs(&D.sched, &a->job);
 	position = sched_submit_position_job(&D.sched, &a->job);
 	wait = sched_submit_wait(&D.sched, &a->job, now);
-	index_add(a);
 	sched_enqueue(&D.sched, &a->job);
 	mark_dirty(a);
 	w = body_begin();
@@ -2601,7 +2549,7 @@ find_job(struct http_conn *c, const char *id, struct active **a, struct job *sto
 {
 	int r = -1;
 
-	*a = index_find(id);
+	*a = active_find(id);
 	if (*a)
 		return 1;
 	r = store_get_job(D.store, id, stored, out);
@@ -4316,7 +4264,8 @@ reset_start(struct card *c, bool check)
 	struct active *a = active_new();
 
 	if (!a || new_job_id(a->job.id) < 0) {
-		free(a);
+		if (a)
+			active_free(a);
 		return; /* tried again at the next dispatch pass */
 	}
 	a->card = c;
@@ -4333,7 +4282,6 @@ reset_start(struct card *c, bool check)
 	else
 		sched_reset_start(c, &a->ladder);
 	card_dirty(c);
-	index_add(a);
 	job_start(a);
 	logmsg("tt-device-queue: %s of card %d started%s", check ? "health check" : "reset",
 	       c->device, check ? ": its last job ended badly"
@@ -5018,7 +4966,6 @@ store_committed(void)
 			free(a->job.env_json); /* stored; loaded again when the job starts */
 			a->job.env_json = NULL;
 		} else if (a->job.phase == JOB_PHASE_DONE) { /* its outcome is on disk */
-			index_del(a);
 			active_free(a);
 		}
 	}
@@ -5096,7 +5043,6 @@ store_unwind(void)
 	}
 	D.dirty.n = k;
 	for (i = 0; i < drop.n; i++) {
-		index_del(drop.v[i]);
 		active_free(drop.v[i]);
 	}
 	drop.n = 0;
@@ -5661,7 +5607,6 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 	}
 	a->job = *j;
 	a->card = c;
-	index_add(a);
 	switch (sched_recover_job(&D.sched, &a->job, &device)) {
 	case RECOVER_CARD_GONE:
 		recover_card_gone(a, device, now);
