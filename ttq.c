@@ -1175,21 +1175,6 @@ w_int_or_null(struct json_w *w, const char *key, bool has, long long v)
 		json_w_null(w);
 }
 
-static void
-w_exit_code(struct json_w *w, const struct job *j)
-{
-	w_int_or_null(w, "exit_code", j->has_exit_code, j->exit_code);
-}
-
-/* How the job ended: end_reason (null until then, or in a record older than the field) and
- * the signal its shell died of (null when none). */
-static void
-w_end(struct json_w *w, const struct job *j)
-{
-	w_str(w, "end_reason", sched_end_name(j->end_reason));
-	w_int_or_null(w, "signal", j->end_signal != 0, j->end_signal);
-}
-
 /*
  * "alice" for uid, its number when unknown, "an unknown user" for -1; in a static buffer,
  * valid until the next call. The name is read once a loop turn: /status names the owner of
@@ -1209,14 +1194,6 @@ user_of(long long uid)
 	cached = uid;
 	turn = mono_now;
 	return name;
-}
-
-/* Who owns the job: owner (a user name) and owner_uid, null for a reset and older records. */
-static void
-w_owner(struct json_w *w, const struct job *j)
-{
-	w_str(w, "owner", j->owner_uid < 0 ? NULL : user_of(j->owner_uid));
-	w_int_or_null(w, "owner_uid", j->owner_uid >= 0, j->owner_uid);
 }
 
 /* One holder as a JSON object: pid, uid, user, command, since. */
@@ -1241,213 +1218,245 @@ timeout_message(const struct job *j)
 			 "the grace)", j->timeout);
 }
 
-static void
-w_timeout_message(struct json_w *w, const struct job *j)
-{
-	char *m;
-
-	json_w_key(w, "timeout_message");
-	if (!j->timed_out) {
-		json_w_null(w);
-		return;
-	}
-	m = timeout_message(j);
-	json_w_cstr(w, m);
-	free(m);
-}
-
 static long long
 current_log_size(const struct active *a)
 {
 	return a->log.fd >= 0 ? a->log.size : a->job.log_size;
 }
 
-/* The record fields shared by GET /job, meta.json and the stored view. */
+/*
+ * The answers that show a job, each a selection of one table of fields (job_fields): its
+ * record (GET /job and /result, meta.json), its summary (the lists of /status, kill answers)
+ * and the answer to its submission (POST /queue).
+ */
+enum view_kind { V_REC = 1, V_SUM = 2, V_SUB = 4, V_ALL = 7 };
+
+/* What an answer shows of a job besides its record; rendering never writes to the record. */
+struct view {
+	enum view_kind kind;
+	const struct active *a;  /* the live job, or NULL for a stored record */
+	const char *output_file; /* a stored record's, else NULL (made from the id) */
+	double now;              /* wall-clock s */
+	double wait;             /* V_SUM: a queued job's planned wait (NAN: none); V_SUB: its wait */
+	int position;            /* V_SUB: its place in its queue */
+	bool replay;             /* V_SUB: the answer to a submission with a known key */
+};
+
+/* How a field is written: a member of struct job at `off`, or a field needing more (F_*). */
+enum field_kind {
+	F_STR, F_INT, F_LL, F_NUM, F_TIME, F_BOOL, F_DEVICES, F_STATUS, F_MODE, F_OWNER, F_CMD,
+	F_OUTPUT, F_EXIT, F_END, F_LOG, F_HOLDERS, F_TIMEOUT_MSG, F_STOP, F_LIVE, F_REPLAY,
+};
+
+/* A summary shows some fields only before a job is done (F_NOT_DONE) or after (F_DONE). */
+enum { F_ANY = 0, F_DONE, F_NOT_DONE };
+
+#define JF(name, views, when, kind, member) {name, views, when, kind, offsetof(struct job, member)}
+#define JX(name, views, when, kind) {name, views, when, kind, 0}
+static const struct job_field {
+	const char *name;
+	unsigned char views, when, kind;
+	size_t off;
+} job_fields[] = {
+    JF("job_id", V_ALL, F_ANY, F_STR, id),
+    JX("device_id", V_ALL, F_ANY, F_DEVICES),
+    JX("status", V_ALL, F_ANY, F_STATUS),
+    JX("mode", V_ALL, F_ANY, F_MODE),
+    JF("client_id", V_REC | V_SUM, F_ANY, F_STR, client_id),
+    JX("owner", V_REC | V_SUM, F_ANY, F_OWNER),
+    JX("cmd", V_REC | V_SUM, F_ANY, F_CMD),
+    JF("cwd", V_REC, F_ANY, F_STR, cwd),
+    JF("timeout", V_REC | V_SUB, F_ANY, F_INT, timeout),
+    JF("silence_timeout", V_REC, F_ANY, F_INT, silence_timeout),
+    JF("repeat", V_ALL, F_ANY, F_INT, repeat),
+    JF("repeat_current", V_REC | V_SUM, F_ANY, F_INT, repeat_current),
+    JF("repeat_completed", V_REC | V_SUM, F_ANY, F_INT, repeat_completed),
+    JF("first_iteration_elapsed", V_REC, F_ANY, F_NUM, first_iteration_elapsed),
+    JF("per_iter_estimate_sec", V_REC, F_ANY, F_NUM, per_iter_estimate),
+    JF("submitted_at", V_REC | V_SUM, F_ANY, F_TIME, submitted_at),
+    JF("started_at", V_REC | V_SUM, F_ANY, F_TIME, started_at),
+    JF("finished_at", V_REC | V_SUM, F_DONE, F_TIME, finished_at),
+    JX("output_file", V_REC | V_SUB, F_ANY, F_OUTPUT),
+    JX("exit_code", V_REC | V_SUM, F_DONE, F_EXIT),
+    JX("end_reason", V_REC | V_SUM, F_DONE, F_END),
+    JF("elapsed", V_REC | V_SUM, F_DONE, F_NUM, elapsed),
+    JF("timed_out", V_REC | V_SUM, F_DONE, F_BOOL, timed_out),
+    JX("log_size", V_REC, F_ANY, F_LOG),
+    JF("error", V_REC | V_SUM, F_DONE, F_STR, error),
+    JF("reset_epoch", V_REC, F_ANY, F_LL, reset_epoch),
+    JF("idempotency_key", V_REC | V_SUB, F_ANY, F_STR, idempotency_key),
+    JX("foreign_holders", V_REC, F_ANY, F_HOLDERS),
+    JX("timeout_message", V_REC, F_ANY, F_TIMEOUT_MSG),
+    JX("stop_requested_at", V_REC | V_SUM, F_NOT_DONE, F_STOP),
+    JX("estimated_wait_sec", V_ALL, F_NOT_DONE, F_LIVE),
+    JX("replayed", V_SUB, F_ANY, F_REPLAY),
+};
+
+/* The live fields: place, waits and running time of a job not done yet. */
 static void
-render_record(struct json_w *w, const struct job *j, const char *output_file)
+w_live(struct json_w *w, const struct job *j, const struct view *v)
 {
-	w_str(w, "job_id", j->id);
-	w_job_devices(w, j);
-	w_str(w, "status", sched_status_name(j->status));
-	w_str(w, "mode", sched_mode_name(j->mode));
-	w_str(w, "client_id", j->client_id);
-	w_owner(w, j);
-	w_str(w, "cmd", j->cmd);
-	w_str(w, "cwd", j->cwd);
-	w_int(w, "timeout", j->timeout);
-	w_int(w, "silence_timeout", j->silence_timeout);
-	w_int(w, "repeat", j->repeat);
-	w_int(w, "repeat_current", j->repeat_current);
-	w_int(w, "repeat_completed", j->repeat_completed);
-	w_num(w, "first_iteration_elapsed", j->first_iteration_elapsed);
-	w_num(w, "per_iter_estimate_sec", j->per_iter_estimate);
-	w_time(w, "submitted_at", j->submitted_at);
-	w_time(w, "started_at", j->started_at);
-	w_time(w, "finished_at", j->finished_at);
-	w_str(w, "output_file", output_file);
-	w_exit_code(w, j);
-	w_end(w, j);
-	w_num(w, "elapsed", j->elapsed);
-	w_bool(w, "timed_out", j->timed_out);
-	w_int(w, "log_size", j->log_size);
-	w_bool(w, "log_truncated", j->log_truncated);
-	w_int(w, "dropped_log_bytes", j->dropped_log_bytes);
-	w_str(w, "error", j->error);
-	w_int(w, "reset_epoch", j->reset_epoch);
-	w_str(w, "idempotency_key", j->idempotency_key);
-	json_w_key(w, "foreign_holders"); /* met on its cards while it ran (holders_note) */
-	if (j->foreign_holders)
-		json_w_raw(w, j->foreign_holders, strlen(j->foreign_holders));
-	else
-		json_w_null(w);
-	if (j->timed_out)
-		w_timeout_message(w, j);
-	if (!isnan(j->stop_requested_at))
-		w_time(w, "stop_requested_at", j->stop_requested_at);
-}
+	int dev = -1;
+	enum card_blocker why;
 
-/* The live fields of an active job: positions, estimates, running time. */
-static void
-render_live(struct json_w *w, const struct active *a, bool result_view)
-{
-	const struct job *j = &a->job;
-	double now = clock_wall();
-
-	if (j->status == JOB_QUEUED) {
-		double wait = sched_queued_wait(&D.sched, j, now);
-
+	if (v->kind == V_SUB) {
+		w_int(w, "position", v->position);
+		w_num(w, "estimated_wait_sec", v->wait);
+		w_num(w, "estimated_run_sec", sched_job_estimate(j, 0));
+		return;
+	}
+	if (v->kind == V_REC && (!v->a || j->status == JOB_DONE))
+		return;
+	if (v->kind == V_REC && j->status == JOB_QUEUED) {
 		w_int(w, "position", sched_queued_position(&D.sched, j));
-		w_num(w, "estimated_wait_sec", wait);
-		w_num(w, "estimated_remaining_sec", wait + sched_job_estimate(j, now));
-	} else if (j->status == JOB_RUNNING) {
-		if (result_view)
-			w_int(w, "position", 0);
+		w_num(w, "estimated_wait_sec", sched_queued_wait(&D.sched, j, v->now));
+	} else if (v->kind == V_REC) {
+		w_int(w, "position", 0);
+		w_num(w, "estimated_wait_sec", 0);
+	} else if (!isnan(v->wait)) {
+		w_num(w, "estimated_wait_sec", v->wait);
+	}
+	w_num(w, "estimated_remaining_sec", sched_job_estimate(j, v->now) +
+		  (v->kind == V_REC && j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, v->now)
+								: 0));
+	if (j->status == JOB_RUNNING)
+		w_num(w, "running_sec", isnan(j->started_at) ? 0 : v->now - j->started_at);
+	if (v->kind == V_SUM && j->status == JOB_QUEUED && sched_job_ncards(j) > 1 &&
+	    (why = sched_job_blocker(&D.sched, j, &dev)) != BLOCKER_NONE) {
+		json_w_key(w, "waiting_for"); /* its other cards look idle: say why they wait */
+		json_w_obj(w);
+		w_device(w, dev);
+		w_str(w, "reason", sched_blocker_name(why));
+		json_w_obj_end(w);
+	}
+}
+
+/* One field f of job j as view v shows it. */
+static void
+w_field(struct json_w *w, const struct job *j, const struct job_field *f, const struct view *v)
+{
+	const char *m = (const char *)j + f->off;
+	const struct capfile *log = v->a && v->a->log.fd >= 0 ? &v->a->log : NULL;
+	size_t n;
+	char *out;
+
+	switch (f->kind) {
+	case F_STR:
+		w_str(w, f->name, f->off == offsetof(struct job, id) ? m : *(char *const *)m);
+		break;
+	case F_INT:
+		w_int(w, f->name, *(const int *)m);
+		break;
+	case F_LL:
+		w_int(w, f->name, *(const long long *)m);
+		break;
+	case F_NUM:
+		w_num(w, f->name, *(const double *)m);
+		break;
+	case F_TIME:
+		w_time(w, f->name, *(const double *)m);
+		break;
+	case F_BOOL:
+		w_bool(w, f->name, *(const bool *)m);
+		break;
+	case F_DEVICES:
+		w_job_devices(w, j);
+		break;
+	case F_STATUS:
+		w_str(w, f->name, sched_status_name(j->status));
+		break;
+	case F_MODE:
+		w_str(w, f->name, sched_mode_name(j->mode));
+		break;
+	case F_OWNER: /* in a summary the name alone: a status lists a thousand of them */
+		w_str(w, f->name, j->owner_uid < 0 ? NULL : user_of(j->owner_uid));
+		if (v->kind == V_REC)
+			w_int_or_null(w, "owner_uid", j->owner_uid >= 0, j->owner_uid);
+		break;
+	case F_CMD: /* cut in a summary */
+		n = strlen(j->cmd);
+		json_w_key(w, f->name);
+		json_w_str(w, j->cmd, v->kind == V_SUM && n > SUMMARY_CMD_CHARS
+					 ? json_utf8_boundary(j->cmd, SUMMARY_CMD_CHARS) : n);
+		break;
+	case F_OUTPUT:
+		out = v->output_file ? NULL : job_output_path(j->id);
+		w_str(w, f->name, v->output_file ? v->output_file : out);
+		free(out);
+		break;
+	case F_EXIT:
+		w_int_or_null(w, f->name, j->has_exit_code, j->exit_code);
+		break;
+	case F_END: /* null until it ended, or in a record older than the field */
+		w_str(w, f->name, sched_end_name(j->end_reason));
+		w_int_or_null(w, "signal", j->end_signal != 0, j->end_signal);
+		break;
+	case F_LOG: /* a running job's as its output file has them now */
+		w_int(w, f->name, log ? log->size : j->log_size);
+		w_bool(w, "log_truncated", log ? log->dropped > 0 : j->log_truncated);
+		w_int(w, "dropped_log_bytes", log ? log->dropped : j->dropped_log_bytes);
+		break;
+	case F_HOLDERS: /* met on its cards while it ran (holders_note) */
+		json_w_key(w, f->name);
+		if (j->foreign_holders)
+			json_w_raw(w, j->foreign_holders, strlen(j->foreign_holders));
 		else
-			w_num(w, "running_sec", mono_now - a->started_mono);
-		if (result_view)
-			w_num(w, "estimated_wait_sec", 0);
-		w_num(w, "estimated_remaining_sec", sched_job_estimate(j, now));
+			json_w_null(w);
+		break;
+	case F_TIMEOUT_MSG:
+		out = j->timed_out ? timeout_message(j) : NULL;
+		w_str(w, f->name, out);
+		free(out);
+		break;
+	case F_STOP: /* in its kill grace: `status` says stopping */
+		if (!isnan(j->stop_requested_at))
+			w_time(w, f->name, j->stop_requested_at);
+		break;
+	case F_LIVE:
+		w_live(w, j, v);
+		break;
+	case F_REPLAY:
+		if (v->replay)
+			w_bool(w, f->name, true);
+		break;
 	}
 }
 
-/* GET /job of an active job. */
+/* Job j as the object view v shows (enum view_kind: which fields of job_fields). */
 static void
-render_active_job(struct json_w *w, struct active *a)
+render_job(struct json_w *w, const struct job *j, const struct view *v)
 {
-	char *out = job_output_path(a->job.id);
-	struct job saved = a->job; /* the live counts are shown, the record keeps its own */
+	size_t i;
 
-	a->job.log_size = current_log_size(a);
-	if (a->log.fd >= 0) {
-		a->job.dropped_log_bytes = a->log.dropped;
-		a->job.log_truncated = a->log.dropped > 0;
+	json_w_obj(w);
+	for (i = 0; i < sizeof(job_fields) / sizeof(job_fields[0]); i++) {
+		const struct job_field *f = &job_fields[i];
+		bool done = j->status == JOB_DONE;
+
+		/* `when` applies to a summary, which is short: /status lists every queued job */
+		if ((f->views & v->kind) && (f->when == F_ANY || v->kind != V_SUM ||
+					     (f->when == F_DONE) == done))
+			w_field(w, j, f, v);
 	}
-	json_w_obj(w);
-	render_record(w, &a->job, out);
-	render_live(w, a, false);
-	json_w_obj_end(w);
-	a->job.log_size = saved.log_size;
-	a->job.dropped_log_bytes = saved.dropped_log_bytes;
-	a->job.log_truncated = saved.log_truncated;
-	free(out);
-}
-
-/* GET /result of a done job (the outcome fields). */
-static void
-render_result_done(struct json_w *w, const struct job *j, const char *output_file)
-{
-	json_w_obj(w);
-	w_str(w, "job_id", j->id);
-	w_str(w, "status", "done");
-	w_exit_code(w, j);
-	w_end(w, j);
-	w_str(w, "output_file", output_file);
-	w_num(w, "elapsed", j->elapsed);
-	w_str(w, "mode", sched_mode_name(j->mode));
-	w_int(w, "repeat", j->repeat);
-	w_int(w, "repeat_completed", j->repeat_completed);
-	w_time(w, "started_at", j->started_at);
-	w_time(w, "finished_at", j->finished_at);
-	w_bool(w, "timed_out", j->timed_out);
-	w_timeout_message(w, j);
-	w_int(w, "log_size", j->log_size);
-	w_bool(w, "log_truncated", j->log_truncated);
-	w_int(w, "dropped_log_bytes", j->dropped_log_bytes);
-	w_str(w, "error", j->error);
-	w_job_devices(w, j);
 	json_w_obj_end(w);
 }
 
-/* GET /result of a job that is not done yet. */
-static void
-render_result_pending(struct json_w *w, const struct active *a)
-{
-	const struct job *j = &a->job;
-
-	json_w_obj(w);
-	w_str(w, "job_id", j->id);
-	w_str(w, "status", sched_status_name(j->status));
-	w_str(w, "mode", sched_mode_name(j->mode));
-	render_live(w, a, true);
-	w_int(w, "repeat", j->repeat);
-	w_int(w, "repeat_current", j->repeat_current);
-	w_int(w, "repeat_completed", j->repeat_completed);
-	w_time(w, "submitted_at", j->submitted_at);
-	w_time(w, "started_at", j->started_at);
-	w_job_devices(w, j);
-	json_w_obj_end(w);
-}
-
-/* A short summary for /status lists and kill answers; wait (when not NAN) for queued ones. */
+/* A job's summary for /status lists and kill answers; wait (when not NAN) for queued ones. */
 static void
 render_summary(struct json_w *w, const struct job *j, double now, double wait)
 {
-	size_t n = strlen(j->cmd);
+	struct view v = {.kind = V_SUM, .now = now, .wait = wait};
 
-	json_w_obj(w);
-	w_str(w, "job_id", j->id);
-	w_job_devices(w, j);
-	w_str(w, "status", sched_status_name(j->status));
-	w_str(w, "mode", sched_mode_name(j->mode));
-	w_str(w, "client_id", j->client_id);
-	w_str(w, "owner", j->owner_uid < 0 ? NULL : user_of(j->owner_uid)); /* the name alone:
-						    a status lists a thousand of them */
-	json_w_key(w, "cmd");
-	json_w_str(w, j->cmd, n > SUMMARY_CMD_CHARS ? json_utf8_boundary(j->cmd, SUMMARY_CMD_CHARS) : n);
-	w_int(w, "repeat", j->repeat);
-	w_int(w, "repeat_current", j->repeat_current);
-	w_int(w, "repeat_completed", j->repeat_completed);
-	w_time(w, "submitted_at", j->submitted_at);
-	w_time(w, "started_at", j->started_at);
-	if (j->status == JOB_DONE) {
-		w_time(w, "finished_at", j->finished_at);
-		w_exit_code(w, j);
-		w_end(w, j);
-		w_num(w, "elapsed", j->elapsed);
-		w_bool(w, "timed_out", j->timed_out);
-		w_str(w, "error", j->error);
-	} else {
-		w_num(w, "estimated_remaining_sec", sched_job_estimate(j, now));
-		if (!isnan(wait))
-			w_num(w, "estimated_wait_sec", wait);
-		if (j->status == JOB_QUEUED && sched_job_ncards(j) > 1) {
-			int dev = -1;
-			enum card_blocker why = sched_job_blocker(&D.sched, j, &dev);
+	render_job(w, j, &v);
+}
 
-			if (why != BLOCKER_NONE) { /* its other cards look idle: say why they wait */
-				json_w_key(w, "waiting_for");
-				json_w_obj(w);
-				w_device(w, dev);
-				w_str(w, "reason", sched_blocker_name(why));
-				json_w_obj_end(w);
-			}
-		}
-		if (j->status == JOB_RUNNING)
-			w_num(w, "running_sec", isnan(j->started_at) ? 0 : now - j->started_at);
-		if (!isnan(j->stop_requested_at)) /* in its kill grace: `status` says stopping */
-			w_time(w, "stop_requested_at", j->stop_requested_at);
-	}
-	json_w_obj_end(w);
+/* The record of a live job (a) or of a stored one (j, its output_file). */
+static void
+render_record(struct json_w *w, const struct job *j, const struct active *a, const char *output_file)
+{
+	struct view v = {.kind = V_REC, .a = a, .output_file = output_file, .now = clock_wall()};
+
+	render_job(w, a ? &a->job : j, &v);
 }
 
 /* Keep a completed job's summary in its card's recent list (newest last, at most 10). */
@@ -2339,25 +2348,9 @@ owner_may_run(struct http_conn *c, long long owner, const char *cwd)
 static void
 render_submitted(struct json_w *w, const struct job *j, int position, double wait, bool replay)
 {
-	char *out = job_output_path(j->id);
+	struct view v = {.kind = V_SUB, .wait = wait, .position = position, .replay = replay};
 
-	json_w_obj(w);
-	w_str(w, "job_id", j->id);
-	w_job_devices(w, j);
-	w_str(w, "status", sched_status_name(j->status));
-	w_str(w, "output_file", out);
-	w_int(w, "position", position);
-	w_num(w, "estimated_wait_sec", wait);
-	w_num(w, "estimated_run_sec", sched_job_estimate(j, 0));
-	w_int(w, "repeat", j->repeat);
-	w_str(w, "mode", "run");
-	w_int(w, "timeout", j->timeout);
-	if (j->idempotency_key)
-		w_str(w, "idempotency_key", j->idempotency_key);
-	if (replay)
-		w_bool(w, "replayed", true);
-	json_w_obj_end(w);
-	free(out);
+	render_job(w, j, &v);
 }
 
 /* Whether s[0..n) may be an idempotency key: 1 to MAX_KEY_CHARS characters of RFC 3986's
@@ -2575,12 +2568,8 @@ respond_job(struct http_conn *c, const char *id)
 	if (r < 0)
 		return;
 	w = body_begin();
-	if (r == 1) {
-		render_active_job(&w, a);
-	} else {
-		json_w_obj(&w);
-		render_record(&w, &j, out);
-		json_w_obj_end(&w);
+	render_record(&w, &j, r == 1 ? a : NULL, out);
+	if (r == 2) {
 		sched_job_clear(&j);
 		free(out);
 	}
@@ -2695,15 +2684,8 @@ static void
 respond_result_active(struct http_conn *c, struct active *a)
 {
 	struct json_w w = body_begin();
-	char *out;
 
-	if (a->job.status == JOB_DONE) {
-		out = job_output_path(a->job.id);
-		render_result_done(&w, &a->job, out);
-		free(out);
-	} else {
-		render_result_pending(&w, a);
-	}
+	render_record(&w, NULL, a, NULL);
 	respond_json(c, 200, &body_buf, NULL);
 }
 
@@ -2735,7 +2717,7 @@ handle_result(struct http_conn *c, const struct call *k)
 		return;
 	}
 	w = body_begin();
-	render_result_done(&w, &j, out);
+	render_record(&w, &j, NULL, out);
 	sched_job_clear(&j);
 	free(out);
 	respond_json(c, 200, &body_buf, NULL);
@@ -2744,7 +2726,7 @@ handle_result(struct http_conn *c, const struct call *k)
 /* The /logs answer for a job whose output file is `path`. */
 static void
 respond_logs(struct http_conn *c, const struct job *j, const char *path, unsigned long long offset,
-	     unsigned long long limit)
+	     unsigned long long limit, long long dropped)
 {
 	static char chunk[64 << 10];
 	char *buf = chunk;
@@ -2782,7 +2764,7 @@ respond_logs(struct http_conn *c, const struct job *j, const char *path, unsigne
 	w_bool(&w, "complete", j->status == JOB_DONE && (long long)offset + (long long)got >= size);
 	w_int(&w, "log_size", j->status == JOB_DONE ? j->log_size : size);
 	w_bool(&w, "log_truncated", j->log_truncated);
-	w_int(&w, "dropped_log_bytes", j->dropped_log_bytes);
+	w_int(&w, "dropped_log_bytes", dropped);
 	json_w_obj_end(&w);
 	if (buf != chunk)
 		free(buf);
@@ -2794,12 +2776,9 @@ respond_logs_active(struct http_conn *c, struct active *a, unsigned long long of
 		    unsigned long long limit)
 {
 	char *path = job_output_path(a->job.id);
-	long long saved = a->job.dropped_log_bytes;
 
-	if (a->log.fd >= 0)
-		a->job.dropped_log_bytes = a->log.dropped;
-	respond_logs(c, &a->job, path, offset, limit);
-	a->job.dropped_log_bytes = saved;
+	respond_logs(c, &a->job, path, offset, limit,
+		     a->log.fd >= 0 ? a->log.dropped : a->job.dropped_log_bytes);
 	free(path);
 }
 
@@ -2832,7 +2811,7 @@ handle_logs(struct http_conn *c, const struct call *k)
 		return;
 	}
 	if (r == 2) {
-		respond_logs(c, &j, out, offset, limit);
+		respond_logs(c, &j, out, offset, limit, j.dropped_log_bytes);
 		sched_job_clear(&j);
 		free(out);
 		return;
@@ -3293,9 +3272,7 @@ write_meta(const struct job *j)
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
-	json_w_obj(&w);
-	render_record(&w, j, out);
-	json_w_obj_end(&w);
+	render_record(&w, j, NULL, out);
 	json_buf_add(&b, "\n", 1);
 	free(out);
 	if (b.oom)
