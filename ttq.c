@@ -20,8 +20,7 @@
  *     forgotten) only by sched_job_transition, whose table aborts on a change it does not
  *     allow; the durable status follows the phase. Memory holds only active jobs, those not
  *     forgotten yet (a done one is, once its outcome is committed); completed jobs are read
- *     from SQLite. Each card's last SCHED_RECENT completions are kept as pre-rendered JSON so
- *     /status needs no query.
+ *     from SQLite, a card's last SCHED_RECENT of them for each /status too.
  *   - Group commit: handlers and process events only change memory and mark records dirty.
  *     Once per loop iteration store_sync() writes every dirty record in one transaction; only
  *     after it committed are responses written (http_server_flush), processes started (a
@@ -787,12 +786,6 @@ vec_push(struct vec *x, void *p)
 	x->v[x->n++] = p;
 }
 
-struct recent {
-	char *json[SCHED_RECENT]; /* pre-rendered summaries, oldest first */
-	char id[SCHED_RECENT][33]; /* their job ids, so retention can drop them */
-	int n;
-};
-
 /* A submission answered 200 in this iteration: rewritten to 503 if the commit fails. */
 struct ack {
 	struct http_conn *conn;
@@ -803,7 +796,6 @@ struct ack {
 static struct {
 	struct sched sched;
 	struct store *store;
-	struct recent recent[MAX_CARDS];
 	struct vec dirty;    /* actives with job.dirty set; a done one is freed once committed */
 	struct vec spawn;    /* actives to start after commit */
 	struct ack *acks;
@@ -1457,49 +1449,6 @@ render_record(struct json_w *w, const struct job *j, const struct active *a, con
 	struct view v = {.kind = V_REC, .a = a, .output_file = output_file, .now = clock_wall()};
 
 	render_job(w, a ? &a->job : j, &v);
-}
-
-/* Keep a completed job's summary in its card's recent list (newest last, at most 10). */
-static void
-recent_drop(struct recent *r, int k)
-{
-	free(r->json[k]);
-	memmove(r->json + k, r->json + k + 1, sizeof(char *) * (size_t)(r->n - k - 1));
-	memmove(r->id + k, r->id + k + 1, sizeof(r->id[0]) * (size_t)(r->n - k - 1));
-	r->n--;
-}
-
-static void
-recent_add(struct card *c, const struct job *j)
-{
-	struct recent *r = &D.recent[card_index(c)];
-	struct json_buf b;
-	struct json_w w;
-
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	render_summary(&w, j, 0, NAN);
-	json_buf_add(&b, "", 1);
-	if (b.oom) {
-		json_buf_free(&b);
-		return;
-	}
-	if (r->n == SCHED_RECENT)
-		recent_drop(r, 0);
-	memcpy(r->id[r->n], j->id, 33);
-	r->json[r->n++] = b.p;
-}
-
-/* Forget a deleted job in every card's recent list (retention). */
-static void
-recent_forget(const char *id)
-{
-	int i, k;
-
-	for (i = 0; i < D.sched.ncards; i++)
-		for (k = 0; k < D.recent[i].n; k++)
-			if (strcmp(D.recent[i].id[k], id) == 0)
-				recent_drop(&D.recent[i], k--);
 }
 
 /* ------------------------------------------------------------------------ connections */
@@ -2859,10 +2808,19 @@ waiters_wake(struct active *a, bool done)
 	}
 }
 
+/* One of a card's recent jobs (store_load_recent) as its summary in the status answer. */
+static int
+recent_cb(void *ctx, struct job *j, const char *output_file)
+{
+	(void)output_file;
+	render_summary(ctx, j, 0, NAN);
+	sched_job_clear(j);
+	return 0;
+}
+
 static void
 render_card(struct json_w *w, struct card *card, double now)
 {
-	struct recent *r = &D.recent[card_index(card)];
 	const struct job_link *l;
 	int i;
 
@@ -2895,10 +2853,9 @@ render_card(struct json_w *w, struct card *card, double now)
 	for (l = card->head; l; l = l->next)
 		render_summary(w, l->job, now, l->job->plan_wait);
 	json_w_arr_end(w);
-	json_w_key(w, "recent");
+	json_w_key(w, "recent"); /* from the store: what is done is committed before it is told */
 	json_w_arr(w);
-	for (i = 0; i < r->n; i++)
-		json_w_raw(w, r->json[i], strlen(r->json[i]));
+	store_load_recent(D.store, card->device, SCHED_RECENT, recent_cb, w);
 	json_w_arr_end(w);
 	json_w_obj_end(w);
 }
@@ -3812,8 +3769,6 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 		}
 	count_outcome(a);
 	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
-	for (i = 0; i < sched_job_ncards(j); i++)
-		recent_add(sched_card(&D.sched, sched_job_device(j, i)), j);
 	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s%s%s%s", j->id,
 	       job_cards(j, cards, sizeof(cards)), exit_code, isnan(j->elapsed) ? 0 : j->elapsed,
 	       why == JOB_END_EXITED ? "" : " (", why == JOB_END_EXITED ? "" : sched_end_name(why),
@@ -4999,7 +4954,6 @@ store_unwind(void)
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
 			count_outcome_by(a, -1);
-			recent_forget(a->job.id);
 			store_remove_job_dir(D.dir, a->job.id);
 		} else {
 			sched_unlink(&D.sched, &a->job);
@@ -5145,10 +5099,8 @@ static void
 retention_cb(void *ctx, const char *id, int err)
 {
 	(void)ctx;
-	if (!err) {
-		recent_forget(id);
+	if (!err)
 		return;
-	}
 	snprintf(D.maintenance_warning, sizeof(D.maintenance_warning),
 		 "retention could not remove the folder of job %s (the job is kept): %s", id,
 		 strerror(err));
@@ -5487,15 +5439,6 @@ setup_cards(void)
 		card_dirty(&D.sched.cards[i]); /* rows for new cards, this boot's id, restore's changes */
 }
 
-static int
-recent_cb(void *ctx, struct job *j, const char *output_file)
-{
-	(void)output_file;
-	recent_add(ctx, j);
-	sched_job_clear(j);
-	return 0;
-}
-
 /*
  * When a job found running at start-up ended (sched_interrupted_at): the latest evidence that
  * it still ran. Its output file's last write (only the daemon writes it); the previous
@@ -5609,12 +5552,8 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 static void
 recover(void)
 {
-	int counts[3] = {0, 0, 0}, i;
+	int counts[3] = {0, 0, 0};
 
-	for (i = 0; i < D.sched.ncards; i++)
-		if (store_load_recent(D.store, D.sched.cards[i].device, SCHED_RECENT, recent_cb,
-				      &D.sched.cards[i]) < 0)
-			break;
 	if (store_load_active(D.store, recover_cb, counts) < 0) {
 		fprintf(stderr, "tt-device-queue serve: cannot load jobs: %s\n", store_errmsg(D.store));
 		exit(1);
