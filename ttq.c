@@ -333,21 +333,15 @@ xasprintf(const char *fmt, ...)
 {
 	va_list ap;
 	char *p;
-	int r = -1;
+	int r;
 
-	/* Sized first, then allocated exactly: vasprintf over-allocates and shrinks, which left
-	 * a hole beside each of the thousands of long-lived strings (job output paths). */
 	va_start(ap, fmt);
-	r = vsnprintf(NULL, 0, fmt, ap);
+	r = vasprintf(&p, fmt, ap);
 	va_end(ap);
-	p = r < 0 ? NULL : malloc((size_t)r + 1);
-	if (!p) {
+	if (r < 0) {
 		perror("tt-device-queue");
 		exit(1);
 	}
-	va_start(ap, fmt);
-	vsnprintf(p, (size_t)r + 1, fmt, ap);
-	va_end(ap);
 	return p;
 }
 
