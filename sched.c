@@ -11,9 +11,8 @@
  * Queues are intrusive doubly-linked lists of struct job_link (one per job and card: embedded
  * for a job's first card, in its array for the others), and all queued jobs are also linked
  * in submission order, so enqueue, dequeue and cancel are O(cards of the job); each card keeps
- * its queued count and the sum of its queued jobs' estimates so a submission's position and
- * wait are O(1) too while no multi-card job is queued (with one, a wait is planned over all
- * queued jobs: sched_plan).
+ * its queued count for a submission's position, and a wait is planned over all queued jobs
+ * (sched_plan).
  */
 #include "sched.h"
 
