@@ -1,6 +1,6 @@
 /*
  * http.c - HTTP/1.1 on the wire: request and response heads, the query reader, the head writer,
- * and the server side of a client connection (struct http_conn) with its pool of workers.
+ * and the server side of a client connection (struct http_conn).
  *
  * Parsers (http_parse_request, http_parse_response):
  * - Stateless: every call scans buf from its first byte, once, left to right, and never reads
@@ -29,9 +29,9 @@
  * - Nothing is written to a socket but by http_server_flush (and a 100 Continue, which answers
  *   nothing): the owner calls it after its commit, so no answer goes out before what it says
  *   is durable, and an answer may still be taken back (http_conn_retract) until then.
- * - At most cfg.workers connections hold a worker, from their complete request until its
- *   answer was written; others wait first come, first served. Reading, idle and held
- *   long-polls take none, so slow or idle clients cannot starve the rest.
+ * - A complete request is answered in the turn it is read: nothing bounds the requests in
+ *   flight but the connections (the owner's cap). A client that does not read its answer
+ *   holds only its own buffer, until HTTP_WRITE_TIMEOUT; the others go on being served.
  * - A closed connection is only marked (HTTP_CONN_CLOSED) and freed at http_server_sweep, so
  *   pointers held during one turn of the owner's loop stay valid.
  */
@@ -41,11 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <linux/sockios.h> /* SIOCOUTQ */
 
 #include "http.h"
 
@@ -988,12 +985,6 @@ http_format_head(char *out, size_t cap, int status, const char *content_type, si
 
 /* ------------------------------------------------------------------------ connections */
 
-/*
- * A holder whose answer has not moved for this long while a complete request waits for a
- * worker loses its connection: 16 clients that stop reading would otherwise hold every worker
- * until HTTP_WRITE_TIMEOUT and stall the API for everyone.
- */
-#define STALL_RECLAIM 1.0
 #define IN_SLACK 65536 /* bytes read beyond a maximal request, so pipelining is not throttled */
 #define OUT_KEEP 65536 /* an output buffer bigger than this is freed once written */
 
@@ -1018,13 +1009,8 @@ struct http_conn {
 	int minor;            /* its HTTP minor version */
 	bool continue_sent;   /* 100 Continue already sent for it */
 	bool peer_eof;        /* the client closed its side (half-close): nothing more comes */
-	bool has_worker;      /* holds one of cfg.workers (in srv->holders) */
 	bool in_ready, in_flush; /* on srv->ready / srv->flush */
-	struct http_conn *qnext;          /* in the worker queue (WAITING) */
-	struct http_conn *hnext, *hprev;  /* in the list of holders */
-	struct http_conn *anext, *aprev;  /* in the list of open connections */
-	double progress_at; /* monotonic s its answer last moved (stall reclaim) */
-	int last_outq;      /* bytes in its socket's send queue when last looked at, -1 */
+	struct http_conn *anext, *aprev; /* in the list of open connections */
 };
 
 /* A list of connections, for the work of one turn. */
@@ -1037,10 +1023,6 @@ struct http_server {
 	struct http_server_config cfg;
 	struct http_callbacks cb;
 	long long nconns;
-	long long busy; /* workers taken */
-	struct http_conn *holders;
-	struct http_conn *workq_head, *workq_tail; /* WAITING, first come first served */
-	double look_at; /* next look for stalled holders while the queue is not empty */
 	struct list ready;     /* requests to run at http_server_process */
 	struct list flush;     /* answers to write at http_server_flush */
 	struct list graveyard; /* CLOSED, freed at http_server_sweep */
@@ -1110,9 +1092,7 @@ buf_free(struct buf *b)
 #define TO(s) (1u << (s))
 static const unsigned legal[] = {
 	[HTTP_CONN_IDLE] = TO(HTTP_CONN_READING) | TO(HTTP_CONN_CLOSED),
-	[HTTP_CONN_READING] = TO(HTTP_CONN_WAITING) | TO(HTTP_CONN_ANSWERING) |
-			      TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
-	[HTTP_CONN_WAITING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_READING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_ANSWERING] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) |
 				TO(HTTP_CONN_HELD) | TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_HELD] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
@@ -1161,8 +1141,6 @@ state_deadline(const struct http_conn *c, enum http_conn_state to)
 	case HTTP_CONN_IDLE:
 	case HTTP_CONN_READING:
 		return now(c) + HTTP_IDLE_TIMEOUT;
-	case HTTP_CONN_WAITING:
-		return c == c->srv->workq_head ? c->srv->look_at : 0;
 	case HTTP_CONN_HELD:
 		return c->deadline; /* the owner's, set by http_conn_hold */
 	default:
@@ -1183,7 +1161,7 @@ set_state(struct http_conn *c, enum http_conn_state to)
 	tell_owner(c);
 }
 
-/* ---- the in-flight limit: cfg.workers requests are answered at once, the rest wait (FIFO) */
+/* ---- work lists */
 
 static void conn_close(struct http_conn *c);
 
@@ -1203,161 +1181,6 @@ flush_later(struct http_conn *c)
 		c->in_flush = true;
 		list_push(&c->srv->flush, c);
 	}
-}
-
-static void
-holder_add(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-
-	c->has_worker = true;
-	c->progress_at = now(c);
-	c->last_outq = -1;
-	c->hprev = NULL;
-	c->hnext = s->holders;
-	if (s->holders)
-		s->holders->hprev = c;
-	s->holders = c;
-}
-
-static void
-holder_remove(struct http_conn *c)
-{
-	if (c->hprev)
-		c->hprev->hnext = c->hnext;
-	else
-		c->srv->holders = c->hnext;
-	if (c->hnext)
-		c->hnext->hprev = c->hprev;
-	c->hnext = c->hprev = NULL;
-	c->has_worker = false;
-}
-
-/* The head of the worker queue carries the time of the next look for stalled holders. */
-static void
-new_head(struct http_server *s)
-{
-	struct http_conn *h = s->workq_head;
-
-	if (h && h->deadline != s->look_at) {
-		h->deadline = s->look_at;
-		tell_owner(h);
-	}
-}
-
-static void
-workq_push(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-
-	c->qnext = NULL;
-	if (s->workq_tail) {
-		s->workq_tail->qnext = c;
-	} else {
-		s->workq_head = c;
-		s->look_at = now(c) + STALL_RECLAIM / 2;
-	}
-	s->workq_tail = c;
-}
-
-static void
-workq_remove(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-	struct http_conn **p = &s->workq_head, *prev = NULL;
-
-	for (; *p; prev = *p, p = &(*p)->qnext)
-		if (*p == c) {
-			*p = c->qnext;
-			if (s->workq_tail == c)
-				s->workq_tail = prev;
-			c->qnext = NULL;
-			new_head(s);
-			return;
-		}
-}
-
-/* Give c's worker to the longest-waiting complete request, or free it. */
-static void
-worker_release(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-	struct http_conn *next = s->workq_head;
-
-	if (!c->has_worker)
-		return;
-	holder_remove(c);
-	if (!next) {
-		s->busy--;
-		return;
-	}
-	s->workq_head = next->qnext;
-	if (!s->workq_head)
-		s->workq_tail = NULL;
-	next->qnext = NULL;
-	holder_add(next); /* handed over: busy is unchanged */
-	set_state(next, HTTP_CONN_ANSWERING);
-	ready_later(next);
-	new_head(s);
-}
-
-/*
- * All workers are taken and a complete request waits: the holder whose answer has not moved
- * for STALL_RECLAIM seconds the longest (a client that stopped reading) is cut off. Readers
- * that make progress keep their worker.
- */
-static void
-worker_reclaim(struct http_server *s)
-{
-	struct http_conn *c, *oldest = NULL;
-	double t = *s->cfg.now;
-	int outq;
-
-	for (c = s->holders; c; c = c->hnext) {
-		if (c->out.len <= c->out_off || ioctl(c->fd, SIOCOUTQ, &outq) < 0)
-			continue;
-		/*
-		 * The socket's send queue, not our writes, shows whether the client reads: POLLOUT
-		 * comes back only after a large part of a big send buffer drained, so a slow but
-		 * steady reader can go seconds without a write of ours.
-		 */
-		if (outq != c->last_outq) {
-			c->last_outq = outq;
-			c->progress_at = t;
-		} else if (t - c->progress_at >= STALL_RECLAIM &&
-			   (!oldest || c->progress_at < oldest->progress_at)) {
-			oldest = c;
-		}
-	}
-	if (oldest)
-		conn_close(oldest);
-}
-
-/* The worker queue's head timed out: look for a stalled holder, and again later. */
-static void
-worker_look(struct http_server *s)
-{
-	s->look_at = *s->cfg.now + STALL_RECLAIM / 2;
-	worker_reclaim(s);
-	new_head(s);
-}
-
-/* A worker for c's complete request: ANSWERING when one is free, else WAITING its turn. */
-static void
-worker_take(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-
-	if (s->busy >= s->cfg.workers)
-		worker_reclaim(s);
-	if (s->busy < s->cfg.workers && !s->workq_head) {
-		s->busy++;
-		holder_add(c);
-		set_state(c, HTTP_CONN_ANSWERING);
-		return;
-	}
-	workq_push(c);
-	set_state(c, HTTP_CONN_WAITING);
 }
 
 /* ---- answers */
@@ -1419,7 +1242,6 @@ http_conn_hold(struct http_conn *c, double until)
 {
 	c->deadline = until; /* the state's deadline (state_deadline) */
 	set_state(c, HTTP_CONN_HELD);
-	worker_release(c); /* a held long-poll takes no worker */
 }
 
 void
@@ -1462,10 +1284,7 @@ send_continue(struct http_conn *c)
 		conn_close(c);
 }
 
-/*
- * Answer the request buffered on c when c is free to: READING (its worker taken here) or
- * ANSWERING (handed a worker). One request per write cycle keeps answers in order.
- */
+/* Answer the request buffered on c when c is READING: one per write cycle keeps answers in order. */
 static void
 process(struct http_conn *c)
 {
@@ -1473,7 +1292,7 @@ process(struct http_conn *c)
 	size_t need;
 	int r;
 
-	if (c->state != HTTP_CONN_READING && c->state != HTTP_CONN_ANSWERING)
+	if (c->state != HTTP_CONN_READING)
 		return;
 	r = http_parse_request(c->in.p, c->in.len, &req);
 	if (r == 0) {
@@ -1507,10 +1326,7 @@ process(struct http_conn *c)
 			conn_close(c);
 		return;
 	}
-	if (c->state == HTTP_CONN_READING)
-		worker_take(c);
-	if (c->state != HTTP_CONN_ANSWERING)
-		return;
+	set_state(c, HTTP_CONN_ANSWERING);
 	c->srv->cb.request(c, &req, c->in.p + r, need - (size_t)r);
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
@@ -1589,9 +1405,6 @@ http_conn_timeout(struct http_conn *c)
 		respond_error(c, HTTP_REQUEST_TIMEOUT, why);
 		break;
 	}
-	case HTTP_CONN_WAITING:
-		worker_look(c->srv);
-		break;
 	case HTTP_CONN_HELD:
 		c->srv->cb.hold_expired(c);
 		break;
@@ -1615,7 +1428,6 @@ answered(struct http_conn *c)
 		conn_close(c);
 		return;
 	}
-	worker_release(c);
 	if (c->in.len > 0) {
 		set_state(c, HTTP_CONN_READING);
 		ready_later(c);
@@ -1638,7 +1450,6 @@ conn_flush(struct http_conn *c)
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
-			c->progress_at = now(c);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -1702,10 +1513,7 @@ conn_close(struct http_conn *c)
 
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
-	if (c->state == HTTP_CONN_WAITING)
-		workq_remove(c);
 	set_state(c, HTTP_CONN_CLOSED);
-	worker_release(c);
 	if (c->aprev)
 		c->aprev->anext = c->anext;
 	else
@@ -1733,7 +1541,6 @@ http_conn_new(struct http_server *s, int fd, void *owner)
 	c->keep_alive = true;
 	c->minor = 1;
 	c->told_events = -1;
-	c->last_outq = -1;
 	c->anext = s->open;
 	if (s->open)
 		s->open->aprev = c;

@@ -157,7 +157,7 @@ struct config {
 	int silence_timeout; /* the default silence_timeout of a job, seconds; 0: off */
 	long long max_queued;
 	long long max_log_bytes, max_log_read, max_request_bytes;
-	long long http_workers, max_connections;
+	long long max_connections;
 	long long retention_days, max_completed;
 	long long max_repeat, max_cmd_chars;
 	double stop_grace;
@@ -416,7 +416,8 @@ config_load(void)
 	cfg.max_log_bytes = env_int("TT_DEVICE_MAX_LOG_BYTES", 16LL << 20, 1024, 1LL << 50);
 	cfg.max_log_read = env_int("TT_DEVICE_MAX_LOG_READ", 64 << 10, 1, 64 << 20);
 	cfg.max_request_bytes = env_int("TT_DEVICE_MAX_REQUEST_BYTES", 1 << 20, 1, 1 << 30);
-	cfg.http_workers = env_int("TT_DEVICE_HTTP_WORKERS", 16, 1, 100000);
+	/* accepted and ignored, as the man page says: a request is answered in the turn it is read */
+	(void)env_int("TT_DEVICE_HTTP_WORKERS", 16, 1, 100000);
 	cfg.max_connections = env_int("TT_DEVICE_MAX_CONNECTIONS", 1024, 1, 1000000);
 	cfg.retention_days = env_int("TT_DEVICE_RETENTION_DAYS", 30, 0, 1000000);
 	cfg.max_completed = env_int("TT_DEVICE_MAX_COMPLETED_JOBS", 10000, 0, 1LL << 40);
@@ -1825,7 +1826,7 @@ client_timer_fired(void *arg)
 	http_conn_timeout(((struct client *)arg)->http);
 }
 
-/* Start the HTTP side: the connections and the in-flight limit (TT_DEVICE_HTTP_WORKERS). */
+/* Start the HTTP side: the connections. */
 static void
 clients_init(void)
 {
@@ -1837,7 +1838,6 @@ clients_init(void)
 	};
 	struct http_server_config hc = {
 	    .max_body = (size_t)cfg.max_request_bytes,
-	    .workers = cfg.http_workers,
 	    .now = &mono_now,
 	};
 
@@ -2740,7 +2740,7 @@ hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 	if (a->waiters)
 		a->waiters->wprev = cl;
 	a->waiters = cl;
-	http_conn_hold(c, mono_now + (double)wait); /* a held long-poll takes no worker */
+	http_conn_hold(c, mono_now + (double)wait);
 }
 
 static void
