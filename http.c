@@ -35,6 +35,7 @@
  * - A closed connection is only marked (HTTP_CONN_CLOSED) and freed at http_server_sweep, so
  *   pointers held during one turn of the owner's loop stay valid.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -235,71 +236,6 @@ uri_chars(const char *s, size_t n, const char *more, bool pct)
 	return true;
 }
 
-/* IPv4address: four dec-octets (0-255, no leading zero) joined by '.' (RFC 3986 3.2.2). */
-static bool
-ipv4_ok(const char *s, size_t n)
-{
-	size_t i = 0, k;
-	int part, v;
-
-	for (part = 0; part < 4; part++) {
-		if (part > 0 && (i == n || s[i++] != '.'))
-			return false;
-		for (k = 0, v = 0; i < n && k < 3 && is_digit(s[i]); i++, k++)
-			v = v * 10 + (s[i] - '0');
-		if (k == 0 || v > 255 || (k > 1 && s[i - k] == '0'))
-			return false;
-	}
-	return i == n;
-}
-
-/* h16 = 1*4HEXDIG at s[*i..n): moves *i past it; false when there is none. */
-static bool
-h16(const char *s, size_t n, size_t *i)
-{
-	size_t k;
-
-	for (k = 0; *i + k < n && k < 4 && is_hex(s[*i + k]); k++)
-		;
-	*i += k;
-	return k > 0;
-}
-
-/*
- * IPv6address (RFC 3986 3.2.2): eight h16 pieces joined by ':', the last two of which may be
- * an IPv4address; one "::" stands for one or more pieces.
- */
-static bool
-ipv6_ok(const char *s, size_t n)
-{
-	size_t i, start;
-	int pieces = 0;
-	bool gap = n >= 2 && s[0] == ':' && s[1] == ':';
-
-	for (i = gap ? 2 : 0; i < n; pieces++) {
-		start = i;
-		if (!h16(s, n, &i))
-			return false;
-		if (i < n && s[i] == '.') { /* ls32 as an IPv4address ends it */
-			pieces += 2;
-			if (!ipv4_ok(s + start, n - start))
-				return false;
-			break;
-		}
-		if (i == n)
-			continue;
-		if (s[i++] != ':' || i == n)
-			return false;
-		if (s[i] == ':') { /* the one "::" */
-			if (gap)
-				return false;
-			gap = true;
-			i++;
-		}
-	}
-	return gap ? pieces <= 7 : pieces == 8;
-}
-
 /* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) (RFC 3986 3.2.2). */
 static bool
 ipvfuture_ok(const char *s, size_t n)
@@ -318,11 +254,14 @@ ipvfuture_ok(const char *s, size_t n)
 /*
  * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture, or IPv6address with an
  * optional zone (RFC 6874: "%25" then the zone; its section 4 asks to take a bare "%" too,
- * which is what a client given "fe80::1%eth0" sends).
+ * which is what a client given "fe80::1%eth0" sends). inet_pton takes the text forms of RFC
+ * 4291 2.2, which are RFC 3986's IPv6address; the longest has INET6_ADDRSTRLEN - 1 bytes.
  */
 static bool
 ip_literal_ok(const char *s, size_t n)
 {
+	char text[INET6_ADDRSTRLEN];
+	struct in6_addr addr;
 	const char *zone;
 
 	if (n > 0 && lower(s[0]) == 'v')
@@ -330,7 +269,12 @@ ip_literal_ok(const char *s, size_t n)
 	if ((zone = memchr(s, '%', n)) &&
 	    (zone + 1 == s + n || !uri_chars(zone + 1, (size_t)(s + n - zone - 1), "", true)))
 		return false;
-	return ipv6_ok(s, zone ? (size_t)(zone - s) : n);
+	n = zone ? (size_t)(zone - s) : n;
+	if (n >= sizeof(text))
+		return false;
+	memcpy(text, s, n);
+	text[n] = '\0';
+	return inet_pton(AF_INET6, text, &addr) == 1;
 }
 
 /*
@@ -740,19 +684,6 @@ finish_request(struct cursor *c, struct http_request *req, const struct fields *
 	return 1;
 }
 
-static void
-reset_request(struct http_request *req)
-{
-	req->method = req->path = req->query = NULL;
-	req->method_len = req->path_len = req->query_len = 0;
-	req->minor_version = 0;
-	req->num_headers = 0;
-	req->content_length = -1;
-	req->keep_alive = false;
-	req->expect_continue = false;
-	req->error = NULL;
-}
-
 /* A cursor over buf[0..min(len, HTTP_MAX_HEAD)) whose failures go to *error. */
 static struct cursor
 cursor_at(const char *buf, size_t len, const char **error, bool response)
@@ -769,7 +700,7 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 	struct cursor c;
 	int rc;
 
-	reset_request(req);
+	*req = (struct http_request){.content_length = -1};
 	if (len == 0)
 		return 0;
 	c = cursor_at(buf, len, &req->error, false);
@@ -828,19 +759,6 @@ parse_status_line(struct cursor *c, struct http_response *res)
 	return parse_crlf(c);
 }
 
-static void
-reset_response(struct http_response *res)
-{
-	res->minor_version = 0;
-	res->status = 0;
-	res->reason = NULL;
-	res->reason_len = 0;
-	res->num_headers = 0;
-	res->content_length = -1;
-	res->keep_alive = false;
-	res->error = NULL;
-}
-
 int
 http_parse_response(const char *buf, size_t len, struct http_response *res)
 {
@@ -848,7 +766,7 @@ http_parse_response(const char *buf, size_t len, struct http_response *res)
 	struct cursor c;
 	int rc;
 
-	reset_response(res);
+	*res = (struct http_response){.content_length = -1};
 	if (len == 0)
 		return 0;
 	c = cursor_at(buf, len, &res->error, true);
@@ -918,69 +836,22 @@ http_query_uint(const char *query, size_t query_len, const char *name, unsigned 
 	return http_parse_uint(val, vlen, max, out) < 0 ? -1 : 1;
 }
 
-/* Appends to out[0..cap); `len` keeps counting past cap so overflow is seen once at the end. */
-struct out {
-	char *buf;
-	size_t cap;
-	size_t len;
-};
-
-static void
-put(struct out *o, const char *s, size_t n)
-{
-	if (o->len <= o->cap && n <= o->cap - o->len)
-		memcpy(o->buf + o->len, s, n);
-	o->len += n;
-}
-
-static void
-put_str(struct out *o, const char *s)
-{
-	put(o, s, strlen(s));
-}
-
-static void
-put_uint(struct out *o, unsigned long long v)
-{
-	char d[20];
-	size_t i = sizeof(d);
-
-	do
-		d[--i] = (char)('0' + v % 10);
-	while (v /= 10);
-	put(o, d + i, sizeof(d) - i);
-}
-
 /* Status lines are always HTTP/1.1 (RFC 9110 6.2); a status outside 100..999 gives 0. */
 size_t
 http_format_head(char *out, size_t cap, int status, const char *content_type, size_t content_length,
                  bool keep_alive, int minor_version, const char *extra)
 {
-	struct out o = {out, cap, 0};
+	const char *conn = !keep_alive ? "Connection: close\r\n"
+			   : minor_version == 0 ? "Connection: keep-alive\r\n" : "";
+	int n;
 
 	if (status < 100 || status > 999)
 		return 0;
-	put_str(&o, "HTTP/1.1 ");
-	put_uint(&o, (unsigned)status);
-	put_str(&o, " ");
-	put_str(&o, http_reason(status));
-	put_str(&o, "\r\n");
-	if (content_type) {
-		put_str(&o, "Content-Type: ");
-		put_str(&o, content_type);
-		put_str(&o, "\r\n");
-	}
-	put_str(&o, "Content-Length: ");
-	put_uint(&o, content_length);
-	put_str(&o, "\r\nCache-Control: no-store\r\n");
-	if (!keep_alive)
-		put_str(&o, "Connection: close\r\n");
-	else if (minor_version == 0)
-		put_str(&o, "Connection: keep-alive\r\n");
-	if (extra)
-		put_str(&o, extra);
-	put_str(&o, "\r\n");
-	return o.len <= cap ? o.len : 0;
+	n = snprintf(out, cap, "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n"
+		     "Cache-Control: no-store\r\n%s%s\r\n", status, http_reason(status),
+		     content_type ? "Content-Type: " : "", content_type ? content_type : "",
+		     content_type ? "\r\n" : "", content_length, conn, extra ? extra : "");
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 /* ------------------------------------------------------------------------ connections */
@@ -1092,7 +963,8 @@ buf_free(struct buf *b)
 #define TO(s) (1u << (s))
 static const unsigned legal[] = {
 	[HTTP_CONN_IDLE] = TO(HTTP_CONN_READING) | TO(HTTP_CONN_CLOSED),
-	[HTTP_CONN_READING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_READING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSING) |
+			      TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_ANSWERING] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) |
 				TO(HTTP_CONN_HELD) | TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_HELD] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
@@ -1197,27 +1069,17 @@ respond_error(struct http_conn *c, int status, const char *msg)
 			  n < (int)sizeof(body) ? (size_t)n : sizeof(body) - 1, NULL);
 }
 
-/* The head for an answer of len bytes into head[0..cap); the state it leads to. */
-static size_t
-answer_head(struct http_conn *c, char *head, size_t cap, int status, const char *content_type,
-	    size_t len, const char *extra, enum http_conn_state *to)
-{
-	*to = c->keep_alive ? HTTP_CONN_WRITING : HTTP_CONN_CLOSING;
-	return http_format_head(head, cap, status, content_type, len, c->keep_alive, c->minor,
-				extra);
-}
-
 void
 http_conn_respond(struct http_conn *c, int status, const char *content_type, const void *body,
 		  size_t len, const char *extra)
 {
-	enum http_conn_state to;
 	char head[1024];
 	size_t n;
 
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
-	n = answer_head(c, head, sizeof(head), status, content_type, len, extra, &to);
+	n = http_format_head(head, sizeof(head), status, content_type, len, c->keep_alive, c->minor,
+			     extra);
 	if (buf_reserve(&c->out, n + len, n + len) < 0) {
 		conn_close(c);
 		return;
@@ -1226,7 +1088,7 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 	if (len > 0)
 		memcpy(c->out.p + c->out.len + n, body, len);
 	c->out.len += n + len;
-	set_state(c, to);
+	set_state(c, c->keep_alive ? HTTP_CONN_WRITING : HTTP_CONN_CLOSING);
 	flush_later(c);
 }
 
@@ -1234,7 +1096,7 @@ void
 http_conn_last(struct http_conn *c)
 {
 	if (c->state != HTTP_CONN_CLOSED)
-		c->keep_alive = false; /* answer_head: Connection: close, then CLOSING */
+		c->keep_alive = false; /* http_conn_respond: Connection: close, then CLOSING */
 }
 
 void
@@ -1284,7 +1146,7 @@ send_continue(struct http_conn *c)
 		conn_close(c);
 }
 
-/* Answer the request buffered on c when c is READING: one per write cycle keeps answers in order. */
+/* Answer the request buffered on c when READING: one per write cycle keeps answers in order. */
 static void
 process(struct http_conn *c)
 {

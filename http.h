@@ -137,8 +137,8 @@ int http_query_uint(const char *query, size_t query_len, const char *name, unsig
  * Write a response head into out[0..cap): status line, Content-Type (when not NULL),
  * Content-Length, "Cache-Control: no-store", "Connection: close" when !keep_alive (or
  * "Connection: keep-alive" for a kept HTTP/1.0 connection when minor_version is 0), then
- * `extra` verbatim (NULL or complete "Name: value\r\n" lines), then the blank line.
- * Returns the head's length, or 0 when it does not fit in cap.
+ * `extra` verbatim (NULL or complete "Name: value\r\n" lines), then the blank line, and a NUL.
+ * Returns the head's length (without the NUL), or 0 when head and NUL do not fit in cap.
  */
 size_t http_format_head(char *out, size_t cap, int status, const char *content_type,
 			size_t content_length, bool keep_alive, int minor_version, const char *extra);

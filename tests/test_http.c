@@ -217,6 +217,8 @@ static const struct pcase cases[] = {
     C("Host IPv6 zone, RFC 6874", RL "Host: [fe80::1%25eth0]:80\r\n\r\n", ALL),
     C("Host IPv6 bare zone", RL "Host: [fe80::1%eth0]:80\r\n\r\n", ALL),
     C("Host IPvFuture", RL "Host: [v1F.a:b!]\r\n\r\n", ALL),
+    C("Host IPv6 longest text", RL "Host: [0000:0000:0000:0000:0000:ffff:255.255.255.255]\r\n\r\n",
+      ALL),
     C("Host with a space", RL "Host: a b\r\n\r\n", -400),
     C("Host with a path", RL "Host: x/y\r\n\r\n", -400),
     C("Host with userinfo", RL "Host: u@x\r\n\r\n", -400),
@@ -234,6 +236,9 @@ static const struct pcase cases[] = {
     C("Host IPv6 gap and eight pieces", RL "Host: [1:2:3:4::5:6:7:8]\r\n\r\n", -400),
     C("Host IPv6 five hex digits", RL "Host: [12345::]\r\n\r\n", -400),
     C("Host IPv6 trailing colon", RL "Host: [1::2:]\r\n\r\n", -400),
+    C("Host IPv6 leading colon", RL "Host: [:1::2]\r\n\r\n", -400),
+    C("Host IPv6 five digits, longest text",
+      RL "Host: [00000:0000:0000:0000:0000:ffff:1.2.3.4]\r\n\r\n", -400),
     C("Host IPv6 IPv4 octet over 255", RL "Host: [::1.2.3.256]\r\n\r\n", -400),
     C("Host IPv6 IPv4 leading zero", RL "Host: [::1.2.3.04]\r\n\r\n", -400),
     C("Host IPv6 IPv4 not last", RL "Host: [::1.2.3.4:1]\r\n\r\n", -400),
@@ -644,13 +649,13 @@ test_format(void)
 	is_int(http_format_head(buf, sizeof(buf), -400, NULL, 0, true, 1, NULL), 0,
 	       "format: negative status");
 
-	/* exact fit and one short, writing right up to the guard page */
+	/* head and NUL fit exactly, and one short, writing right up to the guard page */
+	g = region + REGION - (len + 1);
+	n = http_format_head(g, len + 1, 200, ct, 12, true, 1, NULL);
+	head_is(n, g, want_ka, "format: head and NUL fit exactly");
 	g = region + REGION - len;
-	n = http_format_head(g, len, 200, ct, 12, true, 1, NULL);
-	head_is(n, g, want_ka, "format: fits exactly, no NUL written");
-	g = region + REGION - (len - 1);
-	is_int(http_format_head(g, len - 1, 200, ct, 12, true, 1, NULL), 0,
-	       "format: one byte short");
+	is_int(http_format_head(g, len, 200, ct, 12, true, 1, NULL), 0,
+	       "format: one byte short (no room for the NUL)");
 	is_int(http_format_head(region + REGION, 0, 200, ct, 12, true, 1, NULL), 0,
 	       "format: cap 0");
 }
