@@ -70,20 +70,6 @@ static const char *const reasons[] = {
     [HTTP_VERSION_NOT_SUPPORTED] = "HTTP Version Not Supported",
 };
 
-/* tchar (RFC 9110 5.6.2): "!#$%&'*+-.^_`|~", DIGIT, ALPHA. Bytes >= 0x80 are not tchar. */
-/* clang-format off */
-static const unsigned char tchar_map[128] = {
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
-	0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
-};
-/* clang-format on */
-
 /*
  * Bytes of the head not yet read: [p, end), end never beyond buf + HTTP_MAX_HEAD; where a
  * failure's message goes; and whose head it is, for the messages.
@@ -112,15 +98,7 @@ http_reason(int status)
 	return reasons[status];
 }
 
-/* Byte classes take plain char and look at it as unsigned: bytes >= 0x80 are never tokens. */
-static bool
-is_tchar(char c)
-{
-	unsigned char u = (unsigned char)c;
-
-	return u < 128 && tchar_map[u];
-}
-
+/* Byte classes take plain char and compare it with ASCII ranges: bytes >= 0x80 are in none. */
 static bool
 is_digit(char c)
 {
@@ -131,6 +109,19 @@ static char
 lower(char c)
 {
 	return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
+}
+
+static bool
+is_alnum(char c)
+{
+	return is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'z');
+}
+
+/* tchar (RFC 9110 5.6.2): "!#$%&'*+-.^_`|~", DIGIT, ALPHA. */
+static bool
+is_tchar(char c)
+{
+	return is_alnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 /* ASCII case-insensitive equality of a view and a NUL-terminated string. */
@@ -169,6 +160,22 @@ parse_crlf(struct cursor *c)
 		return fail(c, HTTP_BAD_REQUEST,
 		            c->response ? "bare CR in response head" : "bare CR in request head");
 	c->p += 2;
+	return 1;
+}
+
+/*
+ * The fixed text pat at the cursor, 'd' standing for a DIGIT and letters matching in any case
+ * when fold: 1 past it, 0 when the bytes run out first, else -400 with msg.
+ */
+static int
+match(struct cursor *c, const char *pat, bool fold, const char *msg)
+{
+	for (; *pat; pat++, c->p++) {
+		if (c->p == c->end)
+			return 0;
+		if (*pat == 'd' ? !is_digit(*c->p) : (fold ? lower(*c->p) : *c->p) != *pat)
+			return fail(c, HTTP_BAD_REQUEST, msg);
+	}
 	return 1;
 }
 
@@ -226,8 +233,7 @@ uri_chars(const char *s, size_t n, const char *more, bool pct)
 	for (i = 0; i < n; i++) {
 		char c = s[i];
 
-		if (is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'z') ||
-		    (c != '\0' && (strchr("-._~", c) || strchr(more, c))))
+		if (is_alnum(c) || (c != '\0' && (strchr("-._~", c) || strchr(more, c))))
 			continue;
 		if (!pct || c != '%' || n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
 			return false;
@@ -307,27 +313,6 @@ host_port_ok(const char *s, size_t n, size_t *host_len)
 }
 
 /*
- * absolute-form (RFC 9112 3.2.2) starts "http://", the scheme in any case (RFC 3986 3.1).
- * Nothing else but a path is a target here: not https (this is no TLS connection), not
- * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes.
- */
-static int
-parse_scheme(struct cursor *c)
-{
-	static const char http[] = "http://";
-	size_t i;
-
-	for (i = 0; i < sizeof(http) - 1; i++, c->p++) {
-		if (c->p == c->end)
-			return 0;
-		if (lower(*c->p) != http[i])
-			return fail(c, HTTP_BAD_REQUEST,
-			            "request target must be a path or an http:// URI");
-	}
-	return 1;
-}
-
-/*
  * An absolute-form target's authority, up to '/', '?' or SP: host [ ":" port ] (RFC 3986
  * 3.2). No userinfo (RFC 9110 4.2.4: treat it as an error) and not an empty host (RFC 9110
  * 4.2.1: reject the URI as invalid).
@@ -397,7 +382,10 @@ parse_target(struct cursor *c, struct http_request *req)
 		return 0;
 	if (*c->p == '/')
 		return parse_path_query(c, req, NULL);
-	if ((rc = parse_scheme(c)) <= 0)
+	/* "http://" in any case (RFC 3986 3.1): not https (this is no TLS connection), not
+	 * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes */
+	rc = match(c, "http://", true, "request target must be a path or an http:// URI");
+	if (rc <= 0)
 		return rc;
 	slash = c->p - 1; /* the second '/' of "://" */
 	if ((rc = parse_authority(c)) <= 0)
@@ -412,18 +400,13 @@ parse_target(struct cursor *c, struct http_request *req)
 static int
 parse_http_version(struct cursor *c, int *major, int *minor)
 {
-	static const char pat[] = "HTTP/d.d";
-	size_t i;
+	int rc = match(c, "HTTP/d.d", false, "invalid HTTP version");
 
-	for (i = 0; i < sizeof(pat) - 1; i++, c->p++) {
-		if (c->p == c->end)
-			return 0;
-		if (pat[i] == 'd' ? !is_digit(*c->p) : *c->p != pat[i])
-			return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
+	if (rc > 0) {
+		*major = c->p[-3] - '0';
+		*minor = c->p[-1] - '0';
 	}
-	*major = c->p[-3] - '0';
-	*minor = c->p[-1] - '0';
-	return 1;
+	return rc;
 }
 
 /*
@@ -723,20 +706,15 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 static int
 parse_status_line(struct cursor *c, struct http_response *res)
 {
-	int major, i, rc;
+	int major, rc;
 
 	if ((rc = parse_http_version(c, &major, &res->minor_version)) <= 0)
 		return rc;
 	if (major != 1)
 		return fail(c, HTTP_BAD_GATEWAY, "not HTTP/1.x");
-	for (i = 0; i < 4; i++, c->p++) {
-		if (c->p == c->end)
-			return 0;
-		if (i == 0 ? *c->p != ' ' : !is_digit(*c->p))
-			return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
-		if (i > 0)
-			res->status = res->status * 10 + (*c->p - '0');
-	}
+	if ((rc = match(c, " ddd", false, "invalid status line")) <= 0)
+		return rc;
+	res->status = (c->p[-3] - '0') * 100 + (c->p[-2] - '0') * 10 + (c->p[-1] - '0');
 	if (res->status < 100 || res->status > 599) /* RFC 9110 15 */
 		return fail(c, HTTP_BAD_GATEWAY, "invalid status code");
 	if (c->p == c->end)
@@ -924,12 +902,6 @@ list_free(struct list *l)
 	l->n = l->cap = 0;
 }
 
-static double
-now(const struct http_conn *c)
-{
-	return *c->srv->cfg.now;
-}
-
 /* Room for n more bytes; -1 when out of memory. */
 static int
 buf_reserve(struct buf *b, size_t n, size_t min_cap)
@@ -1012,7 +984,7 @@ state_deadline(const struct http_conn *c, enum http_conn_state to)
 	switch (to) {
 	case HTTP_CONN_IDLE:
 	case HTTP_CONN_READING:
-		return now(c) + HTTP_IDLE_TIMEOUT;
+		return *c->srv->cfg.now + HTTP_IDLE_TIMEOUT;
 	case HTTP_CONN_HELD:
 		return c->deadline; /* the owner's, set by http_conn_hold */
 	default:
@@ -1317,7 +1289,7 @@ conn_flush(struct http_conn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			c->deadline = now(c) + HTTP_WRITE_TIMEOUT;
+			c->deadline = *c->srv->cfg.now + HTTP_WRITE_TIMEOUT;
 			tell_owner(c);
 			return;
 		}
@@ -1392,18 +1364,13 @@ conn_close(struct http_conn *c)
 struct http_conn *
 http_conn_new(struct http_server *s, int fd, void *owner)
 {
-	struct http_conn *c = calloc(1, sizeof(*c));
+	struct http_conn *c = malloc(sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->srv = s;
-	c->owner = owner;
-	c->fd = fd;
-	c->state = HTTP_CONN_IDLE;
-	c->keep_alive = true;
-	c->minor = 1;
-	c->told_events = -1;
-	c->anext = s->open;
+	*c = (struct http_conn){.srv = s, .owner = owner, .fd = fd, .state = HTTP_CONN_IDLE,
+				.keep_alive = true, .minor = 1, .told_events = -1,
+				.anext = s->open};
 	if (s->open)
 		s->open->aprev = c;
 	s->open = c;
