@@ -10,8 +10,8 @@
  *   so -1 (malformed) wins over -2 (too many tokens) and the -2 message says how many tokens
  *   the document needs. The one exception: duplicate keys are only detected in objects whose
  *   tokens all fit, because detection reads the key tokens back.
- * - Duplicate keys are found by sorting an object's keys by their decoded bytes (bottom-up
- *   merge sort on a linked list). The list links live in the key tokens' `size` field, which is
+ * - Duplicate keys are found by sorting an object's keys by their decoded bytes (merge sort
+ *   on a linked list, recursing log2(m) deep). The list links live in the key tokens' `size` field, which is
  *   0 for every string and is restored to 0 before the object is finished, so detection needs
  *   no memory and costs O(m log m) comparisons for m members, whatever the keys are (a hash
  *   table with a public hash function can be driven to O(m^2) by chosen keys).
@@ -25,11 +25,13 @@
  *   three, "\xC0\xAF" is two, "\xF0\x9F\x98" (a truncated emoji) is one.
  * - struct json_buf grows by doubling, so appends are amortized O(1) and a value costs no
  *   allocation of its own; once an allocation fails, oom is set and every append is ignored.
- * - Numbers are formatted without printf's locale-dependent decimal point.
+ * - Numbers are formatted by printf in the C locale (nothing calls setlocale), so the decimal
+ *   point is '.'.
  */
 #include "json.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -80,26 +82,13 @@ utf8_prefix(const unsigned char *s, size_t n, unsigned *need)
 static int
 utf8_put(uint32_t cp, unsigned char *out)
 {
-	if (cp < 0x80) {
-		out[0] = (unsigned char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (unsigned char)(0xC0 | cp >> 6);
-		out[1] = (unsigned char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (unsigned char)(0xE0 | cp >> 12);
-		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-		out[2] = (unsigned char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (unsigned char)(0xF0 | cp >> 18);
-	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-	out[3] = (unsigned char)(0x80 | (cp & 0x3F));
-	return 4;
+	static const unsigned char lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+	int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4, i;
+
+	for (i = n - 1; i > 0; i--, cp >>= 6)
+		out[i] = (unsigned char)(0x80 | (cp & 0x3F));
+	out[0] = (unsigned char)(lead[n] | cp);
+	return n;
 }
 
 /*
@@ -468,49 +457,39 @@ key_cmp(struct parser *p, unsigned a, unsigned b)
 }
 
 /*
- * One bottom-up merge pass over the key list `a` (linked through `size`): merge neighbouring
- * runs of `run` keys. Returns the new head and counts merges in *merges. Two keys that compare
- * equal are a duplicate: *dup gets one of them and the (now broken) list is abandoned. No
- * duplicate escapes: a comparison sort must compare every two neighbours of its output
- * directly, and some two equal keys end up neighbours.
+ * Sort the list of n keys at *list (linked through `size`) by their decoded bytes: split it in
+ * halves, sort each, merge. Two keys that compare equal are a duplicate: p->dup gets one of
+ * them, the (now broken) list is abandoned, -1. No duplicate escapes: a comparison sort must
+ * compare every two neighbours of its output directly, and some two equal keys end up
+ * neighbours.
  */
-static uint32_t
-merge_pass(struct parser *p, uint32_t a, uint32_t run, unsigned *merges, uint32_t *dup)
+static int
+sort_keys(struct parser *p, uint32_t *list, uint32_t n)
 {
 	struct json_tok *t = p->toks;
-	uint32_t b, na, nb, e, head = NIL, tail = NIL;
+	uint32_t a = *list, b, last = a, *tail = list, *from, i;
 	int c;
 
-	for (*merges = 0; a != NIL; a = b, (*merges)++) {
-		for (b = a, na = 0; na < run && b != NIL; na++)
-			b = t[b].size; /* b: head of the second run */
-		for (nb = run; na > 0 || (nb > 0 && b != NIL);) {
-			if (na == 0)
-				c = 1;
-			else if (nb == 0 || b == NIL)
-				c = -1;
-			else if ((c = key_cmp(p, a, b)) == 0) {
-				*dup = b;
-				return NIL;
-			}
-			if (c < 0) {
-				e = a;
-				a = t[a].size;
-				na--;
-			} else {
-				e = b;
-				b = t[b].size;
-				nb--;
-			}
-			if (tail == NIL)
-				head = e;
-			else
-				t[tail].size = e;
-			tail = e;
+	if (n < 2)
+		return 0;
+	for (i = 1; i < n / 2; i++)
+		last = t[last].size;
+	b = t[last].size;
+	t[last].size = NIL;
+	if (sort_keys(p, &a, n / 2) < 0 || sort_keys(p, &b, n - n / 2) < 0)
+		return -1;
+	while (a != NIL && b != NIL) {
+		if ((c = key_cmp(p, a, b)) == 0) {
+			p->dup = b;
+			return -1;
 		}
+		from = c < 0 ? &a : &b;
+		*tail = *from;
+		tail = &t[*from].size;
+		*from = *tail;
 	}
-	t[tail].size = NIL;
-	return head;
+	*tail = a != NIL ? a : b;
+	return 0;
 }
 
 /* Object obj (all of its tokens stored) with count > 1 members: -1 on a duplicate key. */
@@ -518,24 +497,20 @@ static int
 check_dup_keys(struct parser *p, unsigned obj, unsigned count)
 {
 	struct json_tok *t = p->toks;
-	uint32_t k, j, list = obj + 1, run = 1, dup = NIL;
-	unsigned merges;
+	uint32_t k, j, list = obj + 1;
+	int rc;
 
 	/* link the keys in document order; a member's value token knows where the next key is */
 	for (k = obj + 1, j = 1; j < count; j++, k = t[k].size)
 		t[k].size = t[k + 1].next;
 	t[k].size = NIL;
-	do {
-		list = merge_pass(p, list, run, &merges, &dup);
-		run *= 2;
-	} while (dup == NIL && merges > 1);
+	rc = sort_keys(p, &list, count);
 	for (k = obj + 1, j = 0; j < count; j++, k = t[k + 1].next)
 		t[k].size = 0; /* a string's size, as promised */
-	if (dup == NIL)
+	if (rc == 0)
 		return 0;
-	p->dup = dup;
 	p->dup_obj = obj;
-	return fail(p, t[dup].start - 1, "duplicate key");
+	return fail(p, t[p->dup].start - 1, "duplicate key");
 }
 
 /* "key": value, starting at (or before whitespace before) the key. */
@@ -620,15 +595,10 @@ static struct parser
 parser_at(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
 	  size_t errlen)
 {
-	struct parser p = {0};
+	/* cap: the count is returned as an int; top_key, dup and dup_obj start NIL (0) */
+	struct parser p = {.s = (const unsigned char *)src, .len = len, .toks = toks,
+			   .cap = cap > INT_MAX ? INT_MAX : cap, .err = err, .errlen = errlen};
 
-	p.s = (const unsigned char *)src;
-	p.len = len;
-	p.toks = toks;
-	p.cap = cap > INT_MAX ? INT_MAX : cap; /* the count is returned as an int */
-	p.err = err;
-	p.errlen = errlen;
-	p.top_key = p.dup = p.dup_obj = NIL;
 	if (errlen > 0)
 		err[0] = '\0';
 	return p;
@@ -734,33 +704,23 @@ json_str_decode(const char *src, const struct json_tok *t, char *out, size_t cap
 	return len;
 }
 
+/* A valid integer token has no leading zero: one of more than 20 bytes cannot fit. */
 int
 json_tok_int(const char *src, const struct json_tok *t, long long *out)
 {
-	size_t pos = t->start, end = t->end;
-	unsigned long long v = 0, lim = LLONG_MAX;
-	unsigned d;
-	int neg;
+	char buf[24];
+	size_t n = t->end - t->start;
+	long long v;
 
-	if (t->type != JSON_NUMBER || !(t->flags & JSON_F_INT))
+	if (t->type != JSON_NUMBER || !(t->flags & JSON_F_INT) || n >= sizeof(buf))
 		return -1;
-	if ((neg = pos < end && src[pos] == '-')) {
-		pos++;
-		lim = (unsigned long long)LLONG_MAX + 1; /* |LLONG_MIN| */
-	}
-	if (pos >= end)
+	memcpy(buf, src + t->start, n);
+	buf[n] = '\0';
+	errno = 0;
+	v = strtoll(buf, NULL, 10);
+	if (errno != 0)
 		return -1;
-	for (; pos < end; pos++) {
-		if ((d = (unsigned)(src[pos] - '0')) > 9)
-			return -1;
-		if (v > (lim - d) / 10)
-			return -1; /* v * 10 + d > lim */
-		v = v * 10 + d;
-	}
-	if (!neg)
-		*out = (long long)v;
-	else
-		*out = v > (unsigned long long)LLONG_MAX ? LLONG_MIN : -(long long)v;
+	*out = v;
 	return 0;
 }
 
@@ -1033,9 +993,7 @@ json_utf8_chars(const char *s)
 void
 json_buf_init(struct json_buf *b)
 {
-	b->p = NULL;
-	b->len = b->cap = 0;
-	b->oom = 0;
+	*b = (struct json_buf){0};
 }
 
 void
@@ -1156,10 +1114,7 @@ put_str(struct json_buf *b, const unsigned char *s, size_t n)
 void
 json_w_init(struct json_w *w, struct json_buf *b)
 {
-	w->b = b;
-	w->depth = 0;
-	w->need_comma = 0;
-	w->after_key = 0;
+	*w = (struct json_w){.b = b};
 }
 
 /* Before every key and value: a comma unless first in its container or right after a key. */
@@ -1244,83 +1199,42 @@ json_w_cstr(struct json_w *w, const char *s)
 		json_w_null(w);
 }
 
-/* Write v's decimal digits so that they end just before `end`; returns their start. */
-static char *
-fmt_u(char *end, unsigned long long v)
-{
-	do
-		*--end = (char)('0' + v % 10);
-	while (v /= 10);
-	return end;
-}
-
 void
 json_w_int(struct json_w *w, long long v)
 {
-	char buf[24], *p;
-	/* the magnitude in unsigned arithmetic, so LLONG_MIN does not overflow */
-	unsigned long long m = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+	char buf[24];
+	int n = snprintf(buf, sizeof buf, "%lld", v);
 
-	p = fmt_u(buf + sizeof buf, m);
-	if (v < 0)
-		*--p = '-';
 	sep(w);
-	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
-}
-
-/* Round x to the nearest integer, halves away from zero; |x| < 2^63. No libm needed. */
-static long long
-round_ll(double x)
-{
-	long long m = (long long)x; /* truncates toward zero */
-	double f = x - (double)m;   /* exact for the magnitudes that have fractions */
-
-	return m + (f >= 0.5) - (f <= -0.5);
+	json_buf_add(w->b, buf, (size_t)n);
 }
 
 /*
- * Write a / 1000 (a count of thousandths) so that it ends just before `end`: at most three
- * decimals, trailing zeros dropped, no point when there is no fraction. Returns the start.
+ * printf's decimal point is the locale's, and nothing in this program calls setlocale: it
+ * stays the C locale's '.'. The value is rounded to thousandths in decimal, then the zeros
+ * after the point and a point left bare are dropped; "-0" (a negative value that rounds to
+ * zero) is written 0.
  */
-static char *
-fmt_milli(char *end, unsigned long long a)
-{
-	unsigned frac = (unsigned)(a % 1000);
-	/* three digits keep the leading zeros of 1.05; the trailing ones are dropped */
-	char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
-	             (char)('0' + frac % 10)};
-	size_t nd = 4;
-
-	if (frac != 0) {
-		while (d[nd - 1] == '0')
-			nd--; /* stops at a digit: frac != 0 */
-		end -= nd;
-		memcpy(end, d, nd);
-	}
-	return fmt_u(end, a / 1000);
-}
-
 void
 json_w_num(struct json_w *w, double v)
 {
-	char buf[32], *p;
-	long long m;
+	char buf[320]; /* -DBL_MAX has 309 digits */
+	int n, k;
 
 	if (!isfinite(v)) {
 		json_w_null(w);
 		return;
 	}
+	n = snprintf(buf, sizeof buf, "%.3f", v);
+	for (k = 0; k < 3 && buf[n - 1] == '0'; k++)
+		n--;
+	if (buf[n - 1] == '.')
+		n--;
 	sep(w);
-	if (v >= 9e15 || v <= -9e15) {
-		/* every double this large is an integer; %.0f has no decimal point to localize */
-		json_buf_printf(w->b, "%.0f", v);
-		return;
-	}
-	m = round_ll(v * 1000); /* thousandths; |m| < 9e18 fits */
-	p = fmt_milli(buf + sizeof buf, m < 0 ? 0 - (unsigned long long)m : (unsigned long long)m);
-	if (m < 0)
-		*--p = '-'; /* m == 0 prints "0", never "-0" */
-	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
+	if (n == 2 && buf[0] == '-' && buf[1] == '0')
+		json_buf_add(w->b, "0", 1);
+	else
+		json_buf_add(w->b, buf, (size_t)n);
 }
 
 void
