@@ -145,30 +145,20 @@ json_control_len(const char *s, size_t n)
 
 /* ------------------------------------------------------------------ escapes */
 
-static int
-hexval(unsigned c)
-{
-	if (c - '0' < 10)
-		return (int)(c - '0');
-	c |= 0x20; /* ASCII lower case */
-	if (c - 'a' < 6)
-		return (int)(c - 'a' + 10);
-	return -1;
-}
-
 /* Read 4 hex digits at s[i..n) into *u; -1 when there are fewer. */
 static int
 hex4(const unsigned char *s, size_t i, size_t n, uint32_t *u)
 {
+	static const char hex[] = "0123456789abcdef0123456789ABCDEF"; /* digit value: index & 15 */
+	const char *d;
 	size_t k;
-	int d;
 
 	if (n - i < 4)
 		return -1;
 	for (*u = 0, k = 0; k < 4; k++) {
-		if ((d = hexval(s[i + k])) < 0)
+		if (!(d = memchr(hex, s[i + k], sizeof(hex) - 1)))
 			return -1;
-		*u = *u << 4 | (uint32_t)d;
+		*u = *u << 4 | (uint32_t)((d - hex) & 15);
 	}
 	return 0;
 }
@@ -283,17 +273,15 @@ tok(struct parser *p, unsigned i)
 	return i < p->cap ? &p->toks[i] : &p->spill;
 }
 
+/* The next token: a value at [start, end); a container's end, size and next come later. */
 static unsigned
-new_tok(struct parser *p, int type, size_t start)
+new_tok(struct parser *p, int type, size_t start, size_t end, uint8_t flags)
 {
 	unsigned i = p->n++;
-	struct json_tok *t = tok(p, i);
 
-	t->type = (uint8_t)type;
-	t->flags = 0;
-	t->start = t->end = (uint32_t)start;
-	t->size = 0;
-	t->next = i + 1;
+	*tok(p, i) = (struct json_tok){.type = (uint8_t)type, .flags = flags,
+				       .start = (uint32_t)start, .end = (uint32_t)end,
+				       .next = i + 1};
 	return i;
 }
 
@@ -359,14 +347,12 @@ scan_string(struct parser *p, uint8_t *flags)
 static int
 parse_string(struct parser *p)
 {
-	unsigned i = new_tok(p, JSON_STRING, p->pos + 1);
+	size_t start = ++p->pos;
 	uint8_t flags = 0;
 
-	p->pos++;
 	if (scan_string(p, &flags) < 0)
 		return -1;
-	tok(p, i)->flags = flags;
-	tok(p, i)->end = (uint32_t)p->pos;
+	new_tok(p, JSON_STRING, start, p->pos, flags);
 	p->pos++; /* the closing quote */
 	return 0;
 }
@@ -388,7 +374,6 @@ parse_number(struct parser *p)
 {
 	size_t start = p->pos;
 	uint8_t flags = JSON_F_INT;
-	unsigned i;
 
 	if (peek(p) == '-')
 		p->pos++;
@@ -413,9 +398,7 @@ parse_number(struct parser *p)
 		if (digits(p) < 0)
 			return fail(p, p->pos, "digit expected in exponent");
 	}
-	i = new_tok(p, JSON_NUMBER, start);
-	tok(p, i)->flags = flags;
-	tok(p, i)->end = (uint32_t)p->pos;
+	new_tok(p, JSON_NUMBER, start, p->pos, flags);
 	return 0;
 }
 
@@ -423,13 +406,11 @@ static int
 parse_literal(struct parser *p, const char *word, int type)
 {
 	size_t n = strlen(word);
-	unsigned i;
 
 	if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
 		return fail(p, p->pos, "invalid literal");
-	i = new_tok(p, type, p->pos);
+	new_tok(p, type, p->pos, p->pos + n, 0);
 	p->pos += n;
-	tok(p, i)->end = (uint32_t)p->pos;
 	return 0;
 }
 
@@ -536,7 +517,7 @@ static int
 parse_container(struct parser *p, unsigned depth, int type)
 {
 	int close = type == JSON_OBJECT ? '}' : ']', c, rc;
-	unsigned i = new_tok(p, type, p->pos), count = 0;
+	unsigned i = new_tok(p, type, p->pos, p->pos, 0), count = 0;
 
 	if (depth > JSON_MAX_DEPTH)
 		return fail(p, p->pos, "nesting too deep");
@@ -866,9 +847,9 @@ name_distance(const char *key, size_t n, const char *known)
 	return d <= (nb > 4 ? 2 : 1) ? d : INT_MAX;
 }
 
-const char *
-json_name_meant(const char *key, size_t n, const char *const *known,
-		const char *const (*synonyms)[2])
+/* The name of known that key (n bytes) most likely meant, or NULL (json_unknown_name). */
+static const char *
+name_meant(const char *key, size_t n, const char *const *known, const char *const (*synonyms)[2])
 {
 	const char *meant = NULL;
 	int best = INT_MAX, d;
@@ -890,7 +871,7 @@ json_unknown_name(char *out, size_t cap, const char *what, const char *name, siz
 {
 	char shown[64], list[256];
 	size_t cut = n < 63 ? n : json_utf8_boundary(name, 60), len = 0;
-	const char *meant = json_name_meant(name, cut, known, synonyms);
+	const char *meant = name_meant(name, cut, known, synonyms);
 	unsigned j;
 
 	name_shown(shown, name, n);
