@@ -25,8 +25,8 @@
  *   three, "\xC0\xAF" is two, "\xF0\x9F\x98" (a truncated emoji) is one.
  * - struct json_buf grows by doubling, so appends are amortized O(1) and a value costs no
  *   allocation of its own; once an allocation fails, oom is set and every append is ignored.
- * - Numbers are formatted by printf in the C locale (nothing calls setlocale), so the decimal
- *   point is '.'.
+ * - Numbers are formatted without printf's locale-dependent decimal point, and without printf:
+ *   `status` writes thousands of them, and printf's %.3f made its p99 miss its budget.
  */
 #include "json.h"
 
@@ -1180,42 +1180,83 @@ json_w_cstr(struct json_w *w, const char *s)
 		json_w_null(w);
 }
 
+/* Write v's decimal digits so that they end just before `end`; returns their start. */
+static char *
+fmt_u(char *end, unsigned long long v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
 void
 json_w_int(struct json_w *w, long long v)
 {
-	char buf[24];
-	int n = snprintf(buf, sizeof buf, "%lld", v);
+	char buf[24], *p;
+	/* the magnitude in unsigned arithmetic, so LLONG_MIN does not overflow */
+	unsigned long long m = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
 
+	p = fmt_u(buf + sizeof buf, m);
+	if (v < 0)
+		*--p = '-';
 	sep(w);
-	json_buf_add(w->b, buf, (size_t)n);
+	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
+}
+
+/* Round x to the nearest integer, halves away from zero; |x| < 2^63. No libm needed. */
+static long long
+round_ll(double x)
+{
+	long long m = (long long)x; /* truncates toward zero */
+	double f = x - (double)m;   /* exact for the magnitudes that have fractions */
+
+	return m + (f >= 0.5) - (f <= -0.5);
 }
 
 /*
- * printf's decimal point is the locale's, and nothing in this program calls setlocale: it
- * stays the C locale's '.'. The value is rounded to thousandths in decimal, then the zeros
- * after the point and a point left bare are dropped; "-0" (a negative value that rounds to
- * zero) is written 0.
+ * Write a / 1000 (a count of thousandths) so that it ends just before `end`: at most three
+ * decimals, trailing zeros dropped, no point when there is no fraction. Returns the start.
  */
+static char *
+fmt_milli(char *end, unsigned long long a)
+{
+	unsigned frac = (unsigned)(a % 1000);
+	/* three digits keep the leading zeros of 1.05; the trailing ones are dropped */
+	char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+	             (char)('0' + frac % 10)};
+	size_t nd = 4;
+
+	if (frac != 0) {
+		while (d[nd - 1] == '0')
+			nd--; /* stops at a digit: frac != 0 */
+		end -= nd;
+		memcpy(end, d, nd);
+	}
+	return fmt_u(end, a / 1000);
+}
+
 void
 json_w_num(struct json_w *w, double v)
 {
-	char buf[320]; /* -DBL_MAX has 309 digits */
-	int n, k;
+	char buf[32], *p;
+	long long m;
 
 	if (!isfinite(v)) {
 		json_w_null(w);
 		return;
 	}
-	n = snprintf(buf, sizeof buf, "%.3f", v);
-	for (k = 0; k < 3 && buf[n - 1] == '0'; k++)
-		n--;
-	if (buf[n - 1] == '.')
-		n--;
 	sep(w);
-	if (n == 2 && buf[0] == '-' && buf[1] == '0')
-		json_buf_add(w->b, "0", 1);
-	else
-		json_buf_add(w->b, buf, (size_t)n);
+	if (v >= 9e15 || v <= -9e15) {
+		/* every double this large is an integer; %.0f has no decimal point to localize */
+		json_buf_printf(w->b, "%.0f", v);
+		return;
+	}
+	m = round_ll(v * 1000); /* thousandths; |m| < 9e18 fits */
+	p = fmt_milli(buf + sizeof buf, m < 0 ? 0 - (unsigned long long)m : (unsigned long long)m);
+	if (m < 0)
+		*--p = '-'; /* m == 0 prints "0", never "-0" */
+	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
 }
 
 void
