@@ -1313,23 +1313,20 @@ http_server_flush(struct http_server *s)
 	s->flush.n = 0;
 }
 
+/* Only a written answer (http_server_flush) makes a connection ready, never a handler. */
 void
 http_server_process(struct http_server *s)
 {
-	size_t i, n = s->ready.n;
+	size_t i;
 
-	if (n == 0)
-		return;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < s->ready.n; i++) {
 		struct http_conn *c = s->ready.v[i];
 
 		c->in_ready = false;
 		process(c);
 		tell_owner(c);
 	}
-	/* Connections made ready while processing stay for the next round. */
-	memmove(s->ready.v, s->ready.v + n, sizeof(*s->ready.v) * (s->ready.n - n));
-	s->ready.n -= n;
+	s->ready.n = 0;
 }
 
 bool
@@ -1403,7 +1400,8 @@ http_server_sweep(struct http_server *s)
 {
 	size_t i, k;
 
-	/* A closed connection may still be on the ready list (left for the next round). */
+	/* The ready list must not name a connection freed here (the owner may sweep before it
+	 * processes). */
 	for (i = k = 0; i < s->ready.n; i++)
 		if (s->ready.v[i]->state != HTTP_CONN_CLOSED)
 			s->ready.v[k++] = s->ready.v[i];
