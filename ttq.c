@@ -9,8 +9,8 @@
  *     deadlines, a running job's silence watchdog, each job process's and each connection's
  *     one deadline, store retries, retention) live in one min-heap and the earliest becomes
  *     the poll timeout. No busy waiting.
- *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
- *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
+ *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining,
+ *     their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
  *     here: TT_DEVICE_MAX_CONNECTIONS and the BUSY_SLOTS beyond it whose requests are told the
  *     busy 503 (accepting), the pause when accept runs out of descriptors (a timer and a log
