@@ -1,6 +1,6 @@
 /*
  * http.c - HTTP/1.1 on the wire: request and response heads, the query reader, the head writer,
- * and the server side of a client connection (struct http_conn) with its pool of workers.
+ * and the server side of a client connection (struct http_conn).
  *
  * Parsers (http_parse_request, http_parse_response):
  * - Stateless: every call scans buf from its first byte, once, left to right, and never reads
@@ -29,23 +29,21 @@
  * - Nothing is written to a socket but by http_server_flush (and a 100 Continue, which answers
  *   nothing): the owner calls it after its commit, so no answer goes out before what it says
  *   is durable, and an answer may still be taken back (http_conn_retract) until then.
- * - At most cfg.workers connections hold a worker, from their complete request until its
- *   answer was written; others wait first come, first served. Reading, idle and held
- *   long-polls take none, so slow or idle clients cannot starve the rest.
+ * - A complete request is answered in the turn it is read: nothing bounds the requests in
+ *   flight but the connections (the owner's cap). A client that does not read its answer
+ *   holds only its own buffer, until HTTP_WRITE_TIMEOUT; the others go on being served.
  * - A closed connection is only marked (HTTP_CONN_CLOSED) and freed at http_server_sweep, so
  *   pointers held during one turn of the owner's loop stay valid.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <linux/sockios.h> /* SIOCOUTQ */
 
 #include "http.h"
 
@@ -71,20 +69,6 @@ static const char *const reasons[] = {
     [HTTP_SERVICE_UNAVAILABLE] = "Service Unavailable",
     [HTTP_VERSION_NOT_SUPPORTED] = "HTTP Version Not Supported",
 };
-
-/* tchar (RFC 9110 5.6.2): "!#$%&'*+-.^_`|~", DIGIT, ALPHA. Bytes >= 0x80 are not tchar. */
-/* clang-format off */
-static const unsigned char tchar_map[128] = {
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
-	0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
-};
-/* clang-format on */
 
 /*
  * Bytes of the head not yet read: [p, end), end never beyond buf + HTTP_MAX_HEAD; where a
@@ -114,15 +98,7 @@ http_reason(int status)
 	return reasons[status];
 }
 
-/* Byte classes take plain char and look at it as unsigned: bytes >= 0x80 are never tokens. */
-static bool
-is_tchar(char c)
-{
-	unsigned char u = (unsigned char)c;
-
-	return u < 128 && tchar_map[u];
-}
-
+/* Byte classes take plain char and compare it with ASCII ranges: bytes >= 0x80 are in none. */
 static bool
 is_digit(char c)
 {
@@ -133,6 +109,19 @@ static char
 lower(char c)
 {
 	return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
+}
+
+static bool
+is_alnum(char c)
+{
+	return is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'z');
+}
+
+/* tchar (RFC 9110 5.6.2): "!#$%&'*+-.^_`|~", DIGIT, ALPHA. */
+static bool
+is_tchar(char c)
+{
+	return is_alnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 /* ASCII case-insensitive equality of a view and a NUL-terminated string. */
@@ -171,6 +160,22 @@ parse_crlf(struct cursor *c)
 		return fail(c, HTTP_BAD_REQUEST,
 		            c->response ? "bare CR in response head" : "bare CR in request head");
 	c->p += 2;
+	return 1;
+}
+
+/*
+ * The fixed text pat at the cursor, 'd' standing for a DIGIT and letters matching in any case
+ * when fold: 1 past it, 0 when the bytes run out first, else -400 with msg.
+ */
+static int
+match(struct cursor *c, const char *pat, bool fold, const char *msg)
+{
+	for (; *pat; pat++, c->p++) {
+		if (c->p == c->end)
+			return 0;
+		if (*pat == 'd' ? !is_digit(*c->p) : (fold ? lower(*c->p) : *c->p) != *pat)
+			return fail(c, HTTP_BAD_REQUEST, msg);
+	}
 	return 1;
 }
 
@@ -228,79 +233,13 @@ uri_chars(const char *s, size_t n, const char *more, bool pct)
 	for (i = 0; i < n; i++) {
 		char c = s[i];
 
-		if (is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'z') ||
-		    (c != '\0' && (strchr("-._~", c) || strchr(more, c))))
+		if (is_alnum(c) || (c != '\0' && (strchr("-._~", c) || strchr(more, c))))
 			continue;
 		if (!pct || c != '%' || n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
 			return false;
 		i += 2;
 	}
 	return true;
-}
-
-/* IPv4address: four dec-octets (0-255, no leading zero) joined by '.' (RFC 3986 3.2.2). */
-static bool
-ipv4_ok(const char *s, size_t n)
-{
-	size_t i = 0, k;
-	int part, v;
-
-	for (part = 0; part < 4; part++) {
-		if (part > 0 && (i == n || s[i++] != '.'))
-			return false;
-		for (k = 0, v = 0; i < n && k < 3 && is_digit(s[i]); i++, k++)
-			v = v * 10 + (s[i] - '0');
-		if (k == 0 || v > 255 || (k > 1 && s[i - k] == '0'))
-			return false;
-	}
-	return i == n;
-}
-
-/* h16 = 1*4HEXDIG at s[*i..n): moves *i past it; false when there is none. */
-static bool
-h16(const char *s, size_t n, size_t *i)
-{
-	size_t k;
-
-	for (k = 0; *i + k < n && k < 4 && is_hex(s[*i + k]); k++)
-		;
-	*i += k;
-	return k > 0;
-}
-
-/*
- * IPv6address (RFC 3986 3.2.2): eight h16 pieces joined by ':', the last two of which may be
- * an IPv4address; one "::" stands for one or more pieces.
- */
-static bool
-ipv6_ok(const char *s, size_t n)
-{
-	size_t i, start;
-	int pieces = 0;
-	bool gap = n >= 2 && s[0] == ':' && s[1] == ':';
-
-	for (i = gap ? 2 : 0; i < n; pieces++) {
-		start = i;
-		if (!h16(s, n, &i))
-			return false;
-		if (i < n && s[i] == '.') { /* ls32 as an IPv4address ends it */
-			pieces += 2;
-			if (!ipv4_ok(s + start, n - start))
-				return false;
-			break;
-		}
-		if (i == n)
-			continue;
-		if (s[i++] != ':' || i == n)
-			return false;
-		if (s[i] == ':') { /* the one "::" */
-			if (gap)
-				return false;
-			gap = true;
-			i++;
-		}
-	}
-	return gap ? pieces <= 7 : pieces == 8;
 }
 
 /* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) (RFC 3986 3.2.2). */
@@ -321,11 +260,14 @@ ipvfuture_ok(const char *s, size_t n)
 /*
  * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture, or IPv6address with an
  * optional zone (RFC 6874: "%25" then the zone; its section 4 asks to take a bare "%" too,
- * which is what a client given "fe80::1%eth0" sends).
+ * which is what a client given "fe80::1%eth0" sends). inet_pton takes the text forms of RFC
+ * 4291 2.2, which are RFC 3986's IPv6address; the longest has INET6_ADDRSTRLEN - 1 bytes.
  */
 static bool
 ip_literal_ok(const char *s, size_t n)
 {
+	char text[INET6_ADDRSTRLEN];
+	struct in6_addr addr;
 	const char *zone;
 
 	if (n > 0 && lower(s[0]) == 'v')
@@ -333,7 +275,12 @@ ip_literal_ok(const char *s, size_t n)
 	if ((zone = memchr(s, '%', n)) &&
 	    (zone + 1 == s + n || !uri_chars(zone + 1, (size_t)(s + n - zone - 1), "", true)))
 		return false;
-	return ipv6_ok(s, zone ? (size_t)(zone - s) : n);
+	n = zone ? (size_t)(zone - s) : n;
+	if (n >= sizeof(text))
+		return false;
+	memcpy(text, s, n);
+	text[n] = '\0';
+	return inet_pton(AF_INET6, text, &addr) == 1;
 }
 
 /*
@@ -363,27 +310,6 @@ host_port_ok(const char *s, size_t n, size_t *host_len)
 	while (h < end && is_digit(*h))
 		h++;
 	return h == end;
-}
-
-/*
- * absolute-form (RFC 9112 3.2.2) starts "http://", the scheme in any case (RFC 3986 3.1).
- * Nothing else but a path is a target here: not https (this is no TLS connection), not
- * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes.
- */
-static int
-parse_scheme(struct cursor *c)
-{
-	static const char http[] = "http://";
-	size_t i;
-
-	for (i = 0; i < sizeof(http) - 1; i++, c->p++) {
-		if (c->p == c->end)
-			return 0;
-		if (lower(*c->p) != http[i])
-			return fail(c, HTTP_BAD_REQUEST,
-			            "request target must be a path or an http:// URI");
-	}
-	return 1;
 }
 
 /*
@@ -456,7 +382,10 @@ parse_target(struct cursor *c, struct http_request *req)
 		return 0;
 	if (*c->p == '/')
 		return parse_path_query(c, req, NULL);
-	if ((rc = parse_scheme(c)) <= 0)
+	/* "http://" in any case (RFC 3986 3.1): not https (this is no TLS connection), not
+	 * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes */
+	rc = match(c, "http://", true, "request target must be a path or an http:// URI");
+	if (rc <= 0)
 		return rc;
 	slash = c->p - 1; /* the second '/' of "://" */
 	if ((rc = parse_authority(c)) <= 0)
@@ -471,18 +400,13 @@ parse_target(struct cursor *c, struct http_request *req)
 static int
 parse_http_version(struct cursor *c, int *major, int *minor)
 {
-	static const char pat[] = "HTTP/d.d";
-	size_t i;
+	int rc = match(c, "HTTP/d.d", false, "invalid HTTP version");
 
-	for (i = 0; i < sizeof(pat) - 1; i++, c->p++) {
-		if (c->p == c->end)
-			return 0;
-		if (pat[i] == 'd' ? !is_digit(*c->p) : *c->p != pat[i])
-			return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
+	if (rc > 0) {
+		*major = c->p[-3] - '0';
+		*minor = c->p[-1] - '0';
 	}
-	*major = c->p[-3] - '0';
-	*minor = c->p[-1] - '0';
-	return 1;
+	return rc;
 }
 
 /*
@@ -743,19 +667,6 @@ finish_request(struct cursor *c, struct http_request *req, const struct fields *
 	return 1;
 }
 
-static void
-reset_request(struct http_request *req)
-{
-	req->method = req->path = req->query = NULL;
-	req->method_len = req->path_len = req->query_len = 0;
-	req->minor_version = 0;
-	req->num_headers = 0;
-	req->content_length = -1;
-	req->keep_alive = false;
-	req->expect_continue = false;
-	req->error = NULL;
-}
-
 /* A cursor over buf[0..min(len, HTTP_MAX_HEAD)) whose failures go to *error. */
 static struct cursor
 cursor_at(const char *buf, size_t len, const char **error, bool response)
@@ -772,7 +683,7 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 	struct cursor c;
 	int rc;
 
-	reset_request(req);
+	*req = (struct http_request){.content_length = -1};
 	if (len == 0)
 		return 0;
 	c = cursor_at(buf, len, &req->error, false);
@@ -795,20 +706,15 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 static int
 parse_status_line(struct cursor *c, struct http_response *res)
 {
-	int major, i, rc;
+	int major, rc;
 
 	if ((rc = parse_http_version(c, &major, &res->minor_version)) <= 0)
 		return rc;
 	if (major != 1)
 		return fail(c, HTTP_BAD_GATEWAY, "not HTTP/1.x");
-	for (i = 0; i < 4; i++, c->p++) {
-		if (c->p == c->end)
-			return 0;
-		if (i == 0 ? *c->p != ' ' : !is_digit(*c->p))
-			return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
-		if (i > 0)
-			res->status = res->status * 10 + (*c->p - '0');
-	}
+	if ((rc = match(c, " ddd", false, "invalid status line")) <= 0)
+		return rc;
+	res->status = (c->p[-3] - '0') * 100 + (c->p[-2] - '0') * 10 + (c->p[-1] - '0');
 	if (res->status < 100 || res->status > 599) /* RFC 9110 15 */
 		return fail(c, HTTP_BAD_GATEWAY, "invalid status code");
 	if (c->p == c->end)
@@ -831,19 +737,6 @@ parse_status_line(struct cursor *c, struct http_response *res)
 	return parse_crlf(c);
 }
 
-static void
-reset_response(struct http_response *res)
-{
-	res->minor_version = 0;
-	res->status = 0;
-	res->reason = NULL;
-	res->reason_len = 0;
-	res->num_headers = 0;
-	res->content_length = -1;
-	res->keep_alive = false;
-	res->error = NULL;
-}
-
 int
 http_parse_response(const char *buf, size_t len, struct http_response *res)
 {
@@ -851,7 +744,7 @@ http_parse_response(const char *buf, size_t len, struct http_response *res)
 	struct cursor c;
 	int rc;
 
-	reset_response(res);
+	*res = (struct http_response){.content_length = -1};
 	if (len == 0)
 		return 0;
 	c = cursor_at(buf, len, &res->error, true);
@@ -921,79 +814,26 @@ http_query_uint(const char *query, size_t query_len, const char *name, unsigned 
 	return http_parse_uint(val, vlen, max, out) < 0 ? -1 : 1;
 }
 
-/* Appends to out[0..cap); `len` keeps counting past cap so overflow is seen once at the end. */
-struct out {
-	char *buf;
-	size_t cap;
-	size_t len;
-};
-
-static void
-put(struct out *o, const char *s, size_t n)
-{
-	if (o->len <= o->cap && n <= o->cap - o->len)
-		memcpy(o->buf + o->len, s, n);
-	o->len += n;
-}
-
-static void
-put_str(struct out *o, const char *s)
-{
-	put(o, s, strlen(s));
-}
-
-static void
-put_uint(struct out *o, unsigned long long v)
-{
-	char d[20];
-	size_t i = sizeof(d);
-
-	do
-		d[--i] = (char)('0' + v % 10);
-	while (v /= 10);
-	put(o, d + i, sizeof(d) - i);
-}
-
 /* Status lines are always HTTP/1.1 (RFC 9110 6.2); a status outside 100..999 gives 0. */
 size_t
 http_format_head(char *out, size_t cap, int status, const char *content_type, size_t content_length,
                  bool keep_alive, int minor_version, const char *extra)
 {
-	struct out o = {out, cap, 0};
+	const char *conn = !keep_alive ? "Connection: close\r\n"
+			   : minor_version == 0 ? "Connection: keep-alive\r\n" : "";
+	int n;
 
 	if (status < 100 || status > 999)
 		return 0;
-	put_str(&o, "HTTP/1.1 ");
-	put_uint(&o, (unsigned)status);
-	put_str(&o, " ");
-	put_str(&o, http_reason(status));
-	put_str(&o, "\r\n");
-	if (content_type) {
-		put_str(&o, "Content-Type: ");
-		put_str(&o, content_type);
-		put_str(&o, "\r\n");
-	}
-	put_str(&o, "Content-Length: ");
-	put_uint(&o, content_length);
-	put_str(&o, "\r\nCache-Control: no-store\r\n");
-	if (!keep_alive)
-		put_str(&o, "Connection: close\r\n");
-	else if (minor_version == 0)
-		put_str(&o, "Connection: keep-alive\r\n");
-	if (extra)
-		put_str(&o, extra);
-	put_str(&o, "\r\n");
-	return o.len <= cap ? o.len : 0;
+	n = snprintf(out, cap, "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n"
+		     "Cache-Control: no-store\r\n%s%s\r\n", status, http_reason(status),
+		     content_type ? "Content-Type: " : "", content_type ? content_type : "",
+		     content_type ? "\r\n" : "", content_length, conn, extra ? extra : "");
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 /* ------------------------------------------------------------------------ connections */
 
-/*
- * A holder whose answer has not moved for this long while a complete request waits for a
- * worker loses its connection: 16 clients that stop reading would otherwise hold every worker
- * until HTTP_WRITE_TIMEOUT and stall the API for everyone.
- */
-#define STALL_RECLAIM 1.0
 #define IN_SLACK 65536 /* bytes read beyond a maximal request, so pipelining is not throttled */
 #define OUT_KEEP 65536 /* an output buffer bigger than this is freed once written */
 
@@ -1018,13 +858,8 @@ struct http_conn {
 	int minor;            /* its HTTP minor version */
 	bool continue_sent;   /* 100 Continue already sent for it */
 	bool peer_eof;        /* the client closed its side (half-close): nothing more comes */
-	bool has_worker;      /* holds one of cfg.workers (in srv->holders) */
 	bool in_ready, in_flush; /* on srv->ready / srv->flush */
-	struct http_conn *qnext;          /* in the worker queue (WAITING) */
-	struct http_conn *hnext, *hprev;  /* in the list of holders */
-	struct http_conn *anext, *aprev;  /* in the list of open connections */
-	double progress_at; /* monotonic s its answer last moved (stall reclaim) */
-	int last_outq;      /* bytes in its socket's send queue when last looked at, -1 */
+	struct http_conn *anext, *aprev; /* in the list of open connections */
 };
 
 /* A list of connections, for the work of one turn. */
@@ -1037,10 +872,6 @@ struct http_server {
 	struct http_server_config cfg;
 	struct http_callbacks cb;
 	long long nconns;
-	long long busy; /* workers taken */
-	struct http_conn *holders;
-	struct http_conn *workq_head, *workq_tail; /* WAITING, first come first served */
-	double look_at; /* next look for stalled holders while the queue is not empty */
 	struct list ready;     /* requests to run at http_server_process */
 	struct list flush;     /* answers to write at http_server_flush */
 	struct list graveyard; /* CLOSED, freed at http_server_sweep */
@@ -1069,12 +900,6 @@ list_free(struct list *l)
 	free(l->v);
 	l->v = NULL;
 	l->n = l->cap = 0;
-}
-
-static double
-now(const struct http_conn *c)
-{
-	return *c->srv->cfg.now;
 }
 
 /* Room for n more bytes; -1 when out of memory. */
@@ -1110,9 +935,8 @@ buf_free(struct buf *b)
 #define TO(s) (1u << (s))
 static const unsigned legal[] = {
 	[HTTP_CONN_IDLE] = TO(HTTP_CONN_READING) | TO(HTTP_CONN_CLOSED),
-	[HTTP_CONN_READING] = TO(HTTP_CONN_WAITING) | TO(HTTP_CONN_ANSWERING) |
-			      TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
-	[HTTP_CONN_WAITING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSED),
+	[HTTP_CONN_READING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSING) |
+			      TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_ANSWERING] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) |
 				TO(HTTP_CONN_HELD) | TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_HELD] = TO(HTTP_CONN_WRITING) | TO(HTTP_CONN_CLOSING) | TO(HTTP_CONN_CLOSED),
@@ -1160,9 +984,7 @@ state_deadline(const struct http_conn *c, enum http_conn_state to)
 	switch (to) {
 	case HTTP_CONN_IDLE:
 	case HTTP_CONN_READING:
-		return now(c) + HTTP_IDLE_TIMEOUT;
-	case HTTP_CONN_WAITING:
-		return c == c->srv->workq_head ? c->srv->look_at : 0;
+		return *c->srv->cfg.now + HTTP_IDLE_TIMEOUT;
 	case HTTP_CONN_HELD:
 		return c->deadline; /* the owner's, set by http_conn_hold */
 	default:
@@ -1183,7 +1005,7 @@ set_state(struct http_conn *c, enum http_conn_state to)
 	tell_owner(c);
 }
 
-/* ---- the in-flight limit: cfg.workers requests are answered at once, the rest wait (FIFO) */
+/* ---- work lists */
 
 static void conn_close(struct http_conn *c);
 
@@ -1205,161 +1027,6 @@ flush_later(struct http_conn *c)
 	}
 }
 
-static void
-holder_add(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-
-	c->has_worker = true;
-	c->progress_at = now(c);
-	c->last_outq = -1;
-	c->hprev = NULL;
-	c->hnext = s->holders;
-	if (s->holders)
-		s->holders->hprev = c;
-	s->holders = c;
-}
-
-static void
-holder_remove(struct http_conn *c)
-{
-	if (c->hprev)
-		c->hprev->hnext = c->hnext;
-	else
-		c->srv->holders = c->hnext;
-	if (c->hnext)
-		c->hnext->hprev = c->hprev;
-	c->hnext = c->hprev = NULL;
-	c->has_worker = false;
-}
-
-/* The head of the worker queue carries the time of the next look for stalled holders. */
-static void
-new_head(struct http_server *s)
-{
-	struct http_conn *h = s->workq_head;
-
-	if (h && h->deadline != s->look_at) {
-		h->deadline = s->look_at;
-		tell_owner(h);
-	}
-}
-
-static void
-workq_push(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-
-	c->qnext = NULL;
-	if (s->workq_tail) {
-		s->workq_tail->qnext = c;
-	} else {
-		s->workq_head = c;
-		s->look_at = now(c) + STALL_RECLAIM / 2;
-	}
-	s->workq_tail = c;
-}
-
-static void
-workq_remove(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-	struct http_conn **p = &s->workq_head, *prev = NULL;
-
-	for (; *p; prev = *p, p = &(*p)->qnext)
-		if (*p == c) {
-			*p = c->qnext;
-			if (s->workq_tail == c)
-				s->workq_tail = prev;
-			c->qnext = NULL;
-			new_head(s);
-			return;
-		}
-}
-
-/* Give c's worker to the longest-waiting complete request, or free it. */
-static void
-worker_release(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-	struct http_conn *next = s->workq_head;
-
-	if (!c->has_worker)
-		return;
-	holder_remove(c);
-	if (!next) {
-		s->busy--;
-		return;
-	}
-	s->workq_head = next->qnext;
-	if (!s->workq_head)
-		s->workq_tail = NULL;
-	next->qnext = NULL;
-	holder_add(next); /* handed over: busy is unchanged */
-	set_state(next, HTTP_CONN_ANSWERING);
-	ready_later(next);
-	new_head(s);
-}
-
-/*
- * All workers are taken and a complete request waits: the holder whose answer has not moved
- * for STALL_RECLAIM seconds the longest (a client that stopped reading) is cut off. Readers
- * that make progress keep their worker.
- */
-static void
-worker_reclaim(struct http_server *s)
-{
-	struct http_conn *c, *oldest = NULL;
-	double t = *s->cfg.now;
-	int outq;
-
-	for (c = s->holders; c; c = c->hnext) {
-		if (c->out.len <= c->out_off || ioctl(c->fd, SIOCOUTQ, &outq) < 0)
-			continue;
-		/*
-		 * The socket's send queue, not our writes, shows whether the client reads: POLLOUT
-		 * comes back only after a large part of a big send buffer drained, so a slow but
-		 * steady reader can go seconds without a write of ours.
-		 */
-		if (outq != c->last_outq) {
-			c->last_outq = outq;
-			c->progress_at = t;
-		} else if (t - c->progress_at >= STALL_RECLAIM &&
-			   (!oldest || c->progress_at < oldest->progress_at)) {
-			oldest = c;
-		}
-	}
-	if (oldest)
-		conn_close(oldest);
-}
-
-/* The worker queue's head timed out: look for a stalled holder, and again later. */
-static void
-worker_look(struct http_server *s)
-{
-	s->look_at = *s->cfg.now + STALL_RECLAIM / 2;
-	worker_reclaim(s);
-	new_head(s);
-}
-
-/* A worker for c's complete request: ANSWERING when one is free, else WAITING its turn. */
-static void
-worker_take(struct http_conn *c)
-{
-	struct http_server *s = c->srv;
-
-	if (s->busy >= s->cfg.workers)
-		worker_reclaim(s);
-	if (s->busy < s->cfg.workers && !s->workq_head) {
-		s->busy++;
-		holder_add(c);
-		set_state(c, HTTP_CONN_ANSWERING);
-		return;
-	}
-	workq_push(c);
-	set_state(c, HTTP_CONN_WAITING);
-}
-
 /* ---- answers */
 
 /* A JSON error answer {"error": msg} for the failures found here: msg is static ASCII
@@ -1374,27 +1041,17 @@ respond_error(struct http_conn *c, int status, const char *msg)
 			  n < (int)sizeof(body) ? (size_t)n : sizeof(body) - 1, NULL);
 }
 
-/* The head for an answer of len bytes into head[0..cap); the state it leads to. */
-static size_t
-answer_head(struct http_conn *c, char *head, size_t cap, int status, const char *content_type,
-	    size_t len, const char *extra, enum http_conn_state *to)
-{
-	*to = c->keep_alive ? HTTP_CONN_WRITING : HTTP_CONN_CLOSING;
-	return http_format_head(head, cap, status, content_type, len, c->keep_alive, c->minor,
-				extra);
-}
-
 void
 http_conn_respond(struct http_conn *c, int status, const char *content_type, const void *body,
 		  size_t len, const char *extra)
 {
-	enum http_conn_state to;
 	char head[1024];
 	size_t n;
 
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
-	n = answer_head(c, head, sizeof(head), status, content_type, len, extra, &to);
+	n = http_format_head(head, sizeof(head), status, content_type, len, c->keep_alive, c->minor,
+			     extra);
 	if (buf_reserve(&c->out, n + len, n + len) < 0) {
 		conn_close(c);
 		return;
@@ -1403,7 +1060,7 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 	if (len > 0)
 		memcpy(c->out.p + c->out.len + n, body, len);
 	c->out.len += n + len;
-	set_state(c, to);
+	set_state(c, c->keep_alive ? HTTP_CONN_WRITING : HTTP_CONN_CLOSING);
 	flush_later(c);
 }
 
@@ -1411,7 +1068,7 @@ void
 http_conn_last(struct http_conn *c)
 {
 	if (c->state != HTTP_CONN_CLOSED)
-		c->keep_alive = false; /* answer_head: Connection: close, then CLOSING */
+		c->keep_alive = false; /* http_conn_respond: Connection: close, then CLOSING */
 }
 
 void
@@ -1419,7 +1076,6 @@ http_conn_hold(struct http_conn *c, double until)
 {
 	c->deadline = until; /* the state's deadline (state_deadline) */
 	set_state(c, HTTP_CONN_HELD);
-	worker_release(c); /* a held long-poll takes no worker */
 }
 
 void
@@ -1462,10 +1118,7 @@ send_continue(struct http_conn *c)
 		conn_close(c);
 }
 
-/*
- * Answer the request buffered on c when c is free to: READING (its worker taken here) or
- * ANSWERING (handed a worker). One request per write cycle keeps answers in order.
- */
+/* Answer the request buffered on c when READING: one per write cycle keeps answers in order. */
 static void
 process(struct http_conn *c)
 {
@@ -1473,7 +1126,7 @@ process(struct http_conn *c)
 	size_t need;
 	int r;
 
-	if (c->state != HTTP_CONN_READING && c->state != HTTP_CONN_ANSWERING)
+	if (c->state != HTTP_CONN_READING)
 		return;
 	r = http_parse_request(c->in.p, c->in.len, &req);
 	if (r == 0) {
@@ -1507,10 +1160,7 @@ process(struct http_conn *c)
 			conn_close(c);
 		return;
 	}
-	if (c->state == HTTP_CONN_READING)
-		worker_take(c);
-	if (c->state != HTTP_CONN_ANSWERING)
-		return;
+	set_state(c, HTTP_CONN_ANSWERING);
 	c->srv->cb.request(c, &req, c->in.p + r, need - (size_t)r);
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
@@ -1589,9 +1239,6 @@ http_conn_timeout(struct http_conn *c)
 		respond_error(c, HTTP_REQUEST_TIMEOUT, why);
 		break;
 	}
-	case HTTP_CONN_WAITING:
-		worker_look(c->srv);
-		break;
 	case HTTP_CONN_HELD:
 		c->srv->cb.hold_expired(c);
 		break;
@@ -1615,7 +1262,6 @@ answered(struct http_conn *c)
 		conn_close(c);
 		return;
 	}
-	worker_release(c);
 	if (c->in.len > 0) {
 		set_state(c, HTTP_CONN_READING);
 		ready_later(c);
@@ -1638,13 +1284,12 @@ conn_flush(struct http_conn *c)
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
-			c->progress_at = now(c);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			c->deadline = now(c) + HTTP_WRITE_TIMEOUT;
+			c->deadline = *c->srv->cfg.now + HTTP_WRITE_TIMEOUT;
 			tell_owner(c);
 			return;
 		}
@@ -1668,23 +1313,20 @@ http_server_flush(struct http_server *s)
 	s->flush.n = 0;
 }
 
+/* Only a written answer (http_server_flush) makes a connection ready, never a handler. */
 void
 http_server_process(struct http_server *s)
 {
-	size_t i, n = s->ready.n;
+	size_t i;
 
-	if (n == 0)
-		return;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < s->ready.n; i++) {
 		struct http_conn *c = s->ready.v[i];
 
 		c->in_ready = false;
 		process(c);
 		tell_owner(c);
 	}
-	/* Connections made ready while processing stay for the next round. */
-	memmove(s->ready.v, s->ready.v + n, sizeof(*s->ready.v) * (s->ready.n - n));
-	s->ready.n -= n;
+	s->ready.n = 0;
 }
 
 bool
@@ -1702,10 +1344,7 @@ conn_close(struct http_conn *c)
 
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
-	if (c->state == HTTP_CONN_WAITING)
-		workq_remove(c);
 	set_state(c, HTTP_CONN_CLOSED);
-	worker_release(c);
 	if (c->aprev)
 		c->aprev->anext = c->anext;
 	else
@@ -1722,19 +1361,13 @@ conn_close(struct http_conn *c)
 struct http_conn *
 http_conn_new(struct http_server *s, int fd, void *owner)
 {
-	struct http_conn *c = calloc(1, sizeof(*c));
+	struct http_conn *c = malloc(sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->srv = s;
-	c->owner = owner;
-	c->fd = fd;
-	c->state = HTTP_CONN_IDLE;
-	c->keep_alive = true;
-	c->minor = 1;
-	c->told_events = -1;
-	c->last_outq = -1;
-	c->anext = s->open;
+	*c = (struct http_conn){.srv = s, .owner = owner, .fd = fd, .state = HTTP_CONN_IDLE,
+				.keep_alive = true, .minor = 1, .told_events = -1,
+				.anext = s->open};
 	if (s->open)
 		s->open->aprev = c;
 	s->open = c;
@@ -1767,7 +1400,8 @@ http_server_sweep(struct http_server *s)
 {
 	size_t i, k;
 
-	/* A closed connection may still be on the ready list (left for the next round). */
+	/* The ready list must not name a connection freed here (the owner may sweep before it
+	 * processes). */
 	for (i = k = 0; i < s->ready.n; i++)
 		if (s->ready.v[i]->state != HTTP_CONN_CLOSED)
 			s->ready.v[k++] = s->ready.v[i];

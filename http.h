@@ -137,8 +137,8 @@ int http_query_uint(const char *query, size_t query_len, const char *name, unsig
  * Write a response head into out[0..cap): status line, Content-Type (when not NULL),
  * Content-Length, "Cache-Control: no-store", "Connection: close" when !keep_alive (or
  * "Connection: keep-alive" for a kept HTTP/1.0 connection when minor_version is 0), then
- * `extra` verbatim (NULL or complete "Name: value\r\n" lines), then the blank line.
- * Returns the head's length, or 0 when it does not fit in cap.
+ * `extra` verbatim (NULL or complete "Name: value\r\n" lines), then the blank line, and a NUL.
+ * Returns the head's length (without the NUL), or 0 when head and NUL do not fit in cap.
  */
 size_t http_format_head(char *out, size_t cap, int status, const char *content_type,
 			size_t content_length, bool keep_alive, int minor_version, const char *extra);
@@ -155,15 +155,14 @@ size_t http_format_head(char *out, size_t cap, int status, const char *content_t
 enum http_conn_state {
 	HTTP_CONN_IDLE,      /* nothing buffered: closed after HTTP_IDLE_TIMEOUT */
 	HTTP_CONN_READING,   /* a request partly here: 408 HTTP_IDLE_TIMEOUT after its first byte */
-	HTTP_CONN_WAITING,   /* complete, waiting its turn for a worker */
-	HTTP_CONN_ANSWERING, /* holds a worker: its handler runs at the next http_server_process */
-	HTTP_CONN_HELD,      /* a long-poll the owner answers later; holds no worker */
+	HTTP_CONN_ANSWERING, /* complete: its handler runs (now, or at http_server_process) */
+	HTTP_CONN_HELD,      /* a long-poll the owner answers later */
 	HTTP_CONN_WRITING,   /* an answer is being written; then the next request */
 	HTTP_CONN_CLOSING,   /* the last answer is being written; then closed */
 	HTTP_CONN_CLOSED,    /* descriptor closed; freed at http_server_sweep */
 };
 
-struct http_server; /* the connections and their pool of workers */
+struct http_server; /* the connections */
 struct http_conn;   /* one client connection */
 
 /*
@@ -194,7 +193,6 @@ struct http_callbacks {
 
 struct http_server_config {
 	size_t max_body;  /* bytes of a request body; a longer Content-Length is 413 and closes */
-	long long workers; /* requests being answered at once (>= 1) */
 	const double *now; /* the owner's monotonic clock in seconds, current for this turn */
 };
 
@@ -222,7 +220,7 @@ enum http_conn_state http_conn_state(const struct http_conn *c);
 /* The poll events revents came for c's descriptor: read, answer, queue writes, or close. */
 void http_conn_event(struct http_conn *c, short revents);
 
-/* c's deadline passed (its watch's): a 408, a close, a hold's end or a look for stalled workers. */
+/* c's deadline passed (its watch's): a 408, a close, or a hold's end. */
 void http_conn_timeout(struct http_conn *c);
 
 /*
@@ -241,8 +239,8 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
 void http_conn_last(struct http_conn *c);
 
 /*
- * Hold the request c is ANSWERING: its worker is freed, its answer comes later from the owner
- * (http_conn_respond), or `hold_expired` is called at monotonic time `until`.
+ * Hold the request c is ANSWERING: its answer comes later from the owner (http_conn_respond),
+ * or `hold_expired` is called at monotonic time `until`.
  */
 void http_conn_hold(struct http_conn *c, double until);
 
@@ -252,7 +250,7 @@ void http_conn_hold(struct http_conn *c, double until);
  */
 void http_conn_retract(struct http_conn *c);
 
-/* Run the requests that became ready (a worker came free, pipelined bytes): answer them. */
+/* Run the requests that became ready (pipelined after an answer was written): answer them. */
 void http_server_process(struct http_server *s);
 
 /* Whether requests wait for http_server_process: the owner's loop must not sleep. */

@@ -10,8 +10,8 @@
  *   so -1 (malformed) wins over -2 (too many tokens) and the -2 message says how many tokens
  *   the document needs. The one exception: duplicate keys are only detected in objects whose
  *   tokens all fit, because detection reads the key tokens back.
- * - Duplicate keys are found by sorting an object's keys by their decoded bytes (bottom-up
- *   merge sort on a linked list). The list links live in the key tokens' `size` field, which is
+ * - Duplicate keys are found by sorting an object's keys by their decoded bytes (merge sort
+ *   on a linked list, recursing log2(m) deep). The list links live in the key tokens' `size` field, which is
  *   0 for every string and is restored to 0 before the object is finished, so detection needs
  *   no memory and costs O(m log m) comparisons for m members, whatever the keys are (a hash
  *   table with a public hash function can be driven to O(m^2) by chosen keys).
@@ -25,11 +25,13 @@
  *   three, "\xC0\xAF" is two, "\xF0\x9F\x98" (a truncated emoji) is one.
  * - struct json_buf grows by doubling, so appends are amortized O(1) and a value costs no
  *   allocation of its own; once an allocation fails, oom is set and every append is ignored.
- * - Numbers are formatted without printf's locale-dependent decimal point.
+ * - Numbers are formatted without printf's locale-dependent decimal point, and without printf:
+ *   `status` writes thousands of them, and printf's %.3f made its p99 miss its budget.
  */
 #include "json.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -80,26 +82,13 @@ utf8_prefix(const unsigned char *s, size_t n, unsigned *need)
 static int
 utf8_put(uint32_t cp, unsigned char *out)
 {
-	if (cp < 0x80) {
-		out[0] = (unsigned char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (unsigned char)(0xC0 | cp >> 6);
-		out[1] = (unsigned char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (unsigned char)(0xE0 | cp >> 12);
-		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-		out[2] = (unsigned char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (unsigned char)(0xF0 | cp >> 18);
-	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-	out[3] = (unsigned char)(0x80 | (cp & 0x3F));
-	return 4;
+	static const unsigned char lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+	int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4, i;
+
+	for (i = n - 1; i > 0; i--, cp >>= 6)
+		out[i] = (unsigned char)(0x80 | (cp & 0x3F));
+	out[0] = (unsigned char)(lead[n] | cp);
+	return n;
 }
 
 /*
@@ -156,30 +145,20 @@ json_control_len(const char *s, size_t n)
 
 /* ------------------------------------------------------------------ escapes */
 
-static int
-hexval(unsigned c)
-{
-	if (c - '0' < 10)
-		return (int)(c - '0');
-	c |= 0x20; /* ASCII lower case */
-	if (c - 'a' < 6)
-		return (int)(c - 'a' + 10);
-	return -1;
-}
-
 /* Read 4 hex digits at s[i..n) into *u; -1 when there are fewer. */
 static int
 hex4(const unsigned char *s, size_t i, size_t n, uint32_t *u)
 {
+	static const char hex[] = "0123456789abcdef0123456789ABCDEF"; /* digit value: index & 15 */
+	const char *d;
 	size_t k;
-	int d;
 
 	if (n - i < 4)
 		return -1;
 	for (*u = 0, k = 0; k < 4; k++) {
-		if ((d = hexval(s[i + k])) < 0)
+		if (!(d = memchr(hex, s[i + k], sizeof(hex) - 1)))
 			return -1;
-		*u = *u << 4 | (uint32_t)d;
+		*u = *u << 4 | (uint32_t)((d - hex) & 15);
 	}
 	return 0;
 }
@@ -294,17 +273,15 @@ tok(struct parser *p, unsigned i)
 	return i < p->cap ? &p->toks[i] : &p->spill;
 }
 
+/* The next token: a value at [start, end); a container's end, size and next come later. */
 static unsigned
-new_tok(struct parser *p, int type, size_t start)
+new_tok(struct parser *p, int type, size_t start, size_t end, uint8_t flags)
 {
 	unsigned i = p->n++;
-	struct json_tok *t = tok(p, i);
 
-	t->type = (uint8_t)type;
-	t->flags = 0;
-	t->start = t->end = (uint32_t)start;
-	t->size = 0;
-	t->next = i + 1;
+	*tok(p, i) = (struct json_tok){.type = (uint8_t)type, .flags = flags,
+				       .start = (uint32_t)start, .end = (uint32_t)end,
+				       .next = i + 1};
 	return i;
 }
 
@@ -370,14 +347,12 @@ scan_string(struct parser *p, uint8_t *flags)
 static int
 parse_string(struct parser *p)
 {
-	unsigned i = new_tok(p, JSON_STRING, p->pos + 1);
+	size_t start = ++p->pos;
 	uint8_t flags = 0;
 
-	p->pos++;
 	if (scan_string(p, &flags) < 0)
 		return -1;
-	tok(p, i)->flags = flags;
-	tok(p, i)->end = (uint32_t)p->pos;
+	new_tok(p, JSON_STRING, start, p->pos, flags);
 	p->pos++; /* the closing quote */
 	return 0;
 }
@@ -399,7 +374,6 @@ parse_number(struct parser *p)
 {
 	size_t start = p->pos;
 	uint8_t flags = JSON_F_INT;
-	unsigned i;
 
 	if (peek(p) == '-')
 		p->pos++;
@@ -424,9 +398,7 @@ parse_number(struct parser *p)
 		if (digits(p) < 0)
 			return fail(p, p->pos, "digit expected in exponent");
 	}
-	i = new_tok(p, JSON_NUMBER, start);
-	tok(p, i)->flags = flags;
-	tok(p, i)->end = (uint32_t)p->pos;
+	new_tok(p, JSON_NUMBER, start, p->pos, flags);
 	return 0;
 }
 
@@ -434,13 +406,11 @@ static int
 parse_literal(struct parser *p, const char *word, int type)
 {
 	size_t n = strlen(word);
-	unsigned i;
 
 	if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
 		return fail(p, p->pos, "invalid literal");
-	i = new_tok(p, type, p->pos);
+	new_tok(p, type, p->pos, p->pos + n, 0);
 	p->pos += n;
-	tok(p, i)->end = (uint32_t)p->pos;
 	return 0;
 }
 
@@ -468,49 +438,39 @@ key_cmp(struct parser *p, unsigned a, unsigned b)
 }
 
 /*
- * One bottom-up merge pass over the key list `a` (linked through `size`): merge neighbouring
- * runs of `run` keys. Returns the new head and counts merges in *merges. Two keys that compare
- * equal are a duplicate: *dup gets one of them and the (now broken) list is abandoned. No
- * duplicate escapes: a comparison sort must compare every two neighbours of its output
- * directly, and some two equal keys end up neighbours.
+ * Sort the list of n keys at *list (linked through `size`) by their decoded bytes: split it in
+ * halves, sort each, merge. Two keys that compare equal are a duplicate: p->dup gets one of
+ * them, the (now broken) list is abandoned, -1. No duplicate escapes: a comparison sort must
+ * compare every two neighbours of its output directly, and some two equal keys end up
+ * neighbours.
  */
-static uint32_t
-merge_pass(struct parser *p, uint32_t a, uint32_t run, unsigned *merges, uint32_t *dup)
+static int
+sort_keys(struct parser *p, uint32_t *list, uint32_t n)
 {
 	struct json_tok *t = p->toks;
-	uint32_t b, na, nb, e, head = NIL, tail = NIL;
+	uint32_t a = *list, b, last = a, *tail = list, *from, i;
 	int c;
 
-	for (*merges = 0; a != NIL; a = b, (*merges)++) {
-		for (b = a, na = 0; na < run && b != NIL; na++)
-			b = t[b].size; /* b: head of the second run */
-		for (nb = run; na > 0 || (nb > 0 && b != NIL);) {
-			if (na == 0)
-				c = 1;
-			else if (nb == 0 || b == NIL)
-				c = -1;
-			else if ((c = key_cmp(p, a, b)) == 0) {
-				*dup = b;
-				return NIL;
-			}
-			if (c < 0) {
-				e = a;
-				a = t[a].size;
-				na--;
-			} else {
-				e = b;
-				b = t[b].size;
-				nb--;
-			}
-			if (tail == NIL)
-				head = e;
-			else
-				t[tail].size = e;
-			tail = e;
+	if (n < 2)
+		return 0;
+	for (i = 1; i < n / 2; i++)
+		last = t[last].size;
+	b = t[last].size;
+	t[last].size = NIL;
+	if (sort_keys(p, &a, n / 2) < 0 || sort_keys(p, &b, n - n / 2) < 0)
+		return -1;
+	while (a != NIL && b != NIL) {
+		if ((c = key_cmp(p, a, b)) == 0) {
+			p->dup = b;
+			return -1;
 		}
+		from = c < 0 ? &a : &b;
+		*tail = *from;
+		tail = &t[*from].size;
+		*from = *tail;
 	}
-	t[tail].size = NIL;
-	return head;
+	*tail = a != NIL ? a : b;
+	return 0;
 }
 
 /* Object obj (all of its tokens stored) with count > 1 members: -1 on a duplicate key. */
@@ -518,24 +478,20 @@ static int
 check_dup_keys(struct parser *p, unsigned obj, unsigned count)
 {
 	struct json_tok *t = p->toks;
-	uint32_t k, j, list = obj + 1, run = 1, dup = NIL;
-	unsigned merges;
+	uint32_t k, j, list = obj + 1;
+	int rc;
 
 	/* link the keys in document order; a member's value token knows where the next key is */
 	for (k = obj + 1, j = 1; j < count; j++, k = t[k].size)
 		t[k].size = t[k + 1].next;
 	t[k].size = NIL;
-	do {
-		list = merge_pass(p, list, run, &merges, &dup);
-		run *= 2;
-	} while (dup == NIL && merges > 1);
+	rc = sort_keys(p, &list, count);
 	for (k = obj + 1, j = 0; j < count; j++, k = t[k + 1].next)
 		t[k].size = 0; /* a string's size, as promised */
-	if (dup == NIL)
+	if (rc == 0)
 		return 0;
-	p->dup = dup;
 	p->dup_obj = obj;
-	return fail(p, t[dup].start - 1, "duplicate key");
+	return fail(p, t[p->dup].start - 1, "duplicate key");
 }
 
 /* "key": value, starting at (or before whitespace before) the key. */
@@ -561,7 +517,7 @@ static int
 parse_container(struct parser *p, unsigned depth, int type)
 {
 	int close = type == JSON_OBJECT ? '}' : ']', c, rc;
-	unsigned i = new_tok(p, type, p->pos), count = 0;
+	unsigned i = new_tok(p, type, p->pos, p->pos, 0), count = 0;
 
 	if (depth > JSON_MAX_DEPTH)
 		return fail(p, p->pos, "nesting too deep");
@@ -620,15 +576,10 @@ static struct parser
 parser_at(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
 	  size_t errlen)
 {
-	struct parser p = {0};
+	/* cap: the count is returned as an int; top_key, dup and dup_obj start NIL (0) */
+	struct parser p = {.s = (const unsigned char *)src, .len = len, .toks = toks,
+			   .cap = cap > INT_MAX ? INT_MAX : cap, .err = err, .errlen = errlen};
 
-	p.s = (const unsigned char *)src;
-	p.len = len;
-	p.toks = toks;
-	p.cap = cap > INT_MAX ? INT_MAX : cap; /* the count is returned as an int */
-	p.err = err;
-	p.errlen = errlen;
-	p.top_key = p.dup = p.dup_obj = NIL;
 	if (errlen > 0)
 		err[0] = '\0';
 	return p;
@@ -734,33 +685,23 @@ json_str_decode(const char *src, const struct json_tok *t, char *out, size_t cap
 	return len;
 }
 
+/* A valid integer token has no leading zero: one of more than 20 bytes cannot fit. */
 int
 json_tok_int(const char *src, const struct json_tok *t, long long *out)
 {
-	size_t pos = t->start, end = t->end;
-	unsigned long long v = 0, lim = LLONG_MAX;
-	unsigned d;
-	int neg;
+	char buf[24];
+	size_t n = t->end - t->start;
+	long long v;
 
-	if (t->type != JSON_NUMBER || !(t->flags & JSON_F_INT))
+	if (t->type != JSON_NUMBER || !(t->flags & JSON_F_INT) || n >= sizeof(buf))
 		return -1;
-	if ((neg = pos < end && src[pos] == '-')) {
-		pos++;
-		lim = (unsigned long long)LLONG_MAX + 1; /* |LLONG_MIN| */
-	}
-	if (pos >= end)
+	memcpy(buf, src + t->start, n);
+	buf[n] = '\0';
+	errno = 0;
+	v = strtoll(buf, NULL, 10);
+	if (errno != 0)
 		return -1;
-	for (; pos < end; pos++) {
-		if ((d = (unsigned)(src[pos] - '0')) > 9)
-			return -1;
-		if (v > (lim - d) / 10)
-			return -1; /* v * 10 + d > lim */
-		v = v * 10 + d;
-	}
-	if (!neg)
-		*out = (long long)v;
-	else
-		*out = v > (unsigned long long)LLONG_MAX ? LLONG_MIN : -(long long)v;
+	*out = v;
 	return 0;
 }
 
@@ -906,9 +847,9 @@ name_distance(const char *key, size_t n, const char *known)
 	return d <= (nb > 4 ? 2 : 1) ? d : INT_MAX;
 }
 
-const char *
-json_name_meant(const char *key, size_t n, const char *const *known,
-		const char *const (*synonyms)[2])
+/* The name of known that key (n bytes) most likely meant, or NULL (json_unknown_name). */
+static const char *
+name_meant(const char *key, size_t n, const char *const *known, const char *const (*synonyms)[2])
 {
 	const char *meant = NULL;
 	int best = INT_MAX, d;
@@ -930,7 +871,7 @@ json_unknown_name(char *out, size_t cap, const char *what, const char *name, siz
 {
 	char shown[64], list[256];
 	size_t cut = n < 63 ? n : json_utf8_boundary(name, 60), len = 0;
-	const char *meant = json_name_meant(name, cut, known, synonyms);
+	const char *meant = name_meant(name, cut, known, synonyms);
 	unsigned j;
 
 	name_shown(shown, name, n);
@@ -1033,9 +974,7 @@ json_utf8_chars(const char *s)
 void
 json_buf_init(struct json_buf *b)
 {
-	b->p = NULL;
-	b->len = b->cap = 0;
-	b->oom = 0;
+	*b = (struct json_buf){0};
 }
 
 void
@@ -1156,10 +1095,7 @@ put_str(struct json_buf *b, const unsigned char *s, size_t n)
 void
 json_w_init(struct json_w *w, struct json_buf *b)
 {
-	w->b = b;
-	w->depth = 0;
-	w->need_comma = 0;
-	w->after_key = 0;
+	*w = (struct json_w){.b = b};
 }
 
 /* Before every key and value: a comma unless first in its container or right after a key. */

@@ -139,26 +139,19 @@ int json_doc_field(const struct json_doc *d, const char *key);
 
 /*
  * Every member of the root must be named in known (NULL-terminated): 0, or -1 with why naming
- * the first unknown member, the known member it most likely meant (json_name_meant with
+ * the first unknown member, the known member it most likely meant (as json_unknown_name, with
  * d->synonyms: deviceId, Device-ID, device and devcie_id all mean device_id) and the known
  * list.
  */
 int json_doc_known(struct json_doc *d, const char *const *known);
 
 /*
- * The name of known (NULL-terminated) that key (n bytes, not NUL-terminated) most likely
- * meant, or NULL: compared without case, '_' and '-', a prefix of one another, a slip of one
- * or two edits, or else the member of a {word, member} pair of synonyms (ending in {NULL}; NULL
- * for none) whose word key is close to.
- */
-const char *json_name_meant(const char *key, size_t n, const char *const *known,
-			    const char *const (*synonyms)[2]);
-
-/*
  * Write into out[0..cap) the sentence refusing a `what` ("field", "query parameter") named
  * name (n bytes long; name holds at least its first 63 bytes) that is not in known: it names
  * it (cut past 60 bytes, control characters shown as '?'), the known one it most likely meant
- * (json_name_meant) and the known list ("none" when empty).
+ * and the known list ("none" when empty). Most likely meant: compared without case, '_' and
+ * '-', a prefix of one another, a slip of one or two edits, or else the member of a {word,
+ * member} pair of synonyms (ending in {NULL}; NULL for none) whose word name is close to.
  */
 void json_unknown_name(char *out, size_t cap, const char *what, const char *name, size_t n,
 		       const char *const *known, const char *const (*synonyms)[2]);

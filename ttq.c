@@ -9,8 +9,8 @@
  *     deadlines, a running job's silence watchdog, each job process's and each connection's
  *     one deadline, store retries, retention) live in one min-heap and the earliest becomes
  *     the poll timeout. No busy waiting.
- *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining, the
- *     in-flight limit, their phases); this file polls and times each as it asks (client_watch)
+ *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining,
+ *     their phases); this file polls and times each as it asks (client_watch)
  *     and answers its requests (handle_request, the route table). The listening socket stays
  *     here: TT_DEVICE_MAX_CONNECTIONS and the BUSY_SLOTS beyond it whose requests are told the
  *     busy 503 (accepting), the pause when accept runs out of descriptors (a timer and a log
@@ -156,7 +156,7 @@ struct config {
 	int silence_timeout; /* the default silence_timeout of a job, seconds; 0: off */
 	long long max_queued;
 	long long max_log_bytes, max_log_read, max_request_bytes;
-	long long http_workers, max_connections;
+	long long max_connections;
 	long long retention_days, max_completed;
 	long long max_repeat, max_cmd_chars;
 	double stop_grace;
@@ -409,7 +409,8 @@ config_load(void)
 	cfg.max_log_bytes = env_int("TT_DEVICE_MAX_LOG_BYTES", 16LL << 20, 1024, 1LL << 50);
 	cfg.max_log_read = env_int("TT_DEVICE_MAX_LOG_READ", 64 << 10, 1, 64 << 20);
 	cfg.max_request_bytes = env_int("TT_DEVICE_MAX_REQUEST_BYTES", 1 << 20, 1, 1 << 30);
-	cfg.http_workers = env_int("TT_DEVICE_HTTP_WORKERS", 16, 1, 100000);
+	/* accepted and ignored, as the man page says: a request is answered in the turn it is read */
+	(void)env_int("TT_DEVICE_HTTP_WORKERS", 16, 1, 100000);
 	cfg.max_connections = env_int("TT_DEVICE_MAX_CONNECTIONS", 1024, 1, 1000000);
 	cfg.retention_days = env_int("TT_DEVICE_RETENTION_DAYS", 30, 0, 1000000);
 	cfg.max_completed = env_int("TT_DEVICE_MAX_COMPLETED_JOBS", 10000, 0, 1LL << 40);
@@ -1726,7 +1727,7 @@ client_timer_fired(void *arg)
 	http_conn_timeout(((struct client *)arg)->http);
 }
 
-/* Start the HTTP side: the connections and the in-flight limit (TT_DEVICE_HTTP_WORKERS). */
+/* Start the HTTP side: the connections. */
 static void
 clients_init(void)
 {
@@ -1738,7 +1739,6 @@ clients_init(void)
 	};
 	struct http_server_config hc = {
 	    .max_body = (size_t)cfg.max_request_bytes,
-	    .workers = cfg.http_workers,
 	    .now = &mono_now,
 	};
 
@@ -2620,7 +2620,7 @@ hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 	if (a->waiters)
 		a->waiters->wprev = cl;
 	a->waiters = cl;
-	http_conn_hold(c, mono_now + (double)wait); /* a held long-poll takes no worker */
+	http_conn_hold(c, mono_now + (double)wait);
 }
 
 static void

@@ -217,6 +217,8 @@ static const struct pcase cases[] = {
     C("Host IPv6 zone, RFC 6874", RL "Host: [fe80::1%25eth0]:80\r\n\r\n", ALL),
     C("Host IPv6 bare zone", RL "Host: [fe80::1%eth0]:80\r\n\r\n", ALL),
     C("Host IPvFuture", RL "Host: [v1F.a:b!]\r\n\r\n", ALL),
+    C("Host IPv6 longest text", RL "Host: [0000:0000:0000:0000:0000:ffff:255.255.255.255]\r\n\r\n",
+      ALL),
     C("Host with a space", RL "Host: a b\r\n\r\n", -400),
     C("Host with a path", RL "Host: x/y\r\n\r\n", -400),
     C("Host with userinfo", RL "Host: u@x\r\n\r\n", -400),
@@ -234,6 +236,9 @@ static const struct pcase cases[] = {
     C("Host IPv6 gap and eight pieces", RL "Host: [1:2:3:4::5:6:7:8]\r\n\r\n", -400),
     C("Host IPv6 five hex digits", RL "Host: [12345::]\r\n\r\n", -400),
     C("Host IPv6 trailing colon", RL "Host: [1::2:]\r\n\r\n", -400),
+    C("Host IPv6 leading colon", RL "Host: [:1::2]\r\n\r\n", -400),
+    C("Host IPv6 five digits, longest text",
+      RL "Host: [00000:0000:0000:0000:0000:ffff:1.2.3.4]\r\n\r\n", -400),
     C("Host IPv6 IPv4 octet over 255", RL "Host: [::1.2.3.256]\r\n\r\n", -400),
     C("Host IPv6 IPv4 leading zero", RL "Host: [::1.2.3.04]\r\n\r\n", -400),
     C("Host IPv6 IPv4 not last", RL "Host: [::1.2.3.4:1]\r\n\r\n", -400),
@@ -644,13 +649,13 @@ test_format(void)
 	is_int(http_format_head(buf, sizeof(buf), -400, NULL, 0, true, 1, NULL), 0,
 	       "format: negative status");
 
-	/* exact fit and one short, writing right up to the guard page */
+	/* head and NUL fit exactly, and one short, writing right up to the guard page */
+	g = region + REGION - (len + 1);
+	n = http_format_head(g, len + 1, 200, ct, 12, true, 1, NULL);
+	head_is(n, g, want_ka, "format: head and NUL fit exactly");
 	g = region + REGION - len;
-	n = http_format_head(g, len, 200, ct, 12, true, 1, NULL);
-	head_is(n, g, want_ka, "format: fits exactly, no NUL written");
-	g = region + REGION - (len - 1);
-	is_int(http_format_head(g, len - 1, 200, ct, 12, true, 1, NULL), 0,
-	       "format: one byte short");
+	is_int(http_format_head(g, len, 200, ct, 12, true, 1, NULL), 0,
+	       "format: one byte short (no room for the NUL)");
 	is_int(http_format_head(region + REGION, 0, 200, ct, 12, true, 1, NULL), 0,
 	       "format: cap 0");
 }
@@ -865,10 +870,10 @@ on_closed(struct http_conn *c)
 }
 
 static struct http_server *
-server(long long workers)
+server(void)
 {
 	static const struct http_callbacks cb = {on_request, on_expired, on_watch, on_closed};
-	struct http_server_config cfg = {.max_body = 100, .workers = workers, .now = &clock_now};
+	struct http_server_config cfg = {.max_body = 100, .now = &clock_now};
 
 	return http_server_new(&cfg, &cb);
 }
@@ -911,7 +916,7 @@ client_read(struct owned *o)
 static void
 test_conn_exchange(void)
 {
-	struct http_server *s = server(4);
+	struct http_server *s = server();
 	struct owned o;
 
 	open_conn(s, &o);
@@ -954,7 +959,7 @@ test_conn_exchange(void)
 static void
 test_conn_last(void)
 {
-	struct http_server *s = server(4);
+	struct http_server *s = server();
 	struct owned o;
 	char *got;
 
@@ -991,7 +996,7 @@ test_conn_last(void)
 static void
 test_conn_deadlines(void)
 {
-	struct http_server *s = server(4);
+	struct http_server *s = server();
 	struct owned o;
 
 	open_conn(s, &o);
@@ -1049,9 +1054,9 @@ test_conn_deadlines(void)
 }
 
 static void
-test_conn_workers(void)
+test_conn_hold(void)
 {
-	struct http_server *s = server(1);
+	struct http_server *s = server();
 	struct owned a, b;
 
 	open_conn(s, &a);
@@ -1060,15 +1065,8 @@ test_conn_workers(void)
 	client_send(&b, GET("/b"));
 	http_conn_event(a.c, POLLIN);
 	http_conn_event(b.c, POLLIN);
-	ok(http_conn_state(a.c) == HTTP_CONN_WRITING && http_conn_state(b.c) == HTTP_CONN_WAITING,
-	   "workers: one worker: a's answer holds it until written, b waits");
-	ok(b.requests == 0 && b.deadline > clock_now, "workers: b's handler has not run; the "
-	   "queue's head has a deadline (the look for stalled holders)");
-	http_server_flush(s);
-	ok(http_conn_state(b.c) == HTTP_CONN_ANSWERING && http_server_ready(s),
-	   "workers: a written, its worker passes to b");
-	http_server_process(s);
-	ok(b.requests == 1 && strcmp(b.path, "/b") == 0, "workers: b is answered");
+	ok(http_conn_state(a.c) == HTTP_CONN_WRITING && http_conn_state(b.c) == HTTP_CONN_WRITING &&
+	   b.requests == 1, "hold: two complete requests are both answered at once");
 	http_server_flush(s);
 	client_read(&a);
 	client_read(&b);
@@ -1077,35 +1075,35 @@ test_conn_workers(void)
 	client_send(&a, GET("/held"));
 	http_conn_event(a.c, POLLIN);
 	ok(http_conn_state(a.c) == HTTP_CONN_HELD && a.deadline == clock_now + 5,
-	   "workers: a hold is HELD with the owner's deadline");
+	   "hold: a hold is HELD with the owner's deadline");
 	client_send(&b, GET("/b2"));
 	http_conn_event(b.c, POLLIN);
-	ok(b.requests == 2, "workers: a held long-poll takes no worker");
+	ok(b.requests == 2, "hold: another request is answered meanwhile");
 	http_server_flush(s);
 	clock_now += 5;
 	http_conn_timeout(a.c);
 	ok(a.expired == 1 && http_conn_state(a.c) == HTTP_CONN_WRITING,
-	   "workers: the hold's deadline asks the owner to answer");
+	   "hold: the hold's deadline asks the owner to answer");
 	http_server_flush(s);
-	ok(strstr(client_read(&a), "late") != NULL, "workers: and the late answer is written");
+	ok(strstr(client_read(&a), "late") != NULL, "hold: and the late answer is written");
 
 	a.on_request = ANSWER;
 	client_send(&a, GET("/first"));
 	http_conn_event(a.c, POLLIN);
 	http_conn_retract(a.c);
-	ok(http_conn_state(a.c) == HTTP_CONN_ANSWERING, "workers: a retracted answer is ANSWERING");
+	ok(http_conn_state(a.c) == HTTP_CONN_ANSWERING, "hold: a retracted answer is ANSWERING");
 	http_conn_respond(a.c, 503, "text/plain", "no", 2, NULL);
 	http_server_flush(s);
 	{
 		const char *got = client_read(&a);
 
-		ok(strstr(got, "503") && !strstr(got, "/first"), "workers: only the second answer "
+		ok(strstr(got, "503") && !strstr(got, "/first"), "hold: only the second answer "
 		   "goes out");
 	}
 	close(a.peer);
 	close(b.peer);
 	http_server_free(s);
-	ok(a.closed == 1 && b.closed == 1, "workers: freeing the server closes its connections");
+	ok(a.closed == 1 && b.closed == 1, "hold: freeing the server closes its connections");
 }
 
 /* A handler that answers twice breaks the phase table: the process stops right there. */
@@ -1116,7 +1114,7 @@ test_conn_illegal(void)
 	int st;
 
 	if (pid == 0) {
-		struct http_server *s = server(1);
+		struct http_server *s = server();
 		struct owned o;
 
 		if (!freopen("/dev/null", "w", stderr))
@@ -1150,7 +1148,7 @@ main(void)
 	test_conn_exchange();
 	test_conn_last();
 	test_conn_deadlines();
-	test_conn_workers();
+	test_conn_hold();
 	test_conn_illegal();
 	return tap_done();
 }
