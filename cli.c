@@ -49,18 +49,9 @@
  *   remain or may still come) it prints `next_offset=N` on stderr.
  * - Writing stdout into a closed pipe ends the command quietly with 141 (128 + SIGPIPE), as
  *   if SIGPIPE had not been ignored; the job keeps running.
- * - Job output is raw: `logs`, `logs --follow`, `result`, `run` and `queue-python --wait`
- *   print the bytes the job wrote, read from the job's output file. JSON cannot carry
- *   arbitrary bytes (the daemon's /logs `content` turns bytes that are not UTF-8 into U+FFFD,
- *   so a binary log would come out altered and longer). The daemon runs on the same host and
- *   its /logs answers name the `output_file`, so the client asks /logs as before (long-polls
- *   to wait, the offsets it reports) and then preads exactly [offset, next_offset) from that
- *   file, never past the daemon's next_offset. The file is used only when its path is absolute
- *   and ends in /ID/output, it opens for reading as a regular file, and its size agrees with
- *   the answer (at least next_offset; equal to log_size once the job is done, at least
- *   log_size before). Otherwise (another user's log dir, a daemon on another host, a file
- *   rotated away) that chunk falls back to the JSON `content`. `--json` outputs stay JSON:
- *   the writer turns invalid bytes into U+FFFD, so they are always valid UTF-8.
+ * - Job output comes over HTTP only, from the /logs answers' `content`: one path, whether the
+ *   daemon runs here or elsewhere. JSON carries text, so bytes of the log that are not UTF-8
+ *   come out as U+FFFD; the output file (output_file) holds the exact bytes.
  * - The summary line and status's outcome words come from the record's end_reason and signal
  *   (struct ending), never from the words of `error`; a job without an exit code (-1) exits
  *   129 as a death by SIGHUP does, and the summary tells which.
@@ -75,12 +66,12 @@
 #include "http.h"
 #include "json.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -138,8 +129,7 @@ enum {
 	R_SLOW = -2,   /* the request's own deadline passed */
 	R_EOF = -3,    /* read_more() saw end of stream */
 	R_HELP = -4,   /* a --help was printed: exit 0 */
-	R_NORAW = -5,  /* the output file cannot be trusted for this chunk: use the JSON content */
-	R_AGAIN = -6,  /* the daemon asked for the request again (busy_pause) */
+	R_AGAIN = -5,  /* the daemon asked for the request again (busy_pause) */
 };
 
 #define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
@@ -158,10 +148,9 @@ struct cli {
 	const char *client_id_opt;
 	int json;
 	/* connection */
-	int target_ok;  /* host/port resolved from options and environment */
-	char host[256]; /* for getaddrinfo: no brackets */
-	char port[8];
-	char hostport[272]; /* for messages and the Host header: [v6]:port */
+	int target_ok;           /* addr set from options and environment */
+	struct sockaddr_in addr; /* the daemon's */
+	char hostport[272];      /* for messages and the Host header */
 	char client_id[CLIENT_ID_CHARS * 4 + 1];
 	int fd;             /* -1 when not connected */
 	struct json_buf in; /* bytes of the current answer */
@@ -202,9 +191,7 @@ struct sink {
 	int collect; /* 1: append to buf (--json); 0: write to stdout */
 	int last;    /* last byte shown, -1 before any */
 	struct json_buf buf;
-	char output_file[4096];
-	int raw_fd;    /* output_file opened for raw reads, -1 when not usable */
-	int raw_tried; /* opening it was attempted */
+	char output_file[4096]; /* where the full log is, for the note when output is cut */
 };
 
 /* ------------------------------------------------------------------------ small helpers */
@@ -623,8 +610,8 @@ print_doc(const struct doc *d)
 /* ------------------------------------------------------------------------ connection target */
 
 /*
- * Split "http://HOST[:PORT][/]" into host (brackets of an IPv6 literal removed) and port
- * ("80" when absent). Returns 0, or -1 when the text is not such a URL.
+ * Split "http://HOST[:PORT][/]" into host and port ("80" when absent). Returns 0, or -1 when
+ * the text is not such a URL.
  */
 static int
 parse_url(const char *url, char *host, size_t hcap, char *port, size_t pcap)
@@ -635,16 +622,8 @@ parse_url(const char *url, char *host, size_t hcap, char *port, size_t pcap)
 	if (strncmp(url, "http://", 7) != 0)
 		return -1;
 	h = url + 7;
-	if (*h == '[') {
-		he = strchr(h, ']');
-		if (he == NULL)
-			return -1;
-		h++;
-		p = he + 1;
-	} else {
-		he = h + strcspn(h, ":/");
-		p = he;
-	}
+	he = h + strcspn(h, ":/");
+	p = he;
 	if (*p == ':') {
 		colon = ++p;
 		p += strspn(p, "0123456789");
@@ -706,19 +685,16 @@ resolve_target(struct cli *c)
 		errmsg("%s: '%s' is not a TCP port (1-65535)", src, port);
 		return ST_USAGE;
 	}
-	if (*host == 0 || strlen(host) >= sizeof c->host) {
-		errmsg("bad host '%s'", host);
+	/* the daemon listens on IPv4 only: no other family, and no name service to ask */
+	memset(&c->addr, 0, sizeof c->addr);
+	c->addr.sin_family = AF_INET;
+	c->addr.sin_port = htons((unsigned short)pn);
+	if (inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1",
+	              &c->addr.sin_addr) != 1) {
+		errmsg("bad host '%s': give an IPv4 address or localhost", host);
 		return ST_USAGE;
 	}
-	/* "[::1]" as in a URL is accepted too; getaddrinfo wants the address without brackets */
-	if (host[0] == '[' && strlen(host) > 2 && host[strlen(host) - 1] == ']')
-		snprintf(c->host, sizeof c->host, "%.*s", (int)strlen(host) - 2, host + 1);
-	else
-		snprintf(c->host, sizeof c->host, "%s", host);
-	host = c->host;
-	snprintf(c->port, sizeof c->port, "%llu", pn);
-	snprintf(c->hostport, sizeof c->hostport, strchr(host, ':') ? "[%s]:%s" : "%s:%s", c->host,
-	         c->port);
+	snprintf(c->hostport, sizeof c->hostport, "%.200s:%llu", host, pn);
 	c->target_ok = 1;
 	return ST_OK;
 }
@@ -773,22 +749,22 @@ conn_close(struct cli *c)
 	c->fd = -1;
 }
 
-/* Connect to one address within `until`. Returns ST_OK (c->fd set), or a failure code. */
+/* Connect within 5 s. Returns ST_OK (c->fd set), or a failure code. */
 static int
-connect_one(struct cli *c, const struct addrinfo *ai, double until)
+conn_open(struct cli *c)
 {
 	int fd, rc, soerr = 0, one = 1;
 	socklen_t sl = sizeof soerr;
 
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return fail(c, "socket: %s", strerror(errno));
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+	if (connect(fd, (const struct sockaddr *)&c->addr, sizeof c->addr) < 0) {
 		if (errno != EINPROGRESS) {
 			soerr = errno;
 			goto refused;
 		}
-		rc = wait_fd(c, fd, POLLOUT, until);
+		rc = wait_fd(c, fd, POLLOUT, now_mono() + CONNECT_TIMEOUT_SEC);
 		if (rc == R_SLOW)
 			rc = fail(c, "cannot connect to %s within %.0f s", c->hostport,
 			          CONNECT_TIMEOUT_SEC);
@@ -809,33 +785,6 @@ refused:
 	close(fd);
 	return fail(c, "cannot connect to the daemon at %s: %s (is `" PROG " serve` running?)",
 	            c->hostport, strerror(soerr));
-}
-
-/* Open the connection (connect timeout 5 s). Returns ST_OK or a failure code. */
-static int
-conn_open(struct cli *c)
-{
-	struct addrinfo hints, *res = NULL, *ai;
-	double until = now_mono() + CONNECT_TIMEOUT_SEC;
-	int gai, rc = ST_FAIL;
-
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
-	gai = getaddrinfo(c->host, c->port, &hints, &res);
-	if (gai != 0)
-		return fail(c, "cannot resolve '%s': %s%s", c->host, gai_strerror(gai),
-			    gai == EAI_NONAME ? " (give an IP address, localhost or a name in "
-						"/etc/hosts: the static build asks no DNS)"
-					      : "");
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		rc = connect_one(c, ai, until);
-		if (rc != ST_FAIL)
-			break;
-	}
-	freeaddrinfo(res);
-	return rc;
 }
 
 /* Send p[0..n). Returns ST_OK, R_CLOSED (peer gone), or another failure code. */
@@ -912,74 +861,45 @@ retry_after(const struct http_response *res)
 }
 
 /*
- * Read the head of one final (non-1xx) answer: its length *head, r->status and
- * r->retry_after, the body's length *clen (-1 when absent) and *closing (the daemon closes
- * the connection after it).
- */
-static int
-read_head(struct cli *c, double until, size_t *head, struct resp *r, long long *clen, int *closing)
-{
-	struct http_response res;
-	int n, rc;
-
-	for (;;) {
-		while ((n = http_parse_response(c->in.p, c->in.len, &res)) == 0) {
-			rc = read_more(c, until);
-			if (rc == R_EOF)
-				return c->in.len == 0
-				           ? R_CLOSED
-				           : fail(c, "the daemon closed the connection mid-answer");
-			if (rc != ST_OK)
-				return rc;
-		}
-		if (n < 0)
-			return fail(c, "the answer from %s is malformed: %s", c->hostport, res.error);
-		*head = (size_t)n;
-		if (res.status >= 200)
-			break;
-		memmove(c->in.p, c->in.p + *head, c->in.len - *head); /* 1xx: skip it */
-		c->in.len -= *head;
-	}
-	r->status = res.status;
-	r->retry_after = retry_after(&res);
-	*clen = res.content_length;
-	*closing = !res.keep_alive;
-	return ST_OK;
-}
-
-/*
- * Read one answer: head, then a body of Content-Length bytes (or, with Connection: close and
- * no length, up to EOF). Returns ST_OK with r filled, R_CLOSED when the peer closed before
- * sending anything, or a failure code.
+ * Read one answer: its head, then a body of Content-Length bytes (the daemon sends one on
+ * every answer). Returns ST_OK with r filled, R_CLOSED when the peer closed before sending
+ * anything, or a failure code.
  */
 static int
 read_response(struct cli *c, double until, struct resp *r)
 {
-	size_t head = 0;
-	long long clen = -1;
-	int closing = 0, rc;
+	struct http_response res;
+	size_t head;
+	int n, rc;
 
 	c->in.len = 0;
-	if ((rc = read_head(c, until, &head, r, &clen, &closing)) != ST_OK)
-		return rc;
-	if (clen < 0 && !closing)
-		return fail(c, "the daemon's answer has no Content-Length");
-	if (clen > (long long)RESPONSE_MAX)
-		return fail(c, "the daemon's answer is too large");
-	while (clen < 0 || c->in.len - head < (unsigned long long)clen) {
-		if (c->in.len - head > RESPONSE_MAX)
-			return fail(c, "the daemon's answer is too large");
+	while ((n = http_parse_response(c->in.p, c->in.len, &res)) == 0) {
 		rc = read_more(c, until);
-		if (rc == R_EOF && clen < 0)
-			break;
+		if (rc == R_EOF)
+			return c->in.len == 0 ? R_CLOSED
+			                      : fail(c, "the daemon closed the connection mid-answer");
+		if (rc != ST_OK)
+			return rc;
+	}
+	if (n < 0)
+		return fail(c, "the answer from %s is malformed: %s", c->hostport, res.error);
+	if (res.content_length < 0)
+		return fail(c, "the daemon's answer has no Content-Length");
+	if (res.content_length > (long long)RESPONSE_MAX)
+		return fail(c, "the daemon's answer is too large");
+	head = (size_t)n;
+	while (c->in.len - head < (unsigned long long)res.content_length) {
+		rc = read_more(c, until);
 		if (rc == R_EOF)
 			return fail(c, "the daemon closed the connection mid-answer");
 		if (rc != ST_OK)
 			return rc;
 	}
+	r->status = res.status;
+	r->retry_after = retry_after(&res);
 	r->body = c->in.p + head;
-	r->len = clen >= 0 ? (size_t)clen : c->in.len - head;
-	if (closing || c->in.len > head + r->len)
+	r->len = (size_t)res.content_length;
+	if (!res.keep_alive || c->in.len > head + r->len)
 		conn_close(c); /* extra bytes were never asked for: do not reuse */
 	return ST_OK;
 }
@@ -1264,16 +1184,12 @@ sink_init(struct sink *o, unsigned long long limit, int collect)
 	o->limit = limit;
 	o->collect = collect;
 	o->last = -1;
-	o->raw_fd = -1;
 	json_buf_init(&o->buf);
 }
 
 static void
 sink_free(struct sink *o)
 {
-	if (o->raw_fd >= 0)
-		close(o->raw_fd);
-	o->raw_fd = -1;
 	json_buf_free(&o->buf);
 }
 
@@ -1347,75 +1263,6 @@ sink_content(const struct doc *d, struct sink *o)
 	return rc;
 }
 
-/*
- * Open o->output_file for raw reads (once): only an absolute path ending in /ID/output that
- * opens for reading as a regular file. Otherwise o->raw_fd stays -1 and the JSON content is
- * used.
- */
-static void
-raw_open(struct sink *o, const char *id)
-{
-	char tail[48];
-	size_t n = strlen(o->output_file), t;
-	struct stat st;
-	int fd;
-
-	o->raw_tried = 1;
-	t = (size_t)snprintf(tail, sizeof tail, "/%s/output", id);
-	if (o->output_file[0] != '/' || n <= t || strcmp(o->output_file + n - t, tail) != 0)
-		return;
-	fd = open(o->output_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return;
-	}
-	o->raw_fd = fd;
-}
-
-/*
- * Show bytes [off, next) of the output file raw: the range a /logs answer reported, never
- * past its next_offset. The file must agree with the answer: at least `next` bytes, and
- * exactly log_size once the job is done (`done`), at least log_size before (a running job's
- * file only grows). Returns ST_OK, a write failure, or R_NORAW when the file cannot be used
- * for this range (nothing was shown).
- */
-static int
-raw_put(struct sink *o, unsigned long long off, unsigned long long next,
-        unsigned long long log_size, int done)
-{
-	struct stat st;
-	size_t n, got = 0;
-	ssize_t r;
-	char *buf;
-	int rc;
-
-	if (o->raw_fd < 0 || next < off || next - off > RESPONSE_MAX)
-		return R_NORAW;
-	if (next == off || o->cut)
-		return ST_OK;
-	if (fstat(o->raw_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-	    (unsigned long long)st.st_size < next ||
-	    (done ? (unsigned long long)st.st_size != log_size
-	          : (unsigned long long)st.st_size < log_size))
-		return R_NORAW;
-	n = (size_t)(next - off);
-	if ((buf = malloc(n)) == NULL)
-		return R_NORAW;
-	while (got < n) {
-		r = pread(o->raw_fd, buf + got, n - got, (off_t)(off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	rc = got == n ? sink_put(o, buf, n) : R_NORAW;
-	free(buf);
-	return rc;
-}
-
 /* A position in a job's log. */
 struct logpos {
 	unsigned long long off;  /* next byte to ask for */
@@ -1425,8 +1272,8 @@ struct logpos {
 
 /*
  * One GET /logs/ID from lp->off: at most `limit` bytes when limit > 0, held up to `hold`
- * seconds for new bytes. The chunk's bytes go to o, raw from the output file when it can be
- * trusted, else the answer's content; lp advances. Returns ST_OK or a failure.
+ * seconds for new bytes. The answer's content goes to o; lp advances. Returns ST_OK or a
+ * failure.
  */
 static int
 logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long limit, int hold,
@@ -1434,7 +1281,7 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 {
 	char path[192];
 	struct doc d;
-	long long v, at, next = -1, size = -1;
+	long long v, next = -1, size = -1;
 	int n, rc;
 
 	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, lp->off);
@@ -1447,19 +1294,11 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 	note_status(c, &d);
 	if (o->output_file[0] == 0)
 		doc_str(&d, 0, "output_file", o->output_file, sizeof o->output_file);
-	if (!o->raw_tried && o->output_file[0])
-		raw_open(o, id);
 	if (doc_int(&d, 0, "next_offset", &v) == 0 && v >= 0)
 		next = v;
 	if (doc_int(&d, 0, "log_size", &v) == 0 && v >= 0)
 		size = v;
-	rc = R_NORAW;
-	if (next >= 0 && size >= 0 && doc_int(&d, 0, "offset", &at) == 0 &&
-	    at == (long long)lp->off)
-		rc = raw_put(o, lp->off, (unsigned long long)next, (unsigned long long)size,
-		             strcmp(c->job_status, "done") == 0);
-	if (rc == R_NORAW)
-		rc = sink_content(&d, o);
+	rc = sink_content(&d, o);
 	lp->complete = doc_true(&d, 0, "complete");
 	if (next >= 0) {
 		lp->off = (unsigned long long)next;
