@@ -102,7 +102,6 @@
 #define RESPONSE_MAX (256u << 20)
 #define DEFAULT_RESULT_BYTES (1024ull * 1024)
 #define SCRIPT_MAX_AGE_SEC (7L * 24 * 3600)
-#define ANCESTOR_HOPS 128 /* bound on the /proc ppid walk */
 #define STATUS_COLS 100  /* a line of human status fits a terminal this wide */
 #define CMD_MIN_COLS 12  /* columns of a command status shows however long its line's head */
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
@@ -2141,9 +2140,6 @@ one_job_id(const struct args *a, char *id)
 
 /* ------------------------------------------------------------------------ submission */
 
-/* The identity the job records: --client-id, TT_QUEUE_CLIENT_ID, an agent ancestor, cli-UID. */
-static int agent_ancestor(char *out, size_t cap);
-
 /*
  * Replace each C0 or C1 control character (NUL too) and DEL in the UTF-8 text s[0..n) by one
  * '?', in place; returns the new length. The daemon refuses such a client_id and
@@ -2202,68 +2198,18 @@ set_client_id(struct cli *c, const char *s)
 	json_buf_free(&b);
 }
 
+/* The identity the job records: --client-id, else TT_QUEUE_CLIENT_ID, else cli-UID. */
 static void
 client_identity(struct cli *c)
 {
 	const char *e = env_nonempty("TT_QUEUE_CLIENT_ID");
-	char agent[128];
 
 	if (c->client_id_opt != NULL && c->client_id_opt[0])
 		set_client_id(c, c->client_id_opt);
 	else if (e != NULL)
 		set_client_id(c, e);
-	else if (agent_ancestor(agent, sizeof agent))
-		set_client_id(c, agent);
 	else
 		snprintf(c->client_id, sizeof c->client_id, "cli-%u", (unsigned)getuid());
-}
-
-/* Read comm and ppid of pid from /proc/PID/stat. Returns 0 or -1. */
-static int
-proc_stat(pid_t pid, char *comm, size_t cap, pid_t *ppid)
-{
-	char path[64], buf[512], *l, *r;
-	int fd, pp;
-	ssize_t n;
-
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	l = strchr(buf, '(');
-	r = strrchr(buf, ')'); /* comm may itself contain ')' */
-	if (l == NULL || r == NULL || r < l || sscanf(r + 1, " %*c %d", &pp) != 1)
-		return -1;
-	snprintf(comm, cap, "%.*s", (int)(r - l - 1), l + 1);
-	*ppid = (pid_t)pp;
-	return 0;
-}
-
-/* The nearest ancestor named pi, codex, claude or claude-code as "agent-NAME-PID"; 1 if found. */
-static int
-agent_ancestor(char *out, size_t cap)
-{
-	static const char *const agents[] = {"pi", "codex", "claude", "claude-code"};
-	pid_t pid = getppid(), ppid;
-	char comm[64];
-	size_t k;
-	int hops;
-
-	for (hops = 0; pid > 1 && hops < ANCESTOR_HOPS; hops++, pid = ppid) {
-		if (proc_stat(pid, comm, sizeof comm, &ppid) < 0)
-			return 0;
-		for (k = 0; k < sizeof agents / sizeof agents[0]; k++) {
-			if (strcmp(comm, agents[k]) == 0) {
-				snprintf(out, cap, "agent-%s-%d", comm, (int)pid);
-				return 1;
-			}
-		}
-	}
-	return 0;
 }
 
 /*
@@ -4007,8 +3953,8 @@ print_global_help(void)
 	    "global options (before the subcommand):\n"
 	    "  --host HOST        the daemon's address (default 127.0.0.1)\n"
 	    "  --port PORT        the daemon's port (default 5741)\n"
-	    "  --client-id ID     the identity recorded on submitted jobs (default: an agent\n"
-	    "                     ancestor process as agent-NAME-PID, else cli-UID); cut to\n"
+	    "  --client-id ID     the identity recorded on submitted jobs (default:\n"
+	    "                     TT_QUEUE_CLIENT_ID, else cli-UID); cut to\n"
 	    "                     128 characters\n" H_JSON_GLOBAL H_VERSION H_HELP
 	    "\nenvironment: TT_DEVICE_URL (http://HOST:PORT), TT_DEVICE_HOST, TT_DEVICE_PORT,\n"
 	    "TT_QUEUE_CLIENT_ID, TT_DEVICE_RESULT_BYTES, TT_DEVICE_CLI_SCRIPT_DIR,\n"
