@@ -1760,8 +1760,7 @@ struct subcmd {
 	int (*fn)(struct cli *, struct args *, struct opts *);
 	const struct optspec *spec;
 	int words;            /* options end at the first operand: the rest is the command */
-	const char *synopsis; /* after "tt-device-queue " */
-	const char *help;     /* description and options */
+	const char *synopsis; /* after "tt-device-queue "; the man page describes the rest */
 };
 
 /* A subcommand's argv being parsed; operands are collected into pos (views into argv). */
@@ -1823,15 +1822,14 @@ usage_err(const struct subcmd *cmd, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nusage: " PROG " %s\nTry '" PROG " %s%s--help' for more.\n",
-	        cmd ? cmd->synopsis : GLOBAL_SYNOPSIS, cmd ? cmd->name : "", cmd ? " " : "");
+	fprintf(stderr, "\nusage: " PROG " %s\n", cmd ? cmd->synopsis : GLOBAL_SYNOPSIS);
 	return ST_USAGE;
 }
 
 static int
 print_help(const struct subcmd *cmd)
 {
-	printf("usage: " PROG " %s\n\n%s", cmd->synopsis, cmd->help);
+	printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
 	return R_HELP;
 }
 
@@ -3765,34 +3763,6 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ help, dispatch */
 
-#define H_SUBMIT                                                                                   \
-	"  --device N         the card's queue (default 0): the card your code opens; 0,1 or\n"   \
-	"                     all for a job that opens several cards (it waits for all)\n"       \
-	"  --cwd DIR          the job's directory (default: the current one; '' for the\n"         \
-	"                     daemon's)\n"                                                         \
-	"  --timeout S        stop the job after S seconds (default: the daemon's, 0 too)\n"       \
-	"  --silence-timeout S  stop it as hung after S seconds without output (0: off)\n"        \
-	"  --repeat N         run it N times back to back, stopping at the first failure\n"        \
-	"  --env NAME=VALUE   set a variable in the job's environment (repeatable)\n"          \
-	"  --key KEY          its idempotency key (default: a new one): a submission with the\n" \
-	"                     key of a job already queued answers that job, queues nothing\n"
-#define H_WAIT                                                                                     \
-	"  --wait-timeout S   stop waiting after S seconds (fractions allowed) and exit 124;\n"    \
-	"                     the job is not stopped (it keeps running or stays queued)\n"         \
-	"  --output-limit B   print at most B bytes of output, then say where the full log is\n"   \
-	"                     (default: TT_DEVICE_RESULT_BYTES, else 1 MiB)\n"
-#define H_JSON "  --json             print JSON (also accepted before the subcommand)\n"
-#define H_JSON_GLOBAL "  --json             print JSON (also accepted after the subcommand)\n"
-#define H_VERSION "  --version          print the version and exit\n"
-#define H_HELP "  -h, --help         show this help\n"
-#define H_STATUS                                                                                   \
-	"Exits with the job's status (a job killed by signal s: 128+s); 1 when nothing was\n"     \
-	"queued (the daemon unreachable or refusing); 2 on usage errors; 75 when the submission\n" \
-	"was never answered (it may be queued: `" PROG " job --key KEY` tells); 124 when\n"       \
-	"--wait-timeout passed; 130 on Ctrl-C. Neither --wait-timeout nor Ctrl-C stops the job:\n" \
-	"use `" PROG " kill ID`. A job that never got an exit code (cancelled, interrupted by a\n" \
-	"service stop, dead card: exit_code -1) exits 129; the summary line says what happened.\n"
-
 /* clang-format off */
 #define SUBMIT_OPTS \
 	{"--device", 1, O_DEVICES}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
@@ -3826,95 +3796,29 @@ static int cmd_help(struct cli *c, struct args *a, struct opts *o);
 static int cmd_serve(struct cli *c, struct args *a, struct opts *o);
 static int cmd_skill(struct cli *c, struct args *a, struct opts *o);
 
+#define SUBMIT_SYN                                                                           \
+	"[--device N|N,M...|all] [--cwd DIR] [--timeout S] [--silence-timeout S] [--repeat N] " \
+	"[--env NAME=VALUE]... [--key KEY] "
+#define WAIT_SYN "[--wait-timeout S] [--output-limit B]"
+
 static const struct subcmd subcmds[] = {
-    {"run", cmd_run, run_opts, 1,
-     "run [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] [--env K=V]... "
-     "[--wait-timeout S] [--output-limit B] -- CMD...",
-     "Submit CMD to a card's queue, print its output while it runs, then a summary line on\n"
-     "stderr. One argument after -- is a complete shell program (quote it to keep pipes,\n"
-     "redirects, assignments and &&); several are a command and its arguments, each quoted\n"
-     "for bash. With --json, wait silently and print one object: the job's record with\n"
-     "\"output\" and \"output_truncated\" added.\n\n" H_STATUS "\noptions:\n" H_SUBMIT H_WAIT H_JSON H_HELP},
-    {"queue", cmd_queue, run_opts, 1,
-     "queue [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] "
-     "[--env K=V]... -- CMD...",
-     "Submit CMD to a card's queue and print job_id=... and other key=value lines (the\n"
-     "daemon's answer with --json). CMD as for `run`.\n\noptions:\n" H_SUBMIT H_JSON H_HELP},
+    {"run", cmd_run, run_opts, 1, "run " SUBMIT_SYN WAIT_SYN " -- CMD..."},
+    {"queue", cmd_queue, run_opts, 1, "queue " SUBMIT_SYN "-- CMD..."},
     {"queue-python", cmd_queue_python, python_opts, 0,
-     "queue-python [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] "
-     "[--env K=V]... [--python P] [--python-arg A]... [--wait] [--wait-timeout S] "
-     "[--output-limit B] SCRIPT",
-     "Submit `P SCRIPT A...`. SCRIPT is a file (used by its absolute path) or - to read the\n"
-     "script from stdin and store it (0600) in TT_DEVICE_CLI_SCRIPT_DIR, else\n"
-     "${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts; stored scripts older\n"
-     "than 7 days are removed, and so is this one if the submission fails. It prints what\n"
-     "`queue` prints plus script_file=PATH (the file the job runs); with --wait it behaves\n"
-     "like `run`.\n\noptions:\n" H_SUBMIT
-     "  --python P         the interpreter (default python3)\n"
-     "  --python-arg A     an argument for the script (repeatable)\n"
-     "  --wait             stream the output and exit with the job's status, like `run`\n" H_WAIT
-         H_JSON H_HELP},
-    {"job", cmd_job, job_opts, 0, "job ID | job --key KEY",
-     "Print the job's record (GET /job/ID) as JSON; with --key, the job submitted with that\n"
-     "idempotency key (exit 1 when there is none: it was not queued).\n\noptions:\n"
-     "  --key KEY          the submission's idempotency key\n" H_HELP},
+     "queue-python " SUBMIT_SYN "[--python P] [--python-arg A]... [--wait] " WAIT_SYN
+     " SCRIPT|-"},
+    {"job", cmd_job, job_opts, 0, "job ID | job --key KEY"},
     {"logs", cmd_logs, logs_opts, 0,
-     "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]",
-     "Print the job's output as it is stored. When the job is not complete afterwards (more\n"
-     "bytes remain or may still come), print next_offset=N on stderr.\n\noptions:\n"
-     "  --offset N         start at byte N (default 0)\n"
-     "  --limit N          print at most N bytes (default: all there is now)\n"
-     "  --follow           keep printing new output until the job is complete\n"
-     "  --wait-timeout S   with --follow: stop after S seconds (exit 124)\n"
-     "  --json             print the daemon's /logs answer for one chunk\n" H_HELP},
-    {"result", cmd_result, result_opts, 0, "result ID [--wait-timeout S] [--output-limit B]",
-     "Wait for the job to finish, print its output and a summary line on stderr, and exit\n"
-     "with its status. With --json print one object: the job's record with \"output\" and\n"
-     "\"output_truncated\" added. --wait-timeout 0 asks once: a finished job is reported.\n\n" H_STATUS
-     "\noptions:\n" H_WAIT H_JSON H_HELP},
-    {"status", cmd_status, device_opts, 0, "status [--device N]",
-     "Show every card (or card N): its state (healthy, resetting, dead), warnings, the\n"
-     "running job (stopping once a stop was asked), the first 10 queued jobs with\n"
-     "their estimated waits, and recent jobs newest first with their outcome. Lines\n"
-     "fit 100 columns (commands cut, their first 12 columns always shown); --json gives\n"
-     "everything.\n\noptions:\n"
-     "  --device N         only card N\n" H_JSON H_HELP},
-    {"kill", cmd_kill, device_opts, 0, "kill ID | kill --device N",
-     "Stop a running job (SIGINT, then SIGKILL after the grace period) or cancel a queued\n"
-     "one; with --device N, stop whatever runs on card N.\n\noptions:\n"
-     "  --device N         the job running on card N\n" H_JSON H_HELP},
-    {"reset", cmd_reset, reset_opts, 0, "reset [--device N] [--force] [ID]",
-     "Schedule a card reset and return at once: card N, the card recorded on job ID, or\n"
-     "every card when neither is given. Duplicate requests coalesce; a reset holds its queue\n"
-     "and may interrupt its running job. Check `" PROG " status` for completion. A dead\n"
-     "card is reset only by --device N alone, which runs its whole recovery again (reset,\n"
-     "retries, health check, deep reset): healthy again, or dead with the new reason.\n\n"
-     "A card a process outside the queue has open is not reset (a reset under it may crash\n"
-     "the host): the answer names the process; --force resets it all the same.\n\n"
-     "options:\n"
-     "  --device N         reset card N only\n"
-     "  --force            reset even a card a process outside the queue has open\n" H_JSON
-         H_HELP},
-    {"skill", cmd_skill, no_opts, 0, "skill",
-     "Print the agent skill built into this executable (SKILL.md, Agent Skills format):\n"
-     "how a coding agent uses the queue. Install it where the agent looks, e.g.\n"
-     "  mkdir -p ~/.agents/skills/tt-device-queue\n"
-     "  " PROG " skill > ~/.agents/skills/tt-device-queue/SKILL.md\n\n"
-     "options:\n" H_HELP},
-    {"hold", cmd_hold, hold_opts, 0, "hold --device N [--reason TEXT]",
-     "Hold card N for maintenance: its running job finishes, nothing more starts on it\n"
-     "(neither jobs nor resets); queued jobs stay queued and new ones are accepted. The\n"
-     "hold survives restarts; `" PROG " status` shows who held it, when and why.\n\n"
-     "options:\n"
-     "  --device N         the card to hold\n"
-     "  --reason TEXT      why, shown by status\n" H_JSON H_HELP},
-    {"release", cmd_hold, device_opts, 0, "release --device N",
-     "Release a held card: its queue runs again.\n\noptions:\n"
-     "  --device N         the card to release\n" H_JSON H_HELP},
-    {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]",
-     "Show the help of a subcommand, or the overview.\n"},
-    {"serve", cmd_serve, no_opts, 0, "serve",
-     "Run the daemon in the foreground; see `" PROG " serve --help`.\n"},
+     "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]"},
+    {"result", cmd_result, result_opts, 0, "result ID " WAIT_SYN},
+    {"status", cmd_status, device_opts, 0, "status [--device N]"},
+    {"kill", cmd_kill, device_opts, 0, "kill ID | kill --device N"},
+    {"reset", cmd_reset, reset_opts, 0, "reset [--device N] [--force] [ID]"},
+    {"hold", cmd_hold, hold_opts, 0, "hold --device N [--reason TEXT]"},
+    {"release", cmd_hold, device_opts, 0, "release --device N"},
+    {"skill", cmd_skill, no_opts, 0, "skill"},
+    {"serve", cmd_serve, no_opts, 0, "serve"},
+    {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]"},
 };
 
 static const struct subcmd *
@@ -3928,37 +3832,18 @@ find_subcmd(const char *name)
 	return NULL;
 }
 
+/* The global usage and each subcommand's; the man page is the full reference. */
 static void
 print_global_help(void)
 {
-	printf(
-	    "usage: " PROG " " GLOBAL_SYNOPSIS "\n\n"
-	    "One FIFO job queue per Tenstorrent card; the daemon (`serve`) runs each queue's jobs\n"
-	    "one at a time. Name the queue that matches the card your code opens (--device N).\n\n"
-	    "subcommands:\n"
-	    "  run           submit a command, stream its output, exit with its status\n"
-	    "  queue         submit a command, print job_id=... and other key=value lines\n"
-	    "  queue-python  submit a Python script (a file, or - for stdin)\n"
-	    "  job ID        print a job's record as JSON\n"
-	    "  logs ID       print a job's output (--follow to stream it)\n"
-	    "  result ID     wait for a job, print its output, exit with its status\n"
-	    "  status        show every card's queue\n"
-	    "  kill          stop a running job or cancel a queued one\n"
-	    "  reset         schedule a card reset (on a dead card: run its recovery again)\n"
-	    "  hold          hold a card for maintenance: nothing more starts on it\n"
-	    "  release       let a held card's queue run again\n"
-	    "  skill         print the agent skill (SKILL.md) for coding agents\n"
-	    "  serve         run the daemon\n"
-	    "Each subcommand answers --help.\n\n"
-	    "global options (before the subcommand):\n"
-	    "  --host HOST        the daemon's address (default 127.0.0.1)\n"
-	    "  --port PORT        the daemon's port (default 5741)\n"
-	    "  --client-id ID     the identity recorded on submitted jobs (default:\n"
-	    "                     TT_QUEUE_CLIENT_ID, else cli-UID); cut to\n"
-	    "                     128 characters\n" H_JSON_GLOBAL H_VERSION H_HELP
-	    "\nenvironment: TT_DEVICE_URL (http://HOST:PORT), TT_DEVICE_HOST, TT_DEVICE_PORT,\n"
-	    "TT_QUEUE_CLIENT_ID, TT_DEVICE_RESULT_BYTES, TT_DEVICE_CLI_SCRIPT_DIR,\n"
-	    "TT_DEVICE_RECONNECT_SEC, NO_COLOR.\n\n" H_STATUS);
+	size_t k;
+
+	printf("usage: " PROG " " GLOBAL_SYNOPSIS "\n       " PROG " --version\n\n"
+	       "global options go before the subcommand (--json also after it)\n\nsubcommands:\n");
+	for (k = 0; k < sizeof subcmds / sizeof subcmds[0]; k++)
+		if (subcmds[k].fn != cmd_help)
+			printf("  %s\n", subcmds[k].synopsis);
+	printf("\n(see " PROG "(1))\n");
 }
 
 static int
