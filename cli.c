@@ -102,8 +102,8 @@
 #define RESPONSE_MAX (256u << 20)
 #define DEFAULT_RESULT_BYTES (1024ull * 1024)
 #define SCRIPT_MAX_AGE_SEC (7L * 24 * 3600)
-#define STATUS_COLS 100  /* a line of human status fits a terminal this wide */
-#define CMD_MIN_COLS 12  /* columns of a command status shows however long its line's head */
+#define STATUS_COLS 100  /* characters of a job line of human status */
+#define CMD_MIN_COLS 12  /* characters of a command shown however long its line's head */
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
 #define CLIENT_SHOW 20   /* columns of a client id in human status */
 #define OWNER_SHOW 8     /* of them, the owner's name before another user's client id */
@@ -3114,52 +3114,21 @@ palette_init(struct palette *p)
 }
 
 /*
- * Terminal columns of the character whose UTF-8 sequence starts at s[0] (0 for a
- * continuation byte): 2 for the East Asian wide and fullwidth blocks and emoji, else 1, so
- * that a line of CJK text stays within its width. Combining marks count 1 (a line comes out
- * shorter, never wider).
+ * Bytes of the longest prefix of UTF-8 text s[0..n) of at most `cols` characters. Status
+ * counts a line's width in characters (code points): a wide character may take two columns.
  */
-static size_t
-char_cols(const unsigned char *s, size_t n)
-{
-	static const unsigned long wide[][2] = {
-	    {0x1100, 0x115F},   {0x2E80, 0x303E},   {0x3041, 0x33FF}, {0x3400, 0x4DBF},
-	    {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3}, {0xF900, 0xFAFF},
-	    {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6}, {0x1F300, 0x1F64F},
-	    {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD}};
-	unsigned long cp;
-	size_t len, k;
-
-	if ((s[0] & 0xC0) == 0x80)
-		return 0;
-	len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 1;
-	if (len == 1 || len > n)
-		return 1;
-	cp = s[0] & (0x7F >> len);
-	for (k = 1; k < len; k++)
-		cp = cp << 6 | (s[k] & 0x3F);
-	for (k = 0; k < sizeof wide / sizeof wide[0]; k++)
-		if (cp >= wide[k][0] && cp <= wide[k][1])
-			return 2;
-	return 1;
-}
-
-/* Bytes of the longest prefix of UTF-8 text s[0..n) that takes at most `cols` columns. */
 static size_t
 utf8_prefix(const char *s, size_t n, size_t cols)
 {
-	size_t i, w, used = 0;
+	size_t i;
 
-	for (i = 0; i < n; i++) {
-		w = char_cols((const unsigned char *)s + i, n - i);
-		if (used + w > cols)
+	for (i = 0; i < n; i++)
+		if (((unsigned char)s[i] & 0xC0) != 0x80 && cols-- == 0)
 			break;
-		used += w;
-	}
 	return i;
 }
 
-/* Columns b's text takes on a terminal: its characters, colour sequences not counted. */
+/* Characters of b's text, colour sequences not counted. */
 static size_t
 text_cols(const struct json_buf *b)
 {
@@ -3169,9 +3138,9 @@ text_cols(const struct json_buf *b)
 		if (b->p[i] == '\033') {
 			while (i < b->len && b->p[i] != 'm')
 				i++;
-			continue;
+		} else if (((unsigned char)b->p[i] & 0xC0) != 0x80) {
+			n++;
 		}
-		n += char_cols((const unsigned char *)b->p + i, b->len - i);
 	}
 	return n;
 }
@@ -3258,34 +3227,12 @@ put_line(struct json_buf *b)
 	b->len = 0;
 }
 
-/*
- * Print text on lines of at most STATUS_COLS columns, each starting with lead and in colour
- * (off ends it): broken at spaces, a word longer than a line cut. Controls print as '?'.
- */
+/* Print a banner line: lead and text in colour (off ends it); text's controls become '?'. */
 static void
-put_wrapped(const char *color, const char *off, const char *lead, const char *text)
+put_banner(const char *color, const char *off, const char *lead, char *text)
 {
-	size_t room = STATUS_COLS - strlen(lead), n, cut;
-	char *s = strdup(text), *at;
-
-	if (s == NULL)
-		return;
-	s[scrub_controls(s, strlen(s))] = 0;
-	for (at = s; *at;) {
-		n = strlen(at);
-		cut = utf8_prefix(at, n, room);
-		if (cut < n) {
-			size_t sp = cut;
-
-			while (sp > 0 && at[sp] != ' ')
-				sp--;
-			cut = sp > 0 ? sp : cut;
-		}
-		printf("%s%s%.*s%s\n", color, lead, (int)cut, at, off);
-		for (at += cut; *at == ' '; at++)
-			;
-	}
-	free(s);
+	text[scrub_controls(text, strlen(text))] = 0;
+	printf("%s%s%s%s\n", color, lead, text, off);
 }
 
 /* "  running  ID  12.3s, ~4.00s left  [client]  cmd" ("stopping" in its kill grace) */
@@ -3409,7 +3356,7 @@ holders_banner(const struct doc *d, int dev, const char *id, const struct palett
 		scrub_controls(cmd, strlen(cmd));
 		snprintf(text, sizeof text, "card %s is open outside the queue: pid %s (%s) since %s: %s",
 		         id, pid, user, since, cmd);
-		put_wrapped(p->red, p->off, "  !! ", text);
+		put_banner(p->red, p->off, "  !! ", text);
 	}
 	if (arr >= 0 && d->t[arr].size > 0)
 		printf("  %s!! nothing starts on card %s until that ends%s\n", p->red, id, p->off);
@@ -3427,13 +3374,13 @@ operator_banner(const struct doc *d, int dev, const char *id, const struct palet
 		doc_str(d, dev, "hold_reason", why, sizeof why);
 		snprintf(text, sizeof text, "card %s is HELD by %s since %s%s%s", id, by, at,
 		         why[0] ? ": " : "", why);
-		put_wrapped(p->yellow, p->off, "  !! ", text);
+		put_banner(p->yellow, p->off, "  !! ", text);
 		snprintf(text, sizeof text, "nothing more starts on it until `" PROG
 		                            " release --device %s`", id);
-		put_wrapped(p->yellow, p->off, "  !! ", text);
+		put_banner(p->yellow, p->off, "  !! ", text);
 	}
 	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
-		put_wrapped(p->red, p->off, "  !! ", why);
+		put_banner(p->red, p->off, "  !! ", why);
 	holders_banner(d, dev, id, p);
 	if (doc_true(d, dev, "check_pending"))
 		printf("  %s!! card %s's health check runs before its next job (a job ended badly)%s\n",
@@ -3452,10 +3399,10 @@ card_banner(const struct doc *d, int dev, const char *id, const char *state,
 		doc_str(d, dev, "dead_reason", why, sizeof why);
 		snprintf(text, sizeof text, "card %s is DEAD since %s%s%s", id, since,
 		         why[0] ? ": " : "", why);
-		put_wrapped(p->red, p->off, "  !! ", text);
+		put_banner(p->red, p->off, "  !! ", text);
 		snprintf(text, sizeof text, "submissions to it are refused; reboot the host, or run "
 		                            "its recovery again: " PROG " reset --device %s", id);
-		put_wrapped(p->red, p->off, "  !! ", text);
+		put_banner(p->red, p->off, "  !! ", text);
 	} else if (strcmp(state, "resetting") == 0) {
 		printf("  %s!! card %s is resetting; its queue waits for the reset%s\n", p->yellow,
 		       id, p->off);
@@ -3532,17 +3479,17 @@ status_header(const struct doc *d, const struct palette *p)
 	}
 	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0]) {
 		snprintf(line, sizeof line, "STORE DEGRADED: %s", text);
-		put_wrapped(p->red, p->off, "!! ", line);
-		put_wrapped(p->red, p->off, "!! ", "submissions are refused and no card starts new "
-		                                    "work until writes succeed again");
+		put_banner(p->red, p->off, "!! ", line);
+		printf("%s!! submissions are refused and no card starts new work until writes "
+		       "succeed again%s\n", p->red, p->off);
 	}
 	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0]) {
 		snprintf(line, sizeof line, "configuration: %s", text);
-		put_wrapped(p->red, p->off, "!! ", line);
+		put_banner(p->red, p->off, "!! ", line);
 	}
 	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0]) {
 		snprintf(line, sizeof line, "maintenance: %s", text);
-		put_wrapped(p->yellow, p->off, "note: ", line);
+		put_banner(p->yellow, p->off, "note: ", line);
 	}
 }
 
