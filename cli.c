@@ -77,6 +77,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1722,34 +1723,44 @@ wait_ended(const struct cli *c, int rc, const char *id, const struct sink *o)
 
 /* ------------------------------------------------------------------------ options */
 
-enum opt_id {
-	O_END = 0,
-	O_HELP,
-	O_JSON,
-	O_DEVICE,
-	O_DEVICES, /* --device of a submission: N, N,M,... or all */
-	O_CWD,
-	O_TIMEOUT,
-	O_SILENCE_TIMEOUT,
-	O_REPEAT,
-	O_ENV,
-	O_WAIT_TIMEOUT,
-	O_OUTPUT_LIMIT,
-	O_PYTHON,
-	O_PYTHON_ARG,
-	O_WAIT,
-	O_OFFSET,
-	O_LIMIT,
-	O_FOLLOW,
-	O_REASON,
-	O_KEY,
-	O_FORCE,
+/* How an option's value is taken (struct optspec's kind). */
+enum {
+	K_FLAG,    /* int set to 1 */
+	K_STR,     /* const char *, a view into argv */
+	K_KEY,     /* K_STR that must be an idempotency key */
+	K_NUM,     /* long long from min..max (-1 while not given) */
+	K_SECS,    /* double seconds, fractions allowed */
+	K_LIST,    /* struct strs, repeatable */
+	K_ENV,     /* K_LIST of NAME=VALUE */
+	K_DEVICE,  /* one card */
+	K_DEVICES, /* a submission's cards: N, N,M,... or all */
+};
+
+/* The subcommands an option belongs to (struct optspec's and struct subcmd's groups). */
+enum {
+	G_SUBMIT = 1, /* run, queue, queue-python */
+	G_PY = 2,     /* queue-python */
+	G_WAIT = 4,   /* result */
+	G_LOGS = 8,
+	G_DEV = 16, /* status, kill, release */
+	G_RESET = 32,
+	G_HOLD = 64,
+	G_JOB = 128,
 };
 
 struct optspec {
 	const char *name;
-	int has_arg;
-	int id; /* enum opt_id */
+	int kind;
+	size_t off;         /* of its field in struct opts */
+	long long min, max; /* K_NUM's range */
+	const char *what;   /* K_NUM: what it takes, for a usage error */
+	unsigned groups;
+};
+
+/* The values of a repeatable option: views into argv. */
+struct strs {
+	const char **v;
+	int n;
 };
 
 struct opts; /* below */
@@ -1758,7 +1769,7 @@ struct args;
 struct subcmd {
 	const char *name;
 	int (*fn)(struct cli *, struct args *, struct opts *);
-	const struct optspec *spec;
+	unsigned groups;      /* of the options it takes */
 	int words;            /* options end at the first operand: the rest is the command */
 	const char *synopsis; /* after "tt-device-queue "; the man page describes the rest */
 };
@@ -1774,7 +1785,7 @@ struct args {
 	int dashdash; /* the options ended at "--" */
 };
 
-/* Every subcommand option; which are accepted depends on the subcommand's optspec table. */
+/* Every subcommand option; which are accepted depends on the subcommand's groups. */
 struct opts {
 	unsigned long long device; /* the card; a job of several cards: its lowest */
 	int device_set;
@@ -1788,23 +1799,46 @@ struct opts {
 	long long timeout; /* -1: not sent */
 	long long silence_timeout; /* -1: not sent (the daemon's default) */
 	long long repeat;  /* -1: not sent */
-	const char **env;  /* "NAME=VALUE" views into argv */
-	int nenv;
+	struct strs env;   /* "NAME=VALUE" */
 	double wait_timeout; /* < 0: none */
-	unsigned long long output_limit;
-	int output_limit_set;
+	long long output_limit; /* -1: TT_DEVICE_RESULT_BYTES or its default */
 	const char *python;
-	const char **pyargs;
-	int npyargs;
+	struct strs pyargs;
 	int wait;
-	unsigned long long offset;
-	unsigned long long limit;
-	int limit_set;
+	long long offset;
+	long long limit; /* -1: all there is */
 	int follow;
-	const char *reason; /* hold --reason, a view into argv */
-	const char *key;    /* --key: a submission's idempotency key, a view into argv */
+	const char *reason; /* hold --reason */
+	const char *key;    /* --key: a submission's idempotency key */
 	int force;          /* reset --force */
 	struct json_buf cmd; /* the job's command, NUL-terminated once built */
+};
+
+#define OFF(f) offsetof(struct opts, f)
+#define SECS_MAX 1000000000
+
+static const struct optspec options[] = {
+    {"--device", K_DEVICES, 0, 0, 0, NULL, G_SUBMIT},
+    {"--device", K_DEVICE, 0, 0, 0, NULL, G_DEV | G_RESET | G_HOLD},
+    {"--cwd", K_STR, OFF(cwd), 0, 0, NULL, G_SUBMIT},
+    {"--timeout", K_NUM, OFF(timeout), 0, SECS_MAX, "whole seconds (0: the daemon's default)",
+     G_SUBMIT},
+    {"--silence-timeout", K_NUM, OFF(silence_timeout), 0, SECS_MAX, "whole seconds (0: off)",
+     G_SUBMIT},
+    {"--repeat", K_NUM, OFF(repeat), 1, SECS_MAX, "a count of at least 1", G_SUBMIT},
+    {"--env", K_ENV, OFF(env), 0, 0, NULL, G_SUBMIT},
+    {"--key", K_KEY, OFF(key), 0, 0, NULL, G_SUBMIT | G_JOB},
+    {"--wait-timeout", K_SECS, OFF(wait_timeout), 0, 0, NULL, G_SUBMIT | G_WAIT | G_LOGS},
+    {"--output-limit", K_NUM, OFF(output_limit), 0, LLONG_MAX, "a byte count",
+     G_SUBMIT | G_WAIT},
+    {"--python", K_STR, OFF(python), 0, 0, NULL, G_PY},
+    {"--python-arg", K_LIST, OFF(pyargs), 0, 0, NULL, G_PY},
+    {"--wait", K_FLAG, OFF(wait), 0, 0, NULL, G_PY},
+    {"--offset", K_NUM, OFF(offset), 0, LLONG_MAX, "a byte offset", G_LOGS},
+    {"--limit", K_NUM, OFF(limit), 1, LLONG_MAX, "a byte count of at least 1", G_LOGS},
+    {"--follow", K_FLAG, OFF(follow), 0, 0, NULL, G_LOGS},
+    {"--force", K_FLAG, OFF(force), 0, 0, NULL, G_RESET},
+    {"--reason", K_STR, OFF(reason), 0, 0, NULL, G_HOLD},
 };
 
 #define GLOBAL_SYNOPSIS "[--host HOST] [--port PORT] [--client-id ID] [--json] SUBCOMMAND [ARGS]"
@@ -1833,70 +1867,6 @@ print_help(const struct subcmd *cmd)
 	return R_HELP;
 }
 
-/* Match option text s ("--name" or "--name=value") against spec. Returns its id or -1. */
-static int
-opt_match(struct args *a, const struct optspec *spec, const char *s, const char **val)
-{
-	const char *eq = strchr(s, '=');
-	size_t n = eq ? (size_t)(eq - s) : strlen(s);
-
-	for (; spec->name != NULL; spec++) {
-		if (strlen(spec->name) != n || strncmp(spec->name, s, n) != 0)
-			continue;
-		if (!spec->has_arg && eq != NULL) {
-			usage_err(a->cmd, "option %s takes no value", spec->name);
-			return -1;
-		}
-		if (spec->has_arg && eq != NULL)
-			*val = eq + 1;
-		else if (spec->has_arg && a->i < a->argc)
-			*val = a->argv[a->i++];
-		else if (spec->has_arg) {
-			usage_err(a->cmd, "option %s needs a value", spec->name);
-			return -1;
-		}
-		return spec->id;
-	}
-	usage_err(a->cmd, "unknown option '%s'", s);
-	return -1;
-}
-
-/*
- * Next option of the subcommand. Returns its id (> 0; *val set when it takes a value),
- * O_END when the options end (argv done; after "--"; or, when `words`, at the first operand,
- * left at argv[a->i]), or -1 after printing a usage error. Other operands, and everything
- * after "--" when not `words`, are collected in a->pos. "-" is an operand.
- */
-static int
-opt_next(struct args *a, int words, const char **val)
-{
-	const char *s;
-
-	while (a->i < a->argc) {
-		s = a->argv[a->i];
-		if (strcmp(s, "--") == 0) {
-			a->i++;
-			a->dashdash = 1;
-			while (!words && a->i < a->argc)
-				a->pos[a->npos++] = a->argv[a->i++];
-			return O_END;
-		}
-		if (s[0] != '-' || s[1] == 0) {
-			if (words)
-				return O_END;
-			a->pos[a->npos++] = a->argv[a->i++];
-			continue;
-		}
-		a->i++;
-		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)
-			return O_HELP;
-		if (strcmp(s, "--json") == 0)
-			return O_JSON;
-		return opt_match(a, a->cmd->spec, s, val);
-	}
-	return O_END;
-}
-
 /* Whether s may be an idempotency key (as the daemon takes them: RFC 3986's unreserved set). */
 static int
 key_valid(const char *s)
@@ -1909,56 +1879,6 @@ key_valid(const char *s)
 	return n > 0 && n <= 128;
 }
 
-/* Apply a submission option (run, queue, queue-python). Returns ST_OK or ST_USAGE. */
-static int
-opt_submit(struct args *a, struct opts *o, int id, const char *val)
-{
-	unsigned long long v;
-
-	if (id == O_CWD) {
-		o->cwd = val;
-	} else if (id == O_TIMEOUT) {
-		if (arg_uint(val, 1000000000, &v) < 0)
-			return usage_err(a->cmd,
-			                 "--timeout takes whole seconds (0: the daemon's "
-			                 "default), not '%s'",
-			                 val);
-		o->timeout = (long long)v;
-	} else if (id == O_SILENCE_TIMEOUT) {
-		if (arg_uint(val, 1000000000, &v) < 0)
-			return usage_err(a->cmd, "--silence-timeout takes whole seconds (0: off), "
-			                 "not '%s'", val);
-		o->silence_timeout = (long long)v;
-	} else if (id == O_REPEAT) {
-		if (arg_uint(val, 1000000000, &v) < 0 || v == 0)
-			return usage_err(a->cmd, "--repeat takes a count of at least 1, not '%s'",
-			                 val);
-		o->repeat = (long long)v;
-	} else if (id == O_ENV) {
-		if (val[0] == '=' || strchr(val, '=') == NULL)
-			return usage_err(a->cmd,
-			                 "--env takes NAME=VALUE with a non-empty NAME, "
-			                 "not '%s'",
-			                 val);
-		o->env[o->nenv++] = val;
-	} else if (id == O_PYTHON) {
-		if (val[0] == 0)
-			return usage_err(a->cmd, "--python needs an interpreter");
-		o->python = val;
-	} else if (id == O_PYTHON_ARG) {
-		o->pyargs[o->npyargs++] = val;
-	} else if (id == O_WAIT) {
-		o->wait = 1;
-	} else if (id == O_KEY) {
-		if (!key_valid(val))
-			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', '_' "
-			                         "or '~', not '%s'", val);
-		o->key = val;
-	}
-	return ST_OK;
-}
-
-/* Apply an option shared by several subcommands. Returns ST_OK or ST_USAGE. */
 static int
 cmp_ull(const void *x, const void *y)
 {
@@ -1968,18 +1888,21 @@ cmp_ull(const void *x, const void *y)
 }
 
 /*
- * A submission's --device: one card (N), several (N,M,...: a job that opens them all, queued
- * on each of their queues), or all (every configured card). Given twice, the two must name
- * the same cards: the last of two would win silently, a job on cards its code does not open.
+ * --device: one card (N); for a submission (`multi`) also several (N,M,...: a job that opens
+ * them all, queued on each of their queues) or all (every configured card). Given twice, the
+ * two must name the same cards: the last of two would win silently, a job on cards its code
+ * does not open.
  */
 static int
-opt_devices(struct args *a, struct opts *o, const char *val)
+opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 {
 	unsigned long long v[MAX_JOB_CARDS];
 	char item[32];
 	const char *p = val, *comma;
 	int n = 0, k;
 
+	if (!multi && (strcmp(val, "all") == 0 || strchr(val, ',') != NULL))
+		return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
 	if (strcmp(val, "all") == 0) {
 		if (o->device_set && !o->device_all)
 			return usage_err(a->cmd, "--device given twice (all and another); give the "
@@ -2014,70 +1937,103 @@ opt_devices(struct args *a, struct opts *o, const char *val)
 	return ST_OK;
 }
 
+/* Apply option text s ("--name" or "--name=value", the value maybe the next word). */
 static int
-opt_common(struct args *a, struct opts *o, int id, const char *val)
+opt_apply(struct args *a, struct opts *o, const char *s)
 {
-	if (id == O_DEVICES)
-		return opt_devices(a, o, val);
-	if (id == O_DEVICE) {
-		unsigned long long dev;
+	const char *eq = strchr(s, '='), *val;
+	size_t n = eq ? (size_t)(eq - s) : strlen(s), k;
+	const struct optspec *sp = NULL;
+	unsigned long long v;
+	struct strs *l;
+	char *f;
 
-		if (arg_uint(val, 999999, &dev) < 0)
-			return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
-		/* the last of two would win silently: a job on a card its code does not open */
-		if (o->device_set && dev != o->device)
-			return usage_err(a->cmd, "--device given twice (%llu and %llu); give the one "
-			                         "card your code opens",
-			                 o->device, dev);
-		o->device = dev;
-		o->device_set = 1;
-	} else if (id == O_WAIT_TIMEOUT) {
-		if (parse_secs(val, &o->wait_timeout) < 0)
-			return usage_err(a->cmd,
-			                 "--wait-timeout takes seconds (fractions allowed), "
-			                 "not '%s'",
-			                 val);
-	} else if (id == O_OUTPUT_LIMIT) {
-		if (arg_uint(val, ULLONG_MAX, &o->output_limit) < 0)
-			return usage_err(a->cmd, "--output-limit takes a byte count, not '%s'",
-			                 val);
-		o->output_limit_set = 1;
-	} else if (id == O_OFFSET) {
-		if (arg_uint(val, LLONG_MAX, &o->offset) < 0)
-			return usage_err(a->cmd, "--offset takes a byte offset, not '%s'", val);
-	} else if (id == O_LIMIT) {
-		if (arg_uint(val, LLONG_MAX, &o->limit) < 0 || o->limit == 0)
-			return usage_err(a->cmd,
-			                 "--limit takes a byte count of at least 1, not '%s'", val);
-		o->limit_set = 1;
-	} else if (id == O_FOLLOW) {
-		o->follow = 1;
-	} else if (id == O_REASON) {
-		o->reason = val;
-	} else if (id == O_FORCE) {
-		o->force = 1;
-	} else {
-		return opt_submit(a, o, id, val);
+	for (k = 0; k < sizeof options / sizeof options[0] && sp == NULL; k++)
+		if ((options[k].groups & a->cmd->groups) && strlen(options[k].name) == n &&
+		    strncmp(options[k].name, s, n) == 0)
+			sp = &options[k];
+	if (sp == NULL)
+		return usage_err(a->cmd, "unknown option '%s'", s);
+	f = (char *)o + sp->off;
+	if (sp->kind == K_FLAG) {
+		if (eq != NULL)
+			return usage_err(a->cmd, "option %s takes no value", sp->name);
+		*(int *)f = 1;
+		return ST_OK;
+	}
+	if (eq == NULL && a->i == a->argc)
+		return usage_err(a->cmd, "option %s needs a value", sp->name);
+	val = eq ? eq + 1 : a->argv[a->i++];
+	switch (sp->kind) {
+	case K_KEY:
+		if (!key_valid(val))
+			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', '_' "
+			                         "or '~', not '%s'", val);
+		/* fallthrough */
+	case K_STR:
+		*(const char **)f = val;
+		break;
+	case K_NUM:
+		if (arg_uint(val, (unsigned long long)sp->max, &v) < 0 || (long long)v < sp->min)
+			return usage_err(a->cmd, "%s takes %s, not '%s'", sp->name, sp->what, val);
+		*(long long *)f = (long long)v;
+		break;
+	case K_SECS:
+		if (parse_secs(val, (double *)f) < 0)
+			return usage_err(a->cmd, "%s takes seconds (fractions allowed), not '%s'",
+			                 sp->name, val);
+		break;
+	case K_ENV:
+		if (val[0] == '=' || strchr(val, '=') == NULL)
+			return usage_err(a->cmd, "--env takes NAME=VALUE with a non-empty NAME, not "
+			                         "'%s'", val);
+		/* fallthrough */
+	case K_LIST:
+		l = (struct strs *)f;
+		l->v[l->n++] = val;
+		break;
+	default:
+		return opt_devices(a, o, val, sp->kind == K_DEVICES);
 	}
 	return ST_OK;
 }
 
-/* Parse the subcommand's options into o. Returns ST_OK, ST_USAGE, or R_HELP (help shown). */
+/*
+ * Parse the subcommand's options into o. Operands are collected in a->pos, and everything
+ * after "--" too unless the subcommand takes `words` (a command), whose options end at its
+ * first operand or "--" (a->i left there). "-" is an operand. Returns ST_OK, ST_USAGE, or
+ * R_HELP (help shown).
+ */
 static int
 parse_opts(struct cli *c, struct args *a, struct opts *o)
 {
-	const char *val = NULL;
-	int id, rc;
+	const char *s;
+	int rc;
 
-	while ((id = opt_next(a, a->cmd->words, &val)) > 0) {
-		if (id == O_HELP)
+	while (a->i < a->argc) {
+		s = a->argv[a->i];
+		if (strcmp(s, "--") == 0) {
+			a->i++;
+			a->dashdash = 1;
+			while (!a->cmd->words && a->i < a->argc)
+				a->pos[a->npos++] = a->argv[a->i++];
+			return ST_OK;
+		}
+		if (s[0] != '-' || s[1] == 0) {
+			if (a->cmd->words)
+				return ST_OK;
+			a->pos[a->npos++] = a->argv[a->i++];
+			continue;
+		}
+		a->i++;
+		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)
 			return print_help(a->cmd);
-		if (id == O_JSON)
+		if (strcmp(s, "--json") == 0)
 			c->json = 1;
-		else if ((rc = opt_common(a, o, id, val)) != ST_OK)
+		else if ((rc = opt_apply(a, o, s)) != ST_OK)
 			return rc;
 	}
-	return id < 0 ? ST_USAGE : ST_OK;
+	return ST_OK;
 }
 
 static int
@@ -2088,18 +2044,20 @@ opts_init(struct opts *o, int argc)
 	o->silence_timeout = -1;
 	o->repeat = -1;
 	o->wait_timeout = -1;
+	o->output_limit = -1;
+	o->limit = -1;
 	o->python = "python3";
 	json_buf_init(&o->cmd);
-	o->env = calloc((size_t)argc + 1, sizeof *o->env);
-	o->pyargs = calloc((size_t)argc + 1, sizeof *o->pyargs);
-	return o->env && o->pyargs ? 0 : -1;
+	o->env.v = calloc((size_t)argc + 1, sizeof *o->env.v);
+	o->pyargs.v = calloc((size_t)argc + 1, sizeof *o->pyargs.v);
+	return o->env.v && o->pyargs.v ? 0 : -1;
 }
 
 static void
 opts_free(struct opts *o)
 {
-	free(o->env);
-	free(o->pyargs);
+	free(o->env.v);
+	free(o->pyargs.v);
 	json_buf_free(&o->cmd);
 }
 
@@ -2109,8 +2067,8 @@ output_limit(const struct args *a, const struct opts *o, unsigned long long *out
 {
 	const char *e = env_nonempty("TT_DEVICE_RESULT_BYTES");
 
-	*out = o->output_limit_set ? o->output_limit : DEFAULT_RESULT_BYTES;
-	if (!o->output_limit_set && e != NULL && arg_uint(e, ULLONG_MAX, out) < 0)
+	*out = o->output_limit >= 0 ? (unsigned long long)o->output_limit : DEFAULT_RESULT_BYTES;
+	if (o->output_limit < 0 && e != NULL && arg_uint(e, ULLONG_MAX, out) < 0)
 		return usage_err(a->cmd, "TT_DEVICE_RESULT_BYTES must be a byte count, not '%s'",
 		                 e);
 	return ST_OK;
@@ -2247,19 +2205,19 @@ write_env(struct json_w *w, const struct opts *o)
 
 	json_w_key(w, "env");
 	json_w_obj(w);
-	for (k = 0; k < o->nenv; k++) {
-		n = (size_t)(strchr(o->env[k], '=') - o->env[k]);
-		for (j = k + 1; j < o->nenv; j++)
-			if (strncmp(o->env[j], o->env[k], n + 1) == 0)
+	for (k = 0; k < o->env.n; k++) {
+		n = (size_t)(strchr(o->env.v[k], '=') - o->env.v[k]);
+		for (j = k + 1; j < o->env.n; j++)
+			if (strncmp(o->env.v[j], o->env.v[k], n + 1) == 0)
 				break;
-		if (j < o->nenv)
+		if (j < o->env.n)
 			continue;
-		if ((name = strndup(o->env[k], n)) == NULL) {
+		if ((name = strndup(o->env.v[k], n)) == NULL) {
 			w->b->oom = 1;
 			return;
 		}
 		json_w_key(w, name);
-		json_w_cstr(w, o->env[k] + n + 1);
+		json_w_cstr(w, o->env.v[k] + n + 1);
 		free(name);
 	}
 	json_w_obj_end(w);
@@ -2294,8 +2252,8 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	if (utf8_or_refuse("the command", cmd) < 0 ||
 	    utf8_or_refuse("the working directory", o->cwd_sent) < 0)
 		return ST_USAGE;
-	for (k = 0; k < o->nenv; k++)
-		if (utf8_or_refuse("--env", o->env[k]) < 0)
+	for (k = 0; k < o->env.n; k++)
+		if (utf8_or_refuse("--env", o->env.v[k]) < 0)
 			return ST_USAGE;
 	if (c->client_id[0] == 0)
 		client_identity(c);
@@ -2330,7 +2288,7 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 		json_w_key(&w, "repeat");
 		json_w_int(&w, o->repeat);
 	}
-	if (o->nenv > 0)
+	if (o->env.n > 0)
 		write_env(&w, o);
 	json_w_key(&w, "client_id");
 	json_w_cstr(&w, c->client_id);
@@ -2925,9 +2883,9 @@ python_cmd(struct opts *o, const char *script)
 	sh_quote(&o->cmd, o->python);
 	json_buf_add(&o->cmd, " ", 1);
 	sh_quote(&o->cmd, script);
-	for (k = 0; k < o->npyargs; k++) {
+	for (k = 0; k < o->pyargs.n; k++) {
 		json_buf_add(&o->cmd, " ", 1);
-		sh_quote(&o->cmd, o->pyargs[k]);
+		sh_quote(&o->cmd, o->pyargs.v[k]);
 	}
 	return cmd_done(o);
 }
@@ -2940,6 +2898,8 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
 	struct doc d;
 
+	if (o->python[0] == 0)
+		return usage_err(a->cmd, "--python needs an interpreter");
 	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
 	    (rc = submission_cards(c, o)) != ST_OK)
 		return rc;
@@ -2993,9 +2953,9 @@ logs_json(struct cli *c, const char *id, const struct opts *o)
 	struct doc d;
 	int n, rc;
 
-	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, o->offset);
-	if (o->limit_set)
-		snprintf(path + n, sizeof path - (size_t)n, "&limit=%llu",
+	n = snprintf(path, sizeof path, "/logs/%s?offset=%lld", id, o->offset);
+	if (o->limit >= 0)
+		snprintf(path + n, sizeof path - (size_t)n, "&limit=%lld",
 		         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
 	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
 		return rc;
@@ -3044,7 +3004,7 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
 static int
 cmd_logs(struct cli *c, struct args *a, struct opts *o)
 {
-	struct logpos lp = {o->offset, 0, 0};
+	struct logpos lp = {(unsigned long long)o->offset, 0, 0};
 	char id[33];
 	int rc;
 
@@ -3057,7 +3017,8 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 	if (c->json)
 		return logs_json(c, id, o);
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
-	rc = logs_loop(c, id, &lp, o->limit_set ? o->limit : ULLONG_MAX, o->follow);
+	rc = logs_loop(c, id, &lp, o->limit >= 0 ? (unsigned long long)o->limit : ULLONG_MAX,
+	               o->follow);
 	if (rc == ST_TIMEOUT)
 		fprintf(stderr, NOTE "--wait-timeout passed; the job %s\n", left_alone(c));
 	if (rc == ST_INTR)
@@ -3710,35 +3671,6 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ help, dispatch */
 
-/* clang-format off */
-#define SUBMIT_OPTS \
-	{"--device", 1, O_DEVICES}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
-	{"--silence-timeout", 1, O_SILENCE_TIMEOUT}, {"--repeat", 1, O_REPEAT}, \
-	{"--env", 1, O_ENV}, {"--wait-timeout", 1, O_WAIT_TIMEOUT}, \
-	{"--output-limit", 1, O_OUTPUT_LIMIT}, {"--key", 1, O_KEY}
-/* clang-format on */
-
-static const struct optspec run_opts[] = {SUBMIT_OPTS, {NULL, 0, 0}};
-static const struct optspec python_opts[] = {SUBMIT_OPTS,
-                                             {"--python", 1, O_PYTHON},
-                                             {"--python-arg", 1, O_PYTHON_ARG},
-                                             {"--wait", 0, O_WAIT},
-                                             {NULL, 0, 0}};
-static const struct optspec logs_opts[] = {{"--offset", 1, O_OFFSET},
-                                           {"--limit", 1, O_LIMIT},
-                                           {"--follow", 0, O_FOLLOW},
-                                           {"--wait-timeout", 1, O_WAIT_TIMEOUT},
-                                           {NULL, 0, 0}};
-static const struct optspec result_opts[] = {
-    {"--wait-timeout", 1, O_WAIT_TIMEOUT}, {"--output-limit", 1, O_OUTPUT_LIMIT}, {NULL, 0, 0}};
-static const struct optspec device_opts[] = {{"--device", 1, O_DEVICE}, {NULL, 0, 0}};
-static const struct optspec reset_opts[] = {
-    {"--device", 1, O_DEVICE}, {"--force", 0, O_FORCE}, {NULL, 0, 0}};
-static const struct optspec hold_opts[] = {
-    {"--device", 1, O_DEVICE}, {"--reason", 1, O_REASON}, {NULL, 0, 0}};
-static const struct optspec no_opts[] = {{NULL, 0, 0}};
-static const struct optspec job_opts[] = {{"--key", 1, O_KEY}, {NULL, 0, 0}};
-
 static int cmd_help(struct cli *c, struct args *a, struct opts *o);
 static int cmd_serve(struct cli *c, struct args *a, struct opts *o);
 static int cmd_skill(struct cli *c, struct args *a, struct opts *o);
@@ -3749,23 +3681,23 @@ static int cmd_skill(struct cli *c, struct args *a, struct opts *o);
 #define WAIT_SYN "[--wait-timeout S] [--output-limit B]"
 
 static const struct subcmd subcmds[] = {
-    {"run", cmd_run, run_opts, 1, "run " SUBMIT_SYN WAIT_SYN " -- CMD..."},
-    {"queue", cmd_queue, run_opts, 1, "queue " SUBMIT_SYN "-- CMD..."},
-    {"queue-python", cmd_queue_python, python_opts, 0,
+    {"run", cmd_run, G_SUBMIT, 1, "run " SUBMIT_SYN WAIT_SYN " -- CMD..."},
+    {"queue", cmd_queue, G_SUBMIT, 1, "queue " SUBMIT_SYN "-- CMD..."},
+    {"queue-python", cmd_queue_python, G_SUBMIT | G_PY, 0,
      "queue-python " SUBMIT_SYN "[--python P] [--python-arg A]... [--wait] " WAIT_SYN
      " SCRIPT|-"},
-    {"job", cmd_job, job_opts, 0, "job ID | job --key KEY"},
-    {"logs", cmd_logs, logs_opts, 0,
+    {"job", cmd_job, G_JOB, 0, "job ID | job --key KEY"},
+    {"logs", cmd_logs, G_LOGS, 0,
      "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]"},
-    {"result", cmd_result, result_opts, 0, "result ID " WAIT_SYN},
-    {"status", cmd_status, device_opts, 0, "status [--device N]"},
-    {"kill", cmd_kill, device_opts, 0, "kill ID | kill --device N"},
-    {"reset", cmd_reset, reset_opts, 0, "reset [--device N] [--force] [ID]"},
-    {"hold", cmd_hold, hold_opts, 0, "hold --device N [--reason TEXT]"},
-    {"release", cmd_hold, device_opts, 0, "release --device N"},
-    {"skill", cmd_skill, no_opts, 0, "skill"},
-    {"serve", cmd_serve, no_opts, 0, "serve"},
-    {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]"},
+    {"result", cmd_result, G_WAIT, 0, "result ID " WAIT_SYN},
+    {"status", cmd_status, G_DEV, 0, "status [--device N]"},
+    {"kill", cmd_kill, G_DEV, 0, "kill ID | kill --device N"},
+    {"reset", cmd_reset, G_RESET, 0, "reset [--device N] [--force] [ID]"},
+    {"hold", cmd_hold, G_HOLD, 0, "hold --device N [--reason TEXT]"},
+    {"release", cmd_hold, G_DEV, 0, "release --device N"},
+    {"skill", cmd_skill, 0, 0, "skill"},
+    {"serve", cmd_serve, 0, 0, "serve"},
+    {"help", cmd_help, 0, 0, "help [SUBCOMMAND]"},
 };
 
 static const struct subcmd *
