@@ -1450,24 +1450,16 @@ job_exit_status(const struct doc *d)
 	return code < -127 ? 255 : 128 + (int)-code;
 }
 
-/* Signal s's name (SIGINT), or NULL for one not listed. */
+/* Signal s's name (SIGINT), or NULL for one without a name. */
 static const char *
-signal_name(long long s)
+signal_name(long long s, char *buf, size_t cap)
 {
-	static const struct {
-		int sig;
-		const char *name;
-	} names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
-	             {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
-	             {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
-	             {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-	             {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}};
-	size_t i;
+	const char *abbrev = s > 0 && s < 65 ? sigabbrev_np((int)s) : NULL;
 
-	for (i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (names[i].sig == s)
-			return names[i].name;
-	return NULL;
+	if (abbrev == NULL)
+		return NULL;
+	snprintf(buf, cap, "SIG%s", abbrev);
+	return buf;
 }
 
 /*
@@ -1516,7 +1508,8 @@ ending_of(const struct doc *d, int j)
 static void
 put_signal(struct json_buf *b, long long sig)
 {
-	const char *name = signal_name(sig);
+	char buf[32];
+	const char *name = signal_name(sig, buf, sizeof buf);
 
 	json_buf_printf(b, "signal %lld%s%s%s", sig, name ? " (" : "", name ? name : "",
 	                name ? ")" : "");
@@ -2195,6 +2188,26 @@ cwd_value(const struct args *a, const char *opt, char *out, size_t cap)
 	return ST_OK;
 }
 
+/* Member key with the string value val; nothing when val is NULL. */
+static void
+put_str(struct json_w *w, const char *key, const char *val)
+{
+	if (val == NULL)
+		return;
+	json_w_key(w, key);
+	json_w_cstr(w, val);
+}
+
+/* Member key with the number v; nothing when v < 0 (not given). */
+static void
+put_num(struct json_w *w, const char *key, long long v)
+{
+	if (v < 0)
+		return;
+	json_w_key(w, key);
+	json_w_int(w, v);
+}
+
 /* "env": the --env pairs as an object; a later NAME overrides an earlier one. */
 static void
 write_env(struct json_w *w, const struct opts *o)
@@ -2216,8 +2229,7 @@ write_env(struct json_w *w, const struct opts *o)
 			w->b->oom = 1;
 			return;
 		}
-		json_w_key(w, name);
-		json_w_cstr(w, o->env.v[k] + n + 1);
+		put_str(w, name, o->env.v[k] + n + 1);
 		free(name);
 	}
 	json_w_obj_end(w);
@@ -2259,10 +2271,8 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 		client_identity(c);
 	json_w_init(&w, b);
 	json_w_obj(&w);
-	json_w_key(&w, "cmd");
-	json_w_cstr(&w, cmd);
-	json_w_key(&w, "cwd");
-	json_w_cstr(&w, o->cwd_sent);
+	put_str(&w, "cmd", cmd);
+	put_str(&w, "cwd", o->cwd_sent);
 	if (o->ndevices > 1) {
 		json_w_key(&w, "device_ids");
 		json_w_arr(&w);
@@ -2273,27 +2283,15 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 		json_w_arr_end(&w);
 	} else {
 		snprintf(dev, sizeof dev, "%llu", o->device);
-		json_w_key(&w, "device_id");
-		json_w_cstr(&w, dev);
+		put_str(&w, "device_id", dev);
 	}
-	if (o->timeout >= 0) {
-		json_w_key(&w, "timeout");
-		json_w_int(&w, o->timeout);
-	}
-	if (o->silence_timeout >= 0) {
-		json_w_key(&w, "silence_timeout");
-		json_w_int(&w, o->silence_timeout);
-	}
-	if (o->repeat >= 0) {
-		json_w_key(&w, "repeat");
-		json_w_int(&w, o->repeat);
-	}
+	put_num(&w, "timeout", o->timeout);
+	put_num(&w, "silence_timeout", o->silence_timeout);
+	put_num(&w, "repeat", o->repeat);
 	if (o->env.n > 0)
 		write_env(&w, o);
-	json_w_key(&w, "client_id");
-	json_w_cstr(&w, c->client_id);
-	json_w_key(&w, "mode");
-	json_w_cstr(&w, "run");
+	put_str(&w, "client_id", c->client_id);
+	put_str(&w, "mode", "run");
 	json_w_obj_end(&w);
 	return ST_OK;
 }
@@ -2923,11 +2921,24 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ job, logs, result */
 
+/* GET path and print the answer as JSON. */
+static int
+get_and_print(struct cli *c, const char *path)
+{
+	struct doc d;
+	int rc = api(c, "GET", path, NULL, 0, &d);
+
+	if (rc != ST_OK)
+		return rc;
+	rc = print_doc(&d);
+	doc_free(&d);
+	return rc;
+}
+
 static int
 cmd_job(struct cli *c, struct args *a, struct opts *o)
 {
 	char id[33], path[160];
-	struct doc d;
 	int rc;
 
 	if (o->key && a->npos > 0)
@@ -2938,11 +2949,7 @@ cmd_job(struct cli *c, struct args *a, struct opts *o)
 		snprintf(path, sizeof path, "/job?key=%s", o->key);
 	else
 		snprintf(path, sizeof path, "/job/%s", id);
-	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
-		return rc;
-	rc = print_doc(&d);
-	doc_free(&d);
-	return rc;
+	return get_and_print(c, path);
 }
 
 /* logs --json: the one /logs answer at --offset/--limit as JSON. */
@@ -2950,18 +2957,13 @@ static int
 logs_json(struct cli *c, const char *id, const struct opts *o)
 {
 	char path[192];
-	struct doc d;
-	int n, rc;
+	int n;
 
 	n = snprintf(path, sizeof path, "/logs/%s?offset=%lld", id, o->offset);
 	if (o->limit >= 0)
 		snprintf(path + n, sizeof path - (size_t)n, "&limit=%lld",
 		         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
-	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
-		return rc;
-	rc = print_doc(&d);
-	doc_free(&d);
-	return rc;
+	return get_and_print(c, path);
 }
 
 /*
@@ -3196,57 +3198,6 @@ put_banner(const char *color, const char *off, const char *lead, char *text)
 	printf("%s%s%s%s\n", color, lead, text, off);
 }
 
-/* "  running  ID  12.3s, ~4.00s left  [client]  cmd" ("stopping" in its kill grace) */
-static void
-line_running(struct json_buf *b, const struct doc *d, int j, const struct palette *p)
-{
-	char id[40] = "?", t[32];
-	int stop = doc_get(d, j, "stop_requested_at");
-	long long rc_, rn;
-	double v;
-
-	doc_str(d, j, "job_id", id, sizeof id);
-	stop = stop >= 0 && d->t[stop].type == JSON_STRING;
-	json_buf_printf(b, "  %s%s%s %s ", stop ? p->yellow : p->bold,
-	                stop ? "stopping" : "running ", p->off, id);
-	if (doc_num(d, j, "running_sec", &v) == 0)
-		json_buf_printf(b, " %s", fmt_secs(v, t, sizeof t));
-	/* a job being stopped has no estimate worth showing */
-	if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0 && v > 0)
-		json_buf_printf(b, ", ~%s left", fmt_secs(v, t, sizeof t));
-	else if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0)
-		json_buf_printf(b, ", past its estimate"); /* the daemon's remaining time stops at 0 */
-	if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
-	    doc_int(d, j, "repeat_current", &rc_) == 0)
-		json_buf_printf(b, ", repeat %lld/%lld", rc_, rn);
-	put_job_tail(b, d, j, p, 1);
-	put_line(b);
-}
-
-/* "  queued   1. ID  wait ~10.0s  [client]  cmd" */
-static void
-line_queued(struct json_buf *b, const struct doc *d, int j, int n, const struct palette *p)
-{
-	char id[40] = "?", t[32];
-	double v;
-	int w;
-
-	doc_str(d, j, "job_id", id, sizeof id);
-	json_buf_printf(b, "  queued   %d. %s", n, id);
-	if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
-		json_buf_printf(b, "  wait ~%s", fmt_secs(v, t, sizeof t));
-	if ((w = doc_child(d, j, "waiting_for", JSON_OBJECT)) >= 0) { /* a job of several cards: which one */
-		char dev[24] = "?", why[32] = "?";
-
-		doc_str(d, w, "device_id", dev, sizeof dev);
-		doc_str(d, w, "reason", why, sizeof why);
-		json_buf_printf(b, "  (card %s: %s)", dev, why);
-	}
-	put_job_tail(b, d, j, p, 1);
-	put_line(b);
-}
-
-
 /*
  * A finished job's outcome in a word or two, by its end_reason (ending_of): ok, exit 3,
  * SIGINT, timeout, killed, cancelled, interrupted, card dead, ...; by the exit code alone for a
@@ -3268,7 +3219,7 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
 	if (!e && code < -1)
 		s = -code;
 	if (s > 0) {
-		if ((sig = signal_name(s)) != NULL)
+		if ((sig = signal_name(s, buf, cap)) != NULL)
 			return sig;
 		snprintf(buf, cap, "signal %lld", s);
 		return buf;
@@ -3283,22 +3234,51 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
 	return buf;
 }
 
-/* "  recent   exit 3       0.52s  ID  cmd" */
+/*
+ * One job's line of status, by its view: the running job (n 0: "  running  ID  12.3s, ~4.00s
+ * left  [client]  cmd", "stopping" in its kill grace), the nth queued ("  queued   1. ID  wait
+ * ~10.0s  [client]  cmd") or a recent one (n -1: "  recent   exit 3       0.52s  ID  cmd").
+ */
 static void
-line_recent(struct json_buf *b, const struct doc *d, int j, const struct palette *p)
+job_line(struct json_buf *b, const struct doc *d, int j, int n, const struct palette *p)
 {
-	char id[40] = "?", t[32] = "", word[32];
-	const char *w;
+	char id[40] = "?", t[32] = "", word[32], dev[24] = "?", why[32] = "?";
+	int stop = doc_get(d, j, "stop_requested_at"), w, ok;
+	long long rc_, rn;
 	double v;
-	int ok;
 
 	doc_str(d, j, "job_id", id, sizeof id);
-	w = outcome_word(d, j, word, sizeof word, &ok);
-	if (doc_num(d, j, "elapsed", &v) == 0)
-		fmt_secs(v, t, sizeof t);
-	json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, w, p->off, t,
-	                id);
-	put_job_tail(b, d, j, p, 0);
+	stop = n == 0 && stop >= 0 && d->t[stop].type == JSON_STRING;
+	if (n < 0) {
+		const char *o = outcome_word(d, j, word, sizeof word, &ok);
+
+		if (doc_num(d, j, "elapsed", &v) == 0)
+			fmt_secs(v, t, sizeof t);
+		json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, o, p->off,
+		                t, id);
+	} else if (n > 0) {
+		json_buf_printf(b, "  queued   %d. %s", n, id);
+		if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
+			json_buf_printf(b, "  wait ~%s", fmt_secs(v, t, sizeof t));
+		if ((w = doc_child(d, j, "waiting_for", JSON_OBJECT)) >= 0) { /* several cards */
+			doc_str(d, w, "device_id", dev, sizeof dev);
+			doc_str(d, w, "reason", why, sizeof why);
+			json_buf_printf(b, "  (card %s: %s)", dev, why);
+		}
+	} else {
+		json_buf_printf(b, "  %s%s%s %s ", stop ? p->yellow : p->bold,
+		                stop ? "stopping" : "running ", p->off, id);
+		if (doc_num(d, j, "running_sec", &v) == 0)
+			json_buf_printf(b, " %s", fmt_secs(v, t, sizeof t));
+		/* a job being stopped has no estimate worth showing; the daemon's stops at 0 */
+		if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0)
+			json_buf_printf(b, v > 0 ? ", ~%s left" : ", past its estimate",
+			                fmt_secs(v, t, sizeof t));
+		if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
+		    doc_int(d, j, "repeat_current", &rc_) == 0)
+			json_buf_printf(b, ", repeat %lld/%lld", rc_, rn);
+	}
+	put_job_tail(b, d, j, p, n >= 0);
 	put_line(b);
 }
 
@@ -3402,11 +3382,11 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 	operator_banner(d, dev, id, p);
 	json_buf_init(&b);
 	if (cur >= 0)
-		line_running(&b, d, cur, p);
+		job_line(&b, d, cur, 0, p);
 	else
 		printf("  %sidle%s\n", p->dim, p->off);
 	for (n = 0, j = pend + 1; n < npend && n < STATUS_QUEUED; n++, j = (int)d->t[j].next)
-		line_queued(&b, d, j, n + 1, p);
+		job_line(&b, d, j, n + 1, p);
 	if (npend > STATUS_QUEUED)
 		printf("  %s... and %d more queued (`" PROG " --json status` lists them all)%s\n",
 		       p->dim, npend - STATUS_QUEUED, p->off);
@@ -3414,7 +3394,7 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 	for (n = 0, j = rec + 1; rec_at != NULL && n < nrec; n++, j = (int)d->t[j].next)
 		rec_at[n] = j;
 	for (n = nrec - 1; rec_at != NULL && n >= 0; n--) /* the daemon sends them oldest first */
-		line_recent(&b, d, rec_at[n], p);
+		job_line(&b, d, rec_at[n], -1, p);
 	free(rec_at);
 	json_buf_free(&b);
 }
@@ -3489,15 +3469,36 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ kill, reset */
 
-/* POST path with body and print the answer: JSON with --json, else through human(). */
+/*
+ * POST path with a body of the members that apply: device_id (--device), job_id (id unless
+ * NULL), client_id (`who`), reason (hold --reason) and force (reset --force). Print the answer
+ * as JSON with --json, else through human().
+ */
 static int
-post_and_show(struct cli *c, const char *path, struct json_buf *b,
+post_and_show(struct cli *c, const char *path, const struct opts *o, const char *id, int who,
               void (*human)(const struct doc *))
 {
+	struct json_buf b;
+	struct json_w w;
 	struct doc d;
-	int rc = api(c, "POST", path, b, 0, &d);
+	char dev[24];
+	int rc;
 
-	json_buf_free(b);
+	snprintf(dev, sizeof dev, "%llu", o->device);
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	put_str(&w, "device_id", o->device_set ? dev : NULL);
+	put_str(&w, "job_id", id);
+	put_str(&w, "client_id", who ? c->client_id : NULL);
+	put_str(&w, "reason", o->reason);
+	if (o->force) {
+		json_w_key(&w, "force");
+		json_w_bool(&w, 1);
+	}
+	json_w_obj_end(&w);
+	rc = api(c, "POST", path, &b, 0, &d);
+	json_buf_free(&b);
 	if (rc != ST_OK)
 		return rc;
 	if (c->json)
@@ -3533,9 +3534,7 @@ kill_human(const struct doc *d)
 static int
 cmd_kill(struct cli *c, struct args *a, struct opts *o)
 {
-	struct json_buf b;
-	struct json_w w;
-	char id[33], dev[24];
+	char id[33];
 	int rc;
 
 	if (a->npos == 0 && !o->device_set)
@@ -3544,14 +3543,7 @@ cmd_kill(struct cli *c, struct args *a, struct opts *o)
 		return usage_err(a->cmd, "give a job ID or --device N, not both");
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	json_w_obj(&w);
-	snprintf(dev, sizeof dev, "%llu", o->device);
-	json_w_key(&w, o->device_set ? "device_id" : "job_id");
-	json_w_cstr(&w, o->device_set ? dev : id);
-	json_w_obj_end(&w);
-	return post_and_show(c, "/kill", &b, kill_human);
+	return post_and_show(c, "/kill", o, o->device_set ? NULL : id, 0, kill_human);
 }
 
 /* One reset entry: "card 1: scheduled (healthy, reset epoch 0)" and its hint. */
@@ -3586,31 +3578,12 @@ reset_human(const struct doc *d)
 static int
 cmd_reset(struct cli *c, struct args *a, struct opts *o)
 {
-	struct json_buf b;
-	struct json_w w;
-	char id[33], dev[24];
+	char id[33];
 	int rc;
 
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	json_w_obj(&w);
-	if (o->device_set) {
-		snprintf(dev, sizeof dev, "%llu", o->device);
-		json_w_key(&w, "device_id");
-		json_w_cstr(&w, dev);
-	}
-	if (a->npos > 0) {
-		json_w_key(&w, "job_id");
-		json_w_cstr(&w, id);
-	}
-	if (o->force) {
-		json_w_key(&w, "force");
-		json_w_bool(&w, 1);
-	}
-	json_w_obj_end(&w);
-	return post_and_show(c, "/reset", &b, reset_human);
+	return post_and_show(c, "/reset", o, a->npos > 0 ? id : NULL, 0, reset_human);
 }
 
 /* "card 1: held by cli-1000 since ...: reason" or "card 1: released". */
@@ -3641,9 +3614,6 @@ static int
 cmd_hold(struct cli *c, struct args *a, struct opts *o)
 {
 	int hold = strcmp(a->cmd->name, "hold") == 0;
-	struct json_buf b;
-	struct json_w w;
-	char dev[24];
 
 	if (a->npos > 0)
 		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[0]);
@@ -3653,20 +3623,7 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 		return ST_USAGE;
 	if (c->client_id[0] == 0)
 		client_identity(c);
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	json_w_obj(&w);
-	snprintf(dev, sizeof dev, "%llu", o->device);
-	json_w_key(&w, "device_id");
-	json_w_cstr(&w, dev);
-	json_w_key(&w, "client_id");
-	json_w_cstr(&w, c->client_id);
-	if (hold && o->reason) {
-		json_w_key(&w, "reason");
-		json_w_cstr(&w, o->reason);
-	}
-	json_w_obj_end(&w);
-	return post_and_show(c, hold ? "/hold" : "/release", &b, hold_human);
+	return post_and_show(c, hold ? "/hold" : "/release", o, NULL, 1, hold_human);
 }
 
 /* ------------------------------------------------------------------------ help, dispatch */
