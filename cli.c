@@ -976,19 +976,27 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
 	return rc;
 }
 
+/* The "error" text of an answer into buf ("" without one). */
+static const char *
+answer_error(struct cli *c, const struct resp *r, char *buf, size_t cap)
+{
+	struct doc d;
+
+	buf[0] = 0;
+	if (doc_parse(c, r->body, r->len, &d) == ST_OK) {
+		doc_str(&d, 0, "error", buf, cap);
+		doc_free(&d);
+	}
+	return buf;
+}
+
 /* Print a refusal: the server's "error" text (or the body) and the HTTP status. */
 static void
 report_refusal(struct cli *c, const struct resp *r)
 {
-	struct doc d;
-	char msg[1024];
-	const char *e = NULL;
+	char e[1024];
 
-	if (doc_parse(c, r->body, r->len, &d) == ST_OK) {
-		e = doc_str(&d, 0, "error", msg, sizeof msg);
-		doc_free(&d);
-	}
-	if (e != NULL && e[0])
+	if (answer_error(c, r, e, sizeof e)[0])
 		errmsg("%s (HTTP %d)", e, r->status);
 	else
 		errmsg("the server at %s answered HTTP %d without an error message (is it the " PROG
@@ -1082,14 +1090,10 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
 	if (r.status == 503 && c->waiting) {
 		/* Back but not serving yet (its store not open, or stopping): for a wait that is
 		 * a daemon not back yet (daemon_lost), not a refusal of the job. */
-		struct doc e;
-		char why[sizeof c->err] = "";
+		char why[sizeof c->err];
 
-		if (doc_parse(c, r.body, r.len, &e) == ST_OK) {
-			doc_str(&e, 0, "error", why, sizeof why);
-			doc_free(&e);
-		}
-		snprintf(c->err, sizeof c->err, "%s", why[0] ? why : "HTTP 503");
+		snprintf(c->err, sizeof c->err, "%s",
+		         answer_error(c, &r, why, sizeof why)[0] ? why : "HTTP 503");
 		c->conn_failed = 1;
 		return ST_FAIL;
 	}
@@ -1392,49 +1396,36 @@ wait_done(struct cli *c, const char *id)
 }
 
 /*
- * Follow a job's output from the start through /logs long-polls until it is complete. Once
- * the output is cut no more bytes are needed, so the rest of the wait is on /result.
+ * Show the log from lp->off on o: everything there is now, at most `left` bytes, and with
+ * `follow` keep waiting (/logs long-polls) for more until the job is complete. It stops once
+ * o cut the output: no more bytes are needed.
  */
 static int
-stream_job(struct cli *c, const char *id, struct sink *o)
+logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long left, int follow,
+          struct sink *o)
 {
-	struct logpos lp = {0, 0, 0};
-	int hold, rc, again, asked;
+	unsigned long long before, want;
+	int hold = 0, rc, again, asked;
 
-	for (asked = 0; !o->cut; asked = 1) {
-		if ((hold = next_hold(c, asked)) < 0)
+	for (asked = 0;; asked = 1) {
+		before = lp->off;
+		want = left < LOG_CHUNK ? left : LOG_CHUNK;
+		if (follow && (hold = next_hold(c, asked)) < 0)
 			return ST_TIMEOUT;
-		c->waiting = 1;
-		rc = logs_chunk(c, id, &lp, 0, hold, o);
+		c->waiting = follow;
+		rc = logs_chunk(c, id, lp, want, hold, o);
 		c->ask_once = 0;
-		rc = waited(c, id, rc, &again);
 		c->waiting = 0;
-		if (again)
+		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
 			continue;
 		if (rc != ST_OK)
 			return rc;
-		if (lp.complete)
+		left -= lp->off > before ? (lp->off - before < left ? lp->off - before : left) : 0;
+		if (lp->complete || left == 0 || o->cut)
+			return ST_OK;
+		if (!follow && (lp->off >= lp->size || lp->off <= before))
 			return ST_OK;
 	}
-	return wait_done(c, id);
-}
-
-/* Copy a finished job's output to o (no waiting), stopping once it is cut. */
-static int
-copy_output(struct cli *c, const char *id, struct sink *o)
-{
-	struct logpos lp = {0, 0, 0};
-	unsigned long long before;
-	int rc;
-
-	while (!o->cut) {
-		before = lp.off;
-		if ((rc = logs_chunk(c, id, &lp, 0, 0, o)) != ST_OK)
-			return rc;
-		if (lp.complete || lp.off <= before)
-			break;
-	}
-	return ST_OK;
 }
 
 /* Exit status for a finished job: its exit_code, 128+s for -s, 1 when it has none. */
@@ -2126,22 +2117,14 @@ set_client_id(struct cli *c, const char *s)
 	json_buf_init(&b);
 	json_w_init(&w, &b);
 	json_w_str(&w, s, strlen(s));
+	/* out of memory: the id stays empty, and client_identity() uses the default */
 	if (!b.oom && json_parse(b.p, b.len, t, 2, err, sizeof err) == 1 &&
 	    (text = malloc(b.len)) != NULL)
-		n = json_str_decode(b.p, &t[0], text, b.len);
-	if (text == NULL || n > b.len) { /* cannot happen; keep the raw bytes, cut on a boundary */
-		n = strlen(s) < sizeof c->client_id - 1 ? strlen(s) : sizeof c->client_id - 1;
-		memcpy(c->client_id, s, n);
-		c->client_id[json_utf8_boundary(c->client_id, n)] = 0;
-		free(text);
-		json_buf_free(&b);
-		return;
-	}
-	n = scrub_controls(text, n);
+		n = scrub_controls(text, json_str_decode(b.p, &t[0], text, b.len));
 	for (k = 0; k < n; k++)
 		if (((unsigned char)text[k] & 0xC0) != 0x80 && ++chars > CLIENT_ID_CHARS)
 			break;
-	memcpy(c->client_id, text, k); /* at most 128 characters of at most 4 bytes */
+	memcpy(c->client_id, text ? text : "", k); /* at most 128 characters of 4 bytes */
 	c->client_id[k] = 0;
 	free(text);
 	json_buf_free(&b);
@@ -2157,7 +2140,7 @@ client_identity(struct cli *c)
 		set_client_id(c, c->client_id_opt);
 	else if (e != NULL)
 		set_client_id(c, e);
-	else
+	if (c->client_id[0] == 0)
 		snprintf(c->client_id, sizeof c->client_id, "cli-%u", (unsigned)getuid());
 }
 
@@ -2582,6 +2565,7 @@ static int
 follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc *d,
            unsigned long long limit)
 {
+	struct logpos lp = {0, 0, 0};
 	struct sink out;
 	long long pos = 0;
 	double est = 0;
@@ -2599,7 +2583,9 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 	note_status(c, d);
 	sink_init(&out, limit, c->json);
 	set_deadline(c, o->wait_timeout);
-	rc = stream_job(c, id, &out);
+	rc = logs_loop(c, id, &lp, ULLONG_MAX, 1, &out);
+	if (rc == ST_OK && out.cut) /* the rest of the output is not shown: wait on /result */
+		rc = wait_done(c, id);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
 	sink_free(&out);
 	return rc;
@@ -2966,47 +2952,11 @@ logs_json(struct cli *c, const char *id, const struct opts *o)
 	return get_and_print(c, path);
 }
 
-/*
- * Print the log from lp->off: everything there is now, at most `left` bytes, and with
- * `follow` keep waiting for more until the job is complete.
- */
-static int
-logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long left, int follow)
-{
-	unsigned long long before, want;
-	struct sink out;
-	int hold = 0, rc, again, asked;
-
-	sink_init(&out, ULLONG_MAX, 0);
-	for (asked = 0;; asked = 1) {
-		before = lp->off;
-		want = left < LOG_CHUNK ? left : LOG_CHUNK;
-		if (follow && (hold = next_hold(c, asked)) < 0) {
-			rc = ST_TIMEOUT;
-			break;
-		}
-		c->waiting = follow;
-		rc = logs_chunk(c, id, lp, want, hold, &out);
-		c->ask_once = 0;
-		c->waiting = 0;
-		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
-			continue;
-		if (rc != ST_OK)
-			break;
-		left -= lp->off > before ? (lp->off - before < left ? lp->off - before : left) : 0;
-		if (lp->complete || left == 0)
-			break;
-		if (!follow && (lp->off >= lp->size || lp->off <= before))
-			break;
-	}
-	sink_free(&out);
-	return rc;
-}
-
 static int
 cmd_logs(struct cli *c, struct args *a, struct opts *o)
 {
 	struct logpos lp = {(unsigned long long)o->offset, 0, 0};
+	struct sink out;
 	char id[33];
 	int rc;
 
@@ -3019,8 +2969,10 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 	if (c->json)
 		return logs_json(c, id, o);
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
+	sink_init(&out, ULLONG_MAX, 0);
 	rc = logs_loop(c, id, &lp, o->limit >= 0 ? (unsigned long long)o->limit : ULLONG_MAX,
-	               o->follow);
+	               o->follow, &out);
+	sink_free(&out);
 	if (rc == ST_TIMEOUT)
 		fprintf(stderr, NOTE "--wait-timeout passed; the job %s\n", left_alone(c));
 	if (rc == ST_INTR)
@@ -3033,6 +2985,7 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 static int
 cmd_result(struct cli *c, struct args *a, struct opts *o)
 {
+	struct logpos lp = {0, 0, 0};
 	unsigned long long limit;
 	struct sink out;
 	char id[33];
@@ -3046,7 +2999,7 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 		return wait_ended(c, rc, id, NULL);
 	c->has_deadline = 0; /* the job is done: its output is read in any case */
 	sink_init(&out, limit, c->json);
-	rc = copy_output(c, id, &out);
+	rc = logs_loop(c, id, &lp, ULLONG_MAX, 0, &out);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
 	sink_free(&out);
 	return rc;
