@@ -127,9 +127,8 @@ enum st {
 enum {
 	R_CLOSED = -1, /* the peer closed before answering: retried once on a reused connection */
 	R_SLOW = -2,   /* the request's own deadline passed */
-	R_EOF = -3,    /* read_more() saw end of stream */
-	R_HELP = -4,   /* a --help was printed: exit 0 */
-	R_AGAIN = -5,  /* the daemon asked for the request again (busy_pause) */
+	R_HELP = -3,   /* a --help was printed: exit 0 */
+	R_AGAIN = -4,  /* the daemon asked for the request again (busy_pause) */
 };
 
 #define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
@@ -787,59 +786,39 @@ refused:
 	            c->hostport, strerror(soerr));
 }
 
-/* Send p[0..n). Returns ST_OK, R_CLOSED (peer gone), or another failure code. */
+/*
+ * Send all of p[0..n) when n > 0, else receive once into c->in. Returns ST_OK, R_CLOSED (the
+ * peer is gone, or the stream ended), or another failure code.
+ */
 static int
-send_all(struct cli *c, const char *p, size_t n, double until)
+sock_io(struct cli *c, const char *p, size_t n, double until)
 {
-	int rc;
-
-	while (n > 0) {
-		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
-
-		if (w > 0) {
-			p += w;
-			n -= (size_t)w;
-		} else if (w < 0 && errno == EINTR) {
-			if (interrupted)
-				return ST_INTR;
-		} else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if ((rc = wait_fd(c, c->fd, POLLOUT, until)) != ST_OK)
-				return rc;
-		} else if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-			return R_CLOSED;
-		} else {
-			return fail(c, "send: %s", strerror(errno));
-		}
-	}
-	return ST_OK;
-}
-
-/* Read more bytes into c->in. Returns ST_OK, R_EOF, or a failure code. */
-static int
-read_more(struct cli *c, double until)
-{
+	ssize_t k;
 	int rc;
 
 	for (;;) {
-		ssize_t n;
-
-		if (json_buf_reserve(&c->in, 65536) < 0)
+		if (n == 0 && json_buf_reserve(&c->in, 65536) < 0)
 			return fail(c, "out of memory");
-		n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
-		if (n > 0) {
-			c->in.len += (size_t)n;
+		k = n > 0 ? send(c->fd, p, n, MSG_NOSIGNAL)
+		          : recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+		if (k > 0 && n == 0) {
+			c->in.len += (size_t)k;
 			return ST_OK;
-		}
-		if (n == 0 || errno == ECONNRESET)
-			return R_EOF;
-		if (errno == EINTR) {
+		} else if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			if (n == 0)
+				return ST_OK;
+		} else if (k == 0 || errno == EPIPE || errno == ECONNRESET) {
+			return R_CLOSED;
+		} else if (errno == EINTR) {
 			if (interrupted)
 				return ST_INTR;
 		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if ((rc = wait_fd(c, c->fd, POLLIN, until)) != ST_OK)
+			if ((rc = wait_fd(c, c->fd, n > 0 ? POLLOUT : POLLIN, until)) != ST_OK)
 				return rc;
 		} else {
-			return fail(c, "recv: %s", strerror(errno));
+			return fail(c, "%s: %s", n > 0 ? "send" : "recv", strerror(errno));
 		}
 	}
 }
@@ -874,8 +853,8 @@ read_response(struct cli *c, double until, struct resp *r)
 
 	c->in.len = 0;
 	while ((n = http_parse_response(c->in.p, c->in.len, &res)) == 0) {
-		rc = read_more(c, until);
-		if (rc == R_EOF)
+		rc = sock_io(c, NULL, 0, until);
+		if (rc == R_CLOSED)
 			return c->in.len == 0 ? R_CLOSED
 			                      : fail(c, "the daemon closed the connection mid-answer");
 		if (rc != ST_OK)
@@ -889,8 +868,8 @@ read_response(struct cli *c, double until, struct resp *r)
 		return fail(c, "the daemon's answer is too large");
 	head = (size_t)n;
 	while (c->in.len - head < (unsigned long long)res.content_length) {
-		rc = read_more(c, until);
-		if (rc == R_EOF)
+		rc = sock_io(c, NULL, 0, until);
+		if (rc == R_CLOSED)
 			return fail(c, "the daemon closed the connection mid-answer");
 		if (rc != ST_OK)
 			return rc;
@@ -957,7 +936,7 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
 			break;
 		until = now_mono() + wait + REQUEST_SLACK_SEC;
 		c->sent = 1;
-		rc = send_all(c, req.p, req.len, until);
+		rc = sock_io(c, req.p, req.len, until);
 		if (rc == ST_OK)
 			rc = read_response(c, until, r);
 		if (rc == ST_OK)
@@ -3143,14 +3122,6 @@ put_line(struct json_buf *b)
 	b->len = 0;
 }
 
-/* Print a banner line: lead and text in colour (off ends it); text's controls become '?'. */
-static void
-put_banner(const char *color, const char *off, const char *lead, char *text)
-{
-	text[scrub_controls(text, strlen(text))] = 0;
-	printf("%s%s%s%s\n", color, lead, text, off);
-}
-
 /*
  * A finished job's outcome in a word or two, by its end_reason (ending_of): ok, exit 3,
  * SIGINT, timeout, killed, cancelled, interrupted, card dead, ...; by the exit code alone for a
@@ -3235,75 +3206,73 @@ job_line(struct json_buf *b, const struct doc *d, int j, int n, const struct pal
 	put_line(b);
 }
 
-/* A banner line for each process outside the queue that has the card open. */
+/* Print a warning line: lead and the formatted text in colour; its controls print as '?'. */
+static void banner(const struct palette *p, const char *color, const char *lead,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 static void
-holders_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
+banner(const struct palette *p, const char *color, const char *lead, const char *fmt, ...)
+{
+	char text[8192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	text[scrub_controls(text, strlen(text))] = 0;
+	printf("%s%s%s%s\n", color, lead, text, p->off);
+}
+
+/*
+ * A card's warnings: dead, resetting or a reset pending; held; a control command that could
+ * not run; each process outside the queue that has it open; a health check pending.
+ */
+static void
+card_banners(const struct doc *d, int dev, const char *id, const char *state,
+             const struct palette *p)
 {
 	int arr = doc_child(d, dev, "foreign_holders", JSON_ARRAY), j, n;
-	char pid[24] = "?", user[64] = "?", since[64] = "?", cmd[256] = "", text[512];
-
-	for (n = 0, j = arr + 1; arr >= 0 && n < (int)d->t[arr].size; n++, j = (int)d->t[j].next) {
-		doc_scalar(d, j, "pid", pid, sizeof pid);
-		doc_str(d, j, "user", user, sizeof user);
-		doc_str(d, j, "since", since, sizeof since);
-		doc_str(d, j, "command", cmd, sizeof cmd);
-		scrub_controls(cmd, strlen(cmd));
-		snprintf(text, sizeof text, "card %s is open outside the queue: pid %s (%s) since %s: %s",
-		         id, pid, user, since, cmd);
-		put_banner(p->red, p->off, "  !! ", text);
-	}
-	if (arr >= 0 && d->t[arr].size > 0)
-		printf("  %s!! nothing starts on card %s until that ends%s\n", p->red, id, p->off);
-}
-
-/* Banners for a held card and a control command that could not run. */
-static void
-operator_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
-{
-	char by[1024] = "?", at[64] = "?", why[4200] = "", text[5400];
-
-	if (doc_true(d, dev, "held")) {
-		doc_str(d, dev, "held_by", by, sizeof by);
-		doc_str(d, dev, "held_at", at, sizeof at);
-		doc_str(d, dev, "hold_reason", why, sizeof why);
-		snprintf(text, sizeof text, "card %s is HELD by %s since %s%s%s", id, by, at,
-		         why[0] ? ": " : "", why);
-		put_banner(p->yellow, p->off, "  !! ", text);
-		snprintf(text, sizeof text, "nothing more starts on it until `" PROG
-		                            " release --device %s`", id);
-		put_banner(p->yellow, p->off, "  !! ", text);
-	}
-	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
-		put_banner(p->red, p->off, "  !! ", why);
-	holders_banner(d, dev, id, p);
-	if (doc_true(d, dev, "check_pending"))
-		printf("  %s!! card %s's health check runs before its next job (a job ended badly)%s\n",
-		       p->yellow, id, p->off);
-}
-
-/* Banners for a dead card, a resetting card, or a pending reset. */
-static void
-card_banner(const struct doc *d, int dev, const char *id, const char *state,
-            const struct palette *p)
-{
-	char since[64] = "?", why[1024] = "", text[1200];
+	char a[1024] = "?", b[64] = "?", why[4200] = "", pid[24] = "?", cmd[256] = "";
 
 	if (strcmp(state, "dead") == 0) {
-		doc_str(d, dev, "dead_since", since, sizeof since);
+		doc_str(d, dev, "dead_since", b, sizeof b);
 		doc_str(d, dev, "dead_reason", why, sizeof why);
-		snprintf(text, sizeof text, "card %s is DEAD since %s%s%s", id, since,
-		         why[0] ? ": " : "", why);
-		put_banner(p->red, p->off, "  !! ", text);
-		snprintf(text, sizeof text, "submissions to it are refused; reboot the host, or run "
-		                            "its recovery again: " PROG " reset --device %s", id);
-		put_banner(p->red, p->off, "  !! ", text);
+		banner(p, p->red, "  !! ", "card %s is DEAD since %s%s%s", id, b, why[0] ? ": " : "",
+		       why);
+		banner(p, p->red, "  !! ", "submissions to it are refused; reboot the host, or run "
+		       "its recovery again: " PROG " reset --device %s", id);
 	} else if (strcmp(state, "resetting") == 0) {
-		printf("  %s!! card %s is resetting; its queue waits for the reset%s\n", p->yellow,
-		       id, p->off);
+		banner(p, p->yellow, "  !! ", "card %s is resetting; its queue waits for the reset", id);
 	} else if (doc_true(d, dev, "reset_pending")) {
-		printf("  %s!! a reset is pending on card %s; it runs before the next job%s\n",
-		       p->yellow, id, p->off);
+		banner(p, p->yellow, "  !! ", "a reset is pending on card %s; it runs before the next "
+		       "job", id);
 	}
+	if (doc_true(d, dev, "held")) {
+		doc_str(d, dev, "held_by", a, sizeof a);
+		snprintf(b, sizeof b, "?");
+		doc_str(d, dev, "held_at", b, sizeof b);
+		why[0] = 0;
+		doc_str(d, dev, "hold_reason", why, sizeof why);
+		banner(p, p->yellow, "  !! ", "card %s is HELD by %s since %s%s%s", id, a, b,
+		       why[0] ? ": " : "", why);
+		banner(p, p->yellow, "  !! ", "nothing more starts on it until `" PROG
+		       " release --device %s`", id);
+	}
+	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
+		banner(p, p->red, "  !! ", "%s", why);
+	for (n = 0, j = arr + 1; arr >= 0 && n < (int)d->t[arr].size; n++, j = (int)d->t[j].next) {
+		doc_scalar(d, j, "pid", pid, sizeof pid);
+		doc_str(d, j, "user", a, sizeof a);
+		doc_str(d, j, "since", b, sizeof b);
+		doc_str(d, j, "command", cmd, sizeof cmd);
+		banner(p, p->red, "  !! ", "card %s is open outside the queue: pid %s (%s) since %s: %s",
+		       id, pid, a, b, cmd);
+	}
+	if (arr >= 0 && d->t[arr].size > 0)
+		banner(p, p->red, "  !! ", "nothing starts on card %s until that ends", id);
+	if (doc_true(d, dev, "check_pending"))
+		banner(p, p->yellow, "  !! ", "card %s's health check runs before its next job (a job "
+		       "ended badly)", id);
 }
 
 /*
@@ -3331,8 +3300,7 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 	if (doc_int(d, dev, "reset_epoch", &epoch) == 0)
 		printf("  %s(reset epoch %lld)%s", p->dim, epoch, p->off);
 	putchar('\n');
-	card_banner(d, dev, id, state, p);
-	operator_banner(d, dev, id, p);
+	card_banners(d, dev, id, state, p);
 	json_buf_init(&b);
 	if (cur >= 0)
 		job_line(&b, d, cur, 0, p);
@@ -3357,7 +3325,7 @@ static void
 status_header(const struct doc *d, const struct palette *p)
 {
 	int w = doc_child(d, 0, "worker", JSON_OBJECT);
-	char ver[64] = "?", text[1024], line[1100];
+	char ver[64] = "?", text[1024];
 	long long qt = 0, mx = 0;
 	double age = 0;
 
@@ -3368,23 +3336,18 @@ status_header(const struct doc *d, const struct palette *p)
 	       qt == 1 ? "" : "s", mx);
 	if (w >= 0 && doc_get(d, w, "alive") >= 0 && !doc_true(d, w, "alive")) {
 		doc_num(d, w, "heartbeat_age_sec", &age);
-		printf("%s!! the daemon's loop is not running (last pass %s ago)%s\n", p->red,
-		       fmt_secs(age, text, sizeof text), p->off);
+		banner(p, p->red, "!! ", "the daemon's loop is not running (last pass %s ago)",
+		       fmt_secs(age, text, sizeof text));
 	}
 	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0]) {
-		snprintf(line, sizeof line, "STORE DEGRADED: %s", text);
-		put_banner(p->red, p->off, "!! ", line);
-		printf("%s!! submissions are refused and no card starts new work until writes "
-		       "succeed again%s\n", p->red, p->off);
+		banner(p, p->red, "!! ", "STORE DEGRADED: %s", text);
+		banner(p, p->red, "!! ", "submissions are refused and no card starts new work until "
+		       "writes succeed again");
 	}
-	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0]) {
-		snprintf(line, sizeof line, "configuration: %s", text);
-		put_banner(p->red, p->off, "!! ", line);
-	}
-	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0]) {
-		snprintf(line, sizeof line, "maintenance: %s", text);
-		put_banner(p->yellow, p->off, "note: ", line);
-	}
+	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0])
+		banner(p, p->red, "!! ", "configuration: %s", text);
+	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0])
+		banner(p, p->yellow, "note: ", "maintenance: %s", text);
 }
 
 static int
