@@ -2397,34 +2397,28 @@ submission_cards(struct cli *c, struct opts *o)
 }
 
 /*
- * Inside a job (the daemon puts TT_DEVICE_JOB_ID in its environment): that job's id into
- * job[33] and the cards it holds into cards[0..max) while the daemon shows it running. Their
- * count then; -1 when not inside a running job of this daemon, or when the daemon cannot be
- * asked (the request that follows then says why).
+ * The cards of job id into cards[0..MAX_JOB_CARDS) while its status is `status`, or any but
+ * done when that is NULL: their count; -1 otherwise, or when the daemon cannot be asked (a
+ * request that follows then says why).
  */
 static int
-held_cards(struct cli *c, char *job, char (*cards)[24], int max)
+job_cards(struct cli *c, const char *id, const char *status, char (*cards)[24])
 {
-	const char *id = env_nonempty("TT_DEVICE_JOB_ID");
 	char path[64], st[16];
 	struct resp r;
 	struct doc d;
 	int n = -1;
 
-	if (id == NULL || strlen(id) != 32 || strspn(id, "0123456789abcdef") != 32)
-		return -1;
 	snprintf(path, sizeof path, "/job/%s", id);
 	memset(&r, 0, sizeof r);
 	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
 		return -1;
-	if (doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "running") == 0 &&
-	    (n = doc_cards(&d, 0, cards, max)) > 0)
-		snprintf(job, 33, "%s", id);
-	else
-		n = -1;
+	if (doc_str(&d, 0, "status", st, sizeof st) &&
+	    (status ? strcmp(st, status) == 0 : strcmp(st, "done") != 0))
+		n = doc_cards(&d, 0, cards, MAX_JOB_CARDS);
 	doc_free(&d);
-	return n;
+	return n > 0 ? n : -1;
 }
 
 /*
@@ -2436,9 +2430,13 @@ held_cards(struct cli *c, char *job, char (*cards)[24], int max)
 static int
 refuse_own_card(struct cli *c, const struct args *a, const char *target, char (*cards)[24], int n)
 {
-	char job[33], held[MAX_JOB_CARDS][24], what[96], list[256];
-	const char *card = NULL;
-	int nh = held_cards(c, job, held, MAX_JOB_CARDS), i, k;
+	const char *job = env_nonempty("TT_DEVICE_JOB_ID"), *card = NULL;
+	char held[MAX_JOB_CARDS][24], what[96], list[256];
+	int nh = -1, i, k;
+
+	/* inside a job the daemon runs, its TT_DEVICE_JOB_ID holds its cards while it runs */
+	if (job != NULL && strlen(job) == 32 && strspn(job, "0123456789abcdef") == 32)
+		nh = job_cards(c, job, "running", held);
 
 	for (i = 0; i < n && !card; i++)
 		for (k = 0; k < nh && !card; k++)
@@ -2485,22 +2483,13 @@ refuse_own_card_submission(struct cli *c, const struct args *a, const struct opt
 static int
 refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
 {
-	char path[64], st[16], cards[MAX_JOB_CARDS][24];
-	struct resp r;
-	struct doc d;
-	int done, n = 0;
+	char cards[MAX_JOB_CARDS][24];
+	int n;
 
 	if (env_nonempty("TT_DEVICE_JOB_ID") == NULL)
 		return ST_OK;
-	snprintf(path, sizeof path, "/result/%s", id);
-	memset(&r, 0, sizeof r);
-	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
-	    doc_parse(c, r.body, r.len, &d) != ST_OK)
-		return ST_OK; /* the wait's own requests say what is wrong */
-	done = !doc_str(&d, 0, "status", st, sizeof st) || strcmp(st, "done") == 0 ||
-	       (n = doc_cards(&d, 0, cards, MAX_JOB_CARDS)) == 0;
-	doc_free(&d);
-	return done ? ST_OK : refuse_own_card(c, a, id, cards, n);
+	n = job_cards(c, id, NULL, cards); /* on failure, the wait's own requests say why */
+	return n > 0 ? refuse_own_card(c, a, id, cards, n) : ST_OK;
 }
 
 /*
@@ -2671,31 +2660,20 @@ cmd_queue(struct cli *c, struct args *a, struct opts *o)
 static int
 mkdir_p(const char *dir)
 {
-	char path[PATH_MAX];
-	struct stat st;
-	char *p;
+	char path[PATH_MAX], *p, at;
 
-	if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (p = path + 1; *p; p++) {
-		if (*p != '/')
+	snprintf(path, sizeof path, "%s", dir); /* dir fits: script_dir built it in PATH_MAX */
+	for (p = path + 1;; p++) {
+		if (*p != '/' && *p != 0)
 			continue;
+		at = *p;
 		*p = 0;
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
 			return -1;
+		if (at == 0)
+			return 0; /* a file of that name: creating the script in it says so */
 		*p = '/';
 	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	if (stat(path, &st) < 0)
-		return -1;
-	if (!S_ISDIR(st.st_mode)) {
-		errno = ENOTDIR;
-		return -1;
-	}
-	return 0;
 }
 
 /*
@@ -2951,11 +2929,8 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 	sink_init(&out, ULLONG_MAX, 0);
 	rc = logs_loop(c, id, &lp, o->limit >= 0 ? (unsigned long long)o->limit : ULLONG_MAX,
 	               o->follow, &out);
+	wait_ended(c, rc, id, &out);
 	sink_free(&out);
-	if (rc == ST_TIMEOUT)
-		fprintf(stderr, NOTE "--wait-timeout passed; the job %s\n", left_alone(c));
-	if (rc == ST_INTR)
-		fprintf(stderr, NOTE "interrupted; the job keeps running\n");
 	if ((rc == ST_OK || rc == ST_TIMEOUT || rc == ST_INTR) && !lp.complete)
 		fprintf(stderr, "next_offset=%llu\n", lp.off);
 	return rc;
