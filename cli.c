@@ -1709,6 +1709,7 @@ enum {
 	G_RESET = 32,
 	G_HOLD = 64,
 	G_JOB = 128,
+	G_GLOBAL = 256, /* before the subcommand */
 };
 
 struct optspec {
@@ -1774,6 +1775,7 @@ struct opts {
 	const char *reason; /* hold --reason */
 	const char *key;    /* --key: a submission's idempotency key */
 	int force;          /* reset --force */
+	const char *host, *port, *client_id; /* the global options */
 	struct json_buf cmd; /* the job's command, NUL-terminated once built */
 };
 
@@ -1802,11 +1804,17 @@ static const struct optspec options[] = {
     {"--follow", K_FLAG, OFF(follow), 0, 0, NULL, G_LOGS},
     {"--force", K_FLAG, OFF(force), 0, 0, NULL, G_RESET},
     {"--reason", K_STR, OFF(reason), 0, 0, NULL, G_HOLD},
+    {"--host", K_STR, OFF(host), 0, 0, NULL, G_GLOBAL},
+    {"--port", K_STR, OFF(port), 0, 0, NULL, G_GLOBAL},
+    {"--client-id", K_STR, OFF(client_id), 0, 0, NULL, G_GLOBAL},
 };
 
 #define GLOBAL_SYNOPSIS "[--host HOST] [--port PORT] [--client-id ID] [--json] SUBCOMMAND [ARGS]"
 
-/* Print a usage error for cmd (NULL: the global level) on stderr; returns ST_USAGE. */
+/* The global level: its options end at the subcommand. */
+static const struct subcmd global_cmd = {"", NULL, G_GLOBAL, 1, GLOBAL_SYNOPSIS};
+
+/* Print a usage error for cmd (global_cmd: the global level) on stderr; returns ST_USAGE. */
 static int usage_err(const struct subcmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -1815,18 +1823,24 @@ usage_err(const struct subcmd *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, PROG "%s%s: ", cmd ? " " : "", cmd ? cmd->name : "");
+	fprintf(stderr, PROG "%s%s: ", cmd->name[0] ? " " : "", cmd->name);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nusage: " PROG " %s\n", cmd ? cmd->synopsis : GLOBAL_SYNOPSIS);
+	fprintf(stderr, "\nusage: " PROG " %s\n", cmd->synopsis);
 	return ST_USAGE;
 }
 
+static void print_global_help(void);
+
+/* Print cmd's usage (global_cmd: the global one); returns R_HELP. */
 static int
 print_help(const struct subcmd *cmd)
 {
-	printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
+	if (cmd->fn == NULL)
+		print_global_help();
+	else
+		printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
 	return R_HELP;
 }
 
@@ -1916,7 +1930,8 @@ opt_apply(struct args *a, struct opts *o, const char *s)
 		    strncmp(options[k].name, s, n) == 0)
 			sp = &options[k];
 	if (sp == NULL)
-		return usage_err(a->cmd, "unknown option '%s'", s);
+		return usage_err(a->cmd, "unknown option '%s'%s", s,
+		                 a->cmd->fn ? "" : " (global options go before the subcommand)");
 	f = (char *)o + sp->off;
 	if (sp->kind == K_FLAG) {
 		if (eq != NULL)
@@ -3607,69 +3622,22 @@ cmd_serve(struct cli *c, struct args *a, struct opts *o)
 	return usage_err(a->cmd, "global options do not apply to serve; run `" PROG " serve`");
 }
 
-/* Global options before the subcommand; *next gets the subcommand's index. */
-static int
-parse_globals(struct cli *c, int argc, char **argv, int *next)
-{
-	const char *s, *eq, **slot;
-	size_t n;
-	int i;
-
-	for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] != 0; i++) {
-		s = argv[i];
-		eq = strchr(s, '=');
-		n = eq ? (size_t)(eq - s) : strlen(s);
-		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-			print_global_help();
-			return R_HELP;
-		}
-		if (strcmp(s, "--json") == 0) {
-			c->json = 1;
-			continue;
-		}
-		if (n == 6 && strncmp(s, "--host", n) == 0)
-			slot = &c->host_opt;
-		else if (n == 6 && strncmp(s, "--port", n) == 0)
-			slot = &c->port_opt;
-		else if (n == 11 && strncmp(s, "--client-id", n) == 0)
-			slot = &c->client_id_opt;
-		else
-			return usage_err(NULL,
-			                 "unknown option '%s' (global options go before the "
-			                 "subcommand)",
-			                 s);
-		if (eq != NULL)
-			*slot = eq + 1;
-		else if (i + 1 < argc)
-			*slot = argv[++i];
-		else
-			return usage_err(NULL, "option %s needs a value", s);
-	}
-	*next = i;
-	return ST_OK;
-}
-
 int
 cli_main(int argc, char **argv)
 {
 	struct args a;
 	struct opts o;
 	struct cli c;
-	int rc, i = argc;
+	int rc;
 
 	memset(&c, 0, sizeof c);
 	memset(&a, 0, sizeof a);
 	c.fd = -1;
 	json_buf_init(&c.in);
-	if ((rc = parse_globals(&c, argc, argv, &i)) != ST_OK)
-		return rc == R_HELP ? ST_OK : rc;
-	if (i >= argc)
-		return usage_err(NULL, "missing subcommand");
-	if ((a.cmd = find_subcmd(argv[i])) == NULL)
-		return usage_err(NULL, "unknown subcommand '%s'", argv[i]);
+	a.cmd = &global_cmd;
 	a.argc = argc;
 	a.argv = argv;
-	a.i = i + 1;
+	a.i = 1;
 	a.pos = calloc((size_t)argc + 1, sizeof *a.pos);
 	if (opts_init(&o, argc) < 0 || a.pos == NULL) {
 		errmsg("out of memory");
@@ -3677,8 +3645,18 @@ cli_main(int argc, char **argv)
 		free(a.pos);
 		return ST_FAIL;
 	}
+	rc = parse_opts(&c, &a, &o); /* the global options, up to the subcommand */
+	if (rc == ST_OK && a.i >= argc)
+		rc = usage_err(a.cmd, "missing subcommand");
+	else if (rc == ST_OK && (a.cmd = find_subcmd(argv[a.i++])) == NULL)
+		rc = usage_err(&global_cmd, "unknown subcommand '%s'", argv[a.i - 1]);
+	c.host_opt = o.host;
+	c.port_opt = o.port;
+	c.client_id_opt = o.client_id;
+	a.dashdash = 0;
 	install_signals();
-	rc = parse_opts(&c, &a, &o);
+	if (rc == ST_OK)
+		rc = parse_opts(&c, &a, &o);
 	if (rc == ST_OK)
 		rc = a.cmd->fn(&c, &a, &o);
 	opts_free(&o);
