@@ -334,6 +334,21 @@ fmt_secs(double s, char *buf, size_t cap)
 }
 
 /*
+ * Bytes of the longest prefix of UTF-8 text s[0..n) of at most `cols` characters. Status
+ * counts a line's width in characters (code points): a wide character may take two columns.
+ */
+static size_t
+utf8_prefix(const char *s, size_t n, size_t cols)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (((unsigned char)s[i] & 0xC0) != 0x80 && cols-- == 0)
+			break;
+	return i;
+}
+
+/*
  * Append s to b quoted for bash: unchanged when every byte is in a set that never needs
  * quoting, else in single quotes with each ' written as '\''.
  */
@@ -461,17 +476,10 @@ static int
 doc_num(const struct doc *d, int obj, const char *key, double *out)
 {
 	int i = doc_get(d, obj, key);
-	char buf[64];
-	size_t n;
 
 	if (i < 0 || d->t[i].type != JSON_NUMBER)
 		return -1;
-	n = d->t[i].end - d->t[i].start;
-	if (n >= sizeof buf)
-		return -1;
-	memcpy(buf, d->src + d->t[i].start, n);
-	buf[n] = 0;
-	*out = strtod(buf, NULL);
+	*out = strtod(d->src + d->t[i].start, NULL); /* a delimiter or NUL ends the number */
 	return 0;
 }
 
@@ -2106,7 +2114,7 @@ set_client_id(struct cli *c, const char *s)
 	struct json_w w;
 	struct json_tok t[2];
 	char err[64], *text = NULL;
-	size_t n = 0, k, chars = 0;
+	size_t n = 0, k;
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
@@ -2115,9 +2123,7 @@ set_client_id(struct cli *c, const char *s)
 	if (!b.oom && json_parse(b.p, b.len, t, 2, err, sizeof err) == 1 &&
 	    (text = malloc(b.len)) != NULL)
 		n = scrub_controls(text, json_str_decode(b.p, &t[0], text, b.len));
-	for (k = 0; k < n; k++)
-		if (((unsigned char)text[k] & 0xC0) != 0x80 && ++chars > CLIENT_ID_CHARS)
-			break;
+	k = utf8_prefix(text ? text : "", n, CLIENT_ID_CHARS);
 	memcpy(c->client_id, text ? text : "", k); /* at most 128 characters of 4 bytes */
 	c->client_id[k] = 0;
 	free(text);
@@ -2575,16 +2581,31 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 }
 
 /*
- * After a successful submission: print the queue answer, or follow the job when `follow`.
- * Takes ownership of d.
+ * Submit o->cmd (built) from the options, then print the queue's answer or, with `follow`,
+ * follow the job. A script stored from stdin (`stored`) goes only when its job is known not
+ * to exist: a submission interrupted or unanswered may have queued it, and it would fail
+ * without it.
  */
 static int
-after_submit(struct cli *c, const struct opts *o, const char *id, struct doc *d, int follow,
-             unsigned long long limit, const char *script)
+submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char *script,
+           int stored)
 {
-	int rc = follow ? follow_job(c, o, id, d, limit) : print_queued(c, d, script);
+	unsigned long long limit = 0;
+	struct doc d;
+	char id[33];
+	int rc;
 
-	doc_free(d);
+	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
+	    (rc = submission_cards(c, o)) != ST_OK ||
+	    (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
+	                (rc = refuse_own_card_submission(c, a, o)) != ST_OK)) ||
+	    (rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK) {
+		if (stored && rc != ST_INTR && rc != ST_UNKNOWN)
+			unlink(script);
+		return rc;
+	}
+	rc = follow ? follow_job(c, o, id, &d, limit) : print_queued(c, &d, script);
+	doc_free(&d);
 	return rc;
 }
 
@@ -2633,37 +2654,21 @@ command_words(const struct args *a, struct opts *o)
 	return cmd_done(o);
 }
 
-/* run and queue: submit the command after the options; run follows it. */
-static int
-submit_words(struct cli *c, struct args *a, struct opts *o, int follow)
-{
-	unsigned long long limit = 0;
-	struct doc d;
-	char id[33];
-	int rc;
-
-	if ((rc = command_words(a, o)) != ST_OK ||
-	    (rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
-	    (rc = submission_cards(c, o)) != ST_OK)
-		return rc;
-	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
-	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
-		return rc;
-	if ((rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK)
-		return rc;
-	return after_submit(c, o, id, &d, follow, limit, NULL);
-}
-
+/* run: submit the command after the options and follow it. */
 static int
 cmd_run(struct cli *c, struct args *a, struct opts *o)
 {
-	return submit_words(c, a, o, 1);
+	int rc = command_words(a, o);
+
+	return rc != ST_OK ? rc : submit_cmd(c, a, o, 1, NULL, 0);
 }
 
 static int
 cmd_queue(struct cli *c, struct args *a, struct opts *o)
 {
-	return submit_words(c, a, o, 0);
+	int rc = command_words(a, o);
+
+	return rc != ST_OK ? rc : submit_cmd(c, a, o, 0, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------ queue-python */
@@ -2849,32 +2854,19 @@ python_cmd(struct opts *o, const char *script)
 static int
 cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 {
-	char script[PATH_MAX + 32], id[33];
-	unsigned long long limit = 0;
-	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
-	struct doc d;
+	char script[PATH_MAX + 32];
+	int stored = 0, rc;
 
 	if (o->python[0] == 0)
 		return usage_err(a->cmd, "--python needs an interpreter");
-	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
-	    (rc = submission_cards(c, o)) != ST_OK)
-		return rc;
-	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
-	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
-		return rc;
 	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
 		return rc;
-	rc = python_cmd(o, script);
-	if (rc == ST_OK)
-		rc = submit(c, o, o->cmd.p, id, &d);
-	if (rc != ST_OK) {
-		/* a stored script goes only when its job is known not to exist: a submission
-		 * interrupted or unanswered may have queued it, and it would fail without it */
-		if (stored && rc != ST_INTR && rc != ST_UNKNOWN)
+	if ((rc = python_cmd(o, script)) != ST_OK) {
+		if (stored)
 			unlink(script);
 		return rc;
 	}
-	return after_submit(c, o, id, &d, follow, limit, script);
+	return submit_cmd(c, a, o, o->wait || o->wait_timeout >= 0, script, stored);
 }
 
 /* ------------------------------------------------------------------------ job, logs, result */
@@ -2996,21 +2988,6 @@ palette_init(struct palette *p)
 	p->yellow = on ? "\033[1;33m" : "";
 	p->dim = on ? "\033[2m" : "";
 	p->off = on ? "\033[0m" : "";
-}
-
-/*
- * Bytes of the longest prefix of UTF-8 text s[0..n) of at most `cols` characters. Status
- * counts a line's width in characters (code points): a wide character may take two columns.
- */
-static size_t
-utf8_prefix(const char *s, size_t n, size_t cols)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (((unsigned char)s[i] & 0xC0) != 0x80 && cols-- == 0)
-			break;
-	return i;
 }
 
 /* Characters of b's text, colour sequences not counted. */
