@@ -862,9 +862,8 @@ read_response(struct cli *c, double until, struct resp *r)
 	c->in.len = 0;
 	while ((n = http_parse_response(c->in.p, c->in.len, &res)) == 0) {
 		rc = sock_io(c, NULL, 0, until);
-		if (rc == R_CLOSED)
-			return c->in.len == 0 ? R_CLOSED
-			                      : fail(c, "the daemon closed the connection mid-answer");
+		if (rc == R_CLOSED && c->in.len > 0)
+			return fail(c, "the daemon closed the connection mid-answer");
 		if (rc != ST_OK)
 			return rc;
 	}
@@ -1953,8 +1952,8 @@ opt_apply(struct args *a, struct opts *o, const char *s)
 	switch (sp->kind) {
 	case K_KEY:
 		if (!key_valid(val))
-			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', '_' "
-			                         "or '~', not '%s'", val);
+			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', "
+			                         "'_' or '~', not '%s'", val);
 		/* fallthrough */
 	case K_STR:
 		*(const char **)f = val;
@@ -1971,8 +1970,8 @@ opt_apply(struct args *a, struct opts *o, const char *s)
 		break;
 	case K_ENV:
 		if (val[0] == '=' || strchr(val, '=') == NULL)
-			return usage_err(a->cmd, "--env takes NAME=VALUE with a non-empty NAME, not "
-			                         "'%s'", val);
+			return usage_err(a->cmd, "--env takes NAME=VALUE with a non-empty NAME, "
+			                         "not '%s'", val);
 		/* fallthrough */
 	case K_LIST:
 		l = (struct strs *)f;
@@ -3145,8 +3144,8 @@ job_line(struct json_buf *b, const struct doc *d, int j, int n, const struct pal
 
 		if (doc_num(d, j, "elapsed", &v) == 0)
 			fmt_secs(v, t, sizeof t);
-		json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, o, p->off,
-		                t, id);
+		json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, o,
+		                p->off, t, id);
 	} else if (n > 0) {
 		json_buf_printf(b, "  queued   %d. %s", n, id);
 		if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
@@ -3204,15 +3203,16 @@ card_banners(const struct doc *d, int dev, const char *id, const char *state,
 	if (strcmp(state, "dead") == 0) {
 		doc_str(d, dev, "dead_since", b, sizeof b);
 		doc_str(d, dev, "dead_reason", why, sizeof why);
-		banner(p, p->red, "  !! ", "card %s is DEAD since %s%s%s", id, b, why[0] ? ": " : "",
-		       why);
+		banner(p, p->red, "  !! ", "card %s is DEAD since %s%s%s", id, b,
+		       why[0] ? ": " : "", why);
 		banner(p, p->red, "  !! ", "submissions to it are refused; reboot the host, or run "
 		       "its recovery again: " PROG " reset --device %s", id);
 	} else if (strcmp(state, "resetting") == 0) {
-		banner(p, p->yellow, "  !! ", "card %s is resetting; its queue waits for the reset", id);
+		banner(p, p->yellow, "  !! ", "card %s is resetting; its queue waits for the reset",
+		       id);
 	} else if (doc_true(d, dev, "reset_pending")) {
-		banner(p, p->yellow, "  !! ", "a reset is pending on card %s; it runs before the next "
-		       "job", id);
+		banner(p, p->yellow, "  !! ", "a reset is pending on card %s; it runs before the "
+		       "next job", id);
 	}
 	if (doc_true(d, dev, "held")) {
 		doc_str(d, dev, "held_by", a, sizeof a);
@@ -3232,14 +3232,15 @@ card_banners(const struct doc *d, int dev, const char *id, const char *state,
 		doc_str(d, j, "user", a, sizeof a);
 		doc_str(d, j, "since", b, sizeof b);
 		doc_str(d, j, "command", cmd, sizeof cmd);
-		banner(p, p->red, "  !! ", "card %s is open outside the queue: pid %s (%s) since %s: %s",
-		       id, pid, a, b, cmd);
+		banner(p, p->red, "  !! ",
+		       "card %s is open outside the queue: pid %s (%s) since %s: %s", id, pid, a, b,
+		       cmd);
 	}
 	if (arr >= 0 && d->t[arr].size > 0)
 		banner(p, p->red, "  !! ", "nothing starts on card %s until that ends", id);
 	if (doc_true(d, dev, "check_pending"))
-		banner(p, p->yellow, "  !! ", "card %s's health check runs before its next job (a job "
-		       "ended badly)", id);
+		banner(p, p->yellow, "  !! ", "card %s's health check runs before its next job (a "
+		       "job ended badly)", id);
 }
 
 /*
@@ -3308,8 +3309,8 @@ status_header(const struct doc *d, const struct palette *p)
 	}
 	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0]) {
 		banner(p, p->red, "!! ", "STORE DEGRADED: %s", text);
-		banner(p, p->red, "!! ", "submissions are refused and no card starts new work until "
-		       "writes succeed again");
+		banner(p, p->red, "!! ", "submissions are refused and no card starts new work "
+		       "until writes succeed again");
 	}
 	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0])
 		banner(p, p->red, "!! ", "configuration: %s", text);
