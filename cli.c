@@ -49,18 +49,9 @@
  *   remain or may still come) it prints `next_offset=N` on stderr.
  * - Writing stdout into a closed pipe ends the command quietly with 141 (128 + SIGPIPE), as
  *   if SIGPIPE had not been ignored; the job keeps running.
- * - Job output is raw: `logs`, `logs --follow`, `result`, `run` and `queue-python --wait`
- *   print the bytes the job wrote, read from the job's output file. JSON cannot carry
- *   arbitrary bytes (the daemon's /logs `content` turns bytes that are not UTF-8 into U+FFFD,
- *   so a binary log would come out altered and longer). The daemon runs on the same host and
- *   its /logs answers name the `output_file`, so the client asks /logs as before (long-polls
- *   to wait, the offsets it reports) and then preads exactly [offset, next_offset) from that
- *   file, never past the daemon's next_offset. The file is used only when its path is absolute
- *   and ends in /ID/output, it opens for reading as a regular file, and its size agrees with
- *   the answer (at least next_offset; equal to log_size once the job is done, at least
- *   log_size before). Otherwise (another user's log dir, a daemon on another host, a file
- *   rotated away) that chunk falls back to the JSON `content`. `--json` outputs stay JSON:
- *   the writer turns invalid bytes into U+FFFD, so they are always valid UTF-8.
+ * - Job output comes over HTTP only, from the /logs answers' `content`: one path, whether the
+ *   daemon runs here or elsewhere. JSON carries text, so bytes of the log that are not UTF-8
+ *   come out as U+FFFD; the output file (output_file) holds the exact bytes.
  * - The summary line and status's outcome words come from the record's end_reason and signal
  *   (struct ending), never from the words of `error`; a job without an exit code (-1) exits
  *   129 as a death by SIGHUP does, and the summary tells which.
@@ -75,17 +66,18 @@
 #include "http.h"
 #include "json.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,9 +103,8 @@
 #define RESPONSE_MAX (256u << 20)
 #define DEFAULT_RESULT_BYTES (1024ull * 1024)
 #define SCRIPT_MAX_AGE_SEC (7L * 24 * 3600)
-#define ANCESTOR_HOPS 128 /* bound on the /proc ppid walk */
-#define STATUS_COLS 100  /* a line of human status fits a terminal this wide */
-#define CMD_MIN_COLS 12  /* columns of a command status shows however long its line's head */
+#define STATUS_COLS 100  /* characters of a job line of human status */
+#define CMD_MIN_COLS 12  /* characters of a command shown however long its line's head */
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
 #define CLIENT_SHOW 20   /* columns of a client id in human status */
 #define OWNER_SHOW 8     /* of them, the owner's name before another user's client id */
@@ -136,10 +127,8 @@ enum st {
 enum {
 	R_CLOSED = -1, /* the peer closed before answering: retried once on a reused connection */
 	R_SLOW = -2,   /* the request's own deadline passed */
-	R_EOF = -3,    /* read_more() saw end of stream */
-	R_HELP = -4,   /* a --help was printed: exit 0 */
-	R_NORAW = -5,  /* the output file cannot be trusted for this chunk: use the JSON content */
-	R_AGAIN = -6,  /* the daemon asked for the request again (busy_pause) */
+	R_HELP = -3,   /* a --help was printed: exit 0 */
+	R_AGAIN = -4,  /* the daemon asked for the request again (busy_pause) */
 };
 
 #define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
@@ -158,10 +147,9 @@ struct cli {
 	const char *client_id_opt;
 	int json;
 	/* connection */
-	int target_ok;  /* host/port resolved from options and environment */
-	char host[256]; /* for getaddrinfo: no brackets */
-	char port[8];
-	char hostport[272]; /* for messages and the Host header: [v6]:port */
+	int target_ok;           /* addr set from options and environment */
+	struct sockaddr_in addr; /* the daemon's */
+	char hostport[272];      /* for messages and the Host header */
 	char client_id[CLIENT_ID_CHARS * 4 + 1];
 	int fd;             /* -1 when not connected */
 	struct json_buf in; /* bytes of the current answer */
@@ -202,9 +190,7 @@ struct sink {
 	int collect; /* 1: append to buf (--json); 0: write to stdout */
 	int last;    /* last byte shown, -1 before any */
 	struct json_buf buf;
-	char output_file[4096];
-	int raw_fd;    /* output_file opened for raw reads, -1 when not usable */
-	int raw_tried; /* opening it was attempted */
+	char output_file[4096]; /* where the full log is, for the note when output is cut */
 };
 
 /* ------------------------------------------------------------------------ small helpers */
@@ -348,6 +334,21 @@ fmt_secs(double s, char *buf, size_t cap)
 }
 
 /*
+ * Bytes of the longest prefix of UTF-8 text s[0..n) of at most `cols` characters. Status
+ * counts a line's width in characters (code points): a wide character may take two columns.
+ */
+static size_t
+utf8_prefix(const char *s, size_t n, size_t cols)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (((unsigned char)s[i] & 0xC0) != 0x80 && cols-- == 0)
+			break;
+	return i;
+}
+
+/*
  * Append s to b quoted for bash: unchanged when every byte is in a set that never needs
  * quoting, else in single quotes with each ' written as '\''.
  */
@@ -475,17 +476,10 @@ static int
 doc_num(const struct doc *d, int obj, const char *key, double *out)
 {
 	int i = doc_get(d, obj, key);
-	char buf[64];
-	size_t n;
 
 	if (i < 0 || d->t[i].type != JSON_NUMBER)
 		return -1;
-	n = d->t[i].end - d->t[i].start;
-	if (n >= sizeof buf)
-		return -1;
-	memcpy(buf, d->src + d->t[i].start, n);
-	buf[n] = 0;
-	*out = strtod(buf, NULL);
+	*out = strtod(d->src + d->t[i].start, NULL); /* a delimiter or NUL ends the number */
 	return 0;
 }
 
@@ -623,8 +617,8 @@ print_doc(const struct doc *d)
 /* ------------------------------------------------------------------------ connection target */
 
 /*
- * Split "http://HOST[:PORT][/]" into host (brackets of an IPv6 literal removed) and port
- * ("80" when absent). Returns 0, or -1 when the text is not such a URL.
+ * Split "http://HOST[:PORT][/]" into host and port ("80" when absent). Returns 0, or -1 when
+ * the text is not such a URL.
  */
 static int
 parse_url(const char *url, char *host, size_t hcap, char *port, size_t pcap)
@@ -635,16 +629,8 @@ parse_url(const char *url, char *host, size_t hcap, char *port, size_t pcap)
 	if (strncmp(url, "http://", 7) != 0)
 		return -1;
 	h = url + 7;
-	if (*h == '[') {
-		he = strchr(h, ']');
-		if (he == NULL)
-			return -1;
-		h++;
-		p = he + 1;
-	} else {
-		he = h + strcspn(h, ":/");
-		p = he;
-	}
+	he = h + strcspn(h, ":/");
+	p = he;
 	if (*p == ':') {
 		colon = ++p;
 		p += strspn(p, "0123456789");
@@ -706,19 +692,16 @@ resolve_target(struct cli *c)
 		errmsg("%s: '%s' is not a TCP port (1-65535)", src, port);
 		return ST_USAGE;
 	}
-	if (*host == 0 || strlen(host) >= sizeof c->host) {
-		errmsg("bad host '%s'", host);
+	/* the daemon listens on IPv4 only: no other family, and no name service to ask */
+	memset(&c->addr, 0, sizeof c->addr);
+	c->addr.sin_family = AF_INET;
+	c->addr.sin_port = htons((unsigned short)pn);
+	if (inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1",
+	              &c->addr.sin_addr) != 1) {
+		errmsg("bad host '%s': give an IPv4 address or localhost", host);
 		return ST_USAGE;
 	}
-	/* "[::1]" as in a URL is accepted too; getaddrinfo wants the address without brackets */
-	if (host[0] == '[' && strlen(host) > 2 && host[strlen(host) - 1] == ']')
-		snprintf(c->host, sizeof c->host, "%.*s", (int)strlen(host) - 2, host + 1);
-	else
-		snprintf(c->host, sizeof c->host, "%s", host);
-	host = c->host;
-	snprintf(c->port, sizeof c->port, "%llu", pn);
-	snprintf(c->hostport, sizeof c->hostport, strchr(host, ':') ? "[%s]:%s" : "%s:%s", c->host,
-	         c->port);
+	snprintf(c->hostport, sizeof c->hostport, "%.200s:%llu", host, pn);
 	c->target_ok = 1;
 	return ST_OK;
 }
@@ -773,22 +756,22 @@ conn_close(struct cli *c)
 	c->fd = -1;
 }
 
-/* Connect to one address within `until`. Returns ST_OK (c->fd set), or a failure code. */
+/* Connect within 5 s. Returns ST_OK (c->fd set), or a failure code. */
 static int
-connect_one(struct cli *c, const struct addrinfo *ai, double until)
+conn_open(struct cli *c)
 {
 	int fd, rc, soerr = 0, one = 1;
 	socklen_t sl = sizeof soerr;
 
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return fail(c, "socket: %s", strerror(errno));
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+	if (connect(fd, (const struct sockaddr *)&c->addr, sizeof c->addr) < 0) {
 		if (errno != EINPROGRESS) {
 			soerr = errno;
 			goto refused;
 		}
-		rc = wait_fd(c, fd, POLLOUT, until);
+		rc = wait_fd(c, fd, POLLOUT, now_mono() + CONNECT_TIMEOUT_SEC);
 		if (rc == R_SLOW)
 			rc = fail(c, "cannot connect to %s within %.0f s", c->hostport,
 			          CONNECT_TIMEOUT_SEC);
@@ -811,86 +794,39 @@ refused:
 	            c->hostport, strerror(soerr));
 }
 
-/* Open the connection (connect timeout 5 s). Returns ST_OK or a failure code. */
+/*
+ * Send all of p[0..n) when n > 0, else receive once into c->in. Returns ST_OK, R_CLOSED (the
+ * peer is gone, or the stream ended), or another failure code.
+ */
 static int
-conn_open(struct cli *c)
+sock_io(struct cli *c, const char *p, size_t n, double until)
 {
-	struct addrinfo hints, *res = NULL, *ai;
-	double until = now_mono() + CONNECT_TIMEOUT_SEC;
-	int gai, rc = ST_FAIL;
-
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
-	gai = getaddrinfo(c->host, c->port, &hints, &res);
-	if (gai != 0)
-		return fail(c, "cannot resolve '%s': %s%s", c->host, gai_strerror(gai),
-			    gai == EAI_NONAME ? " (give an IP address, localhost or a name in "
-						"/etc/hosts: the static build asks no DNS)"
-					      : "");
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		rc = connect_one(c, ai, until);
-		if (rc != ST_FAIL)
-			break;
-	}
-	freeaddrinfo(res);
-	return rc;
-}
-
-/* Send p[0..n). Returns ST_OK, R_CLOSED (peer gone), or another failure code. */
-static int
-send_all(struct cli *c, const char *p, size_t n, double until)
-{
-	int rc;
-
-	while (n > 0) {
-		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
-
-		if (w > 0) {
-			p += w;
-			n -= (size_t)w;
-		} else if (w < 0 && errno == EINTR) {
-			if (interrupted)
-				return ST_INTR;
-		} else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if ((rc = wait_fd(c, c->fd, POLLOUT, until)) != ST_OK)
-				return rc;
-		} else if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-			return R_CLOSED;
-		} else {
-			return fail(c, "send: %s", strerror(errno));
-		}
-	}
-	return ST_OK;
-}
-
-/* Read more bytes into c->in. Returns ST_OK, R_EOF, or a failure code. */
-static int
-read_more(struct cli *c, double until)
-{
+	ssize_t k;
 	int rc;
 
 	for (;;) {
-		ssize_t n;
-
-		if (json_buf_reserve(&c->in, 65536) < 0)
+		if (n == 0 && json_buf_reserve(&c->in, 65536) < 0)
 			return fail(c, "out of memory");
-		n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
-		if (n > 0) {
-			c->in.len += (size_t)n;
+		k = n > 0 ? send(c->fd, p, n, MSG_NOSIGNAL)
+		          : recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+		if (k > 0 && n == 0) {
+			c->in.len += (size_t)k;
 			return ST_OK;
-		}
-		if (n == 0 || errno == ECONNRESET)
-			return R_EOF;
-		if (errno == EINTR) {
+		} else if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			if (n == 0)
+				return ST_OK;
+		} else if (k == 0 || errno == EPIPE || errno == ECONNRESET) {
+			return R_CLOSED;
+		} else if (errno == EINTR) {
 			if (interrupted)
 				return ST_INTR;
 		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if ((rc = wait_fd(c, c->fd, POLLIN, until)) != ST_OK)
+			if ((rc = wait_fd(c, c->fd, n > 0 ? POLLOUT : POLLIN, until)) != ST_OK)
 				return rc;
 		} else {
-			return fail(c, "recv: %s", strerror(errno));
+			return fail(c, "%s: %s", n > 0 ? "send" : "recv", strerror(errno));
 		}
 	}
 }
@@ -912,74 +848,44 @@ retry_after(const struct http_response *res)
 }
 
 /*
- * Read the head of one final (non-1xx) answer: its length *head, r->status and
- * r->retry_after, the body's length *clen (-1 when absent) and *closing (the daemon closes
- * the connection after it).
- */
-static int
-read_head(struct cli *c, double until, size_t *head, struct resp *r, long long *clen, int *closing)
-{
-	struct http_response res;
-	int n, rc;
-
-	for (;;) {
-		while ((n = http_parse_response(c->in.p, c->in.len, &res)) == 0) {
-			rc = read_more(c, until);
-			if (rc == R_EOF)
-				return c->in.len == 0
-				           ? R_CLOSED
-				           : fail(c, "the daemon closed the connection mid-answer");
-			if (rc != ST_OK)
-				return rc;
-		}
-		if (n < 0)
-			return fail(c, "the answer from %s is malformed: %s", c->hostport, res.error);
-		*head = (size_t)n;
-		if (res.status >= 200)
-			break;
-		memmove(c->in.p, c->in.p + *head, c->in.len - *head); /* 1xx: skip it */
-		c->in.len -= *head;
-	}
-	r->status = res.status;
-	r->retry_after = retry_after(&res);
-	*clen = res.content_length;
-	*closing = !res.keep_alive;
-	return ST_OK;
-}
-
-/*
- * Read one answer: head, then a body of Content-Length bytes (or, with Connection: close and
- * no length, up to EOF). Returns ST_OK with r filled, R_CLOSED when the peer closed before
- * sending anything, or a failure code.
+ * Read one answer: its head, then a body of Content-Length bytes (the daemon sends one on
+ * every answer). Returns ST_OK with r filled, R_CLOSED when the peer closed before sending
+ * anything, or a failure code.
  */
 static int
 read_response(struct cli *c, double until, struct resp *r)
 {
-	size_t head = 0;
-	long long clen = -1;
-	int closing = 0, rc;
+	struct http_response res;
+	size_t head;
+	int n, rc;
 
 	c->in.len = 0;
-	if ((rc = read_head(c, until, &head, r, &clen, &closing)) != ST_OK)
-		return rc;
-	if (clen < 0 && !closing)
-		return fail(c, "the daemon's answer has no Content-Length");
-	if (clen > (long long)RESPONSE_MAX)
-		return fail(c, "the daemon's answer is too large");
-	while (clen < 0 || c->in.len - head < (unsigned long long)clen) {
-		if (c->in.len - head > RESPONSE_MAX)
-			return fail(c, "the daemon's answer is too large");
-		rc = read_more(c, until);
-		if (rc == R_EOF && clen < 0)
-			break;
-		if (rc == R_EOF)
+	while ((n = http_parse_response(c->in.p, c->in.len, &res)) == 0) {
+		rc = sock_io(c, NULL, 0, until);
+		if (rc == R_CLOSED && c->in.len > 0)
 			return fail(c, "the daemon closed the connection mid-answer");
 		if (rc != ST_OK)
 			return rc;
 	}
+	if (n < 0)
+		return fail(c, "the answer from %s is malformed: %s", c->hostport, res.error);
+	if (res.content_length < 0)
+		return fail(c, "the daemon's answer has no Content-Length");
+	if (res.content_length > (long long)RESPONSE_MAX)
+		return fail(c, "the daemon's answer is too large");
+	head = (size_t)n;
+	while (c->in.len - head < (unsigned long long)res.content_length) {
+		rc = sock_io(c, NULL, 0, until);
+		if (rc == R_CLOSED)
+			return fail(c, "the daemon closed the connection mid-answer");
+		if (rc != ST_OK)
+			return rc;
+	}
+	r->status = res.status;
+	r->retry_after = retry_after(&res);
 	r->body = c->in.p + head;
-	r->len = clen >= 0 ? (size_t)clen : c->in.len - head;
-	if (closing || c->in.len > head + r->len)
+	r->len = (size_t)res.content_length;
+	if (!res.keep_alive || c->in.len > head + r->len)
 		conn_close(c); /* extra bytes were never asked for: do not reuse */
 	return ST_OK;
 }
@@ -1037,7 +943,7 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
 			break;
 		until = now_mono() + wait + REQUEST_SLACK_SEC;
 		c->sent = 1;
-		rc = send_all(c, req.p, req.len, until);
+		rc = sock_io(c, req.p, req.len, until);
 		if (rc == ST_OK)
 			rc = read_response(c, until, r);
 		if (rc == ST_OK)
@@ -1056,19 +962,27 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
 	return rc;
 }
 
+/* The "error" text of an answer into buf ("" without one). */
+static const char *
+answer_error(struct cli *c, const struct resp *r, char *buf, size_t cap)
+{
+	struct doc d;
+
+	buf[0] = 0;
+	if (doc_parse(c, r->body, r->len, &d) == ST_OK) {
+		doc_str(&d, 0, "error", buf, cap);
+		doc_free(&d);
+	}
+	return buf;
+}
+
 /* Print a refusal: the server's "error" text (or the body) and the HTTP status. */
 static void
 report_refusal(struct cli *c, const struct resp *r)
 {
-	struct doc d;
-	char msg[1024];
-	const char *e = NULL;
+	char e[1024];
 
-	if (doc_parse(c, r->body, r->len, &d) == ST_OK) {
-		e = doc_str(&d, 0, "error", msg, sizeof msg);
-		doc_free(&d);
-	}
-	if (e != NULL && e[0])
+	if (answer_error(c, r, e, sizeof e)[0])
 		errmsg("%s (HTTP %d)", e, r->status);
 	else
 		errmsg("the server at %s answered HTTP %d without an error message (is it the " PROG
@@ -1162,14 +1076,10 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
 	if (r.status == 503 && c->waiting) {
 		/* Back but not serving yet (its store not open, or stopping): for a wait that is
 		 * a daemon not back yet (daemon_lost), not a refusal of the job. */
-		struct doc e;
-		char why[sizeof c->err] = "";
+		char why[sizeof c->err];
 
-		if (doc_parse(c, r.body, r.len, &e) == ST_OK) {
-			doc_str(&e, 0, "error", why, sizeof why);
-			doc_free(&e);
-		}
-		snprintf(c->err, sizeof c->err, "%s", why[0] ? why : "HTTP 503");
+		snprintf(c->err, sizeof c->err, "%s",
+		         answer_error(c, &r, why, sizeof why)[0] ? why : "HTTP 503");
 		c->conn_failed = 1;
 		return ST_FAIL;
 	}
@@ -1264,16 +1174,12 @@ sink_init(struct sink *o, unsigned long long limit, int collect)
 	o->limit = limit;
 	o->collect = collect;
 	o->last = -1;
-	o->raw_fd = -1;
 	json_buf_init(&o->buf);
 }
 
 static void
 sink_free(struct sink *o)
 {
-	if (o->raw_fd >= 0)
-		close(o->raw_fd);
-	o->raw_fd = -1;
 	json_buf_free(&o->buf);
 }
 
@@ -1347,75 +1253,6 @@ sink_content(const struct doc *d, struct sink *o)
 	return rc;
 }
 
-/*
- * Open o->output_file for raw reads (once): only an absolute path ending in /ID/output that
- * opens for reading as a regular file. Otherwise o->raw_fd stays -1 and the JSON content is
- * used.
- */
-static void
-raw_open(struct sink *o, const char *id)
-{
-	char tail[48];
-	size_t n = strlen(o->output_file), t;
-	struct stat st;
-	int fd;
-
-	o->raw_tried = 1;
-	t = (size_t)snprintf(tail, sizeof tail, "/%s/output", id);
-	if (o->output_file[0] != '/' || n <= t || strcmp(o->output_file + n - t, tail) != 0)
-		return;
-	fd = open(o->output_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return;
-	}
-	o->raw_fd = fd;
-}
-
-/*
- * Show bytes [off, next) of the output file raw: the range a /logs answer reported, never
- * past its next_offset. The file must agree with the answer: at least `next` bytes, and
- * exactly log_size once the job is done (`done`), at least log_size before (a running job's
- * file only grows). Returns ST_OK, a write failure, or R_NORAW when the file cannot be used
- * for this range (nothing was shown).
- */
-static int
-raw_put(struct sink *o, unsigned long long off, unsigned long long next,
-        unsigned long long log_size, int done)
-{
-	struct stat st;
-	size_t n, got = 0;
-	ssize_t r;
-	char *buf;
-	int rc;
-
-	if (o->raw_fd < 0 || next < off || next - off > RESPONSE_MAX)
-		return R_NORAW;
-	if (next == off || o->cut)
-		return ST_OK;
-	if (fstat(o->raw_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-	    (unsigned long long)st.st_size < next ||
-	    (done ? (unsigned long long)st.st_size != log_size
-	          : (unsigned long long)st.st_size < log_size))
-		return R_NORAW;
-	n = (size_t)(next - off);
-	if ((buf = malloc(n)) == NULL)
-		return R_NORAW;
-	while (got < n) {
-		r = pread(o->raw_fd, buf + got, n - got, (off_t)(off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	rc = got == n ? sink_put(o, buf, n) : R_NORAW;
-	free(buf);
-	return rc;
-}
-
 /* A position in a job's log. */
 struct logpos {
 	unsigned long long off;  /* next byte to ask for */
@@ -1425,8 +1262,8 @@ struct logpos {
 
 /*
  * One GET /logs/ID from lp->off: at most `limit` bytes when limit > 0, held up to `hold`
- * seconds for new bytes. The chunk's bytes go to o, raw from the output file when it can be
- * trusted, else the answer's content; lp advances. Returns ST_OK or a failure.
+ * seconds for new bytes. The answer's content goes to o; lp advances. Returns ST_OK or a
+ * failure.
  */
 static int
 logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long limit, int hold,
@@ -1434,7 +1271,7 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 {
 	char path[192];
 	struct doc d;
-	long long v, at, next = -1, size = -1;
+	long long v, next = -1, size = -1;
 	int n, rc;
 
 	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, lp->off);
@@ -1447,19 +1284,11 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 	note_status(c, &d);
 	if (o->output_file[0] == 0)
 		doc_str(&d, 0, "output_file", o->output_file, sizeof o->output_file);
-	if (!o->raw_tried && o->output_file[0])
-		raw_open(o, id);
 	if (doc_int(&d, 0, "next_offset", &v) == 0 && v >= 0)
 		next = v;
 	if (doc_int(&d, 0, "log_size", &v) == 0 && v >= 0)
 		size = v;
-	rc = R_NORAW;
-	if (next >= 0 && size >= 0 && doc_int(&d, 0, "offset", &at) == 0 &&
-	    at == (long long)lp->off)
-		rc = raw_put(o, lp->off, (unsigned long long)next, (unsigned long long)size,
-		             strcmp(c->job_status, "done") == 0);
-	if (rc == R_NORAW)
-		rc = sink_content(&d, o);
+	rc = sink_content(&d, o);
 	lp->complete = doc_true(&d, 0, "complete");
 	if (next >= 0) {
 		lp->off = (unsigned long long)next;
@@ -1553,49 +1382,36 @@ wait_done(struct cli *c, const char *id)
 }
 
 /*
- * Follow a job's output from the start through /logs long-polls until it is complete. Once
- * the output is cut no more bytes are needed, so the rest of the wait is on /result.
+ * Show the log from lp->off on o: everything there is now, at most `left` bytes, and with
+ * `follow` keep waiting (/logs long-polls) for more until the job is complete. It stops once
+ * o cut the output: no more bytes are needed.
  */
 static int
-stream_job(struct cli *c, const char *id, struct sink *o)
+logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long left, int follow,
+          struct sink *o)
 {
-	struct logpos lp = {0, 0, 0};
-	int hold, rc, again, asked;
+	unsigned long long before, want;
+	int hold = 0, rc, again, asked;
 
-	for (asked = 0; !o->cut; asked = 1) {
-		if ((hold = next_hold(c, asked)) < 0)
+	for (asked = 0;; asked = 1) {
+		before = lp->off;
+		want = left < LOG_CHUNK ? left : LOG_CHUNK;
+		if (follow && (hold = next_hold(c, asked)) < 0)
 			return ST_TIMEOUT;
-		c->waiting = 1;
-		rc = logs_chunk(c, id, &lp, 0, hold, o);
+		c->waiting = follow;
+		rc = logs_chunk(c, id, lp, want, hold, o);
 		c->ask_once = 0;
-		rc = waited(c, id, rc, &again);
 		c->waiting = 0;
-		if (again)
+		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
 			continue;
 		if (rc != ST_OK)
 			return rc;
-		if (lp.complete)
+		left -= lp->off > before ? (lp->off - before < left ? lp->off - before : left) : 0;
+		if (lp->complete || left == 0 || o->cut)
+			return ST_OK;
+		if (!follow && (lp->off >= lp->size || lp->off <= before))
 			return ST_OK;
 	}
-	return wait_done(c, id);
-}
-
-/* Copy a finished job's output to o (no waiting), stopping once it is cut. */
-static int
-copy_output(struct cli *c, const char *id, struct sink *o)
-{
-	struct logpos lp = {0, 0, 0};
-	unsigned long long before;
-	int rc;
-
-	while (!o->cut) {
-		before = lp.off;
-		if ((rc = logs_chunk(c, id, &lp, 0, 0, o)) != ST_OK)
-			return rc;
-		if (lp.complete || lp.off <= before)
-			break;
-	}
-	return ST_OK;
 }
 
 /* Exit status for a finished job: its exit_code, 128+s for -s, 1 when it has none. */
@@ -1611,24 +1427,16 @@ job_exit_status(const struct doc *d)
 	return code < -127 ? 255 : 128 + (int)-code;
 }
 
-/* Signal s's name (SIGINT), or NULL for one not listed. */
+/* Signal s's name (SIGINT), or NULL for one without a name. */
 static const char *
-signal_name(long long s)
+signal_name(long long s, char *buf, size_t cap)
 {
-	static const struct {
-		int sig;
-		const char *name;
-	} names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
-	             {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
-	             {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
-	             {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-	             {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}};
-	size_t i;
+	const char *abbrev = s > 0 && s < 65 ? sigabbrev_np((int)s) : NULL;
 
-	for (i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (names[i].sig == s)
-			return names[i].name;
-	return NULL;
+	if (abbrev == NULL)
+		return NULL;
+	snprintf(buf, cap, "SIG%s", abbrev);
+	return buf;
 }
 
 /*
@@ -1677,7 +1485,8 @@ ending_of(const struct doc *d, int j)
 static void
 put_signal(struct json_buf *b, long long sig)
 {
-	const char *name = signal_name(sig);
+	char buf[32];
+	const char *name = signal_name(sig, buf, sizeof buf);
 
 	json_buf_printf(b, "signal %lld%s%s%s", sig, name ? " (" : "", name ? name : "",
 	                name ? ")" : "");
@@ -1884,34 +1693,45 @@ wait_ended(const struct cli *c, int rc, const char *id, const struct sink *o)
 
 /* ------------------------------------------------------------------------ options */
 
-enum opt_id {
-	O_END = 0,
-	O_HELP,
-	O_JSON,
-	O_DEVICE,
-	O_DEVICES, /* --device of a submission: N, N,M,... or all */
-	O_CWD,
-	O_TIMEOUT,
-	O_SILENCE_TIMEOUT,
-	O_REPEAT,
-	O_ENV,
-	O_WAIT_TIMEOUT,
-	O_OUTPUT_LIMIT,
-	O_PYTHON,
-	O_PYTHON_ARG,
-	O_WAIT,
-	O_OFFSET,
-	O_LIMIT,
-	O_FOLLOW,
-	O_REASON,
-	O_KEY,
-	O_FORCE,
+/* How an option's value is taken (struct optspec's kind). */
+enum {
+	K_FLAG,    /* int set to 1 */
+	K_STR,     /* const char *, a view into argv */
+	K_KEY,     /* K_STR that must be an idempotency key */
+	K_NUM,     /* long long from min..max (-1 while not given) */
+	K_SECS,    /* double seconds, fractions allowed */
+	K_LIST,    /* struct strs, repeatable */
+	K_ENV,     /* K_LIST of NAME=VALUE */
+	K_DEVICE,  /* one card */
+	K_DEVICES, /* a submission's cards: N, N,M,... or all */
+};
+
+/* The subcommands an option belongs to (struct optspec's and struct subcmd's groups). */
+enum {
+	G_SUBMIT = 1, /* run, queue, queue-python */
+	G_PY = 2,     /* queue-python */
+	G_WAIT = 4,   /* result */
+	G_LOGS = 8,
+	G_DEV = 16, /* status, kill, release */
+	G_RESET = 32,
+	G_HOLD = 64,
+	G_JOB = 128,
+	G_GLOBAL = 256, /* before the subcommand */
 };
 
 struct optspec {
 	const char *name;
-	int has_arg;
-	int id; /* enum opt_id */
+	int kind;
+	size_t off;         /* of its field in struct opts */
+	long long min, max; /* K_NUM's range */
+	const char *what;   /* K_NUM: what it takes, for a usage error */
+	unsigned groups;
+};
+
+/* The values of a repeatable option: views into argv. */
+struct strs {
+	const char **v;
+	int n;
 };
 
 struct opts; /* below */
@@ -1920,10 +1740,9 @@ struct args;
 struct subcmd {
 	const char *name;
 	int (*fn)(struct cli *, struct args *, struct opts *);
-	const struct optspec *spec;
+	unsigned groups;      /* of the options it takes */
 	int words;            /* options end at the first operand: the rest is the command */
-	const char *synopsis; /* after "tt-device-queue " */
-	const char *help;     /* description and options */
+	const char *synopsis; /* after "tt-device-queue "; the man page describes the rest */
 };
 
 /* A subcommand's argv being parsed; operands are collected into pos (views into argv). */
@@ -1937,7 +1756,7 @@ struct args {
 	int dashdash; /* the options ended at "--" */
 };
 
-/* Every subcommand option; which are accepted depends on the subcommand's optspec table. */
+/* Every subcommand option; which are accepted depends on the subcommand's groups. */
 struct opts {
 	unsigned long long device; /* the card; a job of several cards: its lowest */
 	int device_set;
@@ -1951,28 +1770,58 @@ struct opts {
 	long long timeout; /* -1: not sent */
 	long long silence_timeout; /* -1: not sent (the daemon's default) */
 	long long repeat;  /* -1: not sent */
-	const char **env;  /* "NAME=VALUE" views into argv */
-	int nenv;
+	struct strs env;   /* "NAME=VALUE" */
 	double wait_timeout; /* < 0: none */
-	unsigned long long output_limit;
-	int output_limit_set;
+	long long output_limit; /* -1: TT_DEVICE_RESULT_BYTES or its default */
 	const char *python;
-	const char **pyargs;
-	int npyargs;
+	struct strs pyargs;
 	int wait;
-	unsigned long long offset;
-	unsigned long long limit;
-	int limit_set;
+	long long offset;
+	long long limit; /* -1: all there is */
 	int follow;
-	const char *reason; /* hold --reason, a view into argv */
-	const char *key;    /* --key: a submission's idempotency key, a view into argv */
+	const char *reason; /* hold --reason */
+	const char *key;    /* --key: a submission's idempotency key */
 	int force;          /* reset --force */
+	const char *host, *port, *client_id; /* the global options */
 	struct json_buf cmd; /* the job's command, NUL-terminated once built */
+};
+
+#define OFF(f) offsetof(struct opts, f)
+#define SECS_MAX 1000000000
+
+static const struct optspec options[] = {
+    {"--device", K_DEVICES, 0, 0, 0, NULL, G_SUBMIT},
+    {"--device", K_DEVICE, 0, 0, 0, NULL, G_DEV | G_RESET | G_HOLD},
+    {"--cwd", K_STR, OFF(cwd), 0, 0, NULL, G_SUBMIT},
+    {"--timeout", K_NUM, OFF(timeout), 0, SECS_MAX, "whole seconds (0: the daemon's default)",
+     G_SUBMIT},
+    {"--silence-timeout", K_NUM, OFF(silence_timeout), 0, SECS_MAX, "whole seconds (0: off)",
+     G_SUBMIT},
+    {"--repeat", K_NUM, OFF(repeat), 1, SECS_MAX, "a count of at least 1", G_SUBMIT},
+    {"--env", K_ENV, OFF(env), 0, 0, NULL, G_SUBMIT},
+    {"--key", K_KEY, OFF(key), 0, 0, NULL, G_SUBMIT | G_JOB},
+    {"--wait-timeout", K_SECS, OFF(wait_timeout), 0, 0, NULL, G_SUBMIT | G_WAIT | G_LOGS},
+    {"--output-limit", K_NUM, OFF(output_limit), 0, LLONG_MAX, "a byte count",
+     G_SUBMIT | G_WAIT},
+    {"--python", K_STR, OFF(python), 0, 0, NULL, G_PY},
+    {"--python-arg", K_LIST, OFF(pyargs), 0, 0, NULL, G_PY},
+    {"--wait", K_FLAG, OFF(wait), 0, 0, NULL, G_PY},
+    {"--offset", K_NUM, OFF(offset), 0, LLONG_MAX, "a byte offset", G_LOGS},
+    {"--limit", K_NUM, OFF(limit), 1, LLONG_MAX, "a byte count of at least 1", G_LOGS},
+    {"--follow", K_FLAG, OFF(follow), 0, 0, NULL, G_LOGS},
+    {"--force", K_FLAG, OFF(force), 0, 0, NULL, G_RESET},
+    {"--reason", K_STR, OFF(reason), 0, 0, NULL, G_HOLD},
+    {"--host", K_STR, OFF(host), 0, 0, NULL, G_GLOBAL},
+    {"--port", K_STR, OFF(port), 0, 0, NULL, G_GLOBAL},
+    {"--client-id", K_STR, OFF(client_id), 0, 0, NULL, G_GLOBAL},
 };
 
 #define GLOBAL_SYNOPSIS "[--host HOST] [--port PORT] [--client-id ID] [--json] SUBCOMMAND [ARGS]"
 
-/* Print a usage error for cmd (NULL: the global level) on stderr; returns ST_USAGE. */
+/* The global level: its options end at the subcommand. */
+static const struct subcmd global_cmd = {"", NULL, G_GLOBAL, 1, GLOBAL_SYNOPSIS};
+
+/* Print a usage error for cmd (global_cmd: the global level) on stderr; returns ST_USAGE. */
 static int usage_err(const struct subcmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -1981,84 +1830,25 @@ usage_err(const struct subcmd *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, PROG "%s%s: ", cmd ? " " : "", cmd ? cmd->name : "");
+	fprintf(stderr, PROG "%s%s: ", cmd->name[0] ? " " : "", cmd->name);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nusage: " PROG " %s\nTry '" PROG " %s%s--help' for more.\n",
-	        cmd ? cmd->synopsis : GLOBAL_SYNOPSIS, cmd ? cmd->name : "", cmd ? " " : "");
+	fprintf(stderr, "\nusage: " PROG " %s\n", cmd->synopsis);
 	return ST_USAGE;
 }
 
+static void print_global_help(void);
+
+/* Print cmd's usage (global_cmd: the global one); returns R_HELP. */
 static int
 print_help(const struct subcmd *cmd)
 {
-	printf("usage: " PROG " %s\n\n%s", cmd->synopsis, cmd->help);
+	if (cmd->fn == NULL)
+		print_global_help();
+	else
+		printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
 	return R_HELP;
-}
-
-/* Match option text s ("--name" or "--name=value") against spec. Returns its id or -1. */
-static int
-opt_match(struct args *a, const struct optspec *spec, const char *s, const char **val)
-{
-	const char *eq = strchr(s, '=');
-	size_t n = eq ? (size_t)(eq - s) : strlen(s);
-
-	for (; spec->name != NULL; spec++) {
-		if (strlen(spec->name) != n || strncmp(spec->name, s, n) != 0)
-			continue;
-		if (!spec->has_arg && eq != NULL) {
-			usage_err(a->cmd, "option %s takes no value", spec->name);
-			return -1;
-		}
-		if (spec->has_arg && eq != NULL)
-			*val = eq + 1;
-		else if (spec->has_arg && a->i < a->argc)
-			*val = a->argv[a->i++];
-		else if (spec->has_arg) {
-			usage_err(a->cmd, "option %s needs a value", spec->name);
-			return -1;
-		}
-		return spec->id;
-	}
-	usage_err(a->cmd, "unknown option '%s'", s);
-	return -1;
-}
-
-/*
- * Next option of the subcommand. Returns its id (> 0; *val set when it takes a value),
- * O_END when the options end (argv done; after "--"; or, when `words`, at the first operand,
- * left at argv[a->i]), or -1 after printing a usage error. Other operands, and everything
- * after "--" when not `words`, are collected in a->pos. "-" is an operand.
- */
-static int
-opt_next(struct args *a, int words, const char **val)
-{
-	const char *s;
-
-	while (a->i < a->argc) {
-		s = a->argv[a->i];
-		if (strcmp(s, "--") == 0) {
-			a->i++;
-			a->dashdash = 1;
-			while (!words && a->i < a->argc)
-				a->pos[a->npos++] = a->argv[a->i++];
-			return O_END;
-		}
-		if (s[0] != '-' || s[1] == 0) {
-			if (words)
-				return O_END;
-			a->pos[a->npos++] = a->argv[a->i++];
-			continue;
-		}
-		a->i++;
-		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)
-			return O_HELP;
-		if (strcmp(s, "--json") == 0)
-			return O_JSON;
-		return opt_match(a, a->cmd->spec, s, val);
-	}
-	return O_END;
 }
 
 /* Whether s may be an idempotency key (as the daemon takes them: RFC 3986's unreserved set). */
@@ -2073,56 +1863,6 @@ key_valid(const char *s)
 	return n > 0 && n <= 128;
 }
 
-/* Apply a submission option (run, queue, queue-python). Returns ST_OK or ST_USAGE. */
-static int
-opt_submit(struct args *a, struct opts *o, int id, const char *val)
-{
-	unsigned long long v;
-
-	if (id == O_CWD) {
-		o->cwd = val;
-	} else if (id == O_TIMEOUT) {
-		if (arg_uint(val, 1000000000, &v) < 0)
-			return usage_err(a->cmd,
-			                 "--timeout takes whole seconds (0: the daemon's "
-			                 "default), not '%s'",
-			                 val);
-		o->timeout = (long long)v;
-	} else if (id == O_SILENCE_TIMEOUT) {
-		if (arg_uint(val, 1000000000, &v) < 0)
-			return usage_err(a->cmd, "--silence-timeout takes whole seconds (0: off), "
-			                 "not '%s'", val);
-		o->silence_timeout = (long long)v;
-	} else if (id == O_REPEAT) {
-		if (arg_uint(val, 1000000000, &v) < 0 || v == 0)
-			return usage_err(a->cmd, "--repeat takes a count of at least 1, not '%s'",
-			                 val);
-		o->repeat = (long long)v;
-	} else if (id == O_ENV) {
-		if (val[0] == '=' || strchr(val, '=') == NULL)
-			return usage_err(a->cmd,
-			                 "--env takes NAME=VALUE with a non-empty NAME, "
-			                 "not '%s'",
-			                 val);
-		o->env[o->nenv++] = val;
-	} else if (id == O_PYTHON) {
-		if (val[0] == 0)
-			return usage_err(a->cmd, "--python needs an interpreter");
-		o->python = val;
-	} else if (id == O_PYTHON_ARG) {
-		o->pyargs[o->npyargs++] = val;
-	} else if (id == O_WAIT) {
-		o->wait = 1;
-	} else if (id == O_KEY) {
-		if (!key_valid(val))
-			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', '_' "
-			                         "or '~', not '%s'", val);
-		o->key = val;
-	}
-	return ST_OK;
-}
-
-/* Apply an option shared by several subcommands. Returns ST_OK or ST_USAGE. */
 static int
 cmp_ull(const void *x, const void *y)
 {
@@ -2132,18 +1872,21 @@ cmp_ull(const void *x, const void *y)
 }
 
 /*
- * A submission's --device: one card (N), several (N,M,...: a job that opens them all, queued
- * on each of their queues), or all (every configured card). Given twice, the two must name
- * the same cards: the last of two would win silently, a job on cards its code does not open.
+ * --device: one card (N); for a submission (`multi`) also several (N,M,...: a job that opens
+ * them all, queued on each of their queues) or all (every configured card). Given twice, the
+ * two must name the same cards: the last of two would win silently, a job on cards its code
+ * does not open.
  */
 static int
-opt_devices(struct args *a, struct opts *o, const char *val)
+opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 {
 	unsigned long long v[MAX_JOB_CARDS];
 	char item[32];
 	const char *p = val, *comma;
 	int n = 0, k;
 
+	if (!multi && (strcmp(val, "all") == 0 || strchr(val, ',') != NULL))
+		return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
 	if (strcmp(val, "all") == 0) {
 		if (o->device_set && !o->device_all)
 			return usage_err(a->cmd, "--device given twice (all and another); give the "
@@ -2178,70 +1921,104 @@ opt_devices(struct args *a, struct opts *o, const char *val)
 	return ST_OK;
 }
 
+/* Apply option text s ("--name" or "--name=value", the value maybe the next word). */
 static int
-opt_common(struct args *a, struct opts *o, int id, const char *val)
+opt_apply(struct args *a, struct opts *o, const char *s)
 {
-	if (id == O_DEVICES)
-		return opt_devices(a, o, val);
-	if (id == O_DEVICE) {
-		unsigned long long dev;
+	const char *eq = strchr(s, '='), *val;
+	size_t n = eq ? (size_t)(eq - s) : strlen(s), k;
+	const struct optspec *sp = NULL;
+	unsigned long long v;
+	struct strs *l;
+	char *f;
 
-		if (arg_uint(val, 999999, &dev) < 0)
-			return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
-		/* the last of two would win silently: a job on a card its code does not open */
-		if (o->device_set && dev != o->device)
-			return usage_err(a->cmd, "--device given twice (%llu and %llu); give the one "
-			                         "card your code opens",
-			                 o->device, dev);
-		o->device = dev;
-		o->device_set = 1;
-	} else if (id == O_WAIT_TIMEOUT) {
-		if (parse_secs(val, &o->wait_timeout) < 0)
-			return usage_err(a->cmd,
-			                 "--wait-timeout takes seconds (fractions allowed), "
-			                 "not '%s'",
-			                 val);
-	} else if (id == O_OUTPUT_LIMIT) {
-		if (arg_uint(val, ULLONG_MAX, &o->output_limit) < 0)
-			return usage_err(a->cmd, "--output-limit takes a byte count, not '%s'",
-			                 val);
-		o->output_limit_set = 1;
-	} else if (id == O_OFFSET) {
-		if (arg_uint(val, LLONG_MAX, &o->offset) < 0)
-			return usage_err(a->cmd, "--offset takes a byte offset, not '%s'", val);
-	} else if (id == O_LIMIT) {
-		if (arg_uint(val, LLONG_MAX, &o->limit) < 0 || o->limit == 0)
-			return usage_err(a->cmd,
-			                 "--limit takes a byte count of at least 1, not '%s'", val);
-		o->limit_set = 1;
-	} else if (id == O_FOLLOW) {
-		o->follow = 1;
-	} else if (id == O_REASON) {
-		o->reason = val;
-	} else if (id == O_FORCE) {
-		o->force = 1;
-	} else {
-		return opt_submit(a, o, id, val);
+	for (k = 0; k < sizeof options / sizeof options[0] && sp == NULL; k++)
+		if ((options[k].groups & a->cmd->groups) && strlen(options[k].name) == n &&
+		    strncmp(options[k].name, s, n) == 0)
+			sp = &options[k];
+	if (sp == NULL)
+		return usage_err(a->cmd, "unknown option '%s'%s", s,
+		                 a->cmd->fn ? "" : " (global options go before the subcommand)");
+	f = (char *)o + sp->off;
+	if (sp->kind == K_FLAG) {
+		if (eq != NULL)
+			return usage_err(a->cmd, "option %s takes no value", sp->name);
+		*(int *)f = 1;
+		return ST_OK;
+	}
+	if (eq == NULL && a->i == a->argc)
+		return usage_err(a->cmd, "option %s needs a value", sp->name);
+	val = eq ? eq + 1 : a->argv[a->i++];
+	switch (sp->kind) {
+	case K_KEY:
+		if (!key_valid(val))
+			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', "
+			                         "'_' or '~', not '%s'", val);
+		/* fallthrough */
+	case K_STR:
+		*(const char **)f = val;
+		break;
+	case K_NUM:
+		if (arg_uint(val, (unsigned long long)sp->max, &v) < 0 || (long long)v < sp->min)
+			return usage_err(a->cmd, "%s takes %s, not '%s'", sp->name, sp->what, val);
+		*(long long *)f = (long long)v;
+		break;
+	case K_SECS:
+		if (parse_secs(val, (double *)f) < 0)
+			return usage_err(a->cmd, "%s takes seconds (fractions allowed), not '%s'",
+			                 sp->name, val);
+		break;
+	case K_ENV:
+		if (val[0] == '=' || strchr(val, '=') == NULL)
+			return usage_err(a->cmd, "--env takes NAME=VALUE with a non-empty NAME, "
+			                         "not '%s'", val);
+		/* fallthrough */
+	case K_LIST:
+		l = (struct strs *)f;
+		l->v[l->n++] = val;
+		break;
+	default:
+		return opt_devices(a, o, val, sp->kind == K_DEVICES);
 	}
 	return ST_OK;
 }
 
-/* Parse the subcommand's options into o. Returns ST_OK, ST_USAGE, or R_HELP (help shown). */
+/*
+ * Parse the subcommand's options into o. Operands are collected in a->pos, and everything
+ * after "--" too unless the subcommand takes `words` (a command), whose options end at its
+ * first operand or "--" (a->i left there). "-" is an operand. Returns ST_OK, ST_USAGE, or
+ * R_HELP (help shown).
+ */
 static int
 parse_opts(struct cli *c, struct args *a, struct opts *o)
 {
-	const char *val = NULL;
-	int id, rc;
+	const char *s;
+	int rc;
 
-	while ((id = opt_next(a, a->cmd->words, &val)) > 0) {
-		if (id == O_HELP)
+	while (a->i < a->argc) {
+		s = a->argv[a->i];
+		if (strcmp(s, "--") == 0) {
+			a->i++;
+			a->dashdash = 1;
+			while (!a->cmd->words && a->i < a->argc)
+				a->pos[a->npos++] = a->argv[a->i++];
+			return ST_OK;
+		}
+		if (s[0] != '-' || s[1] == 0) {
+			if (a->cmd->words)
+				return ST_OK;
+			a->pos[a->npos++] = a->argv[a->i++];
+			continue;
+		}
+		a->i++;
+		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)
 			return print_help(a->cmd);
-		if (id == O_JSON)
+		if (strcmp(s, "--json") == 0)
 			c->json = 1;
-		else if ((rc = opt_common(a, o, id, val)) != ST_OK)
+		else if ((rc = opt_apply(a, o, s)) != ST_OK)
 			return rc;
 	}
-	return id < 0 ? ST_USAGE : ST_OK;
+	return ST_OK;
 }
 
 static int
@@ -2252,18 +2029,20 @@ opts_init(struct opts *o, int argc)
 	o->silence_timeout = -1;
 	o->repeat = -1;
 	o->wait_timeout = -1;
+	o->output_limit = -1;
+	o->limit = -1;
 	o->python = "python3";
 	json_buf_init(&o->cmd);
-	o->env = calloc((size_t)argc + 1, sizeof *o->env);
-	o->pyargs = calloc((size_t)argc + 1, sizeof *o->pyargs);
-	return o->env && o->pyargs ? 0 : -1;
+	o->env.v = calloc((size_t)argc + 1, sizeof *o->env.v);
+	o->pyargs.v = calloc((size_t)argc + 1, sizeof *o->pyargs.v);
+	return o->env.v && o->pyargs.v ? 0 : -1;
 }
 
 static void
 opts_free(struct opts *o)
 {
-	free(o->env);
-	free(o->pyargs);
+	free(o->env.v);
+	free(o->pyargs.v);
 	json_buf_free(&o->cmd);
 }
 
@@ -2273,8 +2052,8 @@ output_limit(const struct args *a, const struct opts *o, unsigned long long *out
 {
 	const char *e = env_nonempty("TT_DEVICE_RESULT_BYTES");
 
-	*out = o->output_limit_set ? o->output_limit : DEFAULT_RESULT_BYTES;
-	if (!o->output_limit_set && e != NULL && arg_uint(e, ULLONG_MAX, out) < 0)
+	*out = o->output_limit >= 0 ? (unsigned long long)o->output_limit : DEFAULT_RESULT_BYTES;
+	if (o->output_limit < 0 && e != NULL && arg_uint(e, ULLONG_MAX, out) < 0)
 		return usage_err(a->cmd, "TT_DEVICE_RESULT_BYTES must be a byte count, not '%s'",
 		                 e);
 	return ST_OK;
@@ -2301,9 +2080,6 @@ one_job_id(const struct args *a, char *id)
 }
 
 /* ------------------------------------------------------------------------ submission */
-
-/* The identity the job records: --client-id, TT_QUEUE_CLIENT_ID, an agent ancestor, cli-UID. */
-static int agent_ancestor(char *out, size_t cap);
 
 /*
  * Replace each C0 or C1 control character (NUL too) and DEL in the UTF-8 text s[0..n) by one
@@ -2337,94 +2113,34 @@ set_client_id(struct cli *c, const char *s)
 	struct json_w w;
 	struct json_tok t[2];
 	char err[64], *text = NULL;
-	size_t n = 0, k, chars = 0;
+	size_t n = 0, k;
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
 	json_w_str(&w, s, strlen(s));
+	/* out of memory: the id stays empty, and client_identity() uses the default */
 	if (!b.oom && json_parse(b.p, b.len, t, 2, err, sizeof err) == 1 &&
 	    (text = malloc(b.len)) != NULL)
-		n = json_str_decode(b.p, &t[0], text, b.len);
-	if (text == NULL || n > b.len) { /* cannot happen; keep the raw bytes, cut on a boundary */
-		n = strlen(s) < sizeof c->client_id - 1 ? strlen(s) : sizeof c->client_id - 1;
-		memcpy(c->client_id, s, n);
-		c->client_id[json_utf8_boundary(c->client_id, n)] = 0;
-		free(text);
-		json_buf_free(&b);
-		return;
-	}
-	n = scrub_controls(text, n);
-	for (k = 0; k < n; k++)
-		if (((unsigned char)text[k] & 0xC0) != 0x80 && ++chars > CLIENT_ID_CHARS)
-			break;
-	memcpy(c->client_id, text, k); /* at most 128 characters of at most 4 bytes */
+		n = scrub_controls(text, json_str_decode(b.p, &t[0], text, b.len));
+	k = utf8_prefix(text ? text : "", n, CLIENT_ID_CHARS);
+	memcpy(c->client_id, text ? text : "", k); /* at most 128 characters of 4 bytes */
 	c->client_id[k] = 0;
 	free(text);
 	json_buf_free(&b);
 }
 
+/* The identity the job records: --client-id, else TT_QUEUE_CLIENT_ID, else cli-UID. */
 static void
 client_identity(struct cli *c)
 {
 	const char *e = env_nonempty("TT_QUEUE_CLIENT_ID");
-	char agent[128];
 
 	if (c->client_id_opt != NULL && c->client_id_opt[0])
 		set_client_id(c, c->client_id_opt);
 	else if (e != NULL)
 		set_client_id(c, e);
-	else if (agent_ancestor(agent, sizeof agent))
-		set_client_id(c, agent);
-	else
+	if (c->client_id[0] == 0)
 		snprintf(c->client_id, sizeof c->client_id, "cli-%u", (unsigned)getuid());
-}
-
-/* Read comm and ppid of pid from /proc/PID/stat. Returns 0 or -1. */
-static int
-proc_stat(pid_t pid, char *comm, size_t cap, pid_t *ppid)
-{
-	char path[64], buf[512], *l, *r;
-	int fd, pp;
-	ssize_t n;
-
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	l = strchr(buf, '(');
-	r = strrchr(buf, ')'); /* comm may itself contain ')' */
-	if (l == NULL || r == NULL || r < l || sscanf(r + 1, " %*c %d", &pp) != 1)
-		return -1;
-	snprintf(comm, cap, "%.*s", (int)(r - l - 1), l + 1);
-	*ppid = (pid_t)pp;
-	return 0;
-}
-
-/* The nearest ancestor named pi, codex, claude or claude-code as "agent-NAME-PID"; 1 if found. */
-static int
-agent_ancestor(char *out, size_t cap)
-{
-	static const char *const agents[] = {"pi", "codex", "claude", "claude-code"};
-	pid_t pid = getppid(), ppid;
-	char comm[64];
-	size_t k;
-	int hops;
-
-	for (hops = 0; pid > 1 && hops < ANCESTOR_HOPS; hops++, pid = ppid) {
-		if (proc_stat(pid, comm, sizeof comm, &ppid) < 0)
-			return 0;
-		for (k = 0; k < sizeof agents / sizeof agents[0]; k++) {
-			if (strcmp(comm, agents[k]) == 0) {
-				snprintf(out, cap, "agent-%s-%d", comm, (int)pid);
-				return 1;
-			}
-		}
-	}
-	return 0;
 }
 
 /*
@@ -2454,6 +2170,26 @@ cwd_value(const struct args *a, const char *opt, char *out, size_t cap)
 	return ST_OK;
 }
 
+/* Member key with the string value val; nothing when val is NULL. */
+static void
+put_str(struct json_w *w, const char *key, const char *val)
+{
+	if (val == NULL)
+		return;
+	json_w_key(w, key);
+	json_w_cstr(w, val);
+}
+
+/* Member key with the number v; nothing when v < 0 (not given). */
+static void
+put_num(struct json_w *w, const char *key, long long v)
+{
+	if (v < 0)
+		return;
+	json_w_key(w, key);
+	json_w_int(w, v);
+}
+
 /* "env": the --env pairs as an object; a later NAME overrides an earlier one. */
 static void
 write_env(struct json_w *w, const struct opts *o)
@@ -2464,19 +2200,18 @@ write_env(struct json_w *w, const struct opts *o)
 
 	json_w_key(w, "env");
 	json_w_obj(w);
-	for (k = 0; k < o->nenv; k++) {
-		n = (size_t)(strchr(o->env[k], '=') - o->env[k]);
-		for (j = k + 1; j < o->nenv; j++)
-			if (strncmp(o->env[j], o->env[k], n + 1) == 0)
+	for (k = 0; k < o->env.n; k++) {
+		n = (size_t)(strchr(o->env.v[k], '=') - o->env.v[k]);
+		for (j = k + 1; j < o->env.n; j++)
+			if (strncmp(o->env.v[j], o->env.v[k], n + 1) == 0)
 				break;
-		if (j < o->nenv)
+		if (j < o->env.n)
 			continue;
-		if ((name = strndup(o->env[k], n)) == NULL) {
+		if ((name = strndup(o->env.v[k], n)) == NULL) {
 			w->b->oom = 1;
 			return;
 		}
-		json_w_key(w, name);
-		json_w_cstr(w, o->env[k] + n + 1);
+		put_str(w, name, o->env.v[k] + n + 1);
 		free(name);
 	}
 	json_w_obj_end(w);
@@ -2511,17 +2246,15 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	if (utf8_or_refuse("the command", cmd) < 0 ||
 	    utf8_or_refuse("the working directory", o->cwd_sent) < 0)
 		return ST_USAGE;
-	for (k = 0; k < o->nenv; k++)
-		if (utf8_or_refuse("--env", o->env[k]) < 0)
+	for (k = 0; k < o->env.n; k++)
+		if (utf8_or_refuse("--env", o->env.v[k]) < 0)
 			return ST_USAGE;
 	if (c->client_id[0] == 0)
 		client_identity(c);
 	json_w_init(&w, b);
 	json_w_obj(&w);
-	json_w_key(&w, "cmd");
-	json_w_cstr(&w, cmd);
-	json_w_key(&w, "cwd");
-	json_w_cstr(&w, o->cwd_sent);
+	put_str(&w, "cmd", cmd);
+	put_str(&w, "cwd", o->cwd_sent);
 	if (o->ndevices > 1) {
 		json_w_key(&w, "device_ids");
 		json_w_arr(&w);
@@ -2532,27 +2265,15 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 		json_w_arr_end(&w);
 	} else {
 		snprintf(dev, sizeof dev, "%llu", o->device);
-		json_w_key(&w, "device_id");
-		json_w_cstr(&w, dev);
+		put_str(&w, "device_id", dev);
 	}
-	if (o->timeout >= 0) {
-		json_w_key(&w, "timeout");
-		json_w_int(&w, o->timeout);
-	}
-	if (o->silence_timeout >= 0) {
-		json_w_key(&w, "silence_timeout");
-		json_w_int(&w, o->silence_timeout);
-	}
-	if (o->repeat >= 0) {
-		json_w_key(&w, "repeat");
-		json_w_int(&w, o->repeat);
-	}
-	if (o->nenv > 0)
+	put_num(&w, "timeout", o->timeout);
+	put_num(&w, "silence_timeout", o->silence_timeout);
+	put_num(&w, "repeat", o->repeat);
+	if (o->env.n > 0)
 		write_env(&w, o);
-	json_w_key(&w, "client_id");
-	json_w_cstr(&w, c->client_id);
-	json_w_key(&w, "mode");
-	json_w_cstr(&w, "run");
+	put_str(&w, "client_id", c->client_id);
+	put_str(&w, "mode", "run");
 	json_w_obj_end(&w);
 	return ST_OK;
 }
@@ -2696,34 +2417,28 @@ submission_cards(struct cli *c, struct opts *o)
 }
 
 /*
- * Inside a job (the daemon puts TT_DEVICE_JOB_ID in its environment): that job's id into
- * job[33] and the cards it holds into cards[0..max) while the daemon shows it running. Their
- * count then; -1 when not inside a running job of this daemon, or when the daemon cannot be
- * asked (the request that follows then says why).
+ * The cards of job id into cards[0..MAX_JOB_CARDS) while its status is `status`, or any but
+ * done when that is NULL: their count; -1 otherwise, or when the daemon cannot be asked (a
+ * request that follows then says why).
  */
 static int
-held_cards(struct cli *c, char *job, char (*cards)[24], int max)
+job_cards(struct cli *c, const char *id, const char *status, char (*cards)[24])
 {
-	const char *id = env_nonempty("TT_DEVICE_JOB_ID");
 	char path[64], st[16];
 	struct resp r;
 	struct doc d;
 	int n = -1;
 
-	if (id == NULL || strlen(id) != 32 || strspn(id, "0123456789abcdef") != 32)
-		return -1;
 	snprintf(path, sizeof path, "/job/%s", id);
 	memset(&r, 0, sizeof r);
 	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
 		return -1;
-	if (doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "running") == 0 &&
-	    (n = doc_cards(&d, 0, cards, max)) > 0)
-		snprintf(job, 33, "%s", id);
-	else
-		n = -1;
+	if (doc_str(&d, 0, "status", st, sizeof st) &&
+	    (status ? strcmp(st, status) == 0 : strcmp(st, "done") != 0))
+		n = doc_cards(&d, 0, cards, MAX_JOB_CARDS);
 	doc_free(&d);
-	return n;
+	return n > 0 ? n : -1;
 }
 
 /*
@@ -2735,9 +2450,13 @@ held_cards(struct cli *c, char *job, char (*cards)[24], int max)
 static int
 refuse_own_card(struct cli *c, const struct args *a, const char *target, char (*cards)[24], int n)
 {
-	char job[33], held[MAX_JOB_CARDS][24], what[96], list[256];
-	const char *card = NULL;
-	int nh = held_cards(c, job, held, MAX_JOB_CARDS), i, k;
+	const char *job = env_nonempty("TT_DEVICE_JOB_ID"), *card = NULL;
+	char held[MAX_JOB_CARDS][24], what[96], list[256];
+	int nh = -1, i, k;
+
+	/* inside a job the daemon runs, its TT_DEVICE_JOB_ID holds its cards while it runs */
+	if (job != NULL && strlen(job) == 32 && strspn(job, "0123456789abcdef") == 32)
+		nh = job_cards(c, job, "running", held);
 
 	for (i = 0; i < n && !card; i++)
 		for (k = 0; k < nh && !card; k++)
@@ -2784,22 +2503,13 @@ refuse_own_card_submission(struct cli *c, const struct args *a, const struct opt
 static int
 refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
 {
-	char path[64], st[16], cards[MAX_JOB_CARDS][24];
-	struct resp r;
-	struct doc d;
-	int done, n = 0;
+	char cards[MAX_JOB_CARDS][24];
+	int n;
 
 	if (env_nonempty("TT_DEVICE_JOB_ID") == NULL)
 		return ST_OK;
-	snprintf(path, sizeof path, "/result/%s", id);
-	memset(&r, 0, sizeof r);
-	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
-	    doc_parse(c, r.body, r.len, &d) != ST_OK)
-		return ST_OK; /* the wait's own requests say what is wrong */
-	done = !doc_str(&d, 0, "status", st, sizeof st) || strcmp(st, "done") == 0 ||
-	       (n = doc_cards(&d, 0, cards, MAX_JOB_CARDS)) == 0;
-	doc_free(&d);
-	return done ? ST_OK : refuse_own_card(c, a, id, cards, n);
+	n = job_cards(c, id, NULL, cards); /* on failure, the wait's own requests say why */
+	return n > 0 ? refuse_own_card(c, a, id, cards, n) : ST_OK;
 }
 
 /*
@@ -2843,6 +2553,7 @@ static int
 follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc *d,
            unsigned long long limit)
 {
+	struct logpos lp = {0, 0, 0};
 	struct sink out;
 	long long pos = 0;
 	double est = 0;
@@ -2860,23 +2571,40 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 	note_status(c, d);
 	sink_init(&out, limit, c->json);
 	set_deadline(c, o->wait_timeout);
-	rc = stream_job(c, id, &out);
+	rc = logs_loop(c, id, &lp, ULLONG_MAX, 1, &out);
+	if (rc == ST_OK && out.cut) /* the rest of the output is not shown: wait on /result */
+		rc = wait_done(c, id);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
 	sink_free(&out);
 	return rc;
 }
 
 /*
- * After a successful submission: print the queue answer, or follow the job when `follow`.
- * Takes ownership of d.
+ * Submit o->cmd (built) from the options, then print the queue's answer or, with `follow`,
+ * follow the job. A script stored from stdin (`stored`) goes only when its job is known not
+ * to exist: a submission interrupted or unanswered may have queued it, and it would fail
+ * without it.
  */
 static int
-after_submit(struct cli *c, const struct opts *o, const char *id, struct doc *d, int follow,
-             unsigned long long limit, const char *script)
+submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char *script,
+           int stored)
 {
-	int rc = follow ? follow_job(c, o, id, d, limit) : print_queued(c, d, script);
+	unsigned long long limit = 0;
+	struct doc d;
+	char id[33];
+	int rc;
 
-	doc_free(d);
+	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
+	    (rc = submission_cards(c, o)) != ST_OK ||
+	    (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
+	                (rc = refuse_own_card_submission(c, a, o)) != ST_OK)) ||
+	    (rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK) {
+		if (stored && rc != ST_INTR && rc != ST_UNKNOWN)
+			unlink(script);
+		return rc;
+	}
+	rc = follow ? follow_job(c, o, id, &d, limit) : print_queued(c, &d, script);
+	doc_free(&d);
 	return rc;
 }
 
@@ -2925,37 +2653,21 @@ command_words(const struct args *a, struct opts *o)
 	return cmd_done(o);
 }
 
-/* run and queue: submit the command after the options; run follows it. */
-static int
-submit_words(struct cli *c, struct args *a, struct opts *o, int follow)
-{
-	unsigned long long limit = 0;
-	struct doc d;
-	char id[33];
-	int rc;
-
-	if ((rc = command_words(a, o)) != ST_OK ||
-	    (rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
-	    (rc = submission_cards(c, o)) != ST_OK)
-		return rc;
-	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
-	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
-		return rc;
-	if ((rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK)
-		return rc;
-	return after_submit(c, o, id, &d, follow, limit, NULL);
-}
-
+/* run: submit the command after the options and follow it. */
 static int
 cmd_run(struct cli *c, struct args *a, struct opts *o)
 {
-	return submit_words(c, a, o, 1);
+	int rc = command_words(a, o);
+
+	return rc != ST_OK ? rc : submit_cmd(c, a, o, 1, NULL, 0);
 }
 
 static int
 cmd_queue(struct cli *c, struct args *a, struct opts *o)
 {
-	return submit_words(c, a, o, 0);
+	int rc = command_words(a, o);
+
+	return rc != ST_OK ? rc : submit_cmd(c, a, o, 0, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------ queue-python */
@@ -2967,31 +2679,20 @@ cmd_queue(struct cli *c, struct args *a, struct opts *o)
 static int
 mkdir_p(const char *dir)
 {
-	char path[PATH_MAX];
-	struct stat st;
-	char *p;
+	char path[PATH_MAX], *p, at;
 
-	if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (p = path + 1; *p; p++) {
-		if (*p != '/')
+	snprintf(path, sizeof path, "%s", dir); /* dir fits: script_dir built it in PATH_MAX */
+	for (p = path + 1;; p++) {
+		if (*p != '/' && *p != 0)
 			continue;
+		at = *p;
 		*p = 0;
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
 			return -1;
+		if (at == 0)
+			return 0; /* a file of that name: creating the script in it says so */
 		*p = '/';
 	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	if (stat(path, &st) < 0)
-		return -1;
-	if (!S_ISDIR(st.st_mode)) {
-		errno = ENOTDIR;
-		return -1;
-	}
-	return 0;
 }
 
 /*
@@ -3142,9 +2843,9 @@ python_cmd(struct opts *o, const char *script)
 	sh_quote(&o->cmd, o->python);
 	json_buf_add(&o->cmd, " ", 1);
 	sh_quote(&o->cmd, script);
-	for (k = 0; k < o->npyargs; k++) {
+	for (k = 0; k < o->pyargs.n; k++) {
 		json_buf_add(&o->cmd, " ", 1);
-		sh_quote(&o->cmd, o->pyargs[k]);
+		sh_quote(&o->cmd, o->pyargs.v[k]);
 	}
 	return cmd_done(o);
 }
@@ -3152,39 +2853,41 @@ python_cmd(struct opts *o, const char *script)
 static int
 cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 {
-	char script[PATH_MAX + 32], id[33];
-	unsigned long long limit = 0;
-	int stored = 0, follow = o->wait || o->wait_timeout >= 0, rc;
-	struct doc d;
+	char script[PATH_MAX + 32];
+	int stored = 0, rc;
 
-	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
-	    (rc = submission_cards(c, o)) != ST_OK)
-		return rc;
-	if (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
-	               (rc = refuse_own_card_submission(c, a, o)) != ST_OK))
-		return rc;
+	if (o->python[0] == 0)
+		return usage_err(a->cmd, "--python needs an interpreter");
 	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
 		return rc;
-	rc = python_cmd(o, script);
-	if (rc == ST_OK)
-		rc = submit(c, o, o->cmd.p, id, &d);
-	if (rc != ST_OK) {
-		/* a stored script goes only when its job is known not to exist: a submission
-		 * interrupted or unanswered may have queued it, and it would fail without it */
-		if (stored && rc != ST_INTR && rc != ST_UNKNOWN)
+	if ((rc = python_cmd(o, script)) != ST_OK) {
+		if (stored)
 			unlink(script);
 		return rc;
 	}
-	return after_submit(c, o, id, &d, follow, limit, script);
+	return submit_cmd(c, a, o, o->wait || o->wait_timeout >= 0, script, stored);
 }
 
 /* ------------------------------------------------------------------------ job, logs, result */
+
+/* GET path and print the answer as JSON. */
+static int
+get_and_print(struct cli *c, const char *path)
+{
+	struct doc d;
+	int rc = api(c, "GET", path, NULL, 0, &d);
+
+	if (rc != ST_OK)
+		return rc;
+	rc = print_doc(&d);
+	doc_free(&d);
+	return rc;
+}
 
 static int
 cmd_job(struct cli *c, struct args *a, struct opts *o)
 {
 	char id[33], path[160];
-	struct doc d;
 	int rc;
 
 	if (o->key && a->npos > 0)
@@ -3195,11 +2898,7 @@ cmd_job(struct cli *c, struct args *a, struct opts *o)
 		snprintf(path, sizeof path, "/job?key=%s", o->key);
 	else
 		snprintf(path, sizeof path, "/job/%s", id);
-	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
-		return rc;
-	rc = print_doc(&d);
-	doc_free(&d);
-	return rc;
+	return get_and_print(c, path);
 }
 
 /* logs --json: the one /logs answer at --offset/--limit as JSON. */
@@ -3207,61 +2906,20 @@ static int
 logs_json(struct cli *c, const char *id, const struct opts *o)
 {
 	char path[192];
-	struct doc d;
-	int n, rc;
+	int n;
 
-	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, o->offset);
-	if (o->limit_set)
-		snprintf(path + n, sizeof path - (size_t)n, "&limit=%llu",
+	n = snprintf(path, sizeof path, "/logs/%s?offset=%lld", id, o->offset);
+	if (o->limit >= 0)
+		snprintf(path + n, sizeof path - (size_t)n, "&limit=%lld",
 		         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
-	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
-		return rc;
-	rc = print_doc(&d);
-	doc_free(&d);
-	return rc;
-}
-
-/*
- * Print the log from lp->off: everything there is now, at most `left` bytes, and with
- * `follow` keep waiting for more until the job is complete.
- */
-static int
-logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long left, int follow)
-{
-	unsigned long long before, want;
-	struct sink out;
-	int hold = 0, rc, again, asked;
-
-	sink_init(&out, ULLONG_MAX, 0);
-	for (asked = 0;; asked = 1) {
-		before = lp->off;
-		want = left < LOG_CHUNK ? left : LOG_CHUNK;
-		if (follow && (hold = next_hold(c, asked)) < 0) {
-			rc = ST_TIMEOUT;
-			break;
-		}
-		c->waiting = follow;
-		rc = logs_chunk(c, id, lp, want, hold, &out);
-		c->ask_once = 0;
-		c->waiting = 0;
-		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
-			continue;
-		if (rc != ST_OK)
-			break;
-		left -= lp->off > before ? (lp->off - before < left ? lp->off - before : left) : 0;
-		if (lp->complete || left == 0)
-			break;
-		if (!follow && (lp->off >= lp->size || lp->off <= before))
-			break;
-	}
-	sink_free(&out);
-	return rc;
+	return get_and_print(c, path);
 }
 
 static int
 cmd_logs(struct cli *c, struct args *a, struct opts *o)
 {
-	struct logpos lp = {o->offset, 0, 0};
+	struct logpos lp = {(unsigned long long)o->offset, 0, 0};
+	struct sink out;
 	char id[33];
 	int rc;
 
@@ -3274,11 +2932,11 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 	if (c->json)
 		return logs_json(c, id, o);
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
-	rc = logs_loop(c, id, &lp, o->limit_set ? o->limit : ULLONG_MAX, o->follow);
-	if (rc == ST_TIMEOUT)
-		fprintf(stderr, NOTE "--wait-timeout passed; the job %s\n", left_alone(c));
-	if (rc == ST_INTR)
-		fprintf(stderr, NOTE "interrupted; the job keeps running\n");
+	sink_init(&out, ULLONG_MAX, 0);
+	rc = logs_loop(c, id, &lp, o->limit >= 0 ? (unsigned long long)o->limit : ULLONG_MAX,
+	               o->follow, &out);
+	wait_ended(c, rc, id, &out);
+	sink_free(&out);
 	if ((rc == ST_OK || rc == ST_TIMEOUT || rc == ST_INTR) && !lp.complete)
 		fprintf(stderr, "next_offset=%llu\n", lp.off);
 	return rc;
@@ -3287,6 +2945,7 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 static int
 cmd_result(struct cli *c, struct args *a, struct opts *o)
 {
+	struct logpos lp = {0, 0, 0};
 	unsigned long long limit;
 	struct sink out;
 	char id[33];
@@ -3300,7 +2959,7 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 		return wait_ended(c, rc, id, NULL);
 	c->has_deadline = 0; /* the job is done: its output is read in any case */
 	sink_init(&out, limit, c->json);
-	rc = copy_output(c, id, &out);
+	rc = logs_loop(c, id, &lp, ULLONG_MAX, 0, &out);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
 	sink_free(&out);
 	return rc;
@@ -3330,53 +2989,7 @@ palette_init(struct palette *p)
 	p->off = on ? "\033[0m" : "";
 }
 
-/*
- * Terminal columns of the character whose UTF-8 sequence starts at s[0] (0 for a
- * continuation byte): 2 for the East Asian wide and fullwidth blocks and emoji, else 1, so
- * that a line of CJK text stays within its width. Combining marks count 1 (a line comes out
- * shorter, never wider).
- */
-static size_t
-char_cols(const unsigned char *s, size_t n)
-{
-	static const unsigned long wide[][2] = {
-	    {0x1100, 0x115F},   {0x2E80, 0x303E},   {0x3041, 0x33FF}, {0x3400, 0x4DBF},
-	    {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3}, {0xF900, 0xFAFF},
-	    {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6}, {0x1F300, 0x1F64F},
-	    {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD}};
-	unsigned long cp;
-	size_t len, k;
-
-	if ((s[0] & 0xC0) == 0x80)
-		return 0;
-	len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 1;
-	if (len == 1 || len > n)
-		return 1;
-	cp = s[0] & (0x7F >> len);
-	for (k = 1; k < len; k++)
-		cp = cp << 6 | (s[k] & 0x3F);
-	for (k = 0; k < sizeof wide / sizeof wide[0]; k++)
-		if (cp >= wide[k][0] && cp <= wide[k][1])
-			return 2;
-	return 1;
-}
-
-/* Bytes of the longest prefix of UTF-8 text s[0..n) that takes at most `cols` columns. */
-static size_t
-utf8_prefix(const char *s, size_t n, size_t cols)
-{
-	size_t i, w, used = 0;
-
-	for (i = 0; i < n; i++) {
-		w = char_cols((const unsigned char *)s + i, n - i);
-		if (used + w > cols)
-			break;
-		used += w;
-	}
-	return i;
-}
-
-/* Columns b's text takes on a terminal: its characters, colour sequences not counted. */
+/* Characters of b's text, colour sequences not counted. */
 static size_t
 text_cols(const struct json_buf *b)
 {
@@ -3386,9 +2999,9 @@ text_cols(const struct json_buf *b)
 		if (b->p[i] == '\033') {
 			while (i < b->len && b->p[i] != 'm')
 				i++;
-			continue;
+		} else if (((unsigned char)b->p[i] & 0xC0) != 0x80) {
+			n++;
 		}
-		n += char_cols((const unsigned char *)b->p + i, b->len - i);
 	}
 	return n;
 }
@@ -3476,87 +3089,6 @@ put_line(struct json_buf *b)
 }
 
 /*
- * Print text on lines of at most STATUS_COLS columns, each starting with lead and in colour
- * (off ends it): broken at spaces, a word longer than a line cut. Controls print as '?'.
- */
-static void
-put_wrapped(const char *color, const char *off, const char *lead, const char *text)
-{
-	size_t room = STATUS_COLS - strlen(lead), n, cut;
-	char *s = strdup(text), *at;
-
-	if (s == NULL)
-		return;
-	s[scrub_controls(s, strlen(s))] = 0;
-	for (at = s; *at;) {
-		n = strlen(at);
-		cut = utf8_prefix(at, n, room);
-		if (cut < n) {
-			size_t sp = cut;
-
-			while (sp > 0 && at[sp] != ' ')
-				sp--;
-			cut = sp > 0 ? sp : cut;
-		}
-		printf("%s%s%.*s%s\n", color, lead, (int)cut, at, off);
-		for (at += cut; *at == ' '; at++)
-			;
-	}
-	free(s);
-}
-
-/* "  running  ID  12.3s, ~4.00s left  [client]  cmd" ("stopping" in its kill grace) */
-static void
-line_running(struct json_buf *b, const struct doc *d, int j, const struct palette *p)
-{
-	char id[40] = "?", t[32];
-	int stop = doc_get(d, j, "stop_requested_at");
-	long long rc_, rn;
-	double v;
-
-	doc_str(d, j, "job_id", id, sizeof id);
-	stop = stop >= 0 && d->t[stop].type == JSON_STRING;
-	json_buf_printf(b, "  %s%s%s %s ", stop ? p->yellow : p->bold,
-	                stop ? "stopping" : "running ", p->off, id);
-	if (doc_num(d, j, "running_sec", &v) == 0)
-		json_buf_printf(b, " %s", fmt_secs(v, t, sizeof t));
-	/* a job being stopped has no estimate worth showing */
-	if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0 && v > 0)
-		json_buf_printf(b, ", ~%s left", fmt_secs(v, t, sizeof t));
-	else if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0)
-		json_buf_printf(b, ", past its estimate"); /* the daemon's remaining time stops at 0 */
-	if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
-	    doc_int(d, j, "repeat_current", &rc_) == 0)
-		json_buf_printf(b, ", repeat %lld/%lld", rc_, rn);
-	put_job_tail(b, d, j, p, 1);
-	put_line(b);
-}
-
-/* "  queued   1. ID  wait ~10.0s  [client]  cmd" */
-static void
-line_queued(struct json_buf *b, const struct doc *d, int j, int n, const struct palette *p)
-{
-	char id[40] = "?", t[32];
-	double v;
-	int w;
-
-	doc_str(d, j, "job_id", id, sizeof id);
-	json_buf_printf(b, "  queued   %d. %s", n, id);
-	if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
-		json_buf_printf(b, "  wait ~%s", fmt_secs(v, t, sizeof t));
-	if ((w = doc_child(d, j, "waiting_for", JSON_OBJECT)) >= 0) { /* a job of several cards: which one */
-		char dev[24] = "?", why[32] = "?";
-
-		doc_str(d, w, "device_id", dev, sizeof dev);
-		doc_str(d, w, "reason", why, sizeof why);
-		json_buf_printf(b, "  (card %s: %s)", dev, why);
-	}
-	put_job_tail(b, d, j, p, 1);
-	put_line(b);
-}
-
-
-/*
  * A finished job's outcome in a word or two, by its end_reason (ending_of): ok, exit 3,
  * SIGINT, timeout, killed, cancelled, interrupted, card dead, ...; by the exit code alone for a
  * record without one. *ok tells whether it passed.
@@ -3577,7 +3109,7 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
 	if (!e && code < -1)
 		s = -code;
 	if (s > 0) {
-		if ((sig = signal_name(s)) != NULL)
+		if ((sig = signal_name(s, buf, cap)) != NULL)
 			return sig;
 		snprintf(buf, cap, "signal %lld", s);
 		return buf;
@@ -3592,94 +3124,123 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
 	return buf;
 }
 
-/* "  recent   exit 3       0.52s  ID  cmd" */
+/*
+ * One job's line of status, by its view: the running job (n 0: "  running  ID  12.3s, ~4.00s
+ * left  [client]  cmd", "stopping" in its kill grace), the nth queued ("  queued   1. ID  wait
+ * ~10.0s  [client]  cmd") or a recent one (n -1: "  recent   exit 3       0.52s  ID  cmd").
+ */
 static void
-line_recent(struct json_buf *b, const struct doc *d, int j, const struct palette *p)
+job_line(struct json_buf *b, const struct doc *d, int j, int n, const struct palette *p)
 {
-	char id[40] = "?", t[32] = "", word[32];
-	const char *w;
+	char id[40] = "?", t[32] = "", word[32], dev[24] = "?", why[32] = "?";
+	int stop = doc_get(d, j, "stop_requested_at"), w, ok;
+	long long rc_, rn;
 	double v;
-	int ok;
 
 	doc_str(d, j, "job_id", id, sizeof id);
-	w = outcome_word(d, j, word, sizeof word, &ok);
-	if (doc_num(d, j, "elapsed", &v) == 0)
-		fmt_secs(v, t, sizeof t);
-	json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, w, p->off, t,
-	                id);
-	put_job_tail(b, d, j, p, 0);
+	stop = n == 0 && stop >= 0 && d->t[stop].type == JSON_STRING;
+	if (n < 0) {
+		const char *o = outcome_word(d, j, word, sizeof word, &ok);
+
+		if (doc_num(d, j, "elapsed", &v) == 0)
+			fmt_secs(v, t, sizeof t);
+		json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, o,
+		                p->off, t, id);
+	} else if (n > 0) {
+		json_buf_printf(b, "  queued   %d. %s", n, id);
+		if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
+			json_buf_printf(b, "  wait ~%s", fmt_secs(v, t, sizeof t));
+		if ((w = doc_child(d, j, "waiting_for", JSON_OBJECT)) >= 0) { /* several cards */
+			doc_str(d, w, "device_id", dev, sizeof dev);
+			doc_str(d, w, "reason", why, sizeof why);
+			json_buf_printf(b, "  (card %s: %s)", dev, why);
+		}
+	} else {
+		json_buf_printf(b, "  %s%s%s %s ", stop ? p->yellow : p->bold,
+		                stop ? "stopping" : "running ", p->off, id);
+		if (doc_num(d, j, "running_sec", &v) == 0)
+			json_buf_printf(b, " %s", fmt_secs(v, t, sizeof t));
+		/* a job being stopped has no estimate worth showing; the daemon's stops at 0 */
+		if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0)
+			json_buf_printf(b, v > 0 ? ", ~%s left" : ", past its estimate",
+			                fmt_secs(v, t, sizeof t));
+		if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
+		    doc_int(d, j, "repeat_current", &rc_) == 0)
+			json_buf_printf(b, ", repeat %lld/%lld", rc_, rn);
+	}
+	put_job_tail(b, d, j, p, n >= 0);
 	put_line(b);
 }
 
-/* A banner line for each process outside the queue that has the card open. */
+/* Print a warning line: lead and the formatted text in colour; its controls print as '?'. */
+static void banner(const struct palette *p, const char *color, const char *lead,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 static void
-holders_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
+banner(const struct palette *p, const char *color, const char *lead, const char *fmt, ...)
+{
+	char text[8192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	text[scrub_controls(text, strlen(text))] = 0;
+	printf("%s%s%s%s\n", color, lead, text, p->off);
+}
+
+/*
+ * A card's warnings: dead, resetting or a reset pending; held; a control command that could
+ * not run; each process outside the queue that has it open; a health check pending.
+ */
+static void
+card_banners(const struct doc *d, int dev, const char *id, const char *state,
+             const struct palette *p)
 {
 	int arr = doc_child(d, dev, "foreign_holders", JSON_ARRAY), j, n;
-	char pid[24] = "?", user[64] = "?", since[64] = "?", cmd[256] = "", text[512];
-
-	for (n = 0, j = arr + 1; arr >= 0 && n < (int)d->t[arr].size; n++, j = (int)d->t[j].next) {
-		doc_scalar(d, j, "pid", pid, sizeof pid);
-		doc_str(d, j, "user", user, sizeof user);
-		doc_str(d, j, "since", since, sizeof since);
-		doc_str(d, j, "command", cmd, sizeof cmd);
-		scrub_controls(cmd, strlen(cmd));
-		snprintf(text, sizeof text, "card %s is open outside the queue: pid %s (%s) since %s: %s",
-		         id, pid, user, since, cmd);
-		put_wrapped(p->red, p->off, "  !! ", text);
-	}
-	if (arr >= 0 && d->t[arr].size > 0)
-		printf("  %s!! nothing starts on card %s until that ends%s\n", p->red, id, p->off);
-}
-
-/* Banners for a held card and a control command that could not run. */
-static void
-operator_banner(const struct doc *d, int dev, const char *id, const struct palette *p)
-{
-	char by[1024] = "?", at[64] = "?", why[4200] = "", text[5400];
-
-	if (doc_true(d, dev, "held")) {
-		doc_str(d, dev, "held_by", by, sizeof by);
-		doc_str(d, dev, "held_at", at, sizeof at);
-		doc_str(d, dev, "hold_reason", why, sizeof why);
-		snprintf(text, sizeof text, "card %s is HELD by %s since %s%s%s", id, by, at,
-		         why[0] ? ": " : "", why);
-		put_wrapped(p->yellow, p->off, "  !! ", text);
-		snprintf(text, sizeof text, "nothing more starts on it until `" PROG
-		                            " release --device %s`", id);
-		put_wrapped(p->yellow, p->off, "  !! ", text);
-	}
-	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
-		put_wrapped(p->red, p->off, "  !! ", why);
-	holders_banner(d, dev, id, p);
-	if (doc_true(d, dev, "check_pending"))
-		printf("  %s!! card %s's health check runs before its next job (a job ended badly)%s\n",
-		       p->yellow, id, p->off);
-}
-
-/* Banners for a dead card, a resetting card, or a pending reset. */
-static void
-card_banner(const struct doc *d, int dev, const char *id, const char *state,
-            const struct palette *p)
-{
-	char since[64] = "?", why[1024] = "", text[1200];
+	char a[1024] = "?", b[64] = "?", why[4200] = "", pid[24] = "?", cmd[256] = "";
 
 	if (strcmp(state, "dead") == 0) {
-		doc_str(d, dev, "dead_since", since, sizeof since);
+		doc_str(d, dev, "dead_since", b, sizeof b);
 		doc_str(d, dev, "dead_reason", why, sizeof why);
-		snprintf(text, sizeof text, "card %s is DEAD since %s%s%s", id, since,
-		         why[0] ? ": " : "", why);
-		put_wrapped(p->red, p->off, "  !! ", text);
-		snprintf(text, sizeof text, "submissions to it are refused; reboot the host, or run "
-		                            "its recovery again: " PROG " reset --device %s", id);
-		put_wrapped(p->red, p->off, "  !! ", text);
+		banner(p, p->red, "  !! ", "card %s is DEAD since %s%s%s", id, b,
+		       why[0] ? ": " : "", why);
+		banner(p, p->red, "  !! ", "submissions to it are refused; reboot the host, or run "
+		       "its recovery again: " PROG " reset --device %s", id);
 	} else if (strcmp(state, "resetting") == 0) {
-		printf("  %s!! card %s is resetting; its queue waits for the reset%s\n", p->yellow,
-		       id, p->off);
+		banner(p, p->yellow, "  !! ", "card %s is resetting; its queue waits for the reset",
+		       id);
 	} else if (doc_true(d, dev, "reset_pending")) {
-		printf("  %s!! a reset is pending on card %s; it runs before the next job%s\n",
-		       p->yellow, id, p->off);
+		banner(p, p->yellow, "  !! ", "a reset is pending on card %s; it runs before the "
+		       "next job", id);
 	}
+	if (doc_true(d, dev, "held")) {
+		doc_str(d, dev, "held_by", a, sizeof a);
+		snprintf(b, sizeof b, "?");
+		doc_str(d, dev, "held_at", b, sizeof b);
+		why[0] = 0;
+		doc_str(d, dev, "hold_reason", why, sizeof why);
+		banner(p, p->yellow, "  !! ", "card %s is HELD by %s since %s%s%s", id, a, b,
+		       why[0] ? ": " : "", why);
+		banner(p, p->yellow, "  !! ", "nothing more starts on it until `" PROG
+		       " release --device %s`", id);
+	}
+	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
+		banner(p, p->red, "  !! ", "%s", why);
+	for (n = 0, j = arr + 1; arr >= 0 && n < (int)d->t[arr].size; n++, j = (int)d->t[j].next) {
+		doc_scalar(d, j, "pid", pid, sizeof pid);
+		doc_str(d, j, "user", a, sizeof a);
+		doc_str(d, j, "since", b, sizeof b);
+		doc_str(d, j, "command", cmd, sizeof cmd);
+		banner(p, p->red, "  !! ",
+		       "card %s is open outside the queue: pid %s (%s) since %s: %s", id, pid, a, b,
+		       cmd);
+	}
+	if (arr >= 0 && d->t[arr].size > 0)
+		banner(p, p->red, "  !! ", "nothing starts on card %s until that ends", id);
+	if (doc_true(d, dev, "check_pending"))
+		banner(p, p->yellow, "  !! ", "card %s's health check runs before its next job (a "
+		       "job ended badly)", id);
 }
 
 /*
@@ -3707,15 +3268,14 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 	if (doc_int(d, dev, "reset_epoch", &epoch) == 0)
 		printf("  %s(reset epoch %lld)%s", p->dim, epoch, p->off);
 	putchar('\n');
-	card_banner(d, dev, id, state, p);
-	operator_banner(d, dev, id, p);
+	card_banners(d, dev, id, state, p);
 	json_buf_init(&b);
 	if (cur >= 0)
-		line_running(&b, d, cur, p);
+		job_line(&b, d, cur, 0, p);
 	else
 		printf("  %sidle%s\n", p->dim, p->off);
 	for (n = 0, j = pend + 1; n < npend && n < STATUS_QUEUED; n++, j = (int)d->t[j].next)
-		line_queued(&b, d, j, n + 1, p);
+		job_line(&b, d, j, n + 1, p);
 	if (npend > STATUS_QUEUED)
 		printf("  %s... and %d more queued (`" PROG " --json status` lists them all)%s\n",
 		       p->dim, npend - STATUS_QUEUED, p->off);
@@ -3723,7 +3283,7 @@ card_block(const struct doc *d, int dev, const struct palette *p)
 	for (n = 0, j = rec + 1; rec_at != NULL && n < nrec; n++, j = (int)d->t[j].next)
 		rec_at[n] = j;
 	for (n = nrec - 1; rec_at != NULL && n >= 0; n--) /* the daemon sends them oldest first */
-		line_recent(&b, d, rec_at[n], p);
+		job_line(&b, d, rec_at[n], -1, p);
 	free(rec_at);
 	json_buf_free(&b);
 }
@@ -3733,7 +3293,7 @@ static void
 status_header(const struct doc *d, const struct palette *p)
 {
 	int w = doc_child(d, 0, "worker", JSON_OBJECT);
-	char ver[64] = "?", text[1024], line[1100];
+	char ver[64] = "?", text[1024];
 	long long qt = 0, mx = 0;
 	double age = 0;
 
@@ -3744,23 +3304,18 @@ status_header(const struct doc *d, const struct palette *p)
 	       qt == 1 ? "" : "s", mx);
 	if (w >= 0 && doc_get(d, w, "alive") >= 0 && !doc_true(d, w, "alive")) {
 		doc_num(d, w, "heartbeat_age_sec", &age);
-		printf("%s!! the daemon's loop is not running (last pass %s ago)%s\n", p->red,
-		       fmt_secs(age, text, sizeof text), p->off);
+		banner(p, p->red, "!! ", "the daemon's loop is not running (last pass %s ago)",
+		       fmt_secs(age, text, sizeof text));
 	}
 	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0]) {
-		snprintf(line, sizeof line, "STORE DEGRADED: %s", text);
-		put_wrapped(p->red, p->off, "!! ", line);
-		put_wrapped(p->red, p->off, "!! ", "submissions are refused and no card starts new "
-		                                    "work until writes succeed again");
+		banner(p, p->red, "!! ", "STORE DEGRADED: %s", text);
+		banner(p, p->red, "!! ", "submissions are refused and no card starts new work "
+		       "until writes succeed again");
 	}
-	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0]) {
-		snprintf(line, sizeof line, "configuration: %s", text);
-		put_wrapped(p->red, p->off, "!! ", line);
-	}
-	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0]) {
-		snprintf(line, sizeof line, "maintenance: %s", text);
-		put_wrapped(p->yellow, p->off, "note: ", line);
-	}
+	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0])
+		banner(p, p->red, "!! ", "configuration: %s", text);
+	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0])
+		banner(p, p->yellow, "note: ", "maintenance: %s", text);
 }
 
 static int
@@ -3798,15 +3353,36 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ kill, reset */
 
-/* POST path with body and print the answer: JSON with --json, else through human(). */
+/*
+ * POST path with a body of the members that apply: device_id (--device), job_id (id unless
+ * NULL), client_id (`who`), reason (hold --reason) and force (reset --force). Print the answer
+ * as JSON with --json, else through human().
+ */
 static int
-post_and_show(struct cli *c, const char *path, struct json_buf *b,
+post_and_show(struct cli *c, const char *path, const struct opts *o, const char *id, int who,
               void (*human)(const struct doc *))
 {
+	struct json_buf b;
+	struct json_w w;
 	struct doc d;
-	int rc = api(c, "POST", path, b, 0, &d);
+	char dev[24];
+	int rc;
 
-	json_buf_free(b);
+	snprintf(dev, sizeof dev, "%llu", o->device);
+	json_buf_init(&b);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	put_str(&w, "device_id", o->device_set ? dev : NULL);
+	put_str(&w, "job_id", id);
+	put_str(&w, "client_id", who ? c->client_id : NULL);
+	put_str(&w, "reason", o->reason);
+	if (o->force) {
+		json_w_key(&w, "force");
+		json_w_bool(&w, 1);
+	}
+	json_w_obj_end(&w);
+	rc = api(c, "POST", path, &b, 0, &d);
+	json_buf_free(&b);
 	if (rc != ST_OK)
 		return rc;
 	if (c->json)
@@ -3842,9 +3418,7 @@ kill_human(const struct doc *d)
 static int
 cmd_kill(struct cli *c, struct args *a, struct opts *o)
 {
-	struct json_buf b;
-	struct json_w w;
-	char id[33], dev[24];
+	char id[33];
 	int rc;
 
 	if (a->npos == 0 && !o->device_set)
@@ -3853,14 +3427,7 @@ cmd_kill(struct cli *c, struct args *a, struct opts *o)
 		return usage_err(a->cmd, "give a job ID or --device N, not both");
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	json_w_obj(&w);
-	snprintf(dev, sizeof dev, "%llu", o->device);
-	json_w_key(&w, o->device_set ? "device_id" : "job_id");
-	json_w_cstr(&w, o->device_set ? dev : id);
-	json_w_obj_end(&w);
-	return post_and_show(c, "/kill", &b, kill_human);
+	return post_and_show(c, "/kill", o, o->device_set ? NULL : id, 0, kill_human);
 }
 
 /* One reset entry: "card 1: scheduled (healthy, reset epoch 0)" and its hint. */
@@ -3895,31 +3462,12 @@ reset_human(const struct doc *d)
 static int
 cmd_reset(struct cli *c, struct args *a, struct opts *o)
 {
-	struct json_buf b;
-	struct json_w w;
-	char id[33], dev[24];
+	char id[33];
 	int rc;
 
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	json_w_obj(&w);
-	if (o->device_set) {
-		snprintf(dev, sizeof dev, "%llu", o->device);
-		json_w_key(&w, "device_id");
-		json_w_cstr(&w, dev);
-	}
-	if (a->npos > 0) {
-		json_w_key(&w, "job_id");
-		json_w_cstr(&w, id);
-	}
-	if (o->force) {
-		json_w_key(&w, "force");
-		json_w_bool(&w, 1);
-	}
-	json_w_obj_end(&w);
-	return post_and_show(c, "/reset", &b, reset_human);
+	return post_and_show(c, "/reset", o, a->npos > 0 ? id : NULL, 0, reset_human);
 }
 
 /* "card 1: held by cli-1000 since ...: reason" or "card 1: released". */
@@ -3950,9 +3498,6 @@ static int
 cmd_hold(struct cli *c, struct args *a, struct opts *o)
 {
 	int hold = strcmp(a->cmd->name, "hold") == 0;
-	struct json_buf b;
-	struct json_w w;
-	char dev[24];
 
 	if (a->npos > 0)
 		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[0]);
@@ -3962,174 +3507,38 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 		return ST_USAGE;
 	if (c->client_id[0] == 0)
 		client_identity(c);
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	json_w_obj(&w);
-	snprintf(dev, sizeof dev, "%llu", o->device);
-	json_w_key(&w, "device_id");
-	json_w_cstr(&w, dev);
-	json_w_key(&w, "client_id");
-	json_w_cstr(&w, c->client_id);
-	if (hold && o->reason) {
-		json_w_key(&w, "reason");
-		json_w_cstr(&w, o->reason);
-	}
-	json_w_obj_end(&w);
-	return post_and_show(c, hold ? "/hold" : "/release", &b, hold_human);
+	return post_and_show(c, hold ? "/hold" : "/release", o, NULL, 1, hold_human);
 }
 
 /* ------------------------------------------------------------------------ help, dispatch */
-
-#define H_SUBMIT                                                                                   \
-	"  --device N         the card's queue (default 0): the card your code opens; 0,1 or\n"   \
-	"                     all for a job that opens several cards (it waits for all)\n"       \
-	"  --cwd DIR          the job's directory (default: the current one; '' for the\n"         \
-	"                     daemon's)\n"                                                         \
-	"  --timeout S        stop the job after S seconds (default: the daemon's, 0 too)\n"       \
-	"  --silence-timeout S  stop it as hung after S seconds without output (0: off)\n"        \
-	"  --repeat N         run it N times back to back, stopping at the first failure\n"        \
-	"  --env NAME=VALUE   set a variable in the job's environment (repeatable)\n"          \
-	"  --key KEY          its idempotency key (default: a new one): a submission with the\n" \
-	"                     key of a job already queued answers that job, queues nothing\n"
-#define H_WAIT                                                                                     \
-	"  --wait-timeout S   stop waiting after S seconds (fractions allowed) and exit 124;\n"    \
-	"                     the job is not stopped (it keeps running or stays queued)\n"         \
-	"  --output-limit B   print at most B bytes of output, then say where the full log is\n"   \
-	"                     (default: TT_DEVICE_RESULT_BYTES, else 1 MiB)\n"
-#define H_JSON "  --json             print JSON (also accepted before the subcommand)\n"
-#define H_JSON_GLOBAL "  --json             print JSON (also accepted after the subcommand)\n"
-#define H_VERSION "  --version          print the version and exit\n"
-#define H_HELP "  -h, --help         show this help\n"
-#define H_STATUS                                                                                   \
-	"Exits with the job's status (a job killed by signal s: 128+s); 1 when nothing was\n"     \
-	"queued (the daemon unreachable or refusing); 2 on usage errors; 75 when the submission\n" \
-	"was never answered (it may be queued: `" PROG " job --key KEY` tells); 124 when\n"       \
-	"--wait-timeout passed; 130 on Ctrl-C. Neither --wait-timeout nor Ctrl-C stops the job:\n" \
-	"use `" PROG " kill ID`. A job that never got an exit code (cancelled, interrupted by a\n" \
-	"service stop, dead card: exit_code -1) exits 129; the summary line says what happened.\n"
-
-/* clang-format off */
-#define SUBMIT_OPTS \
-	{"--device", 1, O_DEVICES}, {"--cwd", 1, O_CWD}, {"--timeout", 1, O_TIMEOUT}, \
-	{"--silence-timeout", 1, O_SILENCE_TIMEOUT}, {"--repeat", 1, O_REPEAT}, \
-	{"--env", 1, O_ENV}, {"--wait-timeout", 1, O_WAIT_TIMEOUT}, \
-	{"--output-limit", 1, O_OUTPUT_LIMIT}, {"--key", 1, O_KEY}
-/* clang-format on */
-
-static const struct optspec run_opts[] = {SUBMIT_OPTS, {NULL, 0, 0}};
-static const struct optspec python_opts[] = {SUBMIT_OPTS,
-                                             {"--python", 1, O_PYTHON},
-                                             {"--python-arg", 1, O_PYTHON_ARG},
-                                             {"--wait", 0, O_WAIT},
-                                             {NULL, 0, 0}};
-static const struct optspec logs_opts[] = {{"--offset", 1, O_OFFSET},
-                                           {"--limit", 1, O_LIMIT},
-                                           {"--follow", 0, O_FOLLOW},
-                                           {"--wait-timeout", 1, O_WAIT_TIMEOUT},
-                                           {NULL, 0, 0}};
-static const struct optspec result_opts[] = {
-    {"--wait-timeout", 1, O_WAIT_TIMEOUT}, {"--output-limit", 1, O_OUTPUT_LIMIT}, {NULL, 0, 0}};
-static const struct optspec device_opts[] = {{"--device", 1, O_DEVICE}, {NULL, 0, 0}};
-static const struct optspec reset_opts[] = {
-    {"--device", 1, O_DEVICE}, {"--force", 0, O_FORCE}, {NULL, 0, 0}};
-static const struct optspec hold_opts[] = {
-    {"--device", 1, O_DEVICE}, {"--reason", 1, O_REASON}, {NULL, 0, 0}};
-static const struct optspec no_opts[] = {{NULL, 0, 0}};
-static const struct optspec job_opts[] = {{"--key", 1, O_KEY}, {NULL, 0, 0}};
 
 static int cmd_help(struct cli *c, struct args *a, struct opts *o);
 static int cmd_serve(struct cli *c, struct args *a, struct opts *o);
 static int cmd_skill(struct cli *c, struct args *a, struct opts *o);
 
+#define SUBMIT_SYN                                                                           \
+	"[--device N|N,M...|all] [--cwd DIR] [--timeout S] [--silence-timeout S] [--repeat N] " \
+	"[--env NAME=VALUE]... [--key KEY] "
+#define WAIT_SYN "[--wait-timeout S] [--output-limit B]"
+
 static const struct subcmd subcmds[] = {
-    {"run", cmd_run, run_opts, 1,
-     "run [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] [--env K=V]... "
-     "[--wait-timeout S] [--output-limit B] -- CMD...",
-     "Submit CMD to a card's queue, print its output while it runs, then a summary line on\n"
-     "stderr. One argument after -- is a complete shell program (quote it to keep pipes,\n"
-     "redirects, assignments and &&); several are a command and its arguments, each quoted\n"
-     "for bash. With --json, wait silently and print one object: the job's record with\n"
-     "\"output\" and \"output_truncated\" added.\n\n" H_STATUS "\noptions:\n" H_SUBMIT H_WAIT H_JSON H_HELP},
-    {"queue", cmd_queue, run_opts, 1,
-     "queue [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] "
-     "[--env K=V]... -- CMD...",
-     "Submit CMD to a card's queue and print job_id=... and other key=value lines (the\n"
-     "daemon's answer with --json). CMD as for `run`.\n\noptions:\n" H_SUBMIT H_JSON H_HELP},
-    {"queue-python", cmd_queue_python, python_opts, 0,
-     "queue-python [--device N] [--cwd D] [--timeout S] [--silence-timeout S] [--repeat N] "
-     "[--env K=V]... [--python P] [--python-arg A]... [--wait] [--wait-timeout S] "
-     "[--output-limit B] SCRIPT",
-     "Submit `P SCRIPT A...`. SCRIPT is a file (used by its absolute path) or - to read the\n"
-     "script from stdin and store it (0600) in TT_DEVICE_CLI_SCRIPT_DIR, else\n"
-     "${XDG_STATE_HOME:-~/.local/state}/tt-device-queue/cli-scripts; stored scripts older\n"
-     "than 7 days are removed, and so is this one if the submission fails. It prints what\n"
-     "`queue` prints plus script_file=PATH (the file the job runs); with --wait it behaves\n"
-     "like `run`.\n\noptions:\n" H_SUBMIT
-     "  --python P         the interpreter (default python3)\n"
-     "  --python-arg A     an argument for the script (repeatable)\n"
-     "  --wait             stream the output and exit with the job's status, like `run`\n" H_WAIT
-         H_JSON H_HELP},
-    {"job", cmd_job, job_opts, 0, "job ID | job --key KEY",
-     "Print the job's record (GET /job/ID) as JSON; with --key, the job submitted with that\n"
-     "idempotency key (exit 1 when there is none: it was not queued).\n\noptions:\n"
-     "  --key KEY          the submission's idempotency key\n" H_HELP},
-    {"logs", cmd_logs, logs_opts, 0,
-     "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]",
-     "Print the job's output as it is stored. When the job is not complete afterwards (more\n"
-     "bytes remain or may still come), print next_offset=N on stderr.\n\noptions:\n"
-     "  --offset N         start at byte N (default 0)\n"
-     "  --limit N          print at most N bytes (default: all there is now)\n"
-     "  --follow           keep printing new output until the job is complete\n"
-     "  --wait-timeout S   with --follow: stop after S seconds (exit 124)\n"
-     "  --json             print the daemon's /logs answer for one chunk\n" H_HELP},
-    {"result", cmd_result, result_opts, 0, "result ID [--wait-timeout S] [--output-limit B]",
-     "Wait for the job to finish, print its output and a summary line on stderr, and exit\n"
-     "with its status. With --json print one object: the job's record with \"output\" and\n"
-     "\"output_truncated\" added. --wait-timeout 0 asks once: a finished job is reported.\n\n" H_STATUS
-     "\noptions:\n" H_WAIT H_JSON H_HELP},
-    {"status", cmd_status, device_opts, 0, "status [--device N]",
-     "Show every card (or card N): its state (healthy, resetting, dead), warnings, the\n"
-     "running job (stopping once a stop was asked), the first 10 queued jobs with\n"
-     "their estimated waits, and recent jobs newest first with their outcome. Lines\n"
-     "fit 100 columns (commands cut, their first 12 columns always shown); --json gives\n"
-     "everything.\n\noptions:\n"
-     "  --device N         only card N\n" H_JSON H_HELP},
-    {"kill", cmd_kill, device_opts, 0, "kill ID | kill --device N",
-     "Stop a running job (SIGINT, then SIGKILL after the grace period) or cancel a queued\n"
-     "one; with --device N, stop whatever runs on card N.\n\noptions:\n"
-     "  --device N         the job running on card N\n" H_JSON H_HELP},
-    {"reset", cmd_reset, reset_opts, 0, "reset [--device N] [--force] [ID]",
-     "Schedule a card reset and return at once: card N, the card recorded on job ID, or\n"
-     "every card when neither is given. Duplicate requests coalesce; a reset holds its queue\n"
-     "and may interrupt its running job. Check `" PROG " status` for completion. A dead\n"
-     "card is reset only by --device N alone, which runs its whole recovery again (reset,\n"
-     "retries, health check, deep reset): healthy again, or dead with the new reason.\n\n"
-     "A card a process outside the queue has open is not reset (a reset under it may crash\n"
-     "the host): the answer names the process; --force resets it all the same.\n\n"
-     "options:\n"
-     "  --device N         reset card N only\n"
-     "  --force            reset even a card a process outside the queue has open\n" H_JSON
-         H_HELP},
-    {"skill", cmd_skill, no_opts, 0, "skill",
-     "Print the agent skill built into this executable (SKILL.md, Agent Skills format):\n"
-     "how a coding agent uses the queue. Install it where the agent looks, e.g.\n"
-     "  mkdir -p ~/.agents/skills/tt-device-queue\n"
-     "  " PROG " skill > ~/.agents/skills/tt-device-queue/SKILL.md\n\n"
-     "options:\n" H_HELP},
-    {"hold", cmd_hold, hold_opts, 0, "hold --device N [--reason TEXT]",
-     "Hold card N for maintenance: its running job finishes, nothing more starts on it\n"
-     "(neither jobs nor resets); queued jobs stay queued and new ones are accepted. The\n"
-     "hold survives restarts; `" PROG " status` shows who held it, when and why.\n\n"
-     "options:\n"
-     "  --device N         the card to hold\n"
-     "  --reason TEXT      why, shown by status\n" H_JSON H_HELP},
-    {"release", cmd_hold, device_opts, 0, "release --device N",
-     "Release a held card: its queue runs again.\n\noptions:\n"
-     "  --device N         the card to release\n" H_JSON H_HELP},
-    {"help", cmd_help, no_opts, 0, "help [SUBCOMMAND]",
-     "Show the help of a subcommand, or the overview.\n"},
-    {"serve", cmd_serve, no_opts, 0, "serve",
-     "Run the daemon in the foreground; see `" PROG " serve --help`.\n"},
+    {"run", cmd_run, G_SUBMIT, 1, "run " SUBMIT_SYN WAIT_SYN " -- CMD..."},
+    {"queue", cmd_queue, G_SUBMIT, 1, "queue " SUBMIT_SYN "-- CMD..."},
+    {"queue-python", cmd_queue_python, G_SUBMIT | G_PY, 0,
+     "queue-python " SUBMIT_SYN "[--python P] [--python-arg A]... [--wait] " WAIT_SYN
+     " SCRIPT|-"},
+    {"job", cmd_job, G_JOB, 0, "job ID | job --key KEY"},
+    {"logs", cmd_logs, G_LOGS, 0,
+     "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]"},
+    {"result", cmd_result, G_WAIT, 0, "result ID " WAIT_SYN},
+    {"status", cmd_status, G_DEV, 0, "status [--device N]"},
+    {"kill", cmd_kill, G_DEV, 0, "kill ID | kill --device N"},
+    {"reset", cmd_reset, G_RESET, 0, "reset [--device N] [--force] [ID]"},
+    {"hold", cmd_hold, G_HOLD, 0, "hold --device N [--reason TEXT]"},
+    {"release", cmd_hold, G_DEV, 0, "release --device N"},
+    {"skill", cmd_skill, 0, 0, "skill"},
+    {"serve", cmd_serve, 0, 0, "serve"},
+    {"help", cmd_help, 0, 0, "help [SUBCOMMAND]"},
 };
 
 static const struct subcmd *
@@ -4143,37 +3552,18 @@ find_subcmd(const char *name)
 	return NULL;
 }
 
+/* The global usage and each subcommand's; the man page is the full reference. */
 static void
 print_global_help(void)
 {
-	printf(
-	    "usage: " PROG " " GLOBAL_SYNOPSIS "\n\n"
-	    "One FIFO job queue per Tenstorrent card; the daemon (`serve`) runs each queue's jobs\n"
-	    "one at a time. Name the queue that matches the card your code opens (--device N).\n\n"
-	    "subcommands:\n"
-	    "  run           submit a command, stream its output, exit with its status\n"
-	    "  queue         submit a command, print job_id=... and other key=value lines\n"
-	    "  queue-python  submit a Python script (a file, or - for stdin)\n"
-	    "  job ID        print a job's record as JSON\n"
-	    "  logs ID       print a job's output (--follow to stream it)\n"
-	    "  result ID     wait for a job, print its output, exit with its status\n"
-	    "  status        show every card's queue\n"
-	    "  kill          stop a running job or cancel a queued one\n"
-	    "  reset         schedule a card reset (on a dead card: run its recovery again)\n"
-	    "  hold          hold a card for maintenance: nothing more starts on it\n"
-	    "  release       let a held card's queue run again\n"
-	    "  skill         print the agent skill (SKILL.md) for coding agents\n"
-	    "  serve         run the daemon\n"
-	    "Each subcommand answers --help.\n\n"
-	    "global options (before the subcommand):\n"
-	    "  --host HOST        the daemon's address (default 127.0.0.1)\n"
-	    "  --port PORT        the daemon's port (default 5741)\n"
-	    "  --client-id ID     the identity recorded on submitted jobs (default: an agent\n"
-	    "                     ancestor process as agent-NAME-PID, else cli-UID); cut to\n"
-	    "                     128 characters\n" H_JSON_GLOBAL H_VERSION H_HELP
-	    "\nenvironment: TT_DEVICE_URL (http://HOST:PORT), TT_DEVICE_HOST, TT_DEVICE_PORT,\n"
-	    "TT_QUEUE_CLIENT_ID, TT_DEVICE_RESULT_BYTES, TT_DEVICE_CLI_SCRIPT_DIR,\n"
-	    "TT_DEVICE_RECONNECT_SEC, NO_COLOR.\n\n" H_STATUS);
+	size_t k;
+
+	printf("usage: " PROG " " GLOBAL_SYNOPSIS "\n       " PROG " --version\n\n"
+	       "global options go before the subcommand (--json also after it)\n\nsubcommands:\n");
+	for (k = 0; k < sizeof subcmds / sizeof subcmds[0]; k++)
+		if (subcmds[k].fn != cmd_help)
+			printf("  %s\n", subcmds[k].synopsis);
+	printf("\n(see " PROG "(1))\n");
 }
 
 static int
@@ -4210,69 +3600,22 @@ cmd_serve(struct cli *c, struct args *a, struct opts *o)
 	return usage_err(a->cmd, "global options do not apply to serve; run `" PROG " serve`");
 }
 
-/* Global options before the subcommand; *next gets the subcommand's index. */
-static int
-parse_globals(struct cli *c, int argc, char **argv, int *next)
-{
-	const char *s, *eq, **slot;
-	size_t n;
-	int i;
-
-	for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] != 0; i++) {
-		s = argv[i];
-		eq = strchr(s, '=');
-		n = eq ? (size_t)(eq - s) : strlen(s);
-		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-			print_global_help();
-			return R_HELP;
-		}
-		if (strcmp(s, "--json") == 0) {
-			c->json = 1;
-			continue;
-		}
-		if (n == 6 && strncmp(s, "--host", n) == 0)
-			slot = &c->host_opt;
-		else if (n == 6 && strncmp(s, "--port", n) == 0)
-			slot = &c->port_opt;
-		else if (n == 11 && strncmp(s, "--client-id", n) == 0)
-			slot = &c->client_id_opt;
-		else
-			return usage_err(NULL,
-			                 "unknown option '%s' (global options go before the "
-			                 "subcommand)",
-			                 s);
-		if (eq != NULL)
-			*slot = eq + 1;
-		else if (i + 1 < argc)
-			*slot = argv[++i];
-		else
-			return usage_err(NULL, "option %s needs a value", s);
-	}
-	*next = i;
-	return ST_OK;
-}
-
 int
 cli_main(int argc, char **argv)
 {
 	struct args a;
 	struct opts o;
 	struct cli c;
-	int rc, i = argc;
+	int rc;
 
 	memset(&c, 0, sizeof c);
 	memset(&a, 0, sizeof a);
 	c.fd = -1;
 	json_buf_init(&c.in);
-	if ((rc = parse_globals(&c, argc, argv, &i)) != ST_OK)
-		return rc == R_HELP ? ST_OK : rc;
-	if (i >= argc)
-		return usage_err(NULL, "missing subcommand");
-	if ((a.cmd = find_subcmd(argv[i])) == NULL)
-		return usage_err(NULL, "unknown subcommand '%s'", argv[i]);
+	a.cmd = &global_cmd;
 	a.argc = argc;
 	a.argv = argv;
-	a.i = i + 1;
+	a.i = 1;
 	a.pos = calloc((size_t)argc + 1, sizeof *a.pos);
 	if (opts_init(&o, argc) < 0 || a.pos == NULL) {
 		errmsg("out of memory");
@@ -4280,8 +3623,18 @@ cli_main(int argc, char **argv)
 		free(a.pos);
 		return ST_FAIL;
 	}
+	rc = parse_opts(&c, &a, &o); /* the global options, up to the subcommand */
+	if (rc == ST_OK && a.i >= argc)
+		rc = usage_err(a.cmd, "missing subcommand");
+	else if (rc == ST_OK && (a.cmd = find_subcmd(argv[a.i++])) == NULL)
+		rc = usage_err(&global_cmd, "unknown subcommand '%s'", argv[a.i - 1]);
+	c.host_opt = o.host;
+	c.port_opt = o.port;
+	c.client_id_opt = o.client_id;
+	a.dashdash = 0;
 	install_signals();
-	rc = parse_opts(&c, &a, &o);
+	if (rc == ST_OK)
+		rc = parse_opts(&c, &a, &o);
 	if (rc == ST_OK)
 		rc = a.cmd->fn(&c, &a, &o);
 	opts_free(&o);

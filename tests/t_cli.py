@@ -247,7 +247,7 @@ def test_queue_job_logs_result():
     tap.eq((rc, js["job_id"], js["status"], js["exit_code"]), (0, jid, "done", 5),
            "job prints the record as JSON")
     rc, out, err = d.cli("logs", jid)
-    tap.eq((rc, out, err), (0, "line1\nline2\n", ""), "logs prints the raw output")
+    tap.eq((rc, out, err), (0, "line1\nline2\n", ""), "logs prints the output")
     rc, out, err = d.cli("logs", jid, "--offset", "2", "--limit", "5")
     tap.eq((out, err.strip()), ("ne1\nl", "next_offset=7"),
            "logs --offset/--limit, next_offset on stderr when more remains")
@@ -522,12 +522,13 @@ def test_connection_target():
     for url in ("https://127.0.0.1:5741", "127.0.0.1:5741", "http://h:1/x", "http://:1"):
         rc, out, err = d.cli("status", env={"TT_DEVICE_URL": url})
         tap.ok(rc == 2 and "TT_DEVICE_URL" in err, "TT_DEVICE_URL %r: usage error" % url, err)
-    # The daemon listens on IPv4 only, so this connection is refused; what matters is that
-    # the bracketed form (as in a URL) is taken as the address ::1, not as a host name.
-    port = free_port()
-    rc, out, err = d.cli("--host", "[::1]", "--port", str(port), "status", env=env)
-    tap.ok(rc == 1 and "cannot connect to the daemon at [::1]:%d" % port in err
-           and "resolve" not in err, "--host '[::1]' is the address ::1", err)
+    rc, out, err = d.cli("--host", "localhost", "--port", str(d.port), "status", env=env)
+    tap.eq(rc, 0, "--host localhost is 127.0.0.1")
+    # The daemon listens on IPv4 only: the client takes an IPv4 address or localhost.
+    for host in ("::1", "[::1]", "no-such-host.invalid"):
+        rc, out, err = d.cli("--host", host, "status", env=env)
+        tap.ok(rc == 2 and "give an IPv4 address or localhost" in err,
+               "--host %r: usage error" % host, err)
 
 
 def test_client_identity():
@@ -538,16 +539,8 @@ def test_client_identity():
     rc, out, err = d.cli("queue", "--", "true", env={"TT_QUEUE_CLIENT_ID": "carol"})
     tap.eq(d.wait_done(job_id_of(out))["client_id"], "carol", "TT_QUEUE_CLIENT_ID")
     rc, out, err = d.cli("queue", "--", "true")
-    cid = d.wait_done(job_id_of(out))["client_id"]
-    tap.ok(re.match(r"^(cli-%d|agent-(pi|codex|claude|claude-code)-\d+)$" % os.getuid(), cid),
-           "default identity cli-UID (or an agent ancestor)", cid)
-    link = d.path("codex")
-    os.symlink("/bin/sh", link)
-    p = subprocess.Popen([link, "-c", "%s queue -- true; true" % q(BINARY)], env=cli_env(d),
-                         cwd=d.tmp, stdout=subprocess.PIPE)
-    out = p.communicate(timeout=30)[0].decode()
-    tap.eq(d.wait_done(job_id_of(out))["client_id"], "agent-codex-%d" % p.pid,
-           "an ancestor named codex gives agent-codex-PID")
+    tap.eq(d.wait_done(job_id_of(out))["client_id"], "cli-%d" % os.getuid(),
+           "default identity cli-UID")
 
 
 def test_help_everywhere():
@@ -615,36 +608,29 @@ def cli_bytes(d, *args, env=None, timeout=30):
     return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
 
 
-def test_raw_output_bytes():
+def test_output_bytes():
     d = daemon()
     data = random.Random(402).randbytes(3000) + b"\x00\xff\xfe"
+    text = data.decode("utf-8", "replace").encode()  # as the daemon's JSON carries it
     src = d.path("binary.dat")
     with open(src, "wb") as f:
         f.write(data)
     jid = queue(d, "--", "cat %s; exit 3" % q(src))
     rc, out, err = cli_bytes(d, "result", jid)
-    tap.ok(rc == 3 and out == data, "result prints output that is not UTF-8 byte for byte",
+    tap.ok(rc == 3 and out == text, "result prints output that is not UTF-8 with U+FFFD",
            "rc=%d, %d bytes printed, %d written by the job" % (rc, len(out), len(data)))
     with open(d.job(jid)["output_file"], "rb") as f:
         stored = f.read()
-    tap.ok(stored == data, "the output file holds the job's bytes", len(stored))
+    tap.ok(stored == data, "the output file holds the job's exact bytes", len(stored))
     rc, out, err = cli_bytes(d, "logs", jid)
-    tap.ok(rc == 0 and out == stored and out == data, "logs prints the output file's bytes",
+    tap.ok(rc == 0 and out == text, "logs prints the same text",
            "rc=%d, %d bytes, stderr %r" % (rc, len(out), err))
-    rc, out, err = cli_bytes(d, "logs", jid, "--offset", "1000", "--limit", "1500")
-    tap.ok(out == stored[1000:2500], "logs --offset/--limit: the raw byte range",
-           "%d bytes" % len(out))
     rc, out, err = cli_bytes(d, "logs", jid, "--follow")
-    tap.ok(rc == 0 and out == data, "logs --follow prints the raw bytes", len(out))
+    tap.ok(rc == 0 and out == text, "and so does logs --follow", len(out))
     rc, out, err = cli_bytes(d, "run", "--", "head -c 1500 %s; sleep 0.5; tail -c +1501 %s"
                              % (q(src), q(src)))
-    tap.ok(rc == 0 and out == data, "run streams the raw bytes while the job runs",
+    tap.ok(rc == 0 and out == text, "run streams it while the job runs",
            "rc=%d, %d bytes" % (rc, len(out)))
-    script = d.path("binary.py")
-    with open(script, "w") as f:
-        f.write("import sys\nsys.stdout.buffer.write(open(%r, 'rb').read())\n" % src)
-    rc, out, err = cli_bytes(d, "queue-python", "--wait", script)
-    tap.ok(rc == 0 and out == data, "queue-python --wait prints the raw bytes", len(out))
     rc, out, err = cli_bytes(d, "--json", "result", jid)
     try:
         js = json.loads(out.decode("utf-8"))
@@ -739,20 +725,17 @@ def test_non_utf8_submission_refused():
 def test_help_texts():
     d = daemon()
     rc, out, err = d.cli("--help")
-    json_line = [ln for ln in out.splitlines() if ln.strip().startswith("--json")]
-    tap.ok(json_line and "after the subcommand" in json_line[0],
-           "global help: --json is also accepted after the subcommand", json_line)
-    tap.ok(re.search(r"^\s+--version\s", out, re.M), "global help lists --version", out)
+    tap.ok("(--json also after it)" in out and re.search(r"^\s+tt-device-queue --version$", out,
+                                                         re.M),
+           "global help: --json also after the subcommand, and --version", out)
     rc, out, err = d.cli("--version")
     tap.ok(rc == 0 and out.startswith("tt-device-queue "), "--version works", out + err)
     for sub in ("run", "queue", "queue-python"):
         rc, out, err = d.cli(sub, "--help")
-        tap.ok(re.search(r"--device N .*0,1 or\n\s+all for a job that opens several cards", out),
-               "%s --help says --device takes a list or all" % sub, out)
-    rc, out, err = d.cli("result", "--help")
-    json_line = [ln for ln in out.splitlines() if ln.strip().startswith("--json")]
-    tap.ok(json_line and "before the subcommand" in json_line[0],
-           "subcommand help: --json is also accepted before the subcommand", json_line)
+        tap.ok("[--device N|N,M...|all]" in out and d.cli("help", sub)[1] == out,
+               "%s --help (as help %s) says --device takes a list or all" % (sub, sub), out)
+        tap.ok("\n  %s\n" % out.split(" ", 2)[2].splitlines()[0] in d.cli("--help")[1],
+               "and the global help lists it")
     jid, gate = blocked(d, "1")
     queued = d.submit("echo q", device_id="1")["job_id"]
     rc, out, err = d.cli("result", queued, "--wait-timeout", "0.3")
@@ -987,7 +970,7 @@ if __name__ == "__main__":
               test_queue_python_failure_and_pruning, test_queue_python_file_and_args,
               test_status, test_kill, test_reset, test_unreachable_server,
               test_connection_target, test_client_identity, test_help_everywhere,
-              test_usage_errors, test_closed_stdout, test_raw_output_bytes,
+              test_usage_errors, test_closed_stdout, test_output_bytes,
               test_client_id_cut_to_128, test_client_id_control_characters,
               test_non_utf8_submission_refused, test_help_texts, test_exit_minus_one_summary,
               test_log_cap_summary, test_run_daemon_gone_after_completion,
