@@ -573,7 +573,7 @@ def test_docs_and_lint():
     tap.eq(sorted(names - roff_names), [], "every variable the README names is in the man page")
     tap.eq(sorted(roff_names - names), [], "and the man page names none the README does not")
     help_out = subprocess.run([BINARY, "--help"], capture_output=True, text=True).stdout
-    subs = re.findall(r"^  ([a-z-]+)\s", help_out.split("subcommands:")[1].split("\n\n")[0],
+    subs = re.findall(r"^  ([a-z-]+)\b", help_out.split("subcommands:")[1].split("\n\n")[0],
                       re.M)
     comp = open(os.path.join(ROOT, "completions", "tt-device-queue.bash")).read()
     tap.eq([s for s in subs if not re.search(r"^(\\fB|\.B )%s\b" % re.escape(

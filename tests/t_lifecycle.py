@@ -474,7 +474,7 @@ def test_stalled_readers_do_not_hold_workers():
     d.wait_done(j["job_id"])
     req = ("GET /logs/%s?limit=65536 HTTP/1.1\r\nHost: x\r\n\r\n" % j["job_id"]).encode()
     socks = []
-    for _ in range(16):  # as many as TT_DEVICE_HTTP_WORKERS, each never reading
+    for _ in range(16):  # sixteen connections, each never reading
         s = socket.create_connection(("127.0.0.1", d.port))
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.sendall(req * 300)
