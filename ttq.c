@@ -4214,46 +4214,37 @@ reset_start(struct card *c, bool check)
 	       : a->ladder.was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
+/* What a reset request did to card c (act), for the answer's hint; in a static buffer. */
 static const char *
 reset_hint(enum reset_action act, const struct card *c)
 {
+	static const char *const hints[] = {
+	    [RESET_SCHEDULED] = "Reset of card %1$d scheduled; GET /status shows progress and the "
+				"reset job's log the details",
+	    [RESET_JOINED] = "A reset of card %1$d is already pending or running; this request "
+			     "joined it",
+	    [RESET_ALREADY_RESET] = "Card %1$d was reset after that job ran; nothing to do",
+	    [RESET_DEAD] = "Card %1$d is dead and was left alone: reset it by itself (reset "
+			   "--device %1$d, {\"device_id\": %1$d}) to run its recovery again, or "
+			   "reboot the host",
+	    [RESET_REFUSED] = "Card %1$d is open outside the queue (pid %2$d, %3$s: %4$s%5$s): a "
+			      "reset under it may crash the host or hang the card; end that process, "
+			      "or force the reset (reset --force, \"force\": true)",
+	};
 	static char hint[512];
-	int device = c->device;
+	const struct card_look *l = &looks[card_index(c)];
+	char user[64] = "?";
 	size_t n;
 
-	switch (act) {
-	case RESET_SCHEDULED:
-		if (c->state == CARD_DEAD)
-			snprintf(hint, sizeof(hint), "Card %d is dead: its whole recovery runs again "
-				 "(reset, retries, health check%s); GET /status shows whether it comes "
-				 "back", device, cfg.deep_reset_cmd[0] ? ", deep reset" : "");
-		else
-			snprintf(hint, sizeof(hint), "Reset of card %d scheduled; GET /status shows "
-				 "progress and the reset job's log the details", device);
-		break;
-	case RESET_JOINED:
-		snprintf(hint, sizeof(hint), "A reset of card %d is already pending or running; this "
-					     "request joined it", device);
-		break;
-	case RESET_ALREADY_RESET:
-		snprintf(hint, sizeof(hint), "Card %d was reset after that job ran; nothing to do", device);
-		break;
-	case RESET_REFUSED: {
-		const struct card_look *l = &looks[card_index(c)];
-		char user[64];
-
-		snprintf(hint, sizeof(hint), "Card %d is open outside the queue (pid %d, %s: %s%s): a "
-			 "reset under it may crash the host or hang the card; end that process, or "
-			 "force the reset (reset --force, \"force\": true)", device, (int)l->h[0].pid,
-			 l->h[0].uid == (uid_t)-1 ? "?" : proc_user_name(l->h[0].uid, user, sizeof(user)),
+	if (act == RESET_REFUSED && l->h[0].uid != (uid_t)-1)
+		proc_user_name(l->h[0].uid, user, sizeof(user));
+	if (act == RESET_SCHEDULED && c->state == CARD_DEAD)
+		snprintf(hint, sizeof(hint), "Card %d is dead: its whole recovery runs again (reset, "
+			 "retries, health check%s); GET /status shows whether it comes back", c->device,
+			 cfg.deep_reset_cmd[0] ? ", deep reset" : "");
+	else
+		snprintf(hint, sizeof(hint), hints[act], c->device, (int)l->h[0].pid, user,
 			 l->h[0].cmd, l->n > 1 ? ", and others" : "");
-		break;
-	}
-	default:
-		snprintf(hint, sizeof(hint), "Card %d is dead and was left alone: reset it by itself "
-			 "(reset --device %d, {\"device_id\": %d}) to run its recovery again, or reboot "
-			 "the host", device, device, device);
-	}
 	n = strlen(hint);
 	if (c->held && (act == RESET_SCHEDULED || act == RESET_JOINED))
 		snprintf(hint + n, sizeof(hint) - n, "; the card is held: the reset runs once it is "
@@ -4292,31 +4283,16 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
 	json_w_obj_end(w);
 }
 
-/* "card 0" or "cards 0,1": the cards marked in want (n of them), for a message. */
-static const char *
-reset_job_named(const bool *want, int n)
-{
-	static char buf[256];
-	size_t len = (size_t)snprintf(buf, sizeof(buf), "card%s ", n > 1 ? "s" : "");
-	int i, k = 0;
-
-	for (i = 0; i < D.sched.ncards && len < sizeof(buf); i++)
-		if (want[i])
-			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", k++ ? "," : "",
-						D.sched.cards[i].device);
-	return buf;
-}
-
 /*
  * The cards of the job named by job_id field i, each with the reset epoch the job recorded for
  * it (at its submission, then at its start): want[k] and epoch[k] for D.sched.cards[k]. A job of
  * several cards names each of them: whichever it wedged, a reset for the job reaches it.
- * Returns how many, or -1 (answered) when the job is unknown or one of its cards is not
- * configured here.
+ * Its cards' words ("cards 0,1") go into cards[0..cap). Returns how many, or -1 (answered)
+ * when the job is unknown or one of its cards is not configured here.
  */
 static int
 reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool *want,
-		long long *epoch)
+		long long *epoch, char *cards, size_t cap)
 {
 	struct active *a;
 	struct job stored, *j;
@@ -4335,6 +4311,7 @@ reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool 
 	if ((r = find_job(c, id, &a, &stored, &out)) < 0)
 		return -1;
 	j = r == 1 ? &a->job : &stored;
+	job_cards(j, cards, cap);
 	for (k = 0; k < sched_job_ncards(j) && n >= 0; k++) {
 		int dev = sched_job_device(j, k);
 		struct card *card = sched_card(&D.sched, dev);
@@ -4370,7 +4347,7 @@ handle_reset(struct http_conn *c, const struct call *call)
 	enum reset_action act[MAX_CARDS];
 	bool want[MAX_CARDS] = {false};
 	long long epoch[MAX_CARDS];
-	char id[33];
+	char id[33], cards[256];
 	int ji, di, fi, i, n, targets = 0;
 	bool force;
 	struct json_w w;
@@ -4390,13 +4367,13 @@ handle_reset(struct http_conn *c, const struct call *call)
 	}
 	for (i = 0; i < D.sched.ncards; i++)
 		epoch[i] = -1;
-	if (ji >= 0 && (targets = reset_job_cards(c, body, ji, id, want, epoch)) < 0)
+	if (ji >= 0 && (targets = reset_job_cards(c, body, ji, id, want, epoch, cards, sizeof(cards))) < 0)
 		return;
 	if (di >= 0 && !(card = card_from_field(c, body, di)))
 		return;
 	if (card && ji >= 0 && !want[card_index(card)]) {
 		respond_error(c, 400, "job_id %s was queued on %s, not on card %d", id,
-			      reset_job_named(want, targets), card->device);
+			      cards, card->device);
 		return;
 	}
 	if (card) { /* that card alone */
