@@ -27,8 +27,8 @@
  *   collect and write after the load returns.
  * - Folders are made 0700 and files 0600. A job's folder is reached through an O_PATH,
  *   O_NOFOLLOW descriptor and its files are opened with O_NOFOLLOW relative to it, so a folder
- *   or file replaced by a link never takes a write; removal goes depth first through
- *   descriptors and never crosses into another mount.
+ *   or file replaced by a link never takes a write; removal unlinks the job's own files by
+ *   name through that descriptor and never descends into anything else.
  * - A job's folder goes before its row (store_retention), never after: one that cannot be
  *   removed keeps its row, and the next pass finds both again.
  * - The log dir stays locked (flock on the folder) from store_dir_open on; a new folder made
@@ -45,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -1858,12 +1857,6 @@ store_restore(const struct store_dir *d, struct store **st, char *err, size_t er
 
 /* ------------------------------------------------------------------------------ job folders */
 
-/*
- * Nesting that remove_tree follows (node_modules trees nest deeply); a deeper tree stays, and
- * is reported, rather than costing a descriptor and 1 KiB of stack per level without bound.
- */
-#define REMOVE_DEPTH 128
-
 char *
 store_output_path(const struct store_dir *d, const char *id)
 {
@@ -1967,82 +1960,28 @@ store_write_meta(const struct store_dir *d, const char *id, const char *text, si
 	return e ? -1 : 0;
 }
 
-/*
- * Remove name under the folder dirfd and everything in it (store_remove_job_dir's rules): a
- * link or a file is unlinked itself; a folder is emptied depth first through descriptors, so
- * a folder swapped for a link on the way never empties the link's target, and one on another
- * mount than parent is left whole (EXDEV). 0 when nothing stays (absent is fine); -1 with
- * errno (the first failure) when something does.
- */
-static int
-remove_tree(int dirfd, const char *name, const struct statx *parent, int depth)
-{
-	char ents[1024], self[32];
-	struct dirent64 *e;
-	struct statx sx;
-	ssize_t len, off;
-	int fd, err = 0;
-
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR)
-		return -1;
-	if (depth >= REMOVE_DEPTH) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	/* O_PATH: a folder its owner made unreadable can still be made writable. */
-	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_MODE | STATX_UID, &sx) < 0) {
-		err = errno;
-	} else if (sx.stx_dev_major != parent->stx_dev_major ||
-	           sx.stx_dev_minor != parent->stx_dev_minor ||
-	           (sx.stx_mask & parent->stx_mask & STATX_MNT_ID &&
-	            sx.stx_mnt_id != parent->stx_mnt_id)) {
-		err = EXDEV;
-	} else if ((sx.stx_mode & 0700) != 0700 && sx.stx_uid == geteuid()) {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd); /* fchmod refuses O_PATH */
-		(void)chmod(self, (sx.stx_mode & 07777) | 0700);
-	}
-	if (!err) {
-		int rd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (rd < 0)
-			err = errno;
-		while (rd >= 0 && (len = getdents64(rd, ents, sizeof(ents))) != 0) {
-			if (len < 0) {
-				err = err ? err : errno;
-				break;
-			}
-			for (off = 0; off < len; off += e->d_reclen) {
-				e = (struct dirent64 *)(void *)(ents + off);
-				if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-				    remove_tree(rd, e->d_name, &sx, depth + 1) < 0 && !err)
-					err = errno;
-			}
-		}
-		if (rd >= 0)
-			close(rd);
-	}
-	close(fd);
-	if (!err && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		err = errno;
-	errno = err;
-	return err ? -1 : 0;
-}
-
 int
 store_remove_job_dir(const struct store_dir *d, const char *id)
 {
+	static const char *const files[] = {STORE_OUTPUT_FILE, "meta.json"};
 	char path[PATH_MAX];
-	struct statx dir; /* the log dir's mount and device, which the removal never leaves */
+	int fd, e = 0;
 
 	if (!sched_job_id_valid(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
-	if (statx(AT_FDCWD, d->path, 0, STATX_MNT_ID, &dir) < 0)
-		return -1;
 	snprintf(path, sizeof(path), "%s/%s", d->path, id);
-	return remove_tree(AT_FDCWD, path, &dir, 0);
+	fd = job_folder_open(d, id);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+		return unlink(path) < 0 && errno != ENOENT ? -1 : 0; /* a link: itself alone */
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	/* Through the folder's descriptor: a folder swapped for a link meanwhile loses nothing. */
+	for (size_t i = 0; i < NELEM(files); i++)
+		if (unlinkat(fd, files[i], 0) < 0 && errno != ENOENT && !e)
+			e = errno;
+	close(fd);
+	if (!e && rmdir(path) < 0 && errno != ENOENT)
+		e = errno; /* ENOTEMPTY: a job put more in it, which is not ours to remove */
+	errno = e;
+	return e ? -1 : 0;
 }

@@ -277,13 +277,12 @@ int store_write_meta(const struct store_dir *d, const char *id, const char *text
 int store_write_whole(const char *path, const void *data, size_t len);
 
 /*
- * Remove a job's folder and everything in it (absent is fine), never through a link and never
- * into another mount: a bind or FUSE mount made in a job's folder is left whole (EXDEV), as
- * rm --one-file-system would, and a folder swapped for a link on the way is unlinked without
- * emptying its target. Folders of the service user's own that it cannot write (a Go module
- * cache's are 0555) are made writable first. Only a direct child named as a job id (32
- * lowercase hex digits) is ever removed; any other id is left alone (0). Returns 0 when
- * nothing stays, -1 with errno (the first failure) when something does.
+ * Remove a job's folder: its output and meta.json, then the folder (absent is fine). Never
+ * through a link (a folder replaced by one loses the link alone) and never anything else: a
+ * folder holding more (a job wrote into it) stays, with ENOTEMPTY, until someone empties it.
+ * Only a direct child named as a job id (32 lowercase hex digits) is ever removed; any other
+ * id is left alone (0). Returns 0 when nothing stays, -1 with errno (the first failure) when
+ * something does.
  */
 int store_remove_job_dir(const struct store_dir *d, const char *id);
 
