@@ -7,17 +7,11 @@
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
  *   stdout/stderr (one pipe), because its child also closes every descriptor >= 3 before exec.
- * - A job's child is created with clone(CLONE_VM | CLONE_VFORK) on a stack of its own, as
- *   posix_spawn does: no page tables are copied and no copy-on-write faults follow, which made
- *   fork the largest share of the daemon's cost per job. The daemon is suspended until the
- *   child has exec'd (or exited), so the child shares its memory but never races it. The
- *   child writes only its own stack (and, failing, the caller's error buffer: see child_fail),
- *   calls only async-signal-safe functions (no malloc, no stdio) and uninstrumented code
- *   (CHILD_CODE: a sanitizer's bookkeeping would run on a stack it does not know). Messages
- *   are assembled by hand in stack buffers; numbers are formatted before the clone.
- * - All signals are blocked across the clone, so no handler of the daemon can run in the child and
- *   the child resets dispositions before anything can be delivered. The parent restores its
- *   mask; the child ends with default dispositions and an empty mask.
+ * - A job's child is made with fork while every signal is blocked, so no handler of the
+ *   daemon runs in it before it has reset the dispositions; the parent restores its mask, the
+ *   child ends with default dispositions and an empty mask. The daemon is one thread, so the
+ *   child may use stdio. The parent waits for the exec (EOF on a close-on-exec pipe, which
+ *   brings the text of a failure instead), so a spawned pid has its session already.
  * - A job's pid is its process group and session id (setsid), so kill(-pid) reaches everything
  *   it started that did not leave the group itself.
  * - A job's process moves through enum proc_job_state only by set_state, whose table says
@@ -36,7 +30,7 @@
  *   waitpid(-1) and the guardian are per process too.
  * - A device node's claim is a listening abstract socket that only its owner holds: no child
  *   inherits it (close-on-exec, and the guardian and every spawned child close all other
- *   descriptors), so it is gone when the daemon is (a child caught between its clone and its
+ *   descriptors), so it is gone when the daemon is (a child caught between its fork and its
  *   exec holds a copy a moment longer).
  */
 #include <ctype.h>
@@ -55,11 +49,9 @@
 #include <string.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
-#include <linux/sched.h> /* CLONE_*: <sched.h> would find this project's sched.h under -I. */
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -74,9 +66,6 @@
 #include "json.h"
 #include "proc.h"
 
-/* glibc's clone(2) wrapper, declared by <sched.h> (see above). */
-extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
-
 #define PIPE_SIZE (1 << 20)   /* asked for; a flooding job then needs fewer wake-ups */
 #define CHILD_MSG_MAX 1024    /* a child's failure line, cut to fit */
 #define MARKER_MAX 1024       /* a capfile_marker line, cut to fit */
@@ -86,7 +75,6 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define GUARD_WAIT_MS 30000   /* longest wait for killed groups to be gone (guardian_wait_gone) */
 #define GUARD_POLL_MS 10      /* between two looks at them */
 #define FD_LOOP_MAX 65536     /* bound of the close() loop when close_range is missing */
-#define CHILD_STACK (256 * 1024) /* the spawned child's stack, below it one guard page */
 #define DRAIN_BUDGET (1024 * 1024) /* bytes of one job's output moved per poll event */
 #define LOOK_FIRST 0.002      /* s after a killed group is found alive before the next look */
 #define LOOK_MAX 0.1          /* s between two looks at most (doubling from LOOK_FIRST) */
@@ -98,9 +86,6 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define CMDLINE_SHOWN 200     /* bytes of a claim holder's command line shown */
 #define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
 #define DIAG_BUF 8192         /* bytes of a sock_diag answer: one message of a few hundred */
-
-/* Code that runs in a CLONE_VM child: kept free of sanitizer instrumentation (see above). */
-#define CHILD_CODE __attribute__((no_sanitize_address))
 
 /* One registration message; written whole (< PIPE_BUF, so atomic and never interleaved). */
 struct guard_msg {
@@ -125,10 +110,10 @@ static struct {
 	double prev_ended_at;  /* proc_instance_ended_at, NAN when not known */
 } P = {.lock_fd = -1, .prev_ended_at = NAN};
 
-/* ------------------------------------------------------------- async-signal-safe helpers */
+/* ----------------------------------------------------------------------------- helpers */
 
 /* Write all of buf, retrying on EINTR and partial writes. Returns the bytes written. */
-CHILD_CODE static size_t
+static size_t
 write_full(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
@@ -146,89 +131,39 @@ write_full(int fd, const void *buf, size_t n)
 	return done;
 }
 
-/* Append s to buf[0..*n) without passing max; the text is cut when it does not fit. */
-CHILD_CODE static void
-put_str(char *buf, size_t *n, size_t max, const char *s)
-{
-	while (*s && *n < max)
-		buf[(*n)++] = *s++;
-}
-
-/*
- * The text of errno e. strerror may translate and allocate, which is not safe after fork;
- * glibc's strerrordesc_np only indexes a constant table.
- */
-CHILD_CODE static const char *
-errtext(int e)
-{
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-	const char *s = strerrordesc_np(e);
-
-	return s ? s : "Unknown error";
-#else
-	return strerror(e); /* musl: a table lookup as well */
-#endif
-}
-
-/* Close descriptors lo..hi (inclusive), with close_range when the kernel has it. */
-CHILD_CODE static void
-close_fds(unsigned lo, unsigned hi)
+/* Close every descriptor >= lo, with close_range when the kernel has it. */
+static void
+close_from(unsigned lo)
 {
 	struct rlimit rl;
 	unsigned fd, limit = FD_LOOP_MAX;
 
-	if (lo > hi)
-		return;
 #ifdef SYS_close_range
-	if (syscall(SYS_close_range, lo, hi, 0) == 0)
+	if (syscall(SYS_close_range, lo, ~0U, 0) == 0)
 		return;
 #endif
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < limit)
 		limit = (unsigned)rl.rlim_cur;
-	for (fd = lo; fd <= hi && fd < limit; fd++)
+	for (fd = lo; fd < limit; fd++)
 		close((int)fd);
 }
 
-/* Close every descriptor >= lo except keep (keep < lo: none is kept). */
-CHILD_CODE static void
-close_from_except(int lo, int keep)
-{
-	if (keep < lo) {
-		close_fds((unsigned)lo, ~0U);
-		return;
-	}
-	if (keep > lo)
-		close_fds((unsigned)lo, (unsigned)keep - 1);
-	close_fds((unsigned)keep + 1, ~0U);
-}
-
-/* Every catchable signal back to SIG_DFL (glibc refuses its two internal ones: harmless). */
-CHILD_CODE static void
-default_dispositions(void)
+/* Every catchable signal to `how` (SIG_DFL, SIG_IGN); glibc refuses its two internal ones. */
+static void
+set_dispositions(void (*how)(int))
 {
 	struct sigaction sa;
 	int s;
 
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
+	sa.sa_handler = how;
 	sigemptyset(&sa.sa_mask);
 	for (s = 1; s < NSIG; s++)
 		if (s != SIGKILL && s != SIGSTOP)
 			sigaction(s, &sa, NULL);
 }
 
-CHILD_CODE static void
-ignore_signal(int s)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_IGN;
-	sigemptyset(&sa.sa_mask);
-	sigaction(s, &sa, NULL);
-}
-
-CHILD_CODE static void
+static void
 unblock_all(void)
 {
 	sigset_t none;
@@ -238,7 +173,7 @@ unblock_all(void)
 }
 
 /* Send one message to the guardian, if one runs. Blocking write; EPIPE is ignored. */
-CHILD_CODE static void
+static void
 guardian_send(char op, pid_t pgid)
 {
 	struct guard_msg m;
@@ -254,66 +189,16 @@ guardian_send(char op, pid_t pgid)
 /* ------------------------------------------------------------------------ the job child */
 
 /*
- * What the clone'd child needs; lives in proc_spawn's frame, which waits for the exec. err is
- * the caller's buffer (or NULL): the one memory outside its stack the child writes.
+ * Write "<what><arg>: <error>" to errfd (the spawner reads it) and, as a marker line, to
+ * stderr (the job's output); exit 127 (exec's convention). The daemon is one thread, so
+ * stdio and strerror are safe after its fork.
  */
-struct child_args {
-	const struct proc_opts *o;
-	int wfd;
-	pid_t daemon;
-	const char *oom;
-	char *err;
-	size_t errlen;
-};
-
-/*
- * Write "[tt-device-queue] <what><arg>: <error>\n" to fd and exit 127 (exec's convention).
- * The same text without the marker goes into c->err, so the daemon, which waits for this
- * exit (CLONE_VFORK), learns why without parsing the job's output.
- */
-CHILD_CODE static _Noreturn void
-child_fail(const struct child_args *c, int fd, const char *what, const char *arg, int e)
+static _Noreturn void
+child_fail(int errfd, const char *what, const char *arg, int e)
 {
-	static const char marker[] = PROC_MARKER " ";
-	char buf[CHILD_MSG_MAX];
-	size_t n = 0, i;
-
-	put_str(buf, &n, sizeof buf - 1, marker);
-	put_str(buf, &n, sizeof buf - 1, what);
-	put_str(buf, &n, sizeof buf - 1, arg);
-	put_str(buf, &n, sizeof buf - 1, ": ");
-	put_str(buf, &n, sizeof buf - 1, errtext(e));
-	if (c->err && c->errlen) {
-		for (i = 0; sizeof marker - 1 + i < n && i < c->errlen - 1; i++)
-			c->err[i] = buf[sizeof marker - 1 + i];
-		c->err[i] = '\0';
-	}
-	buf[n++] = '\n';
-	write_full(fd, buf, n);
+	dprintf(errfd, "%s%s: %s", what, arg, strerror(e));
+	dprintf(STDERR_FILENO, PROC_MARKER " %s%s: %s\n", what, arg, strerror(e));
 	_exit(127);
-}
-
-/* Make descriptor `to` a copy of `from` that survives exec (dup2 onto itself would not). */
-CHILD_CODE static int
-move_fd(int from, int to)
-{
-	if (from == to)
-		return fcntl(to, F_SETFD, 0);
-	return dup2(from, to) == -1 ? -1 : 0;
-}
-
-/* stdout and stderr into the pipe first (so later failures can be reported), stdin /dev/null. */
-CHILD_CODE static void
-child_stdio(const struct child_args *c)
-{
-	int nfd;
-
-	if (move_fd(c->wfd, STDOUT_FILENO) == -1 || move_fd(c->wfd, STDERR_FILENO) == -1)
-		child_fail(c, c->wfd, "cannot attach the output pipe", "", errno);
-	nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (nfd == -1 || move_fd(nfd, STDIN_FILENO) == -1)
-		child_fail(c, STDERR_FILENO, "cannot open ", "/dev/null", errno);
-	close_from_except(3, -1); /* the pipe's ends, the guardian's, anything inherited */
 }
 
 /*
@@ -323,32 +208,22 @@ child_stdio(const struct child_args *c)
  * the pipe cannot reach EOF before that since the child holds a write end until exec.
  * PR_SET_PDEATHSIG alone would not do: it reaches only this process (the shell), never the
  * background children it starts, which would then keep the card. A dead guardian (it is not
- * replaced) must not kill the job: signals are blocked here, and a blocked signal is kept pending even while ignored, so the SIGPIPE of a write to its closed pipe
- * would kill the shell as soon as the mask is cleared. Setting SIG_IGN again after the write
- * discards a pending SIGPIPE (POSIX sigaction: "shall cause the pending signal to be
- * discarded, whether or not it is blocked").
+ * replaced) must not kill the job: signals are blocked here, and a blocked signal is kept
+ * pending even while ignored, so the SIGPIPE of a write to its closed pipe would kill the
+ * shell as soon as the mask is cleared. Setting SIG_IGN again after the write discards a
+ * pending SIGPIPE (POSIX sigaction: "shall cause the pending signal to be discarded, whether
+ * or not it is blocked").
  */
-CHILD_CODE static void
+static void
 child_register(void)
 {
-	ignore_signal(SIGPIPE);
+	signal(SIGPIPE, SIG_IGN);
 	guardian_send('+', getpid());
-	ignore_signal(SIGPIPE);
-}
-
-CHILD_CODE static void
-child_set_oom(const char *oom)
-{
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-
-	if (fd == -1)
-		return;
-	write_full(fd, oom, strlen(oom)); /* lowering needs privilege: failure is fine */
-	close(fd);
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /* The soft limit the caller had before it raised its own; the hard limit stays. */
-CHILD_CODE static void
+static void
 child_set_nofile(rlim_t soft)
 {
 	struct rlimit rl;
@@ -359,27 +234,25 @@ child_set_nofile(rlim_t soft)
 	}
 }
 
-/*
- * Become user u: groups, then group, then uid, each by its raw system call (glibc's wrappers
- * would signal threads this memory-sharing child does not have). -1 with errno.
- */
-CHILD_CODE static int
+/* Become user u: groups, then group, then uid. -1 with errno. */
+static int
 child_become(const struct proc_user *u)
 {
-	if (syscall(SYS_setgroups, (size_t)u->ngroups, u->groups) == -1 ||
-	    syscall(SYS_setresgid, u->gid, u->gid, u->gid) == -1 ||
-	    syscall(SYS_setresuid, u->uid, u->uid, u->uid) == -1)
+	if (setgroups((size_t)u->ngroups, u->groups) == -1 ||
+	    setresgid(u->gid, u->gid, u->gid) == -1 || setresuid(u->uid, u->uid, u->uid) == -1)
 		return -1;
 	return 0;
 }
 
-/* The child side of proc_spawn: async-signal-safe calls only, never returns. */
-CHILD_CODE static _Noreturn void
-child_exec(const struct child_args *c)
+/*
+ * The child side of proc_spawn, never returns. wfd is the output pipe's write end, errfd the
+ * spawner's pipe of errors (close-on-exec: EOF there means the exec happened).
+ */
+static _Noreturn void
+child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 {
-	const struct proc_opts *o = c->o;
 	char *const *envp = o->envp ? o->envp : environ;
-	int e = 0;
+	int e = 0, nfd;
 
 	setsid();
 	/* A change of user clears the parent-death signal: become the user first. */
@@ -387,47 +260,30 @@ child_exec(const struct child_args *c)
 		e = errno;
 	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != c->daemon)
+	if (getppid() != daemon)
 		_exit(127);
 	child_register();
-	child_stdio(c);
+	/* stdout and stderr into the pipe first (so later failures are in the output). */
+	nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (dup2(wfd, STDOUT_FILENO) == -1 || dup2(wfd, STDERR_FILENO) == -1 || nfd == -1 ||
+	    dup2(nfd, STDIN_FILENO) == -1 || dup2(errfd, 3) == -1)
+		child_fail(errfd, "cannot set up stdin, stdout and stderr", "", errno);
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	close_from(4); /* the pipe's ends, the guardian's, anything inherited */
 	if (e)
-		child_fail(c, STDERR_FILENO, "cannot become user ", o->user->name, e);
-	default_dispositions(); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
-	unblock_all();          /* the mask survives exec too */
+		child_fail(3, "cannot become user ", o->user->name, e);
+	set_dispositions(SIG_DFL); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
+	unblock_all();             /* the mask survives exec too */
 	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
-		child_fail(c, STDERR_FILENO, "cannot change to directory ", o->cwd, errno);
-	child_set_oom(c->oom);
+		child_fail(3, "cannot change to directory ", o->cwd, errno);
+	if ((nfd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) >= 0)
+		dprintf(nfd, "%d\n", o->oom_score_adj); /* lowering needs privilege: may fail */
 	if (o->set_umask)
 		umask((mode_t)o->umask);
 	if (o->set_nofile)
 		child_set_nofile((rlim_t)o->nofile);
 	execve(o->argv[0], o->argv, envp);
-	child_fail(c, STDERR_FILENO, "cannot run ", o->argv[0], errno);
-}
-
-CHILD_CODE static int
-child_main(void *arg)
-{
-	child_exec(arg);
-}
-
-/* The child's stack: mapped once, reused by every spawn (the daemon waits for each exec). */
-static char *
-child_stack_top(void)
-{
-	static char *top;
-	char *base;
-
-	if (top)
-		return top;
-	base = mmap(NULL, CHILD_STACK + 4096, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-	if (base == MAP_FAILED)
-		return NULL;
-	mprotect(base, 4096, PROT_NONE); /* an overflow faults instead of writing the heap */
-	top = base + 4096 + CHILD_STACK;
-	return top;
+	child_fail(3, "cannot run ", o->argv[0], errno);
 }
 
 /* ---------------------------------------------------------------------------- spawning */
@@ -459,67 +315,80 @@ open_pipe(int p[2])
 	return 0;
 }
 
+/* The child's failure text from the pipe of errors, "" once it exec'd (EOF); closes fd. */
+static void
+read_failure(int fd, char *err, size_t errlen)
+{
+	char buf[CHILD_MSG_MAX];
+	size_t n = 0;
+	ssize_t r;
+
+	while (n < sizeof buf - 1) {
+		r = read(fd, buf + n, sizeof buf - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (err && errlen)
+		snprintf(err, errlen, "%.*s", (int)n, buf);
+}
+
 pid_t
 proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen)
 {
-	char oom[24], *stack = child_stack_top();
 	sigset_t all, old;
 	pid_t daemon = getpid(), pid;
-	struct child_args ca;
-	int p[2], e;
+	int p[2], ep[2], e;
 
 	if (!o || !o->argv || !o->argv[0] || !out_fd) {
 		set_err(err, errlen, "spawn", EINVAL);
 		errno = EINVAL;
 		return -1;
 	}
-	if (!stack) {
-		set_err(err, errlen, "cannot map the child's stack", errno);
-		return -1;
-	}
 	if (open_pipe(p) == -1) {
 		set_err(err, errlen, "cannot create the output pipe", errno);
 		return -1;
 	}
-	snprintf(oom, sizeof oom, "%d\n", o->oom_score_adj); /* no snprintf in the child */
-	if (err && errlen)
-		err[0] = '\0'; /* stays empty when the child exec's */
-	ca = (struct child_args){.o = o, .wfd = p[1], .daemon = daemon, .oom = oom, .err = err,
-				 .errlen = errlen};
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = clone(child_main, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &ca);
-	e = errno;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(p[1]); /* else the daemon's own copy would keep EOF from ever coming */
-	if (pid == -1) {
+	if (pipe2(ep, O_CLOEXEC) == -1) {
+		e = errno;
 		close(p[0]);
-		set_err(err, errlen, "clone", e);
+		close(p[1]);
+		set_err(err, errlen, "cannot create a pipe", e);
 		errno = e;
 		return -1;
 	}
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0)
+		child_exec(o, p[1], ep[1], daemon);
+	e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(p[1]); /* else the daemon's own copy would keep EOF from ever coming */
+	close(ep[1]);
+	if (pid == -1) {
+		close(ep[0]);
+		close(p[0]);
+		set_err(err, errlen, "fork", e);
+		errno = e;
+		return -1;
+	}
+	read_failure(ep[0], err, errlen); /* waits for the exec: the child is in its session */
 	*out_fd = p[0];
 	return pid;
 }
 
-/*
- * Right after proc_spawn returns, the child may not have reached setsid() yet, so its group
- * does not exist and kill(-pgid) finds nobody. Then the child itself is signalled, but only
- * while it is our unreaped child (waitid WNOWAIT), never a stranger that reused a reaped pid.
- * Its signals are blocked until it has reset them, so the signal stays pending and acts then.
- */
 void
 proc_kill_group(pid_t pgid, int sig)
 {
-	siginfo_t si;
 	int e = errno;
 
 	/* kill(-1) would hit every process we may signal, kill(0) our own group: never. */
-	if (pgid <= 1)
-		return;
-	if (kill(-pgid, sig) == -1 && errno == ESRCH &&
-	    waitid(P_PID, (id_t)pgid, &si, WEXITED | WNOHANG | WNOWAIT) == 0)
-		kill(pgid, sig);
+	if (pgid > 1)
+		kill(-pgid, sig);
 	errno = e;
 }
 
@@ -856,12 +725,12 @@ void
 capfile_marker(struct capfile *cf, const char *fmt, ...)
 {
 	char line[MARKER_MAX];
-	size_t n = 1, max = sizeof line - 1, start;
+	size_t n, max = sizeof line - 1, start;
 	va_list ap;
 	int len;
 
 	/* line[0] is kept for the '\n' that closes an open line of job output. */
-	put_str(line, &n, max, PROC_MARKER " ");
+	n = 1 + (size_t)snprintf(line + 1, max, PROC_MARKER " ");
 	va_start(ap, fmt);
 	len = vsnprintf(line + n, max - n + 1, fmt, ap);
 	va_end(ap);
@@ -1109,33 +978,24 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 	pid_t groups[GUARD_SLOTS];
 	struct guard_msg m;
 	size_t n = 0, i;
-	int lo = rfd, hi = lock_fd;
 
 	setsid();
-	default_dispositions();
-	ignore_signal(SIGINT);
-	ignore_signal(SIGTERM);
-	ignore_signal(SIGHUP);
-	ignore_signal(SIGPIPE);
-	ignore_signal(SIGQUIT);
+	set_dispositions(SIG_DFL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
 	unblock_all();
 	close(wfd); /* first: a daemon started without stderr may have got it as fd 2 */
-	if (rfd != STDIN_FILENO && lock_fd != STDIN_FILENO)
-		close(STDIN_FILENO);
-	if (rfd != STDOUT_FILENO && lock_fd != STDOUT_FILENO)
+	/* The pipe becomes stdin, the lock stdout; stderr stays (the daemon's log). */
+	if (dup2(rfd, STDIN_FILENO) == -1 || (lock_fd >= 0 && dup2(lock_fd, STDOUT_FILENO) == -1))
+		_exit(1);
+	if (lock_fd < 0)
 		close(STDOUT_FILENO);
-	if (lock_fd < 0 || lock_fd == rfd) {
-		close_from_except(3, rfd);
-	} else {
-		if (lock_fd < rfd) {
-			lo = lock_fd;
-			hi = rfd;
-		}
-		if (lo > 3)
-			close_fds(3, (unsigned)lo - 1);
-		close_fds((unsigned)lo + 1, (unsigned)hi - 1);
-		close_fds((unsigned)hi + 1, ~0U);
-	}
+	rfd = STDIN_FILENO;
+	lock_fd = lock_fd >= 0 ? STDOUT_FILENO : -1;
+	close_from(3);
 	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this.
 	 * Named once it holds only its own descriptors, so one found by name holds no more. */
 	prctl(PR_SET_NAME, "ttq-guardian");
@@ -2331,7 +2191,7 @@ proc_claim_node(const char *node, char *why, size_t cap)
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
 		goto fail;
 	/* A daemon just killed holds the name until the kernel tore it down, and a child of it
-	 * caught between its clone and its exec a moment longer: a restart waits for that. */
+	 * caught between its fork and its exec a moment longer: a restart waits for that. */
 	while (bind(fd, (struct sockaddr *)&sa, len) < 0) {
 		if (errno != EADDRINUSE || mono_clock() - t0 >= CLAIM_WAIT)
 			goto fail;

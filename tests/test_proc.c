@@ -204,7 +204,7 @@ test_signals_death(void)
 	int fd, code;
 	pid_t pid = spawn(argv, NULL, NULL, 0, &fd);
 
-	/* At once: the child may not have reached setsid() yet. */
+	/* At once: proc_spawn returned after the exec, so the child leads its group. */
 	proc_kill_group(pid, SIGTERM);
 	is_int(wait_code(pid, 5000), -15, "SIGTERM right after spawn: exit code -15");
 	close(fd);
@@ -214,22 +214,6 @@ test_signals_death(void)
 	is_int(proc_exit_code(0), 0, "proc_exit_code(0)");
 	is_int(proc_exit_code(W_EXITCODE(255, 0)), 255, "proc_exit_code(exit 255)");
 	is_int(proc_exit_code(W_EXITCODE(0, SIGSEGV)), -SIGSEGV, "proc_exit_code(SIGSEGV)");
-}
-
-/* A child not yet in its own group (as before its setsid) is still reached. */
-static void
-test_kill_before_setsid(void)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		signal(SIGTERM, SIG_DFL);
-		for (;;)
-			pause();
-	}
-	ok(getpgid(pid) != pid, "plain child: no group of its own");
-	proc_kill_group(pid, SIGTERM);
-	is_int(wait_code(pid, 5000), -15, "proc_kill_group falls back to the unreaped child");
 }
 
 static void
@@ -1553,7 +1537,6 @@ main(void)
 	}
 	test_basic();
 	test_signals_death();
-	test_kill_before_setsid();
 	test_session();
 	test_cwd();
 	test_exec_failure();
