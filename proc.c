@@ -1,8 +1,7 @@
 /*
  * proc.c - the daemon's processes: spawning with the environment of each (a job's, a control
  * command's), a job's process from start to finish, strays, the guardian, the instance lock,
- * the host-wide claim of a device node, the look for a command's program; and capped output
- * files.
+ * the host-wide claim of a device node; and capped output files.
  *
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
@@ -33,7 +32,6 @@
  *   descriptors), so it is gone when the daemon is (a child caught between its fork and its
  *   exec holds a copy a moment longer).
  */
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -578,64 +576,6 @@ proc_control_env(char *const *base)
 	memcpy(envp, base, sizeof(char *) * n);
 	envp[n] = (char *)proc_instance_marker();
 	return envp;
-}
-
-/* A shell word NAME=value: an assignment for the command that follows it. */
-static bool
-is_assignment(const char *w)
-{
-	size_t k = 0;
-
-	if (!isalpha((unsigned char)w[0]) && w[0] != '_')
-		return false;
-	while (isalnum((unsigned char)w[k]) || w[k] == '_')
-		k++;
-	return w[k] == '=';
-}
-
-const char *
-proc_program_missing(const char *cmd, char *out, size_t cap)
-{
-	static const char shell_words[] = " ! . : [[ { ( case cd command eval exec exit export for "
-					  "function if select set source time trap unset until while ";
-	char word[PATH_MAX], path[PATH_MAX * 2], pad[PATH_MAX + 2];
-	const char *p = cmd, *home = getenv("HOME"), *dirs = getenv("PATH"), *end;
-	size_t n;
-
-	for (;;) {
-		p += strspn(p, " \t");
-		n = strcspn(p, " \t\n");
-		if (n == 0 || n >= sizeof(word))
-			return NULL;
-		memcpy(word, p, n);
-		word[n] = '\0';
-		if (!is_assignment(word))
-			break;
-		p += n; /* an assignment for the command that follows */
-	}
-	snprintf(pad, sizeof(pad), " %s ", word);
-	if (strpbrk(word, "$`\\\"'*?[]<>|&;(){}") || strstr(shell_words, pad))
-		return NULL;
-	if (strncmp(word, "~/", 2) == 0 && home)
-		snprintf(path, sizeof(path), "%s%s", home, word + 1);
-	else if (word[0] == '~')
-		return NULL;
-	else
-		snprintf(path, sizeof(path), "%s", word);
-	if (strchr(word, '/')) {
-		if (access(path, X_OK) == 0)
-			return NULL;
-		snprintf(out, cap, "%s %s", word, errno == EACCES ? "is not executable" : "does not exist");
-		return out;
-	}
-	for (; dirs && *dirs; dirs = *end ? end + 1 : end) {
-		end = dirs + strcspn(dirs, ":");
-		snprintf(path, sizeof(path), "%.*s/%s", (int)(end - dirs), end > dirs ? dirs : ".", word);
-		if (access(path, X_OK) == 0)
-			return NULL;
-	}
-	snprintf(out, cap, "%s is not found in PATH", word);
-	return out;
 }
 
 /* --------------------------------------------------------------------- capped output file */

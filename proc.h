@@ -2,12 +2,11 @@
  * proc.h - the daemon's processes: spawning, the environment of each child (a job's, a control
  * command's), a job's process from start to finish (struct proc_job), the killing of strays,
  * the guardian and the instance lock; the host-wide claim of a device node (proc_claim_node);
- * whether a command's program can be found (proc_program_missing); and the capped output file
- * a job's output is drained into.
+ * and the capped output file a job's output is drained into.
  *
- * proc.c knows fork/exec and how exec finds a program, process groups, pipes, /proc, files and
- * abstract unix sockets, and the names of the settings no job may inherit (TT_DEVICE_RESET*,
- * TT_DEVICE_DEEP_RESET*, TT_DEVICE_HEALTH*); nothing of queues, cards, HTTP or SQLite. Of json.c, a leaf that knows
+ * proc.c knows fork/exec, process groups, pipes, /proc, files and abstract unix sockets, and
+ * the names of the settings no job may inherit (TT_DEVICE_RESET*, TT_DEVICE_DEEP_RESET*,
+ * TT_DEVICE_HEALTH*); nothing of queues, cards, HTTP or SQLite. Of json.c, a leaf that knows
  * nothing else, it uses the reader (a job's stored env object) and the UTF-8 helpers.
  * Every descriptor it opens is close-on-exec.
  *
@@ -462,17 +461,6 @@ char **proc_job_env(char *const *base, const char *env_json, const char *job_id,
  * (static); base itself when memory ran out.
  */
 char **proc_control_env(char *const *base);
-
-/*
- * Why the program that the shell command line cmd would run cannot be executed, written into
- * out[0..cap) and returned: "<word> does not exist", "<word> is not executable" or "<word> is
- * not found in PATH". NULL when it can be, or when that cannot be told without running a shell
- * (an expansion, quoting, a redirection, a shell keyword or builtin, a word of PATH_MAX bytes
- * or more). The program is the first word after any NAME=value assignments: a path (a leading
- * ~/ is $HOME, as bash expands it) or a name looked up in $PATH, as exec does. It only looks
- * (access(2), X_OK); nothing is run. For a command that would otherwise fail only once run.
- */
-const char *proc_program_missing(const char *cmd, char *out, size_t cap);
 
 /* ------------------------------------------------------------------- capped output file */
 

@@ -815,7 +815,6 @@ static struct {
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
-	char control_warning[1024]; /* a control command's program is missing (check_controls) */
 	struct timer store_retry, retention, shutdown_deadline, linger;
 	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
@@ -3006,7 +3005,6 @@ handle_status(struct http_conn *c, const struct call *k)
 	w_num(&w, "heartbeat_age_sec", mono_now - D.heartbeat_mono);
 	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
 	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
-	w_str(&w, "control_warning", D.control_warning[0] ? D.control_warning : NULL);
 	w_str(&w, "guardian_warning", proc_guardian_lost() ? GUARDIAN_GONE : NULL);
 	json_w_obj_end(&w);
 	w_int(&w, "queued_total", D.sched.queued_total);
@@ -4127,35 +4125,6 @@ step_variable(int step)
 				 : "TT_DEVICE_HEALTH_CHECK_CMD";
 }
 
-/*
- * Check that every configured control command's program exists, into D.control_warning
- * (empty when all do); at start-up also log each problem. A reset that could not run its
- * command only fails with a configuration error; this says so before the first reset needs it.
- */
-static void
-check_controls(bool log)
-{
-	const char *tmpl[3] = {cfg.reset_cmd, cfg.health_cmd ? cfg.health_cmd : DEFAULT_PYTHON,
-			       cfg.deep_reset_cmd};
-	static const int steps[3] = {RESET_STEP_RESET, RESET_STEP_HEALTH, RESET_STEP_DEEP};
-	char why[PATH_MAX + 64];
-	size_t len = 0;
-	int i;
-
-	D.control_warning[0] = '\0';
-	for (i = 0; i < 3; i++) {
-		if (!tmpl[i][0] || !proc_program_missing(tmpl[i], why, sizeof(why)))
-			continue;
-		if (log)
-			logmsg("tt-device-queue: WARNING: %s: %s; resets will fail with a configuration "
-			       "error until it does", step_variable(steps[i]), why);
-		len += (size_t)snprintf(D.control_warning + len, sizeof(D.control_warning) - len,
-					"%s%s: %s", len ? "; " : "", step_variable(steps[i]), why);
-		if (len >= sizeof(D.control_warning))
-			break;
-	}
-}
-
 /* The command of a reset step as the operator configured it ({device} not yet replaced). */
 static const char *
 step_template(int step)
@@ -4232,7 +4201,6 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	}
 	sched_reset_end(c, &a->ladder, how, reason, clock_wall()); /* c owns reason now */
 	card_dirty(c);
-	check_controls(false);
 	if (how == RESET_NEXT_HEALTHY && a->ladder.check) { /* only its health was read */
 		trailer = xasprintf(PROC_MARKER " card %d passed its health check\n", c->device);
 		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
@@ -6114,7 +6082,6 @@ serve_main(int argc, char **argv)
 	dir_watch();
 	if (opened == 0)
 		start_from_store();
-	check_controls(true);
 	raise_fd_limit();
 	open_listener();
 	serving_status(status, sizeof(status));

@@ -1245,76 +1245,6 @@ test_umask(void)
 }
 
 
-/* A file in tmpdir with mode `mode`; its path into path. */
-static void
-make_file(const char *name, mode_t mode, char *path, size_t cap)
-{
-	int fd;
-
-	snprintf(path, cap, "%s/%s", tmpdir, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd >= 0) {
-		if (write(fd, "#!/bin/sh\n", 10) != 10)
-			perror("write");
-		close(fd);
-	}
-	chmod(path, mode);
-}
-
-static void
-test_program_missing(void)
-{
-	char exe[PATH_MAX], plain[PATH_MAX], cmd[PATH_MAX * 2], out[PATH_MAX + 64], want[PATH_MAX + 64];
-	char *old_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
-	char *old_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
-
-	make_file("ctl-exe", 0700, exe, sizeof exe);
-	make_file("ctl-plain", 0600, plain, sizeof plain);
-	setenv("PATH", tmpdir, 1);
-	setenv("HOME", tmpdir, 1);
-	ok(proc_program_missing("ctl-exe 3", out, sizeof out) == NULL, "a name found in PATH runs");
-	ok(proc_program_missing("A=1 B_2=x ctl-exe 3", out, sizeof out) == NULL,
-	   "assignments before the program are skipped");
-	ok(proc_program_missing("ctl-gone {device}", out, sizeof out) == out, "a name not in PATH");
-	is_str(out, "ctl-gone is not found in PATH", "says so");
-	ok(proc_program_missing("X=1 ctl-gone", out, sizeof out) != NULL &&
-	   strcmp(out, "ctl-gone is not found in PATH") == 0, "the program after an assignment is judged");
-	snprintf(cmd, sizeof cmd, "%s --reset 0", exe);
-	ok(proc_program_missing(cmd, out, sizeof out) == NULL, "an executable path runs");
-	snprintf(cmd, sizeof cmd, "%s 0", plain);
-	snprintf(want, sizeof want, "%s is not executable", plain);
-	ok(proc_program_missing(cmd, out, sizeof out) != NULL && strcmp(out, want) == 0,
-	   "a file without an execute bit is not executable");
-	snprintf(cmd, sizeof cmd, "%s/none 0", tmpdir);
-	snprintf(want, sizeof want, "%s/none does not exist", tmpdir);
-	ok(proc_program_missing(cmd, out, sizeof out) != NULL && strcmp(out, want) == 0,
-	   "a path to nothing does not exist");
-	ok(proc_program_missing("~/ctl-exe 0", out, sizeof out) == NULL, "~/ is $HOME, as bash has it");
-	ok(proc_program_missing("~/ctl-none 0", out, sizeof out) != NULL &&
-	   strcmp(out, "~/ctl-none does not exist") == 0, "and names the path as written");
-	ok(proc_program_missing("$TOOL reset", out, sizeof out) == NULL &&
-	   proc_program_missing("'ctl gone' 0", out, sizeof out) == NULL &&
-	   proc_program_missing("ctl-gone>x", out, sizeof out) == NULL &&
-	   proc_program_missing("~user/x", out, sizeof out) == NULL,
-	   "expansions, quoting and redirections are left to the shell");
-	ok(proc_program_missing("cd /x && ctl-gone", out, sizeof out) == NULL &&
-	   proc_program_missing("exec ctl-gone", out, sizeof out) == NULL &&
-	   proc_program_missing("if true; then :; fi", out, sizeof out) == NULL,
-	   "a shell builtin or keyword first is not judged");
-	ok(proc_program_missing("", out, sizeof out) == NULL &&
-	   proc_program_missing("A=1", out, sizeof out) == NULL, "nothing to run: nothing missing");
-	if (old_path)
-		setenv("PATH", old_path, 1);
-	else
-		unsetenv("PATH");
-	if (old_home)
-		setenv("HOME", old_home, 1);
-	else
-		unsetenv("HOME");
-	free(old_path);
-	free(old_home);
-}
-
 /* ------------------------------------------------------------- the user behind a connection */
 
 #define NOBODY 65534       /* the unprivileged uid a child connects as, when we are root */
@@ -1549,7 +1479,6 @@ main(void)
 	test_kill_group_grandchild();
 	test_spawn_errors();
 	test_build_env();
-	test_program_missing();
 	test_capfile_small();
 	test_capfile_reopen();
 	test_capfile_over();
