@@ -1,7 +1,7 @@
 /*
  * proc.c - the daemon's processes: spawning with the environment of each (a job's, a control
- * command's), a job's process from start to finish, strays, the guardian, the instance lock,
- * the host-wide claim of a device node; and capped output files.
+ * command's), a job's process from start to finish, strays, the guardian (which keeps a copy
+ * of the log dir's lock), the host-wide claim of a device node; and capped output files.
  *
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
@@ -25,7 +25,7 @@
  *   group from the job itself (see child_register) and kills every group still registered when
  *   the pipe reaches EOF, that is when the daemon and all its pre-exec children are gone. A
  *   group is forgotten only once it was found empty.
- * - What is here once per process (the jobs, the guardian, the instance lock) lives in P:
+ * - What is here once per process (the jobs, the guardian, the instance entry) lives in P:
  *   waitpid(-1) and the guardian are per process too.
  * - A device node's claim is a listening abstract socket that only its owner holds: no child
  *   inherits it (close-on-exec, and the guardian and every spawned child close all other
@@ -77,7 +77,6 @@
 #define LOOK_FIRST 0.002      /* s after a killed group is found alive before the next look */
 #define LOOK_MAX 0.1          /* s between two looks at most (doubling from LOOK_FIRST) */
 #define STRAYS_MAX 512        /* children of the daemon looked at per pass */
-#define LOCK_FILE "guardian.lock"
 #define CLAIM_NAME "tt-device-queue/claim/" /* the abstract names of device claims start so */
 #define CLAIM_WAIT 2.0        /* s a claimed name is tried again (proc_claim_node) */
 #define USER_SHOWN 64         /* bytes of a claim holder's user name */
@@ -99,14 +98,10 @@ static struct {
 	struct proc_callbacks cb;
 	const double *now;     /* the owner's monotonic clock, s */
 	struct proc_job *jobs; /* every proc_job, for proc_reaped and the strays */
-	char marker[sizeof(INSTANCE_VAR) + 64];
+	char marker[sizeof(INSTANCE_VAR) + PATH_MAX];
 	pid_t guardian_pid;    /* 0 before it started and once it died */
 	bool guardian_lost;    /* it died (proc_reaped) */
-	int lock_fd;           /* the instance lock file, -1 when not open */
-	bool recorded;         /* lock_fd holds this instance's entry */
-	char lock_path[PATH_MAX];
-	double prev_ended_at;  /* proc_instance_ended_at, NAN when not known */
-} P = {.lock_fd = -1, .prev_ended_at = NAN};
+} P;
 
 /* ----------------------------------------------------------------------------- helpers */
 
@@ -941,10 +936,13 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 	prctl(PR_SET_NAME, "ttq-guardian");
 	while (read_msg(rfd, &m))
 		n = apply_msg(groups, n, &m);
-	/* The daemon is gone: the lock's mtime tells the next start when its jobs last ran
-	 * (proc_instance_ended_at), which nothing else records for a job that printed nothing. */
-	if (lock_fd >= 0)
+	/* The daemon is gone: the lock's mtime tells the next start when its jobs last ran,
+	 * which nothing else records for a job that printed nothing. Shared from now on, the
+	 * lock says to the next start that a dead daemon's processes are still dying here. */
+	if (lock_fd >= 0) {
 		futimens(lock_fd, NULL);
+		flock(lock_fd, LOCK_SH | LOCK_NB);
+	}
 	for (i = 0; i < n; i++)
 		kill(-groups[i], SIGKILL);
 	/* Stragglers that left their group; again while a dying shell may still fork. */
@@ -952,7 +950,7 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 		;
 	if (lock_fd >= 0)
 		guardian_wait_gone(groups, n, marker);
-	_exit(0); /* the instance lock is released with the last open copy of its file */
+	_exit(0); /* the lock is released with the last open copy of its descriptor */
 }
 
 pid_t
@@ -1711,10 +1709,21 @@ look(struct proc_job *j)
 void
 proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id)
 {
+	struct timespec pause = {0, 10000000};
+	int found = 0, k, round;
+
 	P.cb = *cb;
 	P.now = now;
 	snprintf(P.marker, sizeof P.marker, INSTANCE_VAR "%s", instance_id);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* A daemon killed with its guardian (kill -9 of both) left what carries the entry. */
+	for (round = 0; round < 300 && (k = proc_kill_marked(P.marker)) > 0; round++) {
+		found = found ? found : k;
+		nanosleep(&pause, NULL);
+	}
+	if (found > 0)
+		P.cb.log("tt-device-queue: killed %d processes the previous instance left running "
+			 "(it died with its guardian)", found);
 }
 
 struct proc_job *
@@ -1893,7 +1902,7 @@ proc_reaped(pid_t pid, int wstatus)
 	return PROC_REAPED_STRAY;
 }
 
-/* ------------------------------------------------------------------- the instance lock */
+/* ---------------------------------------------------------------- the instance and guardian */
 
 const char *
 proc_instance_marker(void)
@@ -1914,144 +1923,6 @@ mono_clock(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/*
- * The lock file holds the instance entry of the daemon that held it last. Had its guardian
- * lived, that daemon's jobs would be gone; if both died at once (kill -9 of both, the OOM
- * killer) they may still run: whatever still carries that entry is killed now, before any job
- * starts, and waited for up to 3 s.
- */
-static void
-kill_previous_instance(int fd)
-{
-	struct timespec pause = {0, 10000000};
-	size_t len = strlen(P.marker);
-	char prev[sizeof P.marker];
-	ssize_t n = pread(fd, prev, sizeof prev - 1, 0);
-	int found = 0, k, round;
-
-	if (n == (ssize_t)len && memcmp(prev, INSTANCE_VAR, sizeof INSTANCE_VAR - 1) == 0) {
-		prev[n] = '\0';
-		for (round = 0; round < 300 && (k = proc_kill_marked(prev)) > 0; round++) {
-			found = found ? found : k;
-			nanosleep(&pause, NULL);
-		}
-	}
-	if (found > 0)
-		P.cb.log("tt-device-queue: killed %d processes the previous instance left running "
-			 "(it died with its guardian)", found);
-}
-
-int
-proc_instance_wait(const char *dir)
-{
-	struct timespec pause = {0, 10000000};
-	double t0 = mono_clock(), next = 0;
-	sigset_t pending;
-	struct stat st;
-	int fd, e;
-
-	snprintf(P.lock_path, sizeof P.lock_path, "%s/" LOCK_FILE, dir);
-	fd = open(P.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		/* A full disk (no inode) must not keep the service down: opened later
-		 * (proc_instance_record), before any job starts. */
-		e = errno;
-		P.cb.log("tt-device-queue: WARNING: cannot open %s (%s)", P.lock_path, strerror(e));
-		errno = e;
-		return -1;
-	}
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK && errno != EINTR) {
-			e = errno;
-			P.cb.log("tt-device-queue: WARNING: cannot lock %s (%s); a restart after a "
-				 "crash will not wait for the killed jobs to be gone", P.lock_path,
-				 strerror(e));
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		if (mono_clock() - t0 >= next) {
-			P.cb.log("tt-device-queue: waiting for the processes of the previous instance "
-				 "to end (its guardian holds %s)", P.lock_path);
-			next += 10;
-		}
-		sigpending(&pending); /* blocked by the caller: looked at, not delivered */
-		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT)) {
-			close(fd);
-			errno = EINTR;
-			return -1;
-		}
-		nanosleep(&pause, NULL);
-	}
-	if (next > 0)
-		P.cb.log("tt-device-queue: the previous instance's processes are gone after %.1f s",
-			 mono_clock() - t0);
-	if (fstat(fd, &st) == 0 && st.st_size > 0) /* an entry: it did not stop cleanly */
-		P.prev_ended_at = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
-	kill_previous_instance(fd);
-	P.lock_fd = fd;
-	return 0;
-}
-
-bool
-proc_instance_record(char *why, size_t cap)
-{
-	size_t len = strlen(P.marker);
-	struct stat st;
-	int fd, e;
-
-	if (P.recorded && fstat(P.lock_fd, &st) == 0 && st.st_nlink > 0)
-		return true;
-	if (P.recorded) /* the file was removed: a new one */
-		proc_instance_forget();
-	if ((fd = P.lock_fd) < 0 && (fd = open(P.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
-		snprintf(why, cap, "cannot create " LOCK_FILE " in the log dir: %s; no job starts "
-			 "until this instance is recorded there", strerror(errno));
-		return false;
-	}
-	errno = ENOSPC; /* a short write sets none */
-	if ((fd != P.lock_fd && flock(fd, LOCK_EX | LOCK_NB) < 0) || ftruncate(fd, 0) < 0 ||
-	    pwrite(fd, P.marker, len, 0) != (ssize_t)len) {
-		e = errno;
-		snprintf(why, cap, "cannot record this instance in the log dir's " LOCK_FILE ": %s%s; "
-			 "no job starts until it is", strerror(e),
-			 e == ENOSPC || e == EDQUOT ? " (disk full)" : "");
-		if (fd != P.lock_fd)
-			close(fd);
-		return false;
-	}
-	P.lock_fd = fd;
-	/* The guardian keeps the first lock file it was given; it is started once, never again. */
-	if (guardian_fd < 0 && proc_guardian_start(P.marker, P.lock_fd) < 0) {
-		snprintf(why, cap, "cannot start the guardian process: %s; no job starts until it "
-			 "runs", strerror(errno));
-		return false;
-	}
-	P.recorded = true;
-	return true;
-}
-
-void
-proc_instance_forget(void)
-{
-	if (P.lock_fd >= 0)
-		close(P.lock_fd); /* the guardian keeps its copy of the old file */
-	P.lock_fd = -1;
-	P.recorded = false;
-}
-
-int
-proc_instance_clear(void)
-{
-	return P.lock_fd < 0 ? 0 : ftruncate(P.lock_fd, 0);
-}
-
-double
-proc_instance_ended_at(void)
-{
-	return P.prev_ended_at;
 }
 
 /* ------------------------------------------------------------- the claim of a device node */

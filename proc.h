@@ -26,10 +26,10 @@
  * timer heap stays the only one: the same shape as http.c's connections, so both are wired
  * alike. (Asking each job for its next deadline every loop turn would walk every job.)
  *
- * The log dir's own lock (one daemon per log dir) is not here: it guards the files in the log
- * dir, not processes. The instance lock is: the guardian holds it until the processes of a
- * dead daemon are gone, so a new daemon waits there before it starts any. The claim of a
- * device node is here too: it is held by a process for the host, not by a folder.
+ * The log dir's lock (one daemon per log dir, store.c) is the one instance lock: the guardian
+ * is handed a copy (proc_guardian_start) and holds it, shared, until the processes of a dead
+ * daemon are gone, so a new daemon waits for it before it starts any. The claim of a device
+ * node is here: it is held by a process for the host, not by a folder.
  */
 #ifndef TTQ_PROC_H
 #define TTQ_PROC_H
@@ -119,7 +119,7 @@ struct proc_callbacks {
 	 * proc_reaped, so no job finishes while its owner walks its poll events or its reaps.
 	 */
 	void (*exit)(struct proc_job *j, int code);
-	/* A line for the daemon's log (no trailing newline), from the instance lock's wait. */
+	/* A line for the daemon's log (no trailing newline), from proc_init. */
 	void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
 
@@ -127,9 +127,12 @@ struct proc_callbacks {
  * Make this process the daemon proc.c serves: keep cb (copied) and now (the owner's
  * monotonic clock in seconds, current for its loop turn), become the child subreaper
  * (descendants that outlive their parent come to us, so they are reaped and strays can be
- * killed), and make the instance entry (proc_instance_marker) from instance_id, a random
- * identifier of this start (up to 64 characters). Call once, before any other proc_job or
- * proc_instance function.
+ * killed), and make the instance entry (proc_instance_marker) from instance_id, which names
+ * the queue's instance for good (the log dir's absolute path: one daemon per log dir). Then
+ * kill whatever still carries that entry, waiting up to 3 s for it to be gone, and `log` how
+ * many: a previous daemon on this log dir died with its guardian. Call once, holding the log
+ * dir's lock (so no previous daemon's guardian is still at work), before any other proc_job
+ * or proc_instance function.
  */
 void proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id);
 
@@ -208,54 +211,11 @@ enum proc_reaped proc_reaped(pid_t pid, int wstatus);
  * This daemon's instance entry, "TT_DEVICE_QUEUE_INSTANCE=<instance id>" (static storage,
  * made by proc_init). Every job and control command must carry it in its environment (the
  * caller adds it): processes that left their job's process group (setsid) are still found by
- * it when the daemon dies (the guardian kills them) and by the next start when the guardian
- * died too (proc_instance_wait). Without it, a job's setsid'd helper outlives a kill -9 of
- * the daemon and runs beside the next job on its card.
+ * it when the daemon dies (the guardian kills them) and by the next start on the same log dir
+ * when the guardian died too (proc_init). Without it, a job's setsid'd helper outlives a
+ * kill -9 of the daemon and runs beside the next job on its card.
  */
 const char *proc_instance_marker(void);
-
-/*
- * Take the instance lock, <dir>/guardian.lock (created 0600): an flock that a dead daemon's
- * guardian holds until every process of its jobs is gone. So a daemon started right after a
- * crash waits here until the killed jobs have released their cards (a job tearing down
- * gigabytes of memory holds its card for a while after SIGKILL); `log` says so every 10 s.
- * Then whatever still carries the previous instance's entry (the file holds it) is killed and
- * waited for up to 3 s: its guardian died with it. A pending (blocked) SIGTERM or SIGINT ends
- * the wait. Returns 0, holding the lock for proc_instance_record; -1 with errno EINTR when a
- * stop was asked (the caller exits), or -1 with any other errno when the file cannot be made
- * or locked (logged: serving comes first, proc_instance_record tries again).
- */
-int proc_instance_wait(const char *dir);
-
-/*
- * When the previous instance, found not to have stopped cleanly by proc_instance_wait, was
- * last known alive, wall-clock seconds: its guardian stamps the lock file when it sees the
- * daemon die, before it kills the jobs; a guardian that died with it leaves the time the
- * instance recorded itself. NAN after a clean stop, or before proc_instance_wait took the lock.
- */
-double proc_instance_ended_at(void);
-
-/*
- * Write this instance's entry into the instance lock (opening and locking the file if
- * proc_instance_wait could not, or again when it was removed since), then start the guardian
- * (proc_guardian_start) with the lock, once. Until both are done a kill -9 of the daemon
- * with its guardian would leave its jobs unseen by the next start, so nothing may start
- * before: the caller runs this before every commit. Cheap once done (one fstat). True when
- * recorded; else false with why[0..cap) saying why (a full disk, a file that cannot be made).
- */
-bool proc_instance_record(char *why, size_t cap);
-
-/*
- * The log dir was replaced: forget the lock file's descriptor (the guardian keeps its copy of
- * the old one) so that proc_instance_record makes the file again in the new folder.
- */
-void proc_instance_forget(void);
-
-/*
- * Empty the instance lock at a clean stop: nothing is left running, so the next start need not
- * look for leftovers. 0 (also without a lock file), or -1 with errno.
- */
-int proc_instance_clear(void);
 
 /* Whether the guardian died (reaped by proc_reaped): a crash now would leave jobs running. */
 bool proc_guardian_lost(void);
@@ -267,11 +227,12 @@ bool proc_guardian_lost(void);
  * control command outlives the daemon; then, when marker is not NULL, it also kills every
  * process carrying that environment entry (proc_kill_marked), which reaches descendants that
  * moved to a session of their own. It ignores SIGINT, SIGTERM and SIGHUP, names itself
- * ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, is an open file
- * holding the daemon's instance lock (flock); the guardian keeps its copy and, after the
- * kills, waits until every group and marked process is gone (at most 30 s, killing again every
- * 0.1 s) before it exits, so the lock is free only then: a killed job holds its card until its
- * memory is torn down. Call it once, before any job or control command starts: a second call
+ * ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, holds the
+ * daemon's instance lock (an exclusive flock): the guardian keeps its copy; when the daemon is
+ * gone it stamps the file's mtime, makes the lock shared (a start then knows that it is to
+ * wait, not that another daemon runs) and, after the kills, waits until every group and
+ * marked process is gone (at most 30 s, killing again every 0.1 s) before it exits, so the
+ * lock is free only then: a killed job holds its card until its memory is torn down. Call it once, before any job or control command starts: a second call
  * fails with EBUSY, even after the first guardian died (it is not replaced). Returns the
  * guardian's pid, or -1 with errno.
  */

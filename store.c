@@ -32,7 +32,8 @@
  * - A job's folder goes before its row (store_retention), never after: one that cannot be
  *   removed keeps its row, and the next pass finds both again.
  * - The log dir stays locked (flock on the folder) from store_dir_open on; a new folder made
- *   in its place is locked before anything is written there.
+ *   in its place is locked before anything is written there. The lock is exclusive while a
+ *   daemon holds it and shared while a dead daemon's guardian does (proc.c).
  * Failure messages go to st->err (store_errmsg); store_open() copies them to the caller. The
  * log dir's functions fill the caller's buffer or set errno.
  */
@@ -1624,6 +1625,7 @@ struct store_dir {
 	char *db;       /* path + "/" STORE_DB_FILE */
 	int fd;         /* the folder, locked (flock), close-on-exec; -1 before it is */
 	struct stat st; /* what fd is, and what path must still name */
+	double changed_at; /* the folder's mtime when store_dir_open locked it */
 	int notify_fd;  /* inotify (store_dir_watch), -1 before it is made */
 	int wd;         /* its watch of the folder, -1 when none */
 };
@@ -1691,9 +1693,14 @@ lock_dir(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnl
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		snprintf(err, errlen, "another tt-device-queue serve is using it; stop it first");
+		/* Shared: a dead daemon's guardian, until the processes of its jobs are gone. */
+		int e = flock(fd, LOCK_SH | LOCK_NB) == 0 ? EINPROGRESS : EWOULDBLOCK;
+
+		snprintf(err, errlen, e == EINPROGRESS ? "the guardian of a daemon that died holds "
+			 "it until that daemon's processes are gone" : "another tt-device-queue serve "
+			 "is using it; stop it first");
 		close(fd);
-		errno = EWOULDBLOCK;
+		errno = e;
 		return -1;
 	}
 	make_private(fd, &st, warn, warnlen);
@@ -1738,6 +1745,7 @@ store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t wa
 		errno = e;
 		return NULL;
 	}
+	d->changed_at = (double)d->st.st_mtim.tv_sec + (double)d->st.st_mtim.tv_nsec / 1e9;
 	return d;
 }
 
@@ -1771,6 +1779,18 @@ const char *
 store_dir_db(const struct store_dir *d)
 {
 	return d->db;
+}
+
+int
+store_dir_fd(const struct store_dir *d)
+{
+	return d->fd;
+}
+
+double
+store_dir_changed_at(const struct store_dir *d)
+{
+	return d->changed_at;
 }
 
 bool

@@ -117,7 +117,7 @@
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s between retention passes */
 #define START_COMMIT 1.0      /* s after a job's start within which a commit is its start's */
-/* A child of a daemon just killed, caught between its clone and its exec, still holds the log
+/* A child of a daemon just killed, caught between its fork and its exec, still holds the log
  * dir's lock for a moment: without this wait a restart right after a crash failed at random. */
 #define LOG_DIR_LOCK_WAIT 2.0 /* s */
 #define LISTEN_WAIT 2.0       /* s a port in use is tried again, for a daemon just killed */
@@ -3438,7 +3438,7 @@ job_proc_exit(struct proc_job *pj, int code)
 		iteration_done(a, code);
 }
 
-/* Start the process side: proc.c's callbacks, the clock, this start's instance id. */
+/* Start the process side: proc.c's callbacks, the clock, the instance's id (its log dir). */
 static void
 procs_init(const char *instance_id)
 {
@@ -4830,7 +4830,6 @@ log_dir_forget_files(void)
 	int i;
 
 	D.health_script_written = false;            /* written again before the next reset */
-	proc_instance_forget(); /* recorded in the new dir before the next commit */
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct card *c = &D.sched.cards[i];
 
@@ -5084,15 +5083,12 @@ store_failed(const char *why)
 
 /*
  * Commit every dirty record and extra (store_write_dirty), into a log dir in place
- * (log_dir_restore) and once this instance is recorded there (proc_instance_record). 0, or -1
- * with why[0..cap) filled and nothing written.
+ * (log_dir_restore). 0, or -1 with why[0..cap) filled and nothing written.
  */
 static int
 commit_dirty(const struct job *extra, char *why, size_t cap)
 {
 	if (!log_dir_in_place() && log_dir_restore(why, cap) < 0)
-		return -1;
-	if (!proc_instance_record(why, cap))
 		return -1;
 	if (store_write_dirty(extra) == 0)
 		return 0;
@@ -5547,21 +5543,20 @@ recent_cb(void *ctx, struct job *j, const char *output_file)
  * instance's last commit (the job was still running then: its end was never committed),
  * read from the rows, as an operator's sqlite3 shell opened after the crash changes the
  * file's mtime but no row; and the moment the guardian saw the daemon die, just before it
- * killed the job. So the end is never before the last moment the daemon knew the job ran;
- * with none of them after its start (the guardian died too) its end is unknown
- * (job_finish_at).
+ * killed the job (the log dir's mtime; else the last folder made or removed there). The last
+ * two count only from START_COMMIT after the job's start, which made a commit and a folder
+ * of its own. So the end is never before the last moment the daemon knew the job ran; with
+ * none of them after its start (the guardian died too) its end is unknown (job_finish_at).
  */
 static double
 interrupted_at(const struct job *j, double now)
 {
 	double t = store_output_mtime(D.dir, j->id), e[2] = {D.prev_last_write,
-							     proc_instance_ended_at()};
+							     store_dir_changed_at(D.dir)};
 	int i;
 
-	if (e[0] < j->started_at + START_COMMIT)
-		e[0] = NAN; /* its start's own commit: no sign of life after it */
 	for (i = 0; i < 2; i++)
-		if (!isnan(e[i]) && (isnan(t) || e[i] > t))
+		if (e[i] >= j->started_at + START_COMMIT && (isnan(t) || e[i] > t))
 			t = e[i];
 	return sched_interrupted_at(j, t, now);
 }
@@ -5687,21 +5682,30 @@ prepare_log_dir(void)
 	char why[400], warn[256];
 
 	struct timespec pause = {0, 10000000};
-	double t0 = clock_mono();
+	double t0 = clock_mono(), next = 0;
 	bool said = false;
+	sigset_t pending;
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
 	while (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
-		if (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT) {
+		if (errno == EINPROGRESS && clock_mono() - t0 >= next) {
+			logmsg("tt-device-queue: waiting for the processes of the previous instance to "
+			       "end (its guardian holds the log dir's lock)");
+			next += 10;
+		} else if (errno != EINPROGRESS &&
+			   (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT)) {
 			fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir,
 				why);
 			exit(1);
-		}
-		if (!said)
+		} else if (errno == EWOULDBLOCK && !said) {
 			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting up to %.0f s "
 			       "for a process of a daemon just stopped to let it go", cfg.log_dir,
 			       LOG_DIR_LOCK_WAIT);
-		said = true;
+			said = true;
+		}
+		sigpending(&pending); /* blocked (setup_signals): looked at, not delivered */
+		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))
+			exit(0); /* asked to stop while the previous instance's processes were dying */
 		nanosleep(&pause, NULL);
 	}
 	free(cfg.log_dir);
@@ -5986,22 +5990,6 @@ stdio_open(void)
 }
 
 /*
- * The disk refused this instance's entry at start (proc_instance_record): degraded from the start,
- * so submissions are refused and nothing starts, and tried again every STORE_RETRY seconds
- * as a commit that failed is.
- */
-static void
-instance_unrecorded(const char *why)
-{
-	if (!D.degraded) {
-		logmsg("tt-device-queue: job store degraded: %s", why);
-		D.degraded = true;
-		snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
-	}
-	timer_set(&D.store_retry, mono_now + STORE_RETRY);
-}
-
-/*
  * Who may do what, from who runs serve: root runs the host-wide queue (every local user
  * submits, each job runs as its submitter), anyone else a personal one (that user and root).
  */
@@ -6039,7 +6027,7 @@ serve_usage(FILE *f)
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700], why[sizeof(D.degraded_reason)], instance_id[33];
+	char status[700];
 	int opened;
 
 	if (argc > 1) {
@@ -6055,11 +6043,6 @@ serve_main(int argc, char **argv)
 	setup_mode();
 	notify_setup();
 	visible_devices_drop();
-	if (new_job_id(instance_id) < 0) {
-		perror("tt-device-queue serve: getrandom");
-		return 1;
-	}
-	procs_init(instance_id);
 	setup_signals();
 	mono_now = clock_mono();
 	started_mono = mono_now;
@@ -6074,11 +6057,12 @@ serve_main(int argc, char **argv)
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
+	procs_init(cfg.log_dir); /* the instance is the log dir's */
+	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0) {
+		perror("tt-device-queue serve: cannot start the guardian process");
+		return 1;
+	}
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
-	if (proc_instance_wait(cfg.log_dir) < 0 && errno == EINTR)
-		exit(0); /* asked to stop while the previous instance's processes were dying */
-	if (!proc_instance_record(why, sizeof(why)))
-		instance_unrecorded(why);
 	dir_watch();
 	if (opened == 0)
 		start_from_store();
@@ -6110,9 +6094,6 @@ serve_main(int argc, char **argv)
 	store_sync();
 	http_server_flush(D.http);
 	store_close(D.store);
-	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
-	if (proc_instance_clear() < 0)
-		logmsg("tt-device-queue: WARNING: cannot clear the lock file: %s", strerror(errno));
 	logmsg("tt-device-queue: stopped");
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1603,8 +1604,14 @@ test_log_dir(void)
 	is_int(file_mode(path_in("a/b/logs")), 0700, "private (0700)");
 	is_str(warn, "", "no warning for a folder of our own");
 	d2 = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
-	ok(d2 == NULL && strstr(errbuf, "another tt-device-queue serve is using it"),
+	ok(d2 == NULL && errno == EWOULDBLOCK &&
+	   strstr(errbuf, "another tt-device-queue serve is using it"),
 	   "a second open of a locked log dir is refused: %s", errbuf);
+	store_dir_close(d2);
+	ok(flock(store_dir_fd(d), LOCK_SH) == 0, "the lock made shared (as a dead daemon's guardian)");
+	d2 = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
+	ok(d2 == NULL && errno == EINPROGRESS && strstr(errbuf, "guardian"),
+	   "a shared lock says to wait: %s", errbuf);
 	store_dir_close(d2);
 	store_dir_close(d);
 	d = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
