@@ -791,42 +791,19 @@ ssize_t
 capfile_drain(struct capfile *cf, int fd, size_t budget)
 {
 	static char buf[DRAIN_BUF]; /* the daemon is single-threaded; one drain at a time */
-	static int null_fd = -2;    /* /dev/null for splice: -2 not opened yet, -1 unavailable */
 	size_t total = 0, want;
 	ssize_t r = 0;
-	int spliceable = 1;
 
 	if (budget == 0)
 		budget = sizeof buf; /* 0 would read nothing and look like EOF */
 	while (total < budget) {
-		/*
-		 * Past the cap nothing is stored: splice(2) hands the pipe's pages to /dev/null
-		 * without copying them through this process (a job flooding its output costs the
-		 * daemon less CPU). Where that fails (fd not a pipe, no /dev/null) read() does it.
-		 */
-		if (cf->size >= cf->cap && spliceable) {
-			if (null_fd == -2)
-				null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-			r = null_fd < 0 ? -1 : splice(fd, NULL, null_fd, NULL, budget - total,
-						      SPLICE_F_NONBLOCK);
-			if (r > 0) {
-				cf->dropped += r;
-				total += (size_t)r;
-				continue;
-			}
-			if (r == 0 || errno == EAGAIN)
-				break;
-			if (errno == EINTR)
-				continue;
-			spliceable = 0;
-		}
 		want = budget - total < sizeof buf ? budget - total : sizeof buf;
 		r = read(fd, buf, want);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		capfile_output(cf, buf, (size_t)r); /* a failed write counts the bytes as dropped */
+		capfile_output(cf, buf, (size_t)r); /* past the cap the bytes count as dropped */
 		total += (size_t)r;
 	}
 	if (total > 0)
@@ -1083,23 +1060,6 @@ proc_children(pid_t *out, int cap)
 	return count;
 }
 
-/* True when the NUL-separated environment block env[0..n) holds the entry marker. */
-static int
-env_has(const char *env, size_t n, const char *marker, size_t mlen)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		const char *e = memchr(env + i, '\0', n - i);
-		size_t len = e ? (size_t)(e - (env + i)) : n - i;
-
-		if (len == mlen && memcmp(env + i, marker, mlen) == 0)
-			return 1;
-		i += len + 1;
-	}
-	return 0;
-}
-
 /* Read /proc/PID/environ into *buf (grown as needed); returns its length or -1. */
 static ssize_t
 read_environ(const char *pid, char **buf, size_t *cap)
@@ -1133,37 +1093,20 @@ read_environ(const char *pid, char **buf, size_t *cap)
 	return (ssize_t)len;
 }
 
-int
-proc_env_value(pid_t pid, const char *name, char *out, size_t outlen)
+/* Whether /proc/<pid>/environ holds exactly the entry ("NAME=VALUE"); *buf grows as needed. */
+static bool
+environ_holds(const char *pid, const char *entry, char **buf, size_t *cap)
 {
-	char id[24], *buf = NULL;
-	size_t cap = 0, nlen = strlen(name), i = 0;
-	ssize_t n;
-	int found = 0;
+	ssize_t n = read_environ(pid, buf, cap);
+	size_t i = 0, len, elen = strlen(entry);
 
-	snprintf(id, sizeof id, "%d", (int)pid);
-	n = read_environ(id, &buf, &cap);
-	if (n < 0) {
-		free(buf);
-		return -1;
-	}
-	while (i < (size_t)n && !found) {
-		const char *e = buf + i, *end = memchr(e, '\0', (size_t)n - i);
-		size_t len = end ? (size_t)(end - e) : (size_t)n - i;
-
-		if (len > nlen && e[nlen] == '=' && memcmp(e, name, nlen) == 0) {
-			size_t vlen = len - nlen - 1 < outlen ? len - nlen - 1 : outlen - 1;
-
-			if (outlen) {
-				memcpy(out, e + nlen + 1, vlen);
-				out[vlen] = '\0';
-			}
-			found = 1;
-		}
+	while (n > 0 && i < (size_t)n) {
+		len = strnlen(*buf + i, (size_t)n - i);
+		if (len == elen && memcmp(*buf + i, entry, elen) == 0)
+			return true;
 		i += len + 1;
 	}
-	free(buf);
-	return found;
+	return false;
 }
 
 int
@@ -1172,21 +1115,16 @@ proc_kill_marked(const char *marker)
 	DIR *d = opendir("/proc");
 	struct dirent *e;
 	char *buf = NULL;
-	size_t cap = 0, mlen = strlen(marker);
+	size_t cap = 0;
 	int killed = 0;
 
 	if (!d)
 		return 0;
-	while ((e = readdir(d))) {
-		ssize_t n;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		n = read_environ(e->d_name, &buf, &cap);
-		if (n > 0 && env_has(buf, (size_t)n, marker, mlen) &&
+	while ((e = readdir(d)))
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+		    environ_holds(e->d_name, marker, &buf, &cap) &&
 		    kill((pid_t)atol(e->d_name), SIGKILL) == 0)
 			killed++;
-	}
 	closedir(d);
 	free(buf);
 	return killed;
@@ -1299,15 +1237,14 @@ close_pipe(struct proc_job *j, enum proc_job_state to)
 static bool
 env_tagged(pid_t pid, const char *tag)
 {
-	char name[PROC_TAG_MAX], value[PROC_TAG_MAX];
-	const char *eq = strchr(tag, '=');
-	size_t n = eq ? (size_t)(eq - tag) : 0;
+	char id[24], *buf = NULL;
+	size_t cap = 0;
+	bool yes;
 
-	if (n == 0)
-		return false;
-	memcpy(name, tag, n);
-	name[n] = '\0';
-	return proc_env_value(pid, name, value, sizeof value) == 1 && strcmp(value, eq + 1) == 0;
+	snprintf(id, sizeof id, "%d", (int)pid);
+	yes = environ_holds(id, tag, &buf, &cap);
+	free(buf);
+	return yes;
 }
 
 /*

@@ -377,13 +377,6 @@ int proc_group_alive(pid_t pgid);
 int proc_children(pid_t *out, int cap);
 
 /*
- * Copy the value of NAME in process pid's environment as it was at exec (/proc/PID/environ)
- * into out[0..outlen) (truncated, always NUL-terminated). Returns 1 when found, 0 when not,
- * -1 with errno when the file cannot be read (gone, or another user's process).
- */
-int proc_env_value(pid_t pid, const char *name, char *out, size_t outlen);
-
-/*
  * SIGKILL every process whose environment holds exactly the entry `marker` ("NAME=VALUE"),
  * found by reading /proc/PID/environ (processes of other users are skipped). Returns how many
  * were signalled. For descendants that left their process group (setsid) and outlive it:

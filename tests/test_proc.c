@@ -338,33 +338,6 @@ test_env_passed(void)
 }
 
 /* The job id a process was started under, as the daemon reads it to tell its strays. */
-static void
-test_env_value(void)
-{
-	/* No exec after "up": read while the shell itself runs, not mid-exec of another program. */
-	char *const argv[] = {"/bin/sh", "-c", "echo up; sleep 30", NULL};
-	char *const envp[] = {"TT_DEVICE_JOB_IDX=no", "A=1", "TT_DEVICE_JOB_ID=0123abcd", "C=",
-			      NULL};
-	char v[64], small[5], *out = NULL;
-	int fd;
-	pid_t pid = spawn(argv, envp, NULL, 0, &fd);
-	int up = pid > 0 && strstr(out = read_until(fd, "up", 5000), "up") != NULL;
-
-	free(out);
-	if (!ok(up, "a process to read the environment of"))
-		return;
-	ok(proc_env_value(pid, "TT_DEVICE_JOB_ID", v, sizeof v) == 1 && !strcmp(v, "0123abcd"),
-	   "the value of the exact name, not of a longer one that starts like it");
-	ok(proc_env_value(pid, "C", v, sizeof v) == 1 && v[0] == '\0', "an empty value is found");
-	ok(proc_env_value(pid, "TT_DEVICE", v, sizeof v) == 0, "a prefix is not a name");
-	ok(proc_env_value(pid, "TT_DEVICE_JOB_ID", small, sizeof small) == 1 &&
-	   !strcmp(small, "0123"), "a long value is cut to the buffer, NUL-terminated");
-	proc_kill_group(pid, SIGKILL);
-	wait_code(pid, 5000);
-	close(fd);
-	ok(proc_env_value(pid, "A", v, sizeof v) == -1, "a process that is gone: -1");
-}
-
 /*
  * A group is alive while a member is not a zombie. Here the shell leaves a zombie child behind
  * (sleep never waits for it), then the sleep itself is killed and left unreaped: the group
@@ -1472,7 +1445,6 @@ main(void)
 	test_exec_failure();
 	test_exec_failure_reason();
 	test_env_passed();
-	test_env_value();
 	test_group_alive();
 	test_oom_and_fds();
 	test_signal_reset();
