@@ -259,7 +259,8 @@ child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 	/* stdout and stderr into the pipe first (so later failures are in the output). */
 	nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (dup2(wfd, STDOUT_FILENO) == -1 || dup2(wfd, STDERR_FILENO) == -1 || nfd == -1 ||
-	    dup2(nfd, STDIN_FILENO) == -1 || dup2(errfd, 3) == -1)
+	    dup2(nfd, STDIN_FILENO) == -1 || dup2(errfd, 3) == -1 ||
+	    fcntl(STDOUT_FILENO, F_SETFL, 0) == -1)
 		child_fail(errfd, "cannot set up stdin, stdout and stderr", "", errno);
 	fcntl(3, F_SETFD, FD_CLOEXEC);
 	close_from(4); /* the pipe's ends, the guardian's, anything inherited */
@@ -286,26 +287,6 @@ set_err(char *err, size_t errlen, const char *what, int e)
 {
 	if (err && errlen)
 		snprintf(err, errlen, "%s: %s", what, strerror(e));
-}
-
-/* The output pipe: both ends close-on-exec, the read end non-blocking, 1 MiB if allowed. */
-static int
-open_pipe(int p[2])
-{
-	int flags, e;
-
-	if (pipe2(p, O_CLOEXEC) == -1)
-		return -1;
-	flags = fcntl(p[0], F_GETFL);
-	if (flags == -1 || fcntl(p[0], F_SETFL, flags | O_NONBLOCK) == -1) {
-		e = errno;
-		close(p[0]);
-		close(p[1]);
-		errno = e;
-		return -1;
-	}
-	fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* above pipe-max-size or the user's quota: ignored */
-	return 0;
 }
 
 /* The child's failure text from the pipe of errors, "" once it exec'd (EOF); closes fd. */
@@ -341,10 +322,12 @@ proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen)
 		errno = EINVAL;
 		return -1;
 	}
-	if (open_pipe(p) == -1) {
+	/* Non-blocking for the daemon; the child makes its end blocking again. */
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == -1) {
 		set_err(err, errlen, "cannot create the output pipe", errno);
 		return -1;
 	}
+	fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* above pipe-max-size or the user's quota: ignored */
 	if (pipe2(ep, O_CLOEXEC) == -1) {
 		e = errno;
 		close(p[0]);
@@ -813,23 +796,19 @@ capfile_drain(struct capfile *cf, int fd, size_t budget)
 
 /* --------------------------------------------------------------------------- guardian */
 
-/* Read one whole message. 1, or 0 at EOF; a read error counts as EOF (kill, do not linger). */
+/*
+ * Read one message: every write is one whole message under PIPE_BUF, so the pipe holds whole
+ * ones and a read of that size gets one. 1, or 0 at EOF; a read error counts as EOF (kill,
+ * do not linger).
+ */
 static int
 read_msg(int fd, struct guard_msg *m)
 {
-	char *p = (char *)m;
-	size_t got = 0;
 	ssize_t r;
 
-	while (got < sizeof *m) {
-		r = read(fd, p + got, sizeof *m - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return 0;
-		got += (size_t)r;
-	}
-	return 1;
+	while ((r = read(fd, m, sizeof *m)) < 0 && errno == EINTR)
+		;
+	return r == (ssize_t)sizeof *m;
 }
 
 /* Apply a message to groups[0..n); returns the new n. A full table drops new groups. */
@@ -848,8 +827,9 @@ apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
 }
 
 /*
- * After the kills: wait until no group has a living member and no marked process is found,
- * killing again every 0.1 s, for at most GUARD_WAIT_MS. A killed process is not gone at once:
+ * Kill every group and marked process (those that left their group), then wait until no group
+ * has a living member and no marked process is found, killing again every 0.1 s (marked ones
+ * every look: a dying shell may still fork), for at most GUARD_WAIT_MS. A killed process is not gone at once:
  * it holds its card until its memory is torn down (tens of ms per GiB), and the instance lock
  * this process holds tells the next daemon when that is over.
  */
@@ -889,7 +869,7 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 {
 	pid_t groups[GUARD_SLOTS];
 	struct guard_msg m;
-	size_t n = 0, i;
+	size_t n = 0;
 
 	setsid();
 	set_dispositions(SIG_DFL);
@@ -920,13 +900,7 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 		futimens(lock_fd, NULL);
 		flock(lock_fd, LOCK_SH | LOCK_NB);
 	}
-	for (i = 0; i < n; i++)
-		kill(-groups[i], SIGKILL);
-	/* Stragglers that left their group; again while a dying shell may still fork. */
-	for (i = 0; marker && i < 5 && proc_kill_marked(marker) > 0; i++)
-		;
-	if (lock_fd >= 0)
-		guardian_wait_gone(groups, n, marker);
+	guardian_wait_gone(groups, n, marker); /* its first round kills them all */
 	_exit(0); /* the lock is released with the last open copy of its descriptor */
 }
 
@@ -1150,7 +1124,7 @@ struct proc_job {
 	int told_fd;         /* what the owner was last told (watch) */
 	double told_deadline;
 	char tag[PROC_TAG_MAX]; /* proc_opts.tag, "" for none */
-	struct proc_job *next, *prev; /* P.jobs */
+	struct proc_job *next; /* P.jobs */
 };
 
 /*
@@ -1516,42 +1490,26 @@ static int
 diag_uid(void *buf, size_t n, const struct diag_req *q, uid_t *uid)
 {
 	const struct inet_diag_sockid *want = &q->r.id;
-	const struct inet_diag_msg *m;
-	const struct nlmsgerr *err;
-	struct nlmsghdr *h;
-	int len = (int)n;
+	const struct nlmsghdr *h = buf;
+	const struct inet_diag_msg *m = NLMSG_DATA(h);
+	const struct nlmsgerr *err = NLMSG_DATA(h);
 
-	for (h = buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-		if (h->nlmsg_seq != q->nh.nlmsg_seq)
-			continue;
-		if (h->nlmsg_type == NLMSG_DONE) {
-			errno = ENOENT;
-			return -1;
-		}
-		if (h->nlmsg_type == NLMSG_ERROR) {
-			if (h->nlmsg_len < NLMSG_LENGTH(sizeof *err))
-				break;
-			err = NLMSG_DATA(h);
-			if (err->error == 0) /* an acknowledgement */
-				continue;
-			errno = err->error < 0 ? -err->error : EBADMSG;
-			return -1;
-		}
-		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
-			continue;
-		if (h->nlmsg_len < NLMSG_LENGTH(sizeof *m))
-			break;
-		m = NLMSG_DATA(h);
-		if (m->idiag_family == AF_INET && m->id.idiag_sport == want->idiag_sport &&
-		    m->id.idiag_dport == want->idiag_dport &&
-		    m->id.idiag_src[0] == want->idiag_src[0] &&
-		    m->id.idiag_dst[0] == want->idiag_dst[0] && m->idiag_inode != 0) {
-			*uid = (uid_t)m->idiag_uid;
-			return 0;
-		}
+	errno = EBADMSG;
+	if (!NLMSG_OK(h, (int)n))
+		return -1;
+	if (h->nlmsg_type == NLMSG_ERROR && h->nlmsg_len >= NLMSG_LENGTH(sizeof *err)) {
+		errno = err->error < 0 ? -err->error : ENOENT;
+		return -1;
 	}
-	errno = len > 0 ? EBADMSG : ENOENT; /* bytes left that hold no whole message: cut short */
-	return -1;
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof *m))
+		return -1;
+	errno = ENOENT;
+	if (m->idiag_family != AF_INET || m->id.idiag_sport != want->idiag_sport ||
+	    m->id.idiag_dport != want->idiag_dport || m->id.idiag_src[0] != want->idiag_src[0] ||
+	    m->id.idiag_dst[0] != want->idiag_dst[0] || m->idiag_inode == 0)
+		return -1;
+	*uid = (uid_t)m->idiag_uid;
+	return 0;
 }
 
 int
@@ -1673,8 +1631,6 @@ proc_job_new(void *owner)
 	j->owner = owner;
 	j->fd = j->told_fd = -1;
 	j->next = P.jobs;
-	if (P.jobs)
-		P.jobs->prev = j;
 	P.jobs = j;
 	return j;
 }
@@ -1682,16 +1638,15 @@ proc_job_new(void *owner)
 void
 proc_job_free(struct proc_job *j)
 {
+	struct proc_job **pp;
+
 	if (!j)
 		return;
 	if (j->state != PROC_JOB_IDLE)
 		illegal(j, -1);
-	if (j->prev)
-		j->prev->next = j->next;
-	else
-		P.jobs = j->next;
-	if (j->next)
-		j->next->prev = j->prev;
+	for (pp = &P.jobs; *pp != j; pp = &(*pp)->next)
+		;
+	*pp = j->next;
 	free(j);
 }
 
