@@ -137,53 +137,26 @@ static const char schema_indexes[] =
 	"CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(owner_uid, idempotency_key) "
 	"WHERE idempotency_key IS NOT NULL;";
 
-/* Every column of the jobs table: those an older table has are copied by the migration. */
-static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", "repeat",
-	"env_json", "mode", "client_id", "reset_epoch", "submitted", "status", "exit_code",
-	"elapsed", "output_file", "started_at", "finished_at", "repeat_current",
-	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
-	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
-	"dropped_log_bytes", "timed_out", "error", "updated_at", "device", "device_ids",
-	"reset_epochs", "idempotency_key", "end_reason", "signal", "foreign_holders",
-	"silence_timeout", "owner_uid"};
-
-/* Columns a later version added to a table, as the migration adds them. */
-struct column {
-	const char *name, *type;
-};
-
-/* Version 4 added to cards a maintenance hold. */
-static const struct column hold_columns[] = {
-	{"held", "INTEGER NOT NULL DEFAULT 0"}, {"held_by", "TEXT"}, {"held_at", "REAL"},
-	{"hold_reason", "TEXT"},
-};
-
-/* Version 5 added to jobs the cards of a job that needs several. */
-static const struct column card_list_columns[] = {
-	{"device_ids", "TEXT"}, {"reset_epochs", "TEXT"},
-};
-
-/* Version 6 added to jobs the idempotency key and how the job ended. */
-static const struct column end_columns[] = {
-	{"idempotency_key", "TEXT"}, {"end_reason", "TEXT"}, {"signal", "INTEGER"},
-};
-
-/* Version 7 added to jobs the foreign holders seen and the silence timeout, to cards the
- * health check pending. */
-static const struct column v7_job_columns[] = {
-	{"foreign_holders", "TEXT"}, {"silence_timeout", "INTEGER"}, {"owner_uid", "INTEGER"},
-};
-static const struct column v7_card_columns[] = {
-	{"check_pending", "INTEGER NOT NULL DEFAULT 0"},
+/*
+ * Columns later versions added, as the migration adds those a table lacks: v4 the cards' hold,
+ * v5 a job's card list, v6 its idempotency key and how it ended, v7 the foreign holders seen,
+ * its silence timeout and owner, and the cards' pending health check.
+ */
+static const struct column {
+	const char *table, *name, *type;
+} later_columns[] = {
+	{"cards", "held", "INTEGER NOT NULL DEFAULT 0"}, {"cards", "held_by", "TEXT"},
+	{"cards", "held_at", "REAL"}, {"cards", "hold_reason", "TEXT"},
+	{"jobs", "device_ids", "TEXT"}, {"jobs", "reset_epochs", "TEXT"},
+	{"jobs", "idempotency_key", "TEXT"}, {"jobs", "end_reason", "TEXT"},
+	{"jobs", "signal", "INTEGER"}, {"jobs", "foreign_holders", "TEXT"},
+	{"jobs", "silence_timeout", "INTEGER"}, {"jobs", "owner_uid", "INTEGER"},
+	{"cards", "check_pending", "INTEGER NOT NULL DEFAULT 0"},
 };
 
 /* The columns without which a database is pre-v2: such a file is refused. */
 static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
 	"dropped_log_bytes"};
-
-/* The earlier service's device_state columns copied into cards row 0, in cards order. */
-static const char *const card_columns[] = {"state", "reset_epoch", "reset_pending", "boot_id",
-	"last_reset_at", "dead_since", "dead_reason", "updated_at"};
 
 enum stmt_id {
 	S_BEGIN, S_COMMIT, S_ROLLBACK, S_PUT_JOB, S_PUT_CARD, S_GET_JOB, S_GET_ENV, S_ACTIVE,
@@ -389,63 +362,57 @@ exec_sql(struct store *st, const char *what, const char *sql)
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
-/* One integer from a single-row query (e.g. a pragma); -1 with a message on failure. */
+/*
+ * The one value of a single-row query (a pragma, a count) with text arguments a1 and a2 (NULL:
+ * none): an integer into *n, or text into txt[0..cap) when txt is not NULL ("" for NULL).
+ * 0, or -1 with a message.
+ */
 static int
-query_int(struct store *st, const char *sql, const char *arg, long long *out)
+query(struct store *st, const char *sql, const char *a1, const char *a2, long long *n, char *txt,
+      size_t cap)
 {
 	sqlite3_stmt *s = NULL;
+	const char *v;
 	int rc;
 
 	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-	if (rc == SQLITE_OK && arg)
-		rc = sqlite3_bind_text(s, 1, arg, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(s);
-		*out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	if (rc == SQLITE_OK && a1)
+		rc = sqlite3_bind_text(s, 1, a1, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && a2)
+		rc = sqlite3_bind_text(s, 2, a2, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW && n)
+		*n = sqlite3_column_int64(s, 0);
+	if (rc == SQLITE_ROW && txt) {
+		v = (const char *)sqlite3_column_text(s, 0);
+		snprintf(txt, cap, "%s", v ? v : "");
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	if (rc != SQLITE_ROW)
 		db_err(st, "reading the schema");
 	sqlite3_finalize(s);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+	return rc == SQLITE_ROW ? 0 : -1;
 }
 
+/* Whether table has a column `name` (name NULL: whether the table exists). -1 on failure. */
 static int
-table_exists(struct store *st, const char *table, bool *yes)
+has(struct store *st, const char *table, const char *name)
 {
 	long long n = 0;
 
-	if (query_int(st, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-	              table, &n) != 0)
+	if (query(st, name ? "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2 COLLATE "
+			     "NOCASE"
+			   : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+		  table, name, &n, NULL, 0) != 0)
 		return -1;
-	*yes = n > 0;
-	return 0;
+	return n > 0;
 }
 
-/* Set bit i of *mask for each names[i] that is a column of table (names case-insensitive). */
+/* The columns table `from` shares with table `to` but `device`, as "a, b" into out[0..cap). */
 static int
-column_mask(struct store *st, const char *table, const char *const *names, size_t n,
-            unsigned long *mask)
+common_columns(struct store *st, const char *from, const char *to, char *out, size_t cap)
 {
-	static const char sql[] = "SELECT name FROM pragma_table_info(?1)";
-	sqlite3_stmt *s = NULL;
-	int rc;
-
-	*mask = 0;
-	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *col = (const char *)sqlite3_column_text(s, 0);
-
-		for (size_t i = 0; col && i < n; i++)
-			if (sqlite3_stricmp(col, names[i]) == 0)
-				*mask |= 1UL << i;
-		rc = SQLITE_OK;
-	}
-	if (rc != SQLITE_DONE)
-		db_err(st, "reading the schema");
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return query(st, "SELECT group_concat(name, ', ') FROM pragma_table_info(?1) WHERE "
+			 "lower(name) IN (SELECT lower(name) FROM pragma_table_info(?2)) AND "
+			 "lower(name) <> 'device'", from, to, NULL, out, cap);
 }
 
 /* Make a newly created name durable: fsync the directory holding path. */
@@ -558,15 +525,16 @@ static int
 check_v2(struct store *st)
 {
 	char missing[128] = "";
-	unsigned long mask;
 	size_t i;
+	int yes;
 
-	if (column_mask(st, "jobs", v2_columns, NELEM(v2_columns), &mask) != 0)
-		return -1;
-	for (i = 0; i < NELEM(v2_columns); i++)
-		if (!(mask & (1UL << i)))
+	for (i = 0; i < NELEM(v2_columns); i++) {
+		if ((yes = has(st, "jobs", v2_columns[i])) < 0)
+			return -1;
+		if (!yes)
 			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
 			         "%s%s", *missing ? ", " : "", v2_columns[i]);
+	}
 	if (!*missing)
 		return 0;
 	return refuse(st,
@@ -588,23 +556,18 @@ check_v2(struct store *st)
 static int
 rebuild_jobs(struct store *st)
 {
-	char cols[512] = "", copy[1200];
-	unsigned long mask;
+	char cols[1024], copy[2200];
 	long long broken = 0;
-	size_t i, len = 0;
 
-	if (column_mask(st, "jobs", job_columns, NELEM(job_columns), &mask) != 0)
-		return -1;
-	for (i = 0; i < NELEM(job_columns); i++)
-		if (mask & (1UL << i))
-			len += (size_t)snprintf(cols + len, sizeof(cols) - len, "%s%s",
-			                        len ? ", " : "", job_columns[i]);
-	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
 	if (exec_sql(st, "migrating jobs", "CREATE TABLE jobs_new " JOBS_TABLE_BODY) != 0 ||
-	    exec_sql(st, "migrating jobs", copy) != 0 ||
+	    common_columns(st, "jobs", "jobs_new", cols, sizeof(cols)) != 0)
+		return -1;
+	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
+	if (exec_sql(st, "migrating jobs", copy) != 0 ||
 	    exec_sql(st, "migrating jobs", "DROP TABLE jobs") != 0 ||
 	    exec_sql(st, "migrating jobs", "ALTER TABLE jobs_new RENAME TO jobs") != 0 ||
-	    query_int(st, "SELECT count(*) FROM pragma_foreign_key_check", NULL, &broken) != 0)
+	    query(st, "SELECT count(*) FROM pragma_foreign_key_check", NULL, NULL, &broken, NULL,
+		  0) != 0)
 		return -1;
 	if (broken > 0)
 		return set_err(st, "migrating jobs: %lld foreign key violations", broken);
@@ -615,20 +578,12 @@ rebuild_jobs(struct store *st)
 static int
 move_device_state(struct store *st)
 {
-	char sql[512];
-	unsigned long mask;
-	size_t i, len;
+	char cols[512], sql[1200];
 
-	if (column_mask(st, "device_state", card_columns, NELEM(card_columns), &mask) != 0)
+	if (common_columns(st, "device_state", "cards", cols, sizeof(cols)) != 0)
 		return -1;
-	len = (size_t)snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO cards (device");
-	for (i = 0; i < NELEM(card_columns); i++)
-		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s", card_columns[i]);
-	len += (size_t)snprintf(sql + len, sizeof(sql) - len, ") SELECT 0");
-	for (i = 0; i < NELEM(card_columns); i++) /* a column the old table lacks is NULL */
-		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s",
-		                        (mask & (1UL << i)) ? card_columns[i] : "NULL");
-	snprintf(sql + len, sizeof(sql) - len, " FROM device_state LIMIT 1");
+	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO cards (device%s%s) SELECT 0%s%s FROM "
+		 "device_state LIMIT 1", *cols ? ", " : "", cols, *cols ? ", " : "", cols);
 	if (exec_sql(st, "migrating device_state", sql) != 0)
 		return -1;
 	return exec_sql(st, "migrating device_state", "DROP TABLE device_state");
@@ -638,12 +593,12 @@ move_device_state(struct store *st)
 static int
 migrate(struct store *st)
 {
-	bool has_state;
+	int has_state;
 
 	if (check_v2(st) != 0 || rebuild_jobs(st) != 0)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0 ||
-	    table_exists(st, "device_state", &has_state) != 0)
+	    (has_state = has(st, "device_state", NULL)) < 0)
 		return -1;
 	if (has_state && move_device_state(st) != 0)
 		return -1;
@@ -652,51 +607,27 @@ migrate(struct store *st)
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
 }
 
-/* Add to table the columns cols[0..n) it lacks (ALTER TABLE ADD COLUMN keeps its rows). */
-static int
-add_columns(struct store *st, const char *table, const struct column *cols, size_t n)
-{
-	const char *names[8];
-	char sql[160], what[64];
-	unsigned long mask;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		names[i] = cols[i].name;
-	if (column_mask(st, table, names, n, &mask) != 0)
-		return -1;
-	snprintf(what, sizeof(what), "migrating %s", table);
-	for (i = 0; i < n; i++) {
-		if (mask & (1UL << i))
-			continue;
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", table, cols[i].name,
-		         cols[i].type);
-		if (exec_sql(st, what, sql) != 0)
-			return -1;
-	}
-	return 0;
-}
-
 /*
- * Version 3 becomes 4: the cards table gets the hold columns it lacks. Version 4 becomes 5:
- * the jobs table gets the card list of a multi-card job (NULL for the jobs it has, each of
- * one card). Version 5 becomes 6: the jobs table gets the idempotency key and the end columns
- * (NULL for the jobs it has: their end is not known by name). Version 6 becomes 7: jobs get
- * the foreign holders seen and the silence timeout (NULL, off, for the jobs it has), cards the
- * health check pending. A file migrated from the earlier service already has the jobs columns
- * (its table was rebuilt as the current one);
- * add_columns skips them.
+ * Versions 3 to 6 become 7: each table gets the later_columns it lacks (ALTER TABLE ADD COLUMN
+ * keeps its rows; NULL, or 0 for the flags, in the rows it has: a job of one card, an end not
+ * known by name, no silence timeout). A file migrated from the earlier service already has
+ * the jobs columns (its table was rebuilt as the current one).
  */
 static int
-add_later_columns(struct store *st, long long version)
+add_later_columns(struct store *st)
 {
-	if (version < 4 && add_columns(st, "cards", hold_columns, NELEM(hold_columns)) != 0)
-		return -1;
-	if (add_columns(st, "jobs", card_list_columns, NELEM(card_list_columns)) != 0 ||
-	    add_columns(st, "jobs", end_columns, NELEM(end_columns)) != 0 ||
-	    add_columns(st, "jobs", v7_job_columns, NELEM(v7_job_columns)) != 0 ||
-	    add_columns(st, "cards", v7_card_columns, NELEM(v7_card_columns)) != 0)
-		return -1;
+	const struct column *c;
+	char sql[160];
+	int yes;
+
+	for (c = later_columns; c < later_columns + NELEM(later_columns); c++) {
+		if ((yes = has(st, c->table, c->name)) < 0)
+			return -1;
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", c->table, c->name,
+		         c->type);
+		if (!yes && exec_sql(st, "migrating", sql) != 0)
+			return -1;
+	}
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
 }
 
@@ -705,9 +636,9 @@ static int
 build_schema(struct store *st)
 {
 	long long version;
-	bool has_jobs;
+	int has_jobs;
 
-	if (query_int(st, "PRAGMA user_version", NULL, &version) != 0)
+	if (query(st, "PRAGMA user_version", NULL, NULL, &version, NULL, 0) != 0)
 		return -1;
 	if (version > STORE_SCHEMA_VERSION)
 		return refuse(st,
@@ -715,7 +646,7 @@ build_schema(struct store *st)
 		              "tt-device-queue: use a fresh logs-v2/ directory "
 		              "(or a newer tt-device-queue)",
 		              version, STORE_SCHEMA_VERSION);
-	if (table_exists(st, "jobs", &has_jobs) != 0)
+	if ((has_jobs = has(st, "jobs", NULL)) < 0)
 		return -1;
 	if (!has_jobs)
 		return create_schema(st);
@@ -723,7 +654,7 @@ build_schema(struct store *st)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound file */
 		return -1;
-	if (version < STORE_SCHEMA_VERSION && add_later_columns(st, version) != 0)
+	if (version < STORE_SCHEMA_VERSION && add_later_columns(st) != 0)
 		return -1;
 	return exec_sql(st, "creating indexes", schema_indexes);
 }
