@@ -194,18 +194,11 @@ static const struct stmt_def {
 		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
 		"signal = excluded.signal, foreign_holders = excluded.foreign_holders, "
 		"silence_timeout = excluded.silence_timeout, owner_uid = excluded.owner_uid"},
-	[S_PUT_CARD] = {"saving card",
-		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
+	[S_PUT_CARD] = {"saving card", /* every column each time: a whole new row is the same */
+		"INSERT OR REPLACE INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
 		"hold_reason, check_pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-		"?12, ?13, ?14) "
-		"ON CONFLICT(device) DO UPDATE SET "
-		"state = excluded.state, reset_epoch = excluded.reset_epoch, "
-		"reset_pending = excluded.reset_pending, boot_id = excluded.boot_id, "
-		"last_reset_at = excluded.last_reset_at, dead_since = excluded.dead_since, "
-		"dead_reason = excluded.dead_reason, updated_at = excluded.updated_at, "
-		"held = excluded.held, held_by = excluded.held_by, held_at = excluded.held_at, "
-		"hold_reason = excluded.hold_reason, check_pending = excluded.check_pending"},
+		"?12, ?13, ?14)"},
 	[S_GET_JOB] = {"reading job", "SELECT " JOB_READ " FROM jobs WHERE id = ?1"},
 	[S_GET_ENV] = {"reading env", "SELECT env_json FROM jobs WHERE id = ?1"},
 	[S_ACTIVE] = {"loading active jobs",
@@ -433,18 +426,6 @@ sync_parent(const char *path)
 	free(dir);
 }
 
-/* An older file's -wal and -shm may be wider than 0600: tighten them (absent is fine). */
-static void
-tighten_companions(const char *path)
-{
-	static const char *const suffix[] = {"-wal", "-shm"};
-	char name[PATH_MAX];
-
-	for (size_t i = 0; i < NELEM(suffix); i++)
-		if (snprintf(name, sizeof(name), "%s%s", path, suffix[i]) < (int)sizeof(name))
-			(void)chmod(name, 0600);
-}
-
 /* Create the database file 0600 (or tighten an older, wider one to 0600). */
 static int
 create_file(struct store *st, const char *path)
@@ -463,8 +444,6 @@ create_file(struct store *st, const char *path)
 	close(fd);
 	if (created)
 		sync_parent(path);
-	else
-		tighten_companions(path);
 	return 0;
 }
 
@@ -1435,41 +1414,32 @@ retention_select(struct store *st, double older_than, long long keep, struct idl
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/*
+ * Inside the retention transaction: each job's folder first, then its row once the folder is
+ * gone (d NULL: no folders); cb is told of each. The rows deleted, or -1.
+ */
 static int
-retention_delete(struct store *st, const struct idlist *ids)
-{
-	sqlite3_stmt *s = st->stmt[S_RET_DELETE];
-
-	for (size_t i = 0; i < ids->n; i++) {
-		if (sqlite3_bind_text(s, 1, ids->v[i], -1, SQLITE_STATIC) != SQLITE_OK) {
-			db_err(st, "retention");
-			done_with(s);
-			return -1;
-		}
-		if (step_done(st, S_RET_DELETE) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* Keep in ids only the jobs whose folders are gone (none removed when d is NULL). */
-static void
-retention_filter(struct idlist *ids, const struct store_dir *d,
+retention_delete(struct store *st, const struct store_dir *d, const struct idlist *ids,
                  void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
-	size_t i, k = 0;
-	int e;
+	sqlite3_stmt *s = st->stmt[S_RET_DELETE];
+	int n = 0, e;
 
-	for (i = 0; i < ids->n; i++) {
+	for (size_t i = 0; i < ids->n; i++) {
 		e = d && store_remove_job_dir(d, ids->v[i]) < 0 ? (errno ? errno : EIO) : 0;
 		if (cb)
 			cb(ctx, ids->v[i], e);
-		if (!e)
-			ids->v[k++] = ids->v[i];
-		else
-			free(ids->v[i]);
+		if (e)
+			continue; /* its row stays for the next pass */
+		if (sqlite3_bind_text(s, 1, ids->v[i], -1, SQLITE_STATIC) != SQLITE_OK) {
+			done_with(s);
+			return db_err(st, "retention");
+		}
+		if (step_done(st, S_RET_DELETE) != 0)
+			return -1;
+		n++;
 	}
-	ids->n = k;
+	return n;
 }
 
 int
@@ -1477,22 +1447,18 @@ store_retention(struct store *st, const struct store_dir *d, double older_than, 
                 void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
 	struct idlist ids = {NULL, 0, 0};
-	int rc, n;
+	int n = -1;
 
 	if (st->in_txn)
 		return set_err(st, "retention: a transaction is already open");
 	if (store_begin(st) != 0)
 		return -1;
-	rc = retention_select(st, older_than, keep, &ids);
-	if (rc == 0) {
-		retention_filter(&ids, d, cb, ctx);
-		rc = retention_delete(st, &ids);
-	}
-	if (rc == 0)
-		rc = store_commit(st);
-	else
+	if (retention_select(st, older_than, keep, &ids) == 0)
+		n = retention_delete(st, d, &ids, cb, ctx);
+	if (n >= 0 && store_commit(st) != 0)
+		n = -1;
+	else if (n < 0)
 		rollback_quiet(st);
-	n = rc == 0 ? (int)ids.n : -1;
 	idlist_free(&ids);
 	return n;
 }
@@ -1861,9 +1827,9 @@ store_write_whole(const char *path, const void *data, size_t len)
 	return 0;
 }
 
-/* The job's folder as an O_PATH descriptor, never through a link; -1 with errno. */
+/* The job's folder (made first when make) as an O_PATH descriptor, never through a link. */
 static int
-job_folder_open(const struct store_dir *d, const char *id)
+job_folder_open(const struct store_dir *d, const char *id, bool make)
 {
 	char path[PATH_MAX];
 
@@ -1871,27 +1837,21 @@ job_folder_open(const struct store_dir *d, const char *id)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	if (make && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
 	return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 int
 store_job_folder(const struct store_dir *d, const char *id)
 {
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", d->path, id) >= (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	return job_folder_open(d, id);
+	return job_folder_open(d, id, true);
 }
 
 int
 store_write_meta(const struct store_dir *d, const char *id, const char *text, size_t len)
 {
-	int dfd = job_folder_open(d, id), fd, e;
+	int dfd = job_folder_open(d, id, false), fd, e;
 	ssize_t n;
 
 	if (dfd < 0)
@@ -1921,7 +1881,7 @@ store_remove_job_dir(const struct store_dir *d, const char *id)
 	if (!sched_job_id_valid(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
 	snprintf(path, sizeof(path), "%s/%s", d->path, id);
-	fd = job_folder_open(d, id);
+	fd = job_folder_open(d, id, false);
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
 		return unlink(path) < 0 && errno != ENOENT ? -1 : 0; /* a link: itself alone */
 	if (fd < 0)
