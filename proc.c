@@ -558,24 +558,13 @@ proc_control_env(char *const *base)
 
 /* --------------------------------------------------------------------- capped output file */
 
-static void
-capfile_reset(struct capfile *cf, long long cap)
-{
-	cf->fd = -1;
-	cf->size = 0;
-	cf->cap = cap;
-	cf->dropped = 0;
-	cf->write_errno = 0;
-	cf->dropped_floor = 0;
-}
-
 int
 capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 {
 	struct stat st;
 	int fd, e;
 
-	capfile_reset(cf, cap);
+	*cf = (struct capfile){.fd = -1, .cap = cap};
 	if (cap < 1024) {
 		errno = EINVAL;
 		return -1;
