@@ -818,9 +818,9 @@ apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
 /*
  * Kill every group and marked process (those that left their group), then wait until no group
  * has a living member and no marked process is found, killing again every 0.1 s (marked ones
- * every look: a dying shell may still fork), for at most GUARD_WAIT_MS. A killed process is not gone at once:
- * it holds its card until its memory is torn down (tens of ms per GiB), and the instance lock
- * this process holds tells the next daemon when that is over.
+ * every look: a dying shell may still fork), for at most GUARD_WAIT_MS. A killed process is
+ * not gone at once: it holds its card until its memory is torn down (tens of ms per GiB), and
+ * the instance lock this process holds tells the next daemon when that is over.
  */
 static void
 guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)

@@ -224,17 +224,17 @@ bool proc_guardian_lost(void);
  * Fork the guardian: a tiny process that holds the read end of a pipe from the daemon and the
  * set of process groups the daemon runs. When the pipe reaches EOF (the daemon exited or was
  * killed, even by SIGKILL) it sends SIGKILL to every registered group and exits, so no job or
- * control command outlives the daemon; then, when marker is not NULL, it also kills every
- * process carrying that environment entry (proc_kill_marked), which reaches descendants that
- * moved to a session of their own. It ignores SIGINT, SIGTERM and SIGHUP, names itself
- * ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, holds the
- * daemon's instance lock (an exclusive flock): the guardian keeps its copy; when the daemon is
- * gone it stamps the file's mtime, makes the lock shared (a start then knows that it is to
- * wait, not that another daemon runs) and, after the kills, waits until every group and
- * marked process is gone (at most 30 s, killing again every 0.1 s) before it exits, so the
- * lock is free only then: a killed job holds its card until its memory is torn down. Call it once, before any job or control command starts: a second call
- * fails with EBUSY, even after the first guardian died (it is not replaced). Returns the
- * guardian's pid, or -1 with errno.
+ * control command outlives the daemon; when marker is not NULL, it also kills every process
+ * carrying that environment entry (proc_kill_marked), which reaches descendants that moved to
+ * a session of their own. Then it waits until every group and marked process is gone (at most
+ * 30 s, killing again every 0.1 s) and exits. It ignores SIGINT, SIGTERM and SIGHUP, names
+ * itself ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, holds the
+ * daemon's instance lock (an exclusive flock): the guardian keeps its copy and, when the
+ * daemon is gone, stamps the file's mtime and makes the lock shared (a start then knows to
+ * wait, not that another daemon runs); the lock is free once the guardian exits: a killed job
+ * holds its card until its memory is torn down. Call it once, before any job or control
+ * command starts: a second call fails with EBUSY, even after the first guardian died (it is
+ * not replaced). Returns the guardian's pid, or -1 with errno.
  */
 pid_t proc_guardian_start(const char *marker, int lock_fd);
 

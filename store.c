@@ -389,12 +389,13 @@ query(struct store *st, const char *sql, const char *a1, const char *a2, long lo
 static int
 has(struct store *st, const char *table, const char *name)
 {
+	static const char column[] = "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2 "
+				     "COLLATE NOCASE";
+	static const char table_sql[] = "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+					"AND name = ?1";
 	long long n = 0;
 
-	if (query(st, name ? "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2 COLLATE "
-			     "NOCASE"
-			   : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-		  table, name, &n, NULL, 0) != 0)
+	if (query(st, name ? column : table_sql, table, name, &n, NULL, 0) != 0)
 		return -1;
 	return n > 0;
 }
@@ -1167,24 +1168,55 @@ row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
 	return 0;
 }
 
-/* Step a bound job query, handing each row to cb. Returns the count or -1. */
 static int
-load_jobs(struct store *st, enum stmt_id id, store_job_cb cb, void *ctx)
+row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
+{
+	bool failed = false;
+
+	c->device = sqlite3_column_int(s, 0);
+	c->state =
+	    parse_name(state_names, NELEM(state_names), sqlite3_column_text(s, 1), CARD_HEALTHY);
+	c->reset_epoch = sqlite3_column_int64(s, 2);
+	c->reset_pending = sqlite3_column_int(s, 3) != 0;
+	c->boot_id = col_dup(s, 4, NULL, &failed);
+	c->last_reset_at = col_real(s, 5, NAN);
+	c->dead_since = col_real(s, 6, NAN);
+	c->dead_reason = col_dup(s, 7, NULL, &failed);
+	c->held = sqlite3_column_int(s, 8) != 0;
+	c->held_by = col_dup(s, 9, NULL, &failed);
+	c->held_at = col_real(s, 10, NAN);
+	c->hold_reason = col_dup(s, 11, NULL, &failed);
+	c->check_pending = sqlite3_column_int(s, 12) != 0;
+	if (!failed)
+		return 0;
+	free(c->boot_id);
+	free(c->dead_reason);
+	free(c->held_by);
+	free(c->hold_reason);
+	return oom(st, "loading cards");
+}
+
+/*
+ * Step a bound query of jobs (ccb NULL: each row to jcb) or of cards (each row to ccb) to its
+ * end. Returns the count or -1.
+ */
+static int
+load_rows(struct store *st, enum stmt_id id, store_job_cb jcb,
+          int (*ccb)(void *ctx, struct store_card *c), void *ctx)
 {
 	sqlite3_stmt *s = st->stmt[id];
+	struct store_card c;
 	struct job j;
-	int rc, n = 0;
+	int rc = SQLITE_DONE, n = 0;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (row_to_job(st, s, &j) != 0) {
+	while (n >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (ccb ? row_to_card(st, s, &c) : row_to_job(st, s, &j))
 			n = -1;
-			break;
-		}
-		if (cb(ctx, &j, (const char *)sqlite3_column_text(s, JC_OUTPUT)) != 0) {
+		else if (ccb ? ccb(ctx, &c)
+			     : jcb(ctx, &j, (const char *)sqlite3_column_text(s, JC_OUTPUT)))
 			n = set_err(st, "%s: stopped by the callback", stmt_defs[id].name);
-			break;
-		}
-		n++;
+		else
+			n++;
 	}
 	if (n >= 0 && rc != SQLITE_DONE)
 		n = db_err(st, stmt_defs[id].name);
@@ -1195,7 +1227,7 @@ load_jobs(struct store *st, enum stmt_id id, store_job_cb cb, void *ctx)
 int
 store_load_active(struct store *st, store_job_cb cb, void *ctx)
 {
-	return load_jobs(st, S_ACTIVE, cb, ctx);
+	return load_rows(st, S_ACTIVE, cb, NULL, ctx);
 }
 
 int
@@ -1210,7 +1242,7 @@ store_load_recent(struct store *st, int device, int n, store_job_cb cb, void *ct
 		done_with(s);
 		return -1;
 	}
-	return load_jobs(st, S_RECENT, cb, ctx);
+	return load_rows(st, S_RECENT, cb, NULL, ctx);
 }
 
 /* Step a statement bound to one id: 1 with a row in hand, 0 not found (reset), -1 error. */
@@ -1304,56 +1336,10 @@ store_last_write(struct store *st)
 	return t;
 }
 
-static int
-row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
-{
-	bool failed = false;
-
-	c->device = sqlite3_column_int(s, 0);
-	c->state =
-	    parse_name(state_names, NELEM(state_names), sqlite3_column_text(s, 1), CARD_HEALTHY);
-	c->reset_epoch = sqlite3_column_int64(s, 2);
-	c->reset_pending = sqlite3_column_int(s, 3) != 0;
-	c->boot_id = col_dup(s, 4, NULL, &failed);
-	c->last_reset_at = col_real(s, 5, NAN);
-	c->dead_since = col_real(s, 6, NAN);
-	c->dead_reason = col_dup(s, 7, NULL, &failed);
-	c->held = sqlite3_column_int(s, 8) != 0;
-	c->held_by = col_dup(s, 9, NULL, &failed);
-	c->held_at = col_real(s, 10, NAN);
-	c->hold_reason = col_dup(s, 11, NULL, &failed);
-	c->check_pending = sqlite3_column_int(s, 12) != 0;
-	if (!failed)
-		return 0;
-	free(c->boot_id);
-	free(c->dead_reason);
-	free(c->held_by);
-	free(c->hold_reason);
-	return oom(st, "loading cards");
-}
-
 int
 store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), void *ctx)
 {
-	sqlite3_stmt *s = st->stmt[S_CARDS];
-	struct store_card c;
-	int rc, n = 0;
-
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (row_to_card(st, s, &c) != 0) {
-			n = -1;
-			break;
-		}
-		if (cb(ctx, &c) != 0) {
-			n = set_err(st, "loading cards: stopped by the callback");
-			break;
-		}
-		n++;
-	}
-	if (n >= 0 && rc != SQLITE_DONE)
-		n = db_err(st, stmt_defs[S_CARDS].name);
-	done_with(s);
-	return n;
+	return load_rows(st, S_CARDS, NULL, cb, ctx);
 }
 
 /* A growable list of heap id strings. */
