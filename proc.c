@@ -37,7 +37,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -380,23 +379,6 @@ proc_exit_code(int wstatus)
 
 /* ------------------------------------------------------------------------- environment */
 
-/* Length of an entry's name: up to '=', or the whole string. */
-static size_t
-name_len(const char *s)
-{
-	const char *eq = strchr(s, '=');
-
-	return eq ? (size_t)(eq - s) : strlen(s);
-}
-
-static int
-same_name(const char *a, const char *b)
-{
-	size_t n = name_len(a);
-
-	return n == name_len(b) && memcmp(a, b, n) == 0;
-}
-
 /* Control configuration never reaches a job. */
 static int
 scrubbed(const char *s)
@@ -411,32 +393,26 @@ scrubbed(const char *s)
 	return 0;
 }
 
-/* Index of the entry named like s in env[0..n), or n. */
+/* Index of the entry named like s ("NAME=..." or "NAME") in env[0..n), or n. */
 static size_t
 find_name(char **env, size_t n, const char *s)
 {
-	size_t i;
+	size_t i, len = strcspn(s, "=");
 
 	for (i = 0; i < n; i++)
-		if (same_name(env[i], s))
+		if (strncmp(env[i], s, len) == 0 && (env[i][len] == '=' || !env[i][len]))
 			break;
 	return i;
 }
 
 /* Is "." one of the ':'-separated entries of v? */
-static int
+static bool
 has_dot(const char *v)
 {
-	const char *p = v, *colon;
+	size_t n = strlen(v);
 
-	for (;;) {
-		colon = strchr(p, ':');
-		if ((colon ? (size_t)(colon - p) : strlen(p)) == 1 && p[0] == '.')
-			return 1;
-		if (!colon)
-			return 0;
-		p = colon + 1;
-	}
+	return strcmp(v, ".") == 0 || strncmp(v, ".:", 2) == 0 || strstr(v, ":.:") ||
+	       (n >= 2 && strcmp(v + n - 2, ":.") == 0);
 }
 
 /*
@@ -1244,15 +1220,10 @@ static void
 pid_cmdline(pid_t pid, char *out, size_t cap)
 {
 	char path[64];
-	ssize_t n = -1, i;
-	int fd;
+	ssize_t n, i;
 
 	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		n = read(fd, out, cap - 1);
-		close(fd);
-	}
-	if (n < 0)
+	if ((n = read_text(path, out, cap)) < 0)
 		n = 0;
 	for (i = 0; i < n; i++) /* NULs between the arguments; control bytes shown as '?' */
 		out[i] = out[i] == '\0' ? ' ' : (unsigned char)out[i] < 0x20 || out[i] == 0x7f ? '?'
