@@ -97,7 +97,7 @@ static struct {
 	struct proc_callbacks cb;
 	const double *now;     /* the owner's monotonic clock, s */
 	struct proc_job *jobs; /* every proc_job, for proc_reaped and the strays */
-	char marker[sizeof(INSTANCE_VAR) + PATH_MAX];
+	char marker[sizeof(INSTANCE_VAR) + PATH_MAX + 40];
 	pid_t guardian_pid;    /* 0 before it started and once it died */
 	bool guardian_lost;    /* it died (proc_reaped) */
 } P;
@@ -1032,24 +1032,31 @@ read_environ(const char *pid, char **buf, size_t *cap)
 	return (ssize_t)len;
 }
 
-/* Whether /proc/<pid>/environ holds exactly the entry ("NAME=VALUE"); *buf grows as needed. */
+/*
+ * Whether /proc/<pid>/environ holds exactly the entry ("NAME=VALUE"), or with family any
+ * entry that starts with it and goes on without a '/'. *buf grows as needed.
+ */
 static bool
-environ_holds(const char *pid, const char *entry, char **buf, size_t *cap)
+environ_holds(const char *pid, const char *entry, bool family, char **buf, size_t *cap)
 {
 	ssize_t n = read_environ(pid, buf, cap);
 	size_t i = 0, len, elen = strlen(entry);
+	const char *e;
 
 	while (n > 0 && i < (size_t)n) {
-		len = strnlen(*buf + i, (size_t)n - i);
-		if (len == elen && memcmp(*buf + i, entry, elen) == 0)
+		e = *buf + i;
+		len = strnlen(e, (size_t)n - i);
+		if (len >= elen && memcmp(e, entry, elen) == 0 &&
+		    (family ? !memchr(e + elen, '/', len - elen) : len == elen))
 			return true;
 		i += len + 1;
 	}
 	return false;
 }
 
-int
-proc_kill_marked(const char *marker)
+/* SIGKILL every process whose environment holds marker (environ_holds); how many. */
+static int
+kill_marked(const char *marker, bool family)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
@@ -1061,12 +1068,18 @@ proc_kill_marked(const char *marker)
 		return 0;
 	while ((e = readdir(d)))
 		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
-		    environ_holds(e->d_name, marker, &buf, &cap) &&
+		    environ_holds(e->d_name, marker, family, &buf, &cap) &&
 		    kill((pid_t)atol(e->d_name), SIGKILL) == 0)
 			killed++;
 	closedir(d);
 	free(buf);
 	return killed;
+}
+
+int
+proc_kill_marked(const char *marker)
+{
+	return kill_marked(marker, false);
 }
 
 /* --------------------------------------------------------------------- a job's process */
@@ -1181,7 +1194,7 @@ env_tagged(pid_t pid, const char *tag)
 	bool yes;
 
 	snprintf(id, sizeof id, "%d", (int)pid);
-	yes = environ_holds(id, tag, &buf, &cap);
+	yes = environ_holds(id, tag, false, &buf, &cap);
 	free(buf);
 	return yes;
 }
@@ -1565,14 +1578,19 @@ void
 proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id)
 {
 	struct timespec pause = {0, 10000000};
+	char family[sizeof P.marker];
+	const char *slash;
 	int found = 0, k, round;
 
 	P.cb = *cb;
 	P.now = now;
 	snprintf(P.marker, sizeof P.marker, INSTANCE_VAR "%s", instance_id);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	/* A daemon killed with its guardian (kill -9 of both) left what carries the entry. */
-	for (round = 0; round < 300 && (k = proc_kill_marked(P.marker)) > 0; round++) {
+	/* A daemon on this log dir killed with its guardian (kill -9 of both) left what carries
+	 * its entry: the same log dir, another start's id. */
+	slash = strrchr(P.marker, '/');
+	snprintf(family, sizeof family, "%.*s", slash ? (int)(slash + 1 - P.marker) : 0, P.marker);
+	for (round = 0; slash && round < 300 && (k = kill_marked(family, true)) > 0; round++) {
 		found = found ? found : k;
 		nanosleep(&pause, NULL);
 	}

@@ -127,12 +127,12 @@ struct proc_callbacks {
  * Make this process the daemon proc.c serves: keep cb (copied) and now (the owner's
  * monotonic clock in seconds, current for its loop turn), become the child subreaper
  * (descendants that outlive their parent come to us, so they are reaped and strays can be
- * killed), and make the instance entry (proc_instance_marker) from instance_id, which names
- * the queue's instance for good (the log dir's absolute path: one daemon per log dir). Then
- * kill whatever still carries that entry, waiting up to 3 s for it to be gone, and `log` how
- * many: a previous daemon on this log dir died with its guardian. Call once, holding the log
- * dir's lock (so no previous daemon's guardian is still at work), before any other proc_job
- * or proc_instance function.
+ * killed), and make the instance entry (proc_instance_marker) from instance_id, "<log dir>/
+ * <start id>": the log dir's absolute path (one daemon per log dir) and a random id of this
+ * start without a '/'. Then kill whatever carries an entry of the same log dir (any start id:
+ * a previous daemon there died with its guardian), waiting up to 3 s for it to be gone, and
+ * `log` how many. Call once, holding the log dir's lock, before any other proc_job or
+ * proc_instance function.
  */
 void proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id);
 
@@ -211,8 +211,10 @@ enum proc_reaped proc_reaped(pid_t pid, int wstatus);
  * This daemon's instance entry, "TT_DEVICE_QUEUE_INSTANCE=<instance id>" (static storage,
  * made by proc_init). Every job and control command must carry it in its environment (the
  * caller adds it): processes that left their job's process group (setsid) are still found by
- * it when the daemon dies (the guardian kills them) and by the next start on the same log dir
- * when the guardian died too (proc_init). Without it, a job's setsid'd helper outlives a
+ * it when the daemon dies (the guardian kills exactly this start's) and by the next start on
+ * the same log dir when the guardian died too (proc_init). The start id keeps a guardian still
+ * at work from killing the jobs of a start that did not wait for it (a log dir replaced under
+ * the daemon is locked anew without the guardian). Without it, a job's setsid'd helper outlives a
  * kill -9 of the daemon and runs beside the next job on its card.
  */
 const char *proc_instance_marker(void);

@@ -273,20 +273,6 @@ db_err(struct store *st, const char *what)
 	return set_err(st, "%s: %s", what, sqlite3_errmsg(st->db));
 }
 
-/* A database this build will not use: waiting will not change that (store_open). */
-__attribute__((format(printf, 2, 3))) static int
-refuse(struct store *st, const char *fmt, ...)
-{
-	char buf[ERRLEN];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	st->refused = true;
-	return set_err(st, "%s", buf);
-}
-
 static int
 oom(struct store *st, const char *what)
 {
@@ -517,10 +503,11 @@ check_v2(struct store *st)
 	}
 	if (!*missing)
 		return 0;
-	return refuse(st,
-	              "a pre-v2 tt-device-queue database (its jobs table has no %s); "
-	              "it cannot be migrated: use a fresh logs-v2/ directory",
-	              missing);
+	st->refused = true; /* waiting will not change that (store_open) */
+	return set_err(st,
+	               "a pre-v2 tt-device-queue database (its jobs table has no %s); "
+	               "it cannot be migrated: use a fresh logs-v2/ directory",
+	               missing);
 }
 
 /*
@@ -620,12 +607,13 @@ build_schema(struct store *st)
 
 	if (query(st, "PRAGMA user_version", NULL, NULL, &version, NULL, 0) != 0)
 		return -1;
-	if (version > STORE_SCHEMA_VERSION)
-		return refuse(st,
-		              "schema version %lld is newer than version %d of this "
-		              "tt-device-queue: use a fresh logs-v2/ directory "
-		              "(or a newer tt-device-queue)",
-		              version, STORE_SCHEMA_VERSION);
+	st->refused = version > STORE_SCHEMA_VERSION;
+	if (st->refused)
+		return set_err(st,
+		               "schema version %lld is newer than version %d of this "
+		               "tt-device-queue: use a fresh logs-v2/ directory "
+		               "(or a newer tt-device-queue)",
+		               version, STORE_SCHEMA_VERSION);
 	if ((has_jobs = has(st, "jobs", NULL)) < 0)
 		return -1;
 	if (!has_jobs)

@@ -3438,7 +3438,7 @@ job_proc_exit(struct proc_job *pj, int code)
 		iteration_done(a, code);
 }
 
-/* Start the process side: proc.c's callbacks, the clock, the instance's id (its log dir). */
+/* Start the process side: proc.c's callbacks, the clock, the instance id (log dir/start). */
 static void
 procs_init(const char *instance_id)
 {
@@ -6027,7 +6027,7 @@ serve_usage(FILE *f)
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700];
+	char status[700], start_id[33], instance_id[PATH_MAX + 40];
 	int opened;
 
 	if (argc > 1) {
@@ -6057,7 +6057,12 @@ serve_main(int argc, char **argv)
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
-	procs_init(cfg.log_dir); /* the instance is the log dir's */
+	if (new_job_id(start_id) < 0) {
+		perror("tt-device-queue serve: getrandom");
+		return 1;
+	}
+	snprintf(instance_id, sizeof(instance_id), "%s/%s", cfg.log_dir, start_id);
+	procs_init(instance_id);
 	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0) {
 		perror("tt-device-queue serve: cannot start the guardian process");
 		return 1;
