@@ -1,23 +1,16 @@
 /*
  * proc.c - the daemon's processes: spawning with the environment of each (a job's, a control
- * command's), a job's process from start to finish, strays, the guardian, the instance lock,
- * the host-wide claim of a device node, the look for a command's program; and capped output
- * files.
+ * command's), a job's process from start to finish, strays, the guardian (which keeps a copy
+ * of the log dir's lock), the host-wide claim of a device node; and capped output files.
  *
  * Invariants:
  * - Every descriptor opened here is close-on-exec; a job sees exactly stdin (/dev/null) and
  *   stdout/stderr (one pipe), because its child also closes every descriptor >= 3 before exec.
- * - A job's child is created with clone(CLONE_VM | CLONE_VFORK) on a stack of its own, as
- *   posix_spawn does: no page tables are copied and no copy-on-write faults follow, which made
- *   fork the largest share of the daemon's cost per job. The daemon is suspended until the
- *   child has exec'd (or exited), so the child shares its memory but never races it. The
- *   child writes only its own stack (and, failing, the caller's error buffer: see child_fail),
- *   calls only async-signal-safe functions (no malloc, no stdio) and uninstrumented code
- *   (CHILD_CODE: a sanitizer's bookkeeping would run on a stack it does not know). Messages
- *   are assembled by hand in stack buffers; numbers are formatted before the clone.
- * - All signals are blocked across the clone, so no handler of the daemon can run in the child and
- *   the child resets dispositions before anything can be delivered. The parent restores its
- *   mask; the child ends with default dispositions and an empty mask.
+ * - A job's child is made with fork while every signal is blocked, so no handler of the
+ *   daemon runs in it before it has reset the dispositions; the parent restores its mask, the
+ *   child ends with default dispositions and an empty mask. The daemon is one thread, so the
+ *   child may use stdio. The parent waits for the exec (EOF on a close-on-exec pipe, which
+ *   brings the text of a failure instead), so a spawned pid has its session already.
  * - A job's pid is its process group and session id (setsid), so kill(-pid) reaches everything
  *   it started that did not leave the group itself.
  * - A job's process moves through enum proc_job_state only by set_state, whose table says
@@ -32,20 +25,18 @@
  *   group from the job itself (see child_register) and kills every group still registered when
  *   the pipe reaches EOF, that is when the daemon and all its pre-exec children are gone. A
  *   group is forgotten only once it was found empty.
- * - What is here once per process (the jobs, the guardian, the instance lock) lives in P:
+ * - What is here once per process (the jobs, the guardian, the instance entry) lives in P:
  *   waitpid(-1) and the guardian are per process too.
  * - A device node's claim is a listening abstract socket that only its owner holds: no child
  *   inherits it (close-on-exec, and the guardian and every spawned child close all other
- *   descriptors), so it is gone when the daemon is (a child caught between its clone and its
+ *   descriptors), so it is gone when the daemon is (a child caught between its fork and its
  *   exec holds a copy a moment longer).
  */
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -55,11 +46,9 @@
 #include <string.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
-#include <linux/sched.h> /* CLONE_*: <sched.h> would find this project's sched.h under -I. */
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -74,9 +63,6 @@
 #include "json.h"
 #include "proc.h"
 
-/* glibc's clone(2) wrapper, declared by <sched.h> (see above). */
-extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
-
 #define PIPE_SIZE (1 << 20)   /* asked for; a flooding job then needs fewer wake-ups */
 #define CHILD_MSG_MAX 1024    /* a child's failure line, cut to fit */
 #define MARKER_MAX 1024       /* a capfile_marker line, cut to fit */
@@ -86,21 +72,16 @@ extern int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #define GUARD_WAIT_MS 30000   /* longest wait for killed groups to be gone (guardian_wait_gone) */
 #define GUARD_POLL_MS 10      /* between two looks at them */
 #define FD_LOOP_MAX 65536     /* bound of the close() loop when close_range is missing */
-#define CHILD_STACK (256 * 1024) /* the spawned child's stack, below it one guard page */
 #define DRAIN_BUDGET (1024 * 1024) /* bytes of one job's output moved per poll event */
 #define LOOK_FIRST 0.002      /* s after a killed group is found alive before the next look */
 #define LOOK_MAX 0.1          /* s between two looks at most (doubling from LOOK_FIRST) */
 #define STRAYS_MAX 512        /* children of the daemon looked at per pass */
-#define LOCK_FILE "guardian.lock"
 #define CLAIM_NAME "tt-device-queue/claim/" /* the abstract names of device claims start so */
 #define CLAIM_WAIT 2.0        /* s a claimed name is tried again (proc_claim_node) */
 #define USER_SHOWN 64         /* bytes of a claim holder's user name */
 #define CMDLINE_SHOWN 200     /* bytes of a claim holder's command line shown */
 #define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
 #define DIAG_BUF 8192         /* bytes of a sock_diag answer: one message of a few hundred */
-
-/* Code that runs in a CLONE_VM child: kept free of sanitizer instrumentation (see above). */
-#define CHILD_CODE __attribute__((no_sanitize_address))
 
 /* One registration message; written whole (< PIPE_BUF, so atomic and never interleaved). */
 struct guard_msg {
@@ -116,19 +97,15 @@ static struct {
 	struct proc_callbacks cb;
 	const double *now;     /* the owner's monotonic clock, s */
 	struct proc_job *jobs; /* every proc_job, for proc_reaped and the strays */
-	char marker[sizeof(INSTANCE_VAR) + 64];
+	char marker[sizeof(INSTANCE_VAR) + PATH_MAX + 40];
 	pid_t guardian_pid;    /* 0 before it started and once it died */
 	bool guardian_lost;    /* it died (proc_reaped) */
-	int lock_fd;           /* the instance lock file, -1 when not open */
-	bool recorded;         /* lock_fd holds this instance's entry */
-	char lock_path[PATH_MAX];
-	double prev_ended_at;  /* proc_instance_ended_at, NAN when not known */
-} P = {.lock_fd = -1, .prev_ended_at = NAN};
+} P;
 
-/* ------------------------------------------------------------- async-signal-safe helpers */
+/* ----------------------------------------------------------------------------- helpers */
 
 /* Write all of buf, retrying on EINTR and partial writes. Returns the bytes written. */
-CHILD_CODE static size_t
+static size_t
 write_full(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
@@ -146,89 +123,39 @@ write_full(int fd, const void *buf, size_t n)
 	return done;
 }
 
-/* Append s to buf[0..*n) without passing max; the text is cut when it does not fit. */
-CHILD_CODE static void
-put_str(char *buf, size_t *n, size_t max, const char *s)
-{
-	while (*s && *n < max)
-		buf[(*n)++] = *s++;
-}
-
-/*
- * The text of errno e. strerror may translate and allocate, which is not safe after fork;
- * glibc's strerrordesc_np only indexes a constant table.
- */
-CHILD_CODE static const char *
-errtext(int e)
-{
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-	const char *s = strerrordesc_np(e);
-
-	return s ? s : "Unknown error";
-#else
-	return strerror(e); /* musl: a table lookup as well */
-#endif
-}
-
-/* Close descriptors lo..hi (inclusive), with close_range when the kernel has it. */
-CHILD_CODE static void
-close_fds(unsigned lo, unsigned hi)
+/* Close every descriptor >= lo, with close_range when the kernel has it. */
+static void
+close_from(unsigned lo)
 {
 	struct rlimit rl;
 	unsigned fd, limit = FD_LOOP_MAX;
 
-	if (lo > hi)
-		return;
 #ifdef SYS_close_range
-	if (syscall(SYS_close_range, lo, hi, 0) == 0)
+	if (syscall(SYS_close_range, lo, ~0U, 0) == 0)
 		return;
 #endif
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < limit)
 		limit = (unsigned)rl.rlim_cur;
-	for (fd = lo; fd <= hi && fd < limit; fd++)
+	for (fd = lo; fd < limit; fd++)
 		close((int)fd);
 }
 
-/* Close every descriptor >= lo except keep (keep < lo: none is kept). */
-CHILD_CODE static void
-close_from_except(int lo, int keep)
-{
-	if (keep < lo) {
-		close_fds((unsigned)lo, ~0U);
-		return;
-	}
-	if (keep > lo)
-		close_fds((unsigned)lo, (unsigned)keep - 1);
-	close_fds((unsigned)keep + 1, ~0U);
-}
-
-/* Every catchable signal back to SIG_DFL (glibc refuses its two internal ones: harmless). */
-CHILD_CODE static void
-default_dispositions(void)
+/* Every catchable signal to `how` (SIG_DFL, SIG_IGN); glibc refuses its two internal ones. */
+static void
+set_dispositions(void (*how)(int))
 {
 	struct sigaction sa;
 	int s;
 
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
+	sa.sa_handler = how;
 	sigemptyset(&sa.sa_mask);
 	for (s = 1; s < NSIG; s++)
 		if (s != SIGKILL && s != SIGSTOP)
 			sigaction(s, &sa, NULL);
 }
 
-CHILD_CODE static void
-ignore_signal(int s)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_IGN;
-	sigemptyset(&sa.sa_mask);
-	sigaction(s, &sa, NULL);
-}
-
-CHILD_CODE static void
+static void
 unblock_all(void)
 {
 	sigset_t none;
@@ -238,7 +165,7 @@ unblock_all(void)
 }
 
 /* Send one message to the guardian, if one runs. Blocking write; EPIPE is ignored. */
-CHILD_CODE static void
+static void
 guardian_send(char op, pid_t pgid)
 {
 	struct guard_msg m;
@@ -254,66 +181,16 @@ guardian_send(char op, pid_t pgid)
 /* ------------------------------------------------------------------------ the job child */
 
 /*
- * What the clone'd child needs; lives in proc_spawn's frame, which waits for the exec. err is
- * the caller's buffer (or NULL): the one memory outside its stack the child writes.
+ * Write "<what><arg>: <error>" to errfd (the spawner reads it) and, as a marker line, to
+ * stderr (the job's output); exit 127 (exec's convention). The daemon is one thread, so
+ * stdio and strerror are safe after its fork.
  */
-struct child_args {
-	const struct proc_opts *o;
-	int wfd;
-	pid_t daemon;
-	const char *oom;
-	char *err;
-	size_t errlen;
-};
-
-/*
- * Write "[tt-device-queue] <what><arg>: <error>\n" to fd and exit 127 (exec's convention).
- * The same text without the marker goes into c->err, so the daemon, which waits for this
- * exit (CLONE_VFORK), learns why without parsing the job's output.
- */
-CHILD_CODE static _Noreturn void
-child_fail(const struct child_args *c, int fd, const char *what, const char *arg, int e)
+static _Noreturn void
+child_fail(int errfd, const char *what, const char *arg, int e)
 {
-	static const char marker[] = PROC_MARKER " ";
-	char buf[CHILD_MSG_MAX];
-	size_t n = 0, i;
-
-	put_str(buf, &n, sizeof buf - 1, marker);
-	put_str(buf, &n, sizeof buf - 1, what);
-	put_str(buf, &n, sizeof buf - 1, arg);
-	put_str(buf, &n, sizeof buf - 1, ": ");
-	put_str(buf, &n, sizeof buf - 1, errtext(e));
-	if (c->err && c->errlen) {
-		for (i = 0; sizeof marker - 1 + i < n && i < c->errlen - 1; i++)
-			c->err[i] = buf[sizeof marker - 1 + i];
-		c->err[i] = '\0';
-	}
-	buf[n++] = '\n';
-	write_full(fd, buf, n);
+	dprintf(errfd, "%s%s: %s", what, arg, strerror(e));
+	dprintf(STDERR_FILENO, PROC_MARKER " %s%s: %s\n", what, arg, strerror(e));
 	_exit(127);
-}
-
-/* Make descriptor `to` a copy of `from` that survives exec (dup2 onto itself would not). */
-CHILD_CODE static int
-move_fd(int from, int to)
-{
-	if (from == to)
-		return fcntl(to, F_SETFD, 0);
-	return dup2(from, to) == -1 ? -1 : 0;
-}
-
-/* stdout and stderr into the pipe first (so later failures can be reported), stdin /dev/null. */
-CHILD_CODE static void
-child_stdio(const struct child_args *c)
-{
-	int nfd;
-
-	if (move_fd(c->wfd, STDOUT_FILENO) == -1 || move_fd(c->wfd, STDERR_FILENO) == -1)
-		child_fail(c, c->wfd, "cannot attach the output pipe", "", errno);
-	nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (nfd == -1 || move_fd(nfd, STDIN_FILENO) == -1)
-		child_fail(c, STDERR_FILENO, "cannot open ", "/dev/null", errno);
-	close_from_except(3, -1); /* the pipe's ends, the guardian's, anything inherited */
 }
 
 /*
@@ -323,32 +200,22 @@ child_stdio(const struct child_args *c)
  * the pipe cannot reach EOF before that since the child holds a write end until exec.
  * PR_SET_PDEATHSIG alone would not do: it reaches only this process (the shell), never the
  * background children it starts, which would then keep the card. A dead guardian (it is not
- * replaced) must not kill the job: signals are blocked here, and a blocked signal is kept pending even while ignored, so the SIGPIPE of a write to its closed pipe
- * would kill the shell as soon as the mask is cleared. Setting SIG_IGN again after the write
- * discards a pending SIGPIPE (POSIX sigaction: "shall cause the pending signal to be
- * discarded, whether or not it is blocked").
+ * replaced) must not kill the job: signals are blocked here, and a blocked signal is kept
+ * pending even while ignored, so the SIGPIPE of a write to its closed pipe would kill the
+ * shell as soon as the mask is cleared. Setting SIG_IGN again after the write discards a
+ * pending SIGPIPE (POSIX sigaction: "shall cause the pending signal to be discarded, whether
+ * or not it is blocked").
  */
-CHILD_CODE static void
+static void
 child_register(void)
 {
-	ignore_signal(SIGPIPE);
+	signal(SIGPIPE, SIG_IGN);
 	guardian_send('+', getpid());
-	ignore_signal(SIGPIPE);
-}
-
-CHILD_CODE static void
-child_set_oom(const char *oom)
-{
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-
-	if (fd == -1)
-		return;
-	write_full(fd, oom, strlen(oom)); /* lowering needs privilege: failure is fine */
-	close(fd);
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /* The soft limit the caller had before it raised its own; the hard limit stays. */
-CHILD_CODE static void
+static void
 child_set_nofile(rlim_t soft)
 {
 	struct rlimit rl;
@@ -359,27 +226,25 @@ child_set_nofile(rlim_t soft)
 	}
 }
 
-/*
- * Become user u: groups, then group, then uid, each by its raw system call (glibc's wrappers
- * would signal threads this memory-sharing child does not have). -1 with errno.
- */
-CHILD_CODE static int
+/* Become user u: groups, then group, then uid. -1 with errno. */
+static int
 child_become(const struct proc_user *u)
 {
-	if (syscall(SYS_setgroups, (size_t)u->ngroups, u->groups) == -1 ||
-	    syscall(SYS_setresgid, u->gid, u->gid, u->gid) == -1 ||
-	    syscall(SYS_setresuid, u->uid, u->uid, u->uid) == -1)
+	if (setgroups((size_t)u->ngroups, u->groups) == -1 ||
+	    setresgid(u->gid, u->gid, u->gid) == -1 || setresuid(u->uid, u->uid, u->uid) == -1)
 		return -1;
 	return 0;
 }
 
-/* The child side of proc_spawn: async-signal-safe calls only, never returns. */
-CHILD_CODE static _Noreturn void
-child_exec(const struct child_args *c)
+/*
+ * The child side of proc_spawn, never returns. wfd is the output pipe's write end, errfd the
+ * spawner's pipe of errors (close-on-exec: EOF there means the exec happened).
+ */
+static _Noreturn void
+child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 {
-	const struct proc_opts *o = c->o;
 	char *const *envp = o->envp ? o->envp : environ;
-	int e = 0;
+	int e = 0, nfd;
 
 	setsid();
 	/* A change of user clears the parent-death signal: become the user first. */
@@ -387,47 +252,31 @@ child_exec(const struct child_args *c)
 		e = errno;
 	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != c->daemon)
+	if (getppid() != daemon)
 		_exit(127);
 	child_register();
-	child_stdio(c);
+	/* stdout and stderr into the pipe first (so later failures are in the output). */
+	nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (dup2(wfd, STDOUT_FILENO) == -1 || dup2(wfd, STDERR_FILENO) == -1 || nfd == -1 ||
+	    dup2(nfd, STDIN_FILENO) == -1 || dup2(errfd, 3) == -1 ||
+	    fcntl(STDOUT_FILENO, F_SETFL, 0) == -1)
+		child_fail(errfd, "cannot set up stdin, stdout and stderr", "", errno);
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	close_from(4); /* the pipe's ends, the guardian's, anything inherited */
 	if (e)
-		child_fail(c, STDERR_FILENO, "cannot become user ", o->user->name, e);
-	default_dispositions(); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
-	unblock_all();          /* the mask survives exec too */
+		child_fail(3, "cannot become user ", o->user->name, e);
+	set_dispositions(SIG_DFL); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
+	unblock_all();             /* the mask survives exec too */
 	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
-		child_fail(c, STDERR_FILENO, "cannot change to directory ", o->cwd, errno);
-	child_set_oom(c->oom);
+		child_fail(3, "cannot change to directory ", o->cwd, errno);
+	if ((nfd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) >= 0)
+		dprintf(nfd, "%d\n", o->oom_score_adj); /* lowering needs privilege: may fail */
 	if (o->set_umask)
 		umask((mode_t)o->umask);
 	if (o->set_nofile)
 		child_set_nofile((rlim_t)o->nofile);
 	execve(o->argv[0], o->argv, envp);
-	child_fail(c, STDERR_FILENO, "cannot run ", o->argv[0], errno);
-}
-
-CHILD_CODE static int
-child_main(void *arg)
-{
-	child_exec(arg);
-}
-
-/* The child's stack: mapped once, reused by every spawn (the daemon waits for each exec). */
-static char *
-child_stack_top(void)
-{
-	static char *top;
-	char *base;
-
-	if (top)
-		return top;
-	base = mmap(NULL, CHILD_STACK + 4096, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-	if (base == MAP_FAILED)
-		return NULL;
-	mprotect(base, 4096, PROT_NONE); /* an overflow faults instead of writing the heap */
-	top = base + 4096 + CHILD_STACK;
-	return top;
+	child_fail(3, "cannot run ", o->argv[0], errno);
 }
 
 /* ---------------------------------------------------------------------------- spawning */
@@ -439,87 +288,82 @@ set_err(char *err, size_t errlen, const char *what, int e)
 		snprintf(err, errlen, "%s: %s", what, strerror(e));
 }
 
-/* The output pipe: both ends close-on-exec, the read end non-blocking, 1 MiB if allowed. */
-static int
-open_pipe(int p[2])
+/* The child's failure text from the pipe of errors, "" once it exec'd (EOF); closes fd. */
+static void
+read_failure(int fd, char *err, size_t errlen)
 {
-	int flags, e;
+	char buf[CHILD_MSG_MAX];
+	size_t n = 0;
+	ssize_t r;
 
-	if (pipe2(p, O_CLOEXEC) == -1)
-		return -1;
-	flags = fcntl(p[0], F_GETFL);
-	if (flags == -1 || fcntl(p[0], F_SETFL, flags | O_NONBLOCK) == -1) {
-		e = errno;
-		close(p[0]);
-		close(p[1]);
-		errno = e;
-		return -1;
+	while (n < sizeof buf - 1) {
+		r = read(fd, buf + n, sizeof buf - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
 	}
-	fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* above pipe-max-size or the user's quota: ignored */
-	return 0;
+	close(fd);
+	if (err && errlen)
+		snprintf(err, errlen, "%.*s", (int)n, buf);
 }
 
 pid_t
 proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen)
 {
-	char oom[24], *stack = child_stack_top();
 	sigset_t all, old;
 	pid_t daemon = getpid(), pid;
-	struct child_args ca;
-	int p[2], e;
+	int p[2], ep[2], e;
 
 	if (!o || !o->argv || !o->argv[0] || !out_fd) {
 		set_err(err, errlen, "spawn", EINVAL);
 		errno = EINVAL;
 		return -1;
 	}
-	if (!stack) {
-		set_err(err, errlen, "cannot map the child's stack", errno);
-		return -1;
-	}
-	if (open_pipe(p) == -1) {
+	/* Non-blocking for the daemon; the child makes its end blocking again. */
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == -1) {
 		set_err(err, errlen, "cannot create the output pipe", errno);
 		return -1;
 	}
-	snprintf(oom, sizeof oom, "%d\n", o->oom_score_adj); /* no snprintf in the child */
-	if (err && errlen)
-		err[0] = '\0'; /* stays empty when the child exec's */
-	ca = (struct child_args){.o = o, .wfd = p[1], .daemon = daemon, .oom = oom, .err = err,
-				 .errlen = errlen};
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = clone(child_main, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &ca);
-	e = errno;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(p[1]); /* else the daemon's own copy would keep EOF from ever coming */
-	if (pid == -1) {
+	fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* above pipe-max-size or the user's quota: ignored */
+	if (pipe2(ep, O_CLOEXEC) == -1) {
+		e = errno;
 		close(p[0]);
-		set_err(err, errlen, "clone", e);
+		close(p[1]);
+		set_err(err, errlen, "cannot create a pipe", e);
 		errno = e;
 		return -1;
 	}
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0)
+		child_exec(o, p[1], ep[1], daemon);
+	e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(p[1]); /* else the daemon's own copy would keep EOF from ever coming */
+	close(ep[1]);
+	if (pid == -1) {
+		close(ep[0]);
+		close(p[0]);
+		set_err(err, errlen, "fork", e);
+		errno = e;
+		return -1;
+	}
+	read_failure(ep[0], err, errlen); /* waits for the exec: the child is in its session */
 	*out_fd = p[0];
 	return pid;
 }
 
-/*
- * Right after proc_spawn returns, the child may not have reached setsid() yet, so its group
- * does not exist and kill(-pgid) finds nobody. Then the child itself is signalled, but only
- * while it is our unreaped child (waitid WNOWAIT), never a stranger that reused a reaped pid.
- * Its signals are blocked until it has reset them, so the signal stays pending and acts then.
- */
 void
 proc_kill_group(pid_t pgid, int sig)
 {
-	siginfo_t si;
 	int e = errno;
 
 	/* kill(-1) would hit every process we may signal, kill(0) our own group: never. */
-	if (pgid <= 1)
-		return;
-	if (kill(-pgid, sig) == -1 && errno == ESRCH &&
-	    waitid(P_PID, (id_t)pgid, &si, WEXITED | WNOHANG | WNOWAIT) == 0)
-		kill(pgid, sig);
+	if (pgid > 1)
+		kill(-pgid, sig);
 	errno = e;
 }
 
@@ -535,23 +379,6 @@ proc_exit_code(int wstatus)
 
 /* ------------------------------------------------------------------------- environment */
 
-/* Length of an entry's name: up to '=', or the whole string. */
-static size_t
-name_len(const char *s)
-{
-	const char *eq = strchr(s, '=');
-
-	return eq ? (size_t)(eq - s) : strlen(s);
-}
-
-static int
-same_name(const char *a, const char *b)
-{
-	size_t n = name_len(a);
-
-	return n == name_len(b) && memcmp(a, b, n) == 0;
-}
-
 /* Control configuration never reaches a job. */
 static int
 scrubbed(const char *s)
@@ -566,32 +393,26 @@ scrubbed(const char *s)
 	return 0;
 }
 
-/* Index of the entry named like s in env[0..n), or n. */
+/* Index of the entry named like s ("NAME=..." or "NAME") in env[0..n), or n. */
 static size_t
 find_name(char **env, size_t n, const char *s)
 {
-	size_t i;
+	size_t i, len = strcspn(s, "=");
 
 	for (i = 0; i < n; i++)
-		if (same_name(env[i], s))
+		if (strncmp(env[i], s, len) == 0 && (env[i][len] == '=' || !env[i][len]))
 			break;
 	return i;
 }
 
 /* Is "." one of the ':'-separated entries of v? */
-static int
+static bool
 has_dot(const char *v)
 {
-	const char *p = v, *colon;
+	size_t n = strlen(v);
 
-	for (;;) {
-		colon = strchr(p, ':');
-		if ((colon ? (size_t)(colon - p) : strlen(p)) == 1 && p[0] == '.')
-			return 1;
-		if (!colon)
-			return 0;
-		p = colon + 1;
-	}
+	return strcmp(v, ".") == 0 || strncmp(v, ".:", 2) == 0 || strstr(v, ":.:") ||
+	       (n >= 2 && strcmp(v + n - 2, ":.") == 0);
 }
 
 /*
@@ -711,76 +532,7 @@ proc_control_env(char *const *base)
 	return envp;
 }
 
-/* A shell word NAME=value: an assignment for the command that follows it. */
-static bool
-is_assignment(const char *w)
-{
-	size_t k = 0;
-
-	if (!isalpha((unsigned char)w[0]) && w[0] != '_')
-		return false;
-	while (isalnum((unsigned char)w[k]) || w[k] == '_')
-		k++;
-	return w[k] == '=';
-}
-
-const char *
-proc_program_missing(const char *cmd, char *out, size_t cap)
-{
-	static const char shell_words[] = " ! . : [[ { ( case cd command eval exec exit export for "
-					  "function if select set source time trap unset until while ";
-	char word[PATH_MAX], path[PATH_MAX * 2], pad[PATH_MAX + 2];
-	const char *p = cmd, *home = getenv("HOME"), *dirs = getenv("PATH"), *end;
-	size_t n;
-
-	for (;;) {
-		p += strspn(p, " \t");
-		n = strcspn(p, " \t\n");
-		if (n == 0 || n >= sizeof(word))
-			return NULL;
-		memcpy(word, p, n);
-		word[n] = '\0';
-		if (!is_assignment(word))
-			break;
-		p += n; /* an assignment for the command that follows */
-	}
-	snprintf(pad, sizeof(pad), " %s ", word);
-	if (strpbrk(word, "$`\\\"'*?[]<>|&;(){}") || strstr(shell_words, pad))
-		return NULL;
-	if (strncmp(word, "~/", 2) == 0 && home)
-		snprintf(path, sizeof(path), "%s%s", home, word + 1);
-	else if (word[0] == '~')
-		return NULL;
-	else
-		snprintf(path, sizeof(path), "%s", word);
-	if (strchr(word, '/')) {
-		if (access(path, X_OK) == 0)
-			return NULL;
-		snprintf(out, cap, "%s %s", word, errno == EACCES ? "is not executable" : "does not exist");
-		return out;
-	}
-	for (; dirs && *dirs; dirs = *end ? end + 1 : end) {
-		end = dirs + strcspn(dirs, ":");
-		snprintf(path, sizeof(path), "%.*s/%s", (int)(end - dirs), end > dirs ? dirs : ".", word);
-		if (access(path, X_OK) == 0)
-			return NULL;
-	}
-	snprintf(out, cap, "%s is not found in PATH", word);
-	return out;
-}
-
 /* --------------------------------------------------------------------- capped output file */
-
-static void
-capfile_reset(struct capfile *cf, long long cap)
-{
-	cf->fd = -1;
-	cf->size = 0;
-	cf->cap = cap;
-	cf->dropped = 0;
-	cf->write_errno = 0;
-	cf->dropped_floor = 0;
-}
 
 int
 capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
@@ -788,7 +540,7 @@ capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 	struct stat st;
 	int fd, e;
 
-	capfile_reset(cf, cap);
+	*cf = (struct capfile){.fd = -1, .cap = cap};
 	if (cap < 1024) {
 		errno = EINVAL;
 		return -1;
@@ -856,12 +608,12 @@ void
 capfile_marker(struct capfile *cf, const char *fmt, ...)
 {
 	char line[MARKER_MAX];
-	size_t n = 1, max = sizeof line - 1, start;
+	size_t n, max = sizeof line - 1, start;
 	va_list ap;
 	int len;
 
 	/* line[0] is kept for the '\n' that closes an open line of job output. */
-	put_str(line, &n, max, PROC_MARKER " ");
+	n = 1 + (size_t)snprintf(line + 1, max, PROC_MARKER " ");
 	va_start(ap, fmt);
 	len = vsnprintf(line + n, max - n + 1, fmt, ap);
 	va_end(ap);
@@ -987,42 +739,19 @@ ssize_t
 capfile_drain(struct capfile *cf, int fd, size_t budget)
 {
 	static char buf[DRAIN_BUF]; /* the daemon is single-threaded; one drain at a time */
-	static int null_fd = -2;    /* /dev/null for splice: -2 not opened yet, -1 unavailable */
 	size_t total = 0, want;
 	ssize_t r = 0;
-	int spliceable = 1;
 
 	if (budget == 0)
 		budget = sizeof buf; /* 0 would read nothing and look like EOF */
 	while (total < budget) {
-		/*
-		 * Past the cap nothing is stored: splice(2) hands the pipe's pages to /dev/null
-		 * without copying them through this process (a job flooding its output costs the
-		 * daemon less CPU). Where that fails (fd not a pipe, no /dev/null) read() does it.
-		 */
-		if (cf->size >= cf->cap && spliceable) {
-			if (null_fd == -2)
-				null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-			r = null_fd < 0 ? -1 : splice(fd, NULL, null_fd, NULL, budget - total,
-						      SPLICE_F_NONBLOCK);
-			if (r > 0) {
-				cf->dropped += r;
-				total += (size_t)r;
-				continue;
-			}
-			if (r == 0 || errno == EAGAIN)
-				break;
-			if (errno == EINTR)
-				continue;
-			spliceable = 0;
-		}
 		want = budget - total < sizeof buf ? budget - total : sizeof buf;
 		r = read(fd, buf, want);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		capfile_output(cf, buf, (size_t)r); /* a failed write counts the bytes as dropped */
+		capfile_output(cf, buf, (size_t)r); /* past the cap the bytes count as dropped */
 		total += (size_t)r;
 	}
 	if (total > 0)
@@ -1032,23 +761,19 @@ capfile_drain(struct capfile *cf, int fd, size_t budget)
 
 /* --------------------------------------------------------------------------- guardian */
 
-/* Read one whole message. 1, or 0 at EOF; a read error counts as EOF (kill, do not linger). */
+/*
+ * Read one message: every write is one whole message under PIPE_BUF, so the pipe holds whole
+ * ones and a read of that size gets one. 1, or 0 at EOF; a read error counts as EOF (kill,
+ * do not linger).
+ */
 static int
 read_msg(int fd, struct guard_msg *m)
 {
-	char *p = (char *)m;
-	size_t got = 0;
 	ssize_t r;
 
-	while (got < sizeof *m) {
-		r = read(fd, p + got, sizeof *m - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return 0;
-		got += (size_t)r;
-	}
-	return 1;
+	while ((r = read(fd, m, sizeof *m)) < 0 && errno == EINTR)
+		;
+	return r == (ssize_t)sizeof *m;
 }
 
 /* Apply a message to groups[0..n); returns the new n. A full table drops new groups. */
@@ -1067,10 +792,11 @@ apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
 }
 
 /*
- * After the kills: wait until no group has a living member and no marked process is found,
- * killing again every 0.1 s, for at most GUARD_WAIT_MS. A killed process is not gone at once:
- * it holds its card until its memory is torn down (tens of ms per GiB), and the instance lock
- * this process holds tells the next daemon when that is over.
+ * Kill every group and marked process (those that left their group), then wait until no group
+ * has a living member and no marked process is found, killing again every 0.1 s (marked ones
+ * every look: a dying shell may still fork), for at most GUARD_WAIT_MS. A killed process is
+ * not gone at once: it holds its card until its memory is torn down (tens of ms per GiB), and
+ * the instance lock this process holds tells the next daemon when that is over.
  */
 static void
 guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)
@@ -1108,51 +834,39 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 {
 	pid_t groups[GUARD_SLOTS];
 	struct guard_msg m;
-	size_t n = 0, i;
-	int lo = rfd, hi = lock_fd;
+	size_t n = 0;
 
 	setsid();
-	default_dispositions();
-	ignore_signal(SIGINT);
-	ignore_signal(SIGTERM);
-	ignore_signal(SIGHUP);
-	ignore_signal(SIGPIPE);
-	ignore_signal(SIGQUIT);
+	set_dispositions(SIG_DFL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
 	unblock_all();
 	close(wfd); /* first: a daemon started without stderr may have got it as fd 2 */
-	if (rfd != STDIN_FILENO && lock_fd != STDIN_FILENO)
-		close(STDIN_FILENO);
-	if (rfd != STDOUT_FILENO && lock_fd != STDOUT_FILENO)
+	/* The pipe becomes stdin, the lock stdout; stderr stays (the daemon's log). */
+	if (dup2(rfd, STDIN_FILENO) == -1 || (lock_fd >= 0 && dup2(lock_fd, STDOUT_FILENO) == -1))
+		_exit(1);
+	if (lock_fd < 0)
 		close(STDOUT_FILENO);
-	if (lock_fd < 0 || lock_fd == rfd) {
-		close_from_except(3, rfd);
-	} else {
-		if (lock_fd < rfd) {
-			lo = lock_fd;
-			hi = rfd;
-		}
-		if (lo > 3)
-			close_fds(3, (unsigned)lo - 1);
-		close_fds((unsigned)lo + 1, (unsigned)hi - 1);
-		close_fds((unsigned)hi + 1, ~0U);
-	}
+	rfd = STDIN_FILENO;
+	lock_fd = lock_fd >= 0 ? STDOUT_FILENO : -1;
+	close_from(3);
 	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this.
 	 * Named once it holds only its own descriptors, so one found by name holds no more. */
 	prctl(PR_SET_NAME, "ttq-guardian");
 	while (read_msg(rfd, &m))
 		n = apply_msg(groups, n, &m);
-	/* The daemon is gone: the lock's mtime tells the next start when its jobs last ran
-	 * (proc_instance_ended_at), which nothing else records for a job that printed nothing. */
-	if (lock_fd >= 0)
+	/* The daemon is gone: the lock's mtime tells the next start when its jobs last ran,
+	 * which nothing else records for a job that printed nothing. Shared from now on, the
+	 * lock says to the next start that a dead daemon's processes are still dying here. */
+	if (lock_fd >= 0) {
 		futimens(lock_fd, NULL);
-	for (i = 0; i < n; i++)
-		kill(-groups[i], SIGKILL);
-	/* Stragglers that left their group; again while a dying shell may still fork. */
-	for (i = 0; marker && i < 5 && proc_kill_marked(marker) > 0; i++)
-		;
-	if (lock_fd >= 0)
-		guardian_wait_gone(groups, n, marker);
-	_exit(0); /* the instance lock is released with the last open copy of its file */
+		flock(lock_fd, LOCK_SH | LOCK_NB);
+	}
+	guardian_wait_gone(groups, n, marker); /* its first round kills them all */
+	_exit(0); /* the lock is released with the last open copy of its descriptor */
 }
 
 pid_t
@@ -1285,23 +999,6 @@ proc_children(pid_t *out, int cap)
 	return count;
 }
 
-/* True when the NUL-separated environment block env[0..n) holds the entry marker. */
-static int
-env_has(const char *env, size_t n, const char *marker, size_t mlen)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		const char *e = memchr(env + i, '\0', n - i);
-		size_t len = e ? (size_t)(e - (env + i)) : n - i;
-
-		if (len == mlen && memcmp(env + i, marker, mlen) == 0)
-			return 1;
-		i += len + 1;
-	}
-	return 0;
-}
-
 /* Read /proc/PID/environ into *buf (grown as needed); returns its length or -1. */
 static ssize_t
 read_environ(const char *pid, char **buf, size_t *cap)
@@ -1335,63 +1032,54 @@ read_environ(const char *pid, char **buf, size_t *cap)
 	return (ssize_t)len;
 }
 
-int
-proc_env_value(pid_t pid, const char *name, char *out, size_t outlen)
+/*
+ * Whether /proc/<pid>/environ holds exactly the entry ("NAME=VALUE"), or with family any
+ * entry that starts with it and goes on without a '/'. *buf grows as needed.
+ */
+static bool
+environ_holds(const char *pid, const char *entry, bool family, char **buf, size_t *cap)
 {
-	char id[24], *buf = NULL;
-	size_t cap = 0, nlen = strlen(name), i = 0;
-	ssize_t n;
-	int found = 0;
+	ssize_t n = read_environ(pid, buf, cap);
+	size_t i = 0, len, elen = strlen(entry);
+	const char *e;
 
-	snprintf(id, sizeof id, "%d", (int)pid);
-	n = read_environ(id, &buf, &cap);
-	if (n < 0) {
-		free(buf);
-		return -1;
-	}
-	while (i < (size_t)n && !found) {
-		const char *e = buf + i, *end = memchr(e, '\0', (size_t)n - i);
-		size_t len = end ? (size_t)(end - e) : (size_t)n - i;
-
-		if (len > nlen && e[nlen] == '=' && memcmp(e, name, nlen) == 0) {
-			size_t vlen = len - nlen - 1 < outlen ? len - nlen - 1 : outlen - 1;
-
-			if (outlen) {
-				memcpy(out, e + nlen + 1, vlen);
-				out[vlen] = '\0';
-			}
-			found = 1;
-		}
+	while (n > 0 && i < (size_t)n) {
+		e = *buf + i;
+		len = strnlen(e, (size_t)n - i);
+		if (len >= elen && memcmp(e, entry, elen) == 0 &&
+		    (family ? !memchr(e + elen, '/', len - elen) : len == elen))
+			return true;
 		i += len + 1;
 	}
+	return false;
+}
+
+/* SIGKILL every process whose environment holds marker (environ_holds); how many. */
+static int
+kill_marked(const char *marker, bool family)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char *buf = NULL;
+	size_t cap = 0;
+	int killed = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+		    environ_holds(e->d_name, marker, family, &buf, &cap) &&
+		    kill((pid_t)atol(e->d_name), SIGKILL) == 0)
+			killed++;
+	closedir(d);
 	free(buf);
-	return found;
+	return killed;
 }
 
 int
 proc_kill_marked(const char *marker)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	char *buf = NULL;
-	size_t cap = 0, mlen = strlen(marker);
-	int killed = 0;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		ssize_t n;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		n = read_environ(e->d_name, &buf, &cap);
-		if (n > 0 && env_has(buf, (size_t)n, marker, mlen) &&
-		    kill((pid_t)atol(e->d_name), SIGKILL) == 0)
-			killed++;
-	}
-	closedir(d);
-	free(buf);
-	return killed;
+	return kill_marked(marker, false);
 }
 
 /* --------------------------------------------------------------------- a job's process */
@@ -1414,7 +1102,7 @@ struct proc_job {
 	int told_fd;         /* what the owner was last told (watch) */
 	double told_deadline;
 	char tag[PROC_TAG_MAX]; /* proc_opts.tag, "" for none */
-	struct proc_job *next, *prev; /* P.jobs */
+	struct proc_job *next; /* P.jobs */
 };
 
 /*
@@ -1501,15 +1189,14 @@ close_pipe(struct proc_job *j, enum proc_job_state to)
 static bool
 env_tagged(pid_t pid, const char *tag)
 {
-	char name[PROC_TAG_MAX], value[PROC_TAG_MAX];
-	const char *eq = strchr(tag, '=');
-	size_t n = eq ? (size_t)(eq - tag) : 0;
+	char id[24], *buf = NULL;
+	size_t cap = 0;
+	bool yes;
 
-	if (n == 0)
-		return false;
-	memcpy(name, tag, n);
-	name[n] = '\0';
-	return proc_env_value(pid, name, value, sizeof value) == 1 && strcmp(value, eq + 1) == 0;
+	snprintf(id, sizeof id, "%d", (int)pid);
+	yes = environ_holds(id, tag, false, &buf, &cap);
+	free(buf);
+	return yes;
 }
 
 /*
@@ -1546,15 +1233,10 @@ static void
 pid_cmdline(pid_t pid, char *out, size_t cap)
 {
 	char path[64];
-	ssize_t n = -1, i;
-	int fd;
+	ssize_t n, i;
 
 	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		n = read(fd, out, cap - 1);
-		close(fd);
-	}
-	if (n < 0)
+	if ((n = read_text(path, out, cap)) < 0)
 		n = 0;
 	for (i = 0; i < n; i++) /* NULs between the arguments; control bytes shown as '?' */
 		out[i] = out[i] == '\0' ? ' ' : (unsigned char)out[i] < 0x20 || out[i] == 0x7f ? '?'
@@ -1781,42 +1463,26 @@ static int
 diag_uid(void *buf, size_t n, const struct diag_req *q, uid_t *uid)
 {
 	const struct inet_diag_sockid *want = &q->r.id;
-	const struct inet_diag_msg *m;
-	const struct nlmsgerr *err;
-	struct nlmsghdr *h;
-	int len = (int)n;
+	const struct nlmsghdr *h = buf;
+	const struct inet_diag_msg *m = NLMSG_DATA(h);
+	const struct nlmsgerr *err = NLMSG_DATA(h);
 
-	for (h = buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-		if (h->nlmsg_seq != q->nh.nlmsg_seq)
-			continue;
-		if (h->nlmsg_type == NLMSG_DONE) {
-			errno = ENOENT;
-			return -1;
-		}
-		if (h->nlmsg_type == NLMSG_ERROR) {
-			if (h->nlmsg_len < NLMSG_LENGTH(sizeof *err))
-				break;
-			err = NLMSG_DATA(h);
-			if (err->error == 0) /* an acknowledgement */
-				continue;
-			errno = err->error < 0 ? -err->error : EBADMSG;
-			return -1;
-		}
-		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
-			continue;
-		if (h->nlmsg_len < NLMSG_LENGTH(sizeof *m))
-			break;
-		m = NLMSG_DATA(h);
-		if (m->idiag_family == AF_INET && m->id.idiag_sport == want->idiag_sport &&
-		    m->id.idiag_dport == want->idiag_dport &&
-		    m->id.idiag_src[0] == want->idiag_src[0] &&
-		    m->id.idiag_dst[0] == want->idiag_dst[0] && m->idiag_inode != 0) {
-			*uid = (uid_t)m->idiag_uid;
-			return 0;
-		}
+	errno = EBADMSG;
+	if (!NLMSG_OK(h, (int)n))
+		return -1;
+	if (h->nlmsg_type == NLMSG_ERROR && h->nlmsg_len >= NLMSG_LENGTH(sizeof *err)) {
+		errno = err->error < 0 ? -err->error : ENOENT;
+		return -1;
 	}
-	errno = len > 0 ? EBADMSG : ENOENT; /* bytes left that hold no whole message: cut short */
-	return -1;
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof *m))
+		return -1;
+	errno = ENOENT;
+	if (m->idiag_family != AF_INET || m->id.idiag_sport != want->idiag_sport ||
+	    m->id.idiag_dport != want->idiag_dport || m->id.idiag_src[0] != want->idiag_src[0] ||
+	    m->id.idiag_dst[0] != want->idiag_dst[0] || m->idiag_inode == 0)
+		return -1;
+	*uid = (uid_t)m->idiag_uid;
+	return 0;
 }
 
 int
@@ -1911,10 +1577,26 @@ look(struct proc_job *j)
 void
 proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id)
 {
+	struct timespec pause = {0, 10000000};
+	char family[sizeof P.marker];
+	const char *slash;
+	int found = 0, k, round;
+
 	P.cb = *cb;
 	P.now = now;
 	snprintf(P.marker, sizeof P.marker, INSTANCE_VAR "%s", instance_id);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* A daemon on this log dir killed with its guardian (kill -9 of both) left what carries
+	 * its entry: the same log dir, another start's id. */
+	slash = strrchr(P.marker, '/');
+	snprintf(family, sizeof family, "%.*s", slash ? (int)(slash + 1 - P.marker) : 0, P.marker);
+	for (round = 0; slash && round < 300 && (k = kill_marked(family, true)) > 0; round++) {
+		found = found ? found : k;
+		nanosleep(&pause, NULL);
+	}
+	if (found > 0)
+		P.cb.log("tt-device-queue: killed %d processes the previous instance left running "
+			 "(it died with its guardian)", found);
 }
 
 struct proc_job *
@@ -1927,8 +1609,6 @@ proc_job_new(void *owner)
 	j->owner = owner;
 	j->fd = j->told_fd = -1;
 	j->next = P.jobs;
-	if (P.jobs)
-		P.jobs->prev = j;
 	P.jobs = j;
 	return j;
 }
@@ -1936,16 +1616,15 @@ proc_job_new(void *owner)
 void
 proc_job_free(struct proc_job *j)
 {
+	struct proc_job **pp;
+
 	if (!j)
 		return;
 	if (j->state != PROC_JOB_IDLE)
 		illegal(j, -1);
-	if (j->prev)
-		j->prev->next = j->next;
-	else
-		P.jobs = j->next;
-	if (j->next)
-		j->next->prev = j->prev;
+	for (pp = &P.jobs; *pp != j; pp = &(*pp)->next)
+		;
+	*pp = j->next;
 	free(j);
 }
 
@@ -2093,7 +1772,7 @@ proc_reaped(pid_t pid, int wstatus)
 	return PROC_REAPED_STRAY;
 }
 
-/* ------------------------------------------------------------------- the instance lock */
+/* ---------------------------------------------------------------- the instance and guardian */
 
 const char *
 proc_instance_marker(void)
@@ -2114,144 +1793,6 @@ mono_clock(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/*
- * The lock file holds the instance entry of the daemon that held it last. Had its guardian
- * lived, that daemon's jobs would be gone; if both died at once (kill -9 of both, the OOM
- * killer) they may still run: whatever still carries that entry is killed now, before any job
- * starts, and waited for up to 3 s.
- */
-static void
-kill_previous_instance(int fd)
-{
-	struct timespec pause = {0, 10000000};
-	size_t len = strlen(P.marker);
-	char prev[sizeof P.marker];
-	ssize_t n = pread(fd, prev, sizeof prev - 1, 0);
-	int found = 0, k, round;
-
-	if (n == (ssize_t)len && memcmp(prev, INSTANCE_VAR, sizeof INSTANCE_VAR - 1) == 0) {
-		prev[n] = '\0';
-		for (round = 0; round < 300 && (k = proc_kill_marked(prev)) > 0; round++) {
-			found = found ? found : k;
-			nanosleep(&pause, NULL);
-		}
-	}
-	if (found > 0)
-		P.cb.log("tt-device-queue: killed %d processes the previous instance left running "
-			 "(it died with its guardian)", found);
-}
-
-int
-proc_instance_wait(const char *dir)
-{
-	struct timespec pause = {0, 10000000};
-	double t0 = mono_clock(), next = 0;
-	sigset_t pending;
-	struct stat st;
-	int fd, e;
-
-	snprintf(P.lock_path, sizeof P.lock_path, "%s/" LOCK_FILE, dir);
-	fd = open(P.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		/* A full disk (no inode) must not keep the service down: opened later
-		 * (proc_instance_record), before any job starts. */
-		e = errno;
-		P.cb.log("tt-device-queue: WARNING: cannot open %s (%s)", P.lock_path, strerror(e));
-		errno = e;
-		return -1;
-	}
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK && errno != EINTR) {
-			e = errno;
-			P.cb.log("tt-device-queue: WARNING: cannot lock %s (%s); a restart after a "
-				 "crash will not wait for the killed jobs to be gone", P.lock_path,
-				 strerror(e));
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		if (mono_clock() - t0 >= next) {
-			P.cb.log("tt-device-queue: waiting for the processes of the previous instance "
-				 "to end (its guardian holds %s)", P.lock_path);
-			next += 10;
-		}
-		sigpending(&pending); /* blocked by the caller: looked at, not delivered */
-		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT)) {
-			close(fd);
-			errno = EINTR;
-			return -1;
-		}
-		nanosleep(&pause, NULL);
-	}
-	if (next > 0)
-		P.cb.log("tt-device-queue: the previous instance's processes are gone after %.1f s",
-			 mono_clock() - t0);
-	if (fstat(fd, &st) == 0 && st.st_size > 0) /* an entry: it did not stop cleanly */
-		P.prev_ended_at = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
-	kill_previous_instance(fd);
-	P.lock_fd = fd;
-	return 0;
-}
-
-bool
-proc_instance_record(char *why, size_t cap)
-{
-	size_t len = strlen(P.marker);
-	struct stat st;
-	int fd, e;
-
-	if (P.recorded && fstat(P.lock_fd, &st) == 0 && st.st_nlink > 0)
-		return true;
-	if (P.recorded) /* the file was removed: a new one */
-		proc_instance_forget();
-	if ((fd = P.lock_fd) < 0 && (fd = open(P.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
-		snprintf(why, cap, "cannot create " LOCK_FILE " in the log dir: %s; no job starts "
-			 "until this instance is recorded there", strerror(errno));
-		return false;
-	}
-	errno = ENOSPC; /* a short write sets none */
-	if ((fd != P.lock_fd && flock(fd, LOCK_EX | LOCK_NB) < 0) || ftruncate(fd, 0) < 0 ||
-	    pwrite(fd, P.marker, len, 0) != (ssize_t)len) {
-		e = errno;
-		snprintf(why, cap, "cannot record this instance in the log dir's " LOCK_FILE ": %s%s; "
-			 "no job starts until it is", strerror(e),
-			 e == ENOSPC || e == EDQUOT ? " (disk full)" : "");
-		if (fd != P.lock_fd)
-			close(fd);
-		return false;
-	}
-	P.lock_fd = fd;
-	/* The guardian keeps the first lock file it was given; it is started once, never again. */
-	if (guardian_fd < 0 && proc_guardian_start(P.marker, P.lock_fd) < 0) {
-		snprintf(why, cap, "cannot start the guardian process: %s; no job starts until it "
-			 "runs", strerror(errno));
-		return false;
-	}
-	P.recorded = true;
-	return true;
-}
-
-void
-proc_instance_forget(void)
-{
-	if (P.lock_fd >= 0)
-		close(P.lock_fd); /* the guardian keeps its copy of the old file */
-	P.lock_fd = -1;
-	P.recorded = false;
-}
-
-int
-proc_instance_clear(void)
-{
-	return P.lock_fd < 0 ? 0 : ftruncate(P.lock_fd, 0);
-}
-
-double
-proc_instance_ended_at(void)
-{
-	return P.prev_ended_at;
 }
 
 /* ------------------------------------------------------------- the claim of a device node */
@@ -2331,7 +1872,7 @@ proc_claim_node(const char *node, char *why, size_t cap)
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
 		goto fail;
 	/* A daemon just killed holds the name until the kernel tore it down, and a child of it
-	 * caught between its clone and its exec a moment longer: a restart waits for that. */
+	 * caught between its fork and its exec a moment longer: a restart waits for that. */
 	while (bind(fd, (struct sockaddr *)&sa, len) < 0) {
 		if (errno != EADDRINUSE || mono_clock() - t0 >= CLAIM_WAIT)
 			goto fail;

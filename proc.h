@@ -2,12 +2,11 @@
  * proc.h - the daemon's processes: spawning, the environment of each child (a job's, a control
  * command's), a job's process from start to finish (struct proc_job), the killing of strays,
  * the guardian and the instance lock; the host-wide claim of a device node (proc_claim_node);
- * whether a command's program can be found (proc_program_missing); and the capped output file
- * a job's output is drained into.
+ * and the capped output file a job's output is drained into.
  *
- * proc.c knows fork/exec and how exec finds a program, process groups, pipes, /proc, files and
- * abstract unix sockets, and the names of the settings no job may inherit (TT_DEVICE_RESET*,
- * TT_DEVICE_DEEP_RESET*, TT_DEVICE_HEALTH*); nothing of queues, cards, HTTP or SQLite. Of json.c, a leaf that knows
+ * proc.c knows fork/exec, process groups, pipes, /proc, files and abstract unix sockets, and
+ * the names of the settings no job may inherit (TT_DEVICE_RESET*, TT_DEVICE_DEEP_RESET*,
+ * TT_DEVICE_HEALTH*); nothing of queues, cards, HTTP or SQLite. Of json.c, a leaf that knows
  * nothing else, it uses the reader (a job's stored env object) and the UTF-8 helpers.
  * Every descriptor it opens is close-on-exec.
  *
@@ -27,10 +26,10 @@
  * timer heap stays the only one: the same shape as http.c's connections, so both are wired
  * alike. (Asking each job for its next deadline every loop turn would walk every job.)
  *
- * The log dir's own lock (one daemon per log dir) is not here: it guards the files in the log
- * dir, not processes. The instance lock is: the guardian holds it until the processes of a
- * dead daemon are gone, so a new daemon waits there before it starts any. The claim of a
- * device node is here too: it is held by a process for the host, not by a folder.
+ * The log dir's lock (one daemon per log dir, store.c) is the one instance lock: the guardian
+ * is handed a copy (proc_guardian_start) and holds it, shared, until the processes of a dead
+ * daemon are gone, so a new daemon waits for it before it starts any. The claim of a device
+ * node is here: it is held by a process for the host, not by a folder.
  */
 #ifndef TTQ_PROC_H
 #define TTQ_PROC_H
@@ -120,7 +119,7 @@ struct proc_callbacks {
 	 * proc_reaped, so no job finishes while its owner walks its poll events or its reaps.
 	 */
 	void (*exit)(struct proc_job *j, int code);
-	/* A line for the daemon's log (no trailing newline), from the instance lock's wait. */
+	/* A line for the daemon's log (no trailing newline), from proc_init. */
 	void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
 
@@ -128,8 +127,11 @@ struct proc_callbacks {
  * Make this process the daemon proc.c serves: keep cb (copied) and now (the owner's
  * monotonic clock in seconds, current for its loop turn), become the child subreaper
  * (descendants that outlive their parent come to us, so they are reaped and strays can be
- * killed), and make the instance entry (proc_instance_marker) from instance_id, a random
- * identifier of this start (up to 64 characters). Call once, before any other proc_job or
+ * killed), and make the instance entry (proc_instance_marker) from instance_id, "<log dir>/
+ * <start id>": the log dir's absolute path (one daemon per log dir) and a random id of this
+ * start without a '/'. Then kill whatever carries an entry of the same log dir (any start id:
+ * a previous daemon there died with its guardian), waiting up to 3 s for it to be gone, and
+ * `log` how many. Call once, holding the log dir's lock, before any other proc_job or
  * proc_instance function.
  */
 void proc_init(const struct proc_callbacks *cb, const double *now, const char *instance_id);
@@ -209,54 +211,13 @@ enum proc_reaped proc_reaped(pid_t pid, int wstatus);
  * This daemon's instance entry, "TT_DEVICE_QUEUE_INSTANCE=<instance id>" (static storage,
  * made by proc_init). Every job and control command must carry it in its environment (the
  * caller adds it): processes that left their job's process group (setsid) are still found by
- * it when the daemon dies (the guardian kills them) and by the next start when the guardian
- * died too (proc_instance_wait). Without it, a job's setsid'd helper outlives a kill -9 of
- * the daemon and runs beside the next job on its card.
+ * it when the daemon dies (the guardian kills exactly this start's) and by the next start on
+ * the same log dir when the guardian died too (proc_init). The start id keeps a guardian still
+ * at work from killing the jobs of a start that did not wait for it (a log dir replaced under
+ * the daemon is locked anew without the guardian). Without it, a job's setsid'd helper outlives a
+ * kill -9 of the daemon and runs beside the next job on its card.
  */
 const char *proc_instance_marker(void);
-
-/*
- * Take the instance lock, <dir>/guardian.lock (created 0600): an flock that a dead daemon's
- * guardian holds until every process of its jobs is gone. So a daemon started right after a
- * crash waits here until the killed jobs have released their cards (a job tearing down
- * gigabytes of memory holds its card for a while after SIGKILL); `log` says so every 10 s.
- * Then whatever still carries the previous instance's entry (the file holds it) is killed and
- * waited for up to 3 s: its guardian died with it. A pending (blocked) SIGTERM or SIGINT ends
- * the wait. Returns 0, holding the lock for proc_instance_record; -1 with errno EINTR when a
- * stop was asked (the caller exits), or -1 with any other errno when the file cannot be made
- * or locked (logged: serving comes first, proc_instance_record tries again).
- */
-int proc_instance_wait(const char *dir);
-
-/*
- * When the previous instance, found not to have stopped cleanly by proc_instance_wait, was
- * last known alive, wall-clock seconds: its guardian stamps the lock file when it sees the
- * daemon die, before it kills the jobs; a guardian that died with it leaves the time the
- * instance recorded itself. NAN after a clean stop, or before proc_instance_wait took the lock.
- */
-double proc_instance_ended_at(void);
-
-/*
- * Write this instance's entry into the instance lock (opening and locking the file if
- * proc_instance_wait could not, or again when it was removed since), then start the guardian
- * (proc_guardian_start) with the lock, once. Until both are done a kill -9 of the daemon
- * with its guardian would leave its jobs unseen by the next start, so nothing may start
- * before: the caller runs this before every commit. Cheap once done (one fstat). True when
- * recorded; else false with why[0..cap) saying why (a full disk, a file that cannot be made).
- */
-bool proc_instance_record(char *why, size_t cap);
-
-/*
- * The log dir was replaced: forget the lock file's descriptor (the guardian keeps its copy of
- * the old one) so that proc_instance_record makes the file again in the new folder.
- */
-void proc_instance_forget(void);
-
-/*
- * Empty the instance lock at a clean stop: nothing is left running, so the next start need not
- * look for leftovers. 0 (also without a lock file), or -1 with errno.
- */
-int proc_instance_clear(void);
 
 /* Whether the guardian died (reaped by proc_reaped): a crash now would leave jobs running. */
 bool proc_guardian_lost(void);
@@ -265,16 +226,17 @@ bool proc_guardian_lost(void);
  * Fork the guardian: a tiny process that holds the read end of a pipe from the daemon and the
  * set of process groups the daemon runs. When the pipe reaches EOF (the daemon exited or was
  * killed, even by SIGKILL) it sends SIGKILL to every registered group and exits, so no job or
- * control command outlives the daemon; then, when marker is not NULL, it also kills every
- * process carrying that environment entry (proc_kill_marked), which reaches descendants that
- * moved to a session of their own. It ignores SIGINT, SIGTERM and SIGHUP, names itself
- * ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, is an open file
- * holding the daemon's instance lock (flock); the guardian keeps its copy and, after the
- * kills, waits until every group and marked process is gone (at most 30 s, killing again every
- * 0.1 s) before it exits, so the lock is free only then: a killed job holds its card until its
- * memory is torn down. Call it once, before any job or control command starts: a second call
- * fails with EBUSY, even after the first guardian died (it is not replaced). Returns the
- * guardian's pid, or -1 with errno.
+ * control command outlives the daemon; when marker is not NULL, it also kills every process
+ * carrying that environment entry (proc_kill_marked), which reaches descendants that moved to
+ * a session of their own. Then it waits until every group and marked process is gone (at most
+ * 30 s, killing again every 0.1 s) and exits. It ignores SIGINT, SIGTERM and SIGHUP, names
+ * itself ttq-guardian (comm) and closes every other descriptor. lock_fd, when >= 0, holds the
+ * daemon's instance lock (an exclusive flock): the guardian keeps its copy and, when the
+ * daemon is gone, stamps the file's mtime and makes the lock shared (a start then knows to
+ * wait, not that another daemon runs); the lock is free once the guardian exits: a killed job
+ * holds its card until its memory is torn down. Call it once, before any job or control
+ * command starts: a second call fails with EBUSY, even after the first guardian died (it is
+ * not replaced). Returns the guardian's pid, or -1 with errno.
  */
 pid_t proc_guardian_start(const char *marker, int lock_fd);
 
@@ -417,13 +379,6 @@ int proc_group_alive(pid_t pgid);
 int proc_children(pid_t *out, int cap);
 
 /*
- * Copy the value of NAME in process pid's environment as it was at exec (/proc/PID/environ)
- * into out[0..outlen) (truncated, always NUL-terminated). Returns 1 when found, 0 when not,
- * -1 with errno when the file cannot be read (gone, or another user's process).
- */
-int proc_env_value(pid_t pid, const char *name, char *out, size_t outlen);
-
-/*
  * SIGKILL every process whose environment holds exactly the entry `marker` ("NAME=VALUE"),
  * found by reading /proc/PID/environ (processes of other users are skipped). Returns how many
  * were signalled. For descendants that left their process group (setsid) and outlive it:
@@ -462,17 +417,6 @@ char **proc_job_env(char *const *base, const char *env_json, const char *job_id,
  * (static); base itself when memory ran out.
  */
 char **proc_control_env(char *const *base);
-
-/*
- * Why the program that the shell command line cmd would run cannot be executed, written into
- * out[0..cap) and returned: "<word> does not exist", "<word> is not executable" or "<word> is
- * not found in PATH". NULL when it can be, or when that cannot be told without running a shell
- * (an expansion, quoting, a redirection, a shell keyword or builtin, a word of PATH_MAX bytes
- * or more). The program is the first word after any NAME=value assignments: a path (a leading
- * ~/ is $HOME, as bash expands it) or a name looked up in $PATH, as exec does. It only looks
- * (access(2), X_OK); nothing is run. For a command that would otherwise fail only once run.
- */
-const char *proc_program_missing(const char *cmd, char *out, size_t cap);
 
 /* ------------------------------------------------------------------- capped output file */
 

@@ -27,12 +27,13 @@
  *   collect and write after the load returns.
  * - Folders are made 0700 and files 0600. A job's folder is reached through an O_PATH,
  *   O_NOFOLLOW descriptor and its files are opened with O_NOFOLLOW relative to it, so a folder
- *   or file replaced by a link never takes a write; removal goes depth first through
- *   descriptors and never crosses into another mount.
+ *   or file replaced by a link never takes a write; removal unlinks the job's own files by
+ *   name through that descriptor and never descends into anything else.
  * - A job's folder goes before its row (store_retention), never after: one that cannot be
  *   removed keeps its row, and the next pass finds both again.
  * - The log dir stays locked (flock on the folder) from store_dir_open on; a new folder made
- *   in its place is locked before anything is written there.
+ *   in its place is locked before anything is written there. The lock is exclusive while a
+ *   daemon holds it and shared while a dead daemon's guardian does (proc.c).
  * Failure messages go to st->err (store_errmsg); store_open() copies them to the caller. The
  * log dir's functions fill the caller's buffer or set errno.
  */
@@ -45,7 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -137,53 +137,26 @@ static const char schema_indexes[] =
 	"CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(owner_uid, idempotency_key) "
 	"WHERE idempotency_key IS NOT NULL;";
 
-/* Every column of the jobs table: those an older table has are copied by the migration. */
-static const char *const job_columns[] = {"seq", "id", "cmd", "cwd", "timeout", "repeat",
-	"env_json", "mode", "client_id", "reset_epoch", "submitted", "status", "exit_code",
-	"elapsed", "output_file", "started_at", "finished_at", "repeat_current",
-	"repeat_completed", "first_iteration_elapsed", "per_iter_estimate_sec",
-	"stop_requested_at", "stop_escalated_at", "log_size", "log_truncated",
-	"dropped_log_bytes", "timed_out", "error", "updated_at", "device", "device_ids",
-	"reset_epochs", "idempotency_key", "end_reason", "signal", "foreign_holders",
-	"silence_timeout", "owner_uid"};
-
-/* Columns a later version added to a table, as the migration adds them. */
-struct column {
-	const char *name, *type;
-};
-
-/* Version 4 added to cards a maintenance hold. */
-static const struct column hold_columns[] = {
-	{"held", "INTEGER NOT NULL DEFAULT 0"}, {"held_by", "TEXT"}, {"held_at", "REAL"},
-	{"hold_reason", "TEXT"},
-};
-
-/* Version 5 added to jobs the cards of a job that needs several. */
-static const struct column card_list_columns[] = {
-	{"device_ids", "TEXT"}, {"reset_epochs", "TEXT"},
-};
-
-/* Version 6 added to jobs the idempotency key and how the job ended. */
-static const struct column end_columns[] = {
-	{"idempotency_key", "TEXT"}, {"end_reason", "TEXT"}, {"signal", "INTEGER"},
-};
-
-/* Version 7 added to jobs the foreign holders seen and the silence timeout, to cards the
- * health check pending. */
-static const struct column v7_job_columns[] = {
-	{"foreign_holders", "TEXT"}, {"silence_timeout", "INTEGER"}, {"owner_uid", "INTEGER"},
-};
-static const struct column v7_card_columns[] = {
-	{"check_pending", "INTEGER NOT NULL DEFAULT 0"},
+/*
+ * Columns later versions added, as the migration adds those a table lacks: v4 the cards' hold,
+ * v5 a job's card list, v6 its idempotency key and how it ended, v7 the foreign holders seen,
+ * its silence timeout and owner, and the cards' pending health check.
+ */
+static const struct column {
+	const char *table, *name, *type;
+} later_columns[] = {
+	{"cards", "held", "INTEGER NOT NULL DEFAULT 0"}, {"cards", "held_by", "TEXT"},
+	{"cards", "held_at", "REAL"}, {"cards", "hold_reason", "TEXT"},
+	{"jobs", "device_ids", "TEXT"}, {"jobs", "reset_epochs", "TEXT"},
+	{"jobs", "idempotency_key", "TEXT"}, {"jobs", "end_reason", "TEXT"},
+	{"jobs", "signal", "INTEGER"}, {"jobs", "foreign_holders", "TEXT"},
+	{"jobs", "silence_timeout", "INTEGER"}, {"jobs", "owner_uid", "INTEGER"},
+	{"cards", "check_pending", "INTEGER NOT NULL DEFAULT 0"},
 };
 
 /* The columns without which a database is pre-v2: such a file is refused. */
 static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
 	"dropped_log_bytes"};
-
-/* The earlier service's device_state columns copied into cards row 0, in cards order. */
-static const char *const card_columns[] = {"state", "reset_epoch", "reset_pending", "boot_id",
-	"last_reset_at", "dead_since", "dead_reason", "updated_at"};
 
 enum stmt_id {
 	S_BEGIN, S_COMMIT, S_ROLLBACK, S_PUT_JOB, S_PUT_CARD, S_GET_JOB, S_GET_ENV, S_ACTIVE,
@@ -221,18 +194,11 @@ static const struct stmt_def {
 		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
 		"signal = excluded.signal, foreign_holders = excluded.foreign_holders, "
 		"silence_timeout = excluded.silence_timeout, owner_uid = excluded.owner_uid"},
-	[S_PUT_CARD] = {"saving card",
-		"INSERT INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
+	[S_PUT_CARD] = {"saving card", /* every column each time: a whole new row is the same */
+		"INSERT OR REPLACE INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
 		"hold_reason, check_pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-		"?12, ?13, ?14) "
-		"ON CONFLICT(device) DO UPDATE SET "
-		"state = excluded.state, reset_epoch = excluded.reset_epoch, "
-		"reset_pending = excluded.reset_pending, boot_id = excluded.boot_id, "
-		"last_reset_at = excluded.last_reset_at, dead_since = excluded.dead_since, "
-		"dead_reason = excluded.dead_reason, updated_at = excluded.updated_at, "
-		"held = excluded.held, held_by = excluded.held_by, held_at = excluded.held_at, "
-		"hold_reason = excluded.hold_reason, check_pending = excluded.check_pending"},
+		"?12, ?13, ?14)"},
 	[S_GET_JOB] = {"reading job", "SELECT " JOB_READ " FROM jobs WHERE id = ?1"},
 	[S_GET_ENV] = {"reading env", "SELECT env_json FROM jobs WHERE id = ?1"},
 	[S_ACTIVE] = {"loading active jobs",
@@ -307,20 +273,6 @@ db_err(struct store *st, const char *what)
 	return set_err(st, "%s: %s", what, sqlite3_errmsg(st->db));
 }
 
-/* A database this build will not use: waiting will not change that (store_open). */
-__attribute__((format(printf, 2, 3))) static int
-refuse(struct store *st, const char *fmt, ...)
-{
-	char buf[ERRLEN];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	st->refused = true;
-	return set_err(st, "%s", buf);
-}
-
 static int
 oom(struct store *st, const char *what)
 {
@@ -389,63 +341,58 @@ exec_sql(struct store *st, const char *what, const char *sql)
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
-/* One integer from a single-row query (e.g. a pragma); -1 with a message on failure. */
+/*
+ * The one value of a single-row query (a pragma, a count) with text arguments a1 and a2 (NULL:
+ * none): an integer into *n, or text into txt[0..cap) when txt is not NULL ("" for NULL).
+ * 0, or -1 with a message.
+ */
 static int
-query_int(struct store *st, const char *sql, const char *arg, long long *out)
+query(struct store *st, const char *sql, const char *a1, const char *a2, long long *n, char *txt,
+      size_t cap)
 {
 	sqlite3_stmt *s = NULL;
+	const char *v;
 	int rc;
 
 	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-	if (rc == SQLITE_OK && arg)
-		rc = sqlite3_bind_text(s, 1, arg, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(s);
-		*out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	if (rc == SQLITE_OK && a1)
+		rc = sqlite3_bind_text(s, 1, a1, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && a2)
+		rc = sqlite3_bind_text(s, 2, a2, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW && n)
+		*n = sqlite3_column_int64(s, 0);
+	if (rc == SQLITE_ROW && txt) {
+		v = (const char *)sqlite3_column_text(s, 0);
+		snprintf(txt, cap, "%s", v ? v : "");
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	if (rc != SQLITE_ROW)
 		db_err(st, "reading the schema");
 	sqlite3_finalize(s);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+	return rc == SQLITE_ROW ? 0 : -1;
 }
 
+/* Whether table has a column `name` (name NULL: whether the table exists). -1 on failure. */
 static int
-table_exists(struct store *st, const char *table, bool *yes)
+has(struct store *st, const char *table, const char *name)
 {
+	static const char column[] = "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2 "
+				     "COLLATE NOCASE";
+	static const char table_sql[] = "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+					"AND name = ?1";
 	long long n = 0;
 
-	if (query_int(st, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-	              table, &n) != 0)
+	if (query(st, name ? column : table_sql, table, name, &n, NULL, 0) != 0)
 		return -1;
-	*yes = n > 0;
-	return 0;
+	return n > 0;
 }
 
-/* Set bit i of *mask for each names[i] that is a column of table (names case-insensitive). */
+/* The columns table `from` shares with table `to` but `device`, as "a, b" into out[0..cap). */
 static int
-column_mask(struct store *st, const char *table, const char *const *names, size_t n,
-            unsigned long *mask)
+common_columns(struct store *st, const char *from, const char *to, char *out, size_t cap)
 {
-	static const char sql[] = "SELECT name FROM pragma_table_info(?1)";
-	sqlite3_stmt *s = NULL;
-	int rc;
-
-	*mask = 0;
-	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *col = (const char *)sqlite3_column_text(s, 0);
-
-		for (size_t i = 0; col && i < n; i++)
-			if (sqlite3_stricmp(col, names[i]) == 0)
-				*mask |= 1UL << i;
-		rc = SQLITE_OK;
-	}
-	if (rc != SQLITE_DONE)
-		db_err(st, "reading the schema");
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return query(st, "SELECT group_concat(name, ', ') FROM pragma_table_info(?1) WHERE "
+			 "lower(name) IN (SELECT lower(name) FROM pragma_table_info(?2)) AND "
+			 "lower(name) <> 'device'", from, to, NULL, out, cap);
 }
 
 /* Make a newly created name durable: fsync the directory holding path. */
@@ -466,18 +413,6 @@ sync_parent(const char *path)
 	free(dir);
 }
 
-/* An older file's -wal and -shm may be wider than 0600: tighten them (absent is fine). */
-static void
-tighten_companions(const char *path)
-{
-	static const char *const suffix[] = {"-wal", "-shm"};
-	char name[PATH_MAX];
-
-	for (size_t i = 0; i < NELEM(suffix); i++)
-		if (snprintf(name, sizeof(name), "%s%s", path, suffix[i]) < (int)sizeof(name))
-			(void)chmod(name, 0600);
-}
-
 /* Create the database file 0600 (or tighten an older, wider one to 0600). */
 static int
 create_file(struct store *st, const char *path)
@@ -496,8 +431,6 @@ create_file(struct store *st, const char *path)
 	close(fd);
 	if (created)
 		sync_parent(path);
-	else
-		tighten_companions(path);
 	return 0;
 }
 
@@ -558,21 +491,23 @@ static int
 check_v2(struct store *st)
 {
 	char missing[128] = "";
-	unsigned long mask;
 	size_t i;
+	int yes;
 
-	if (column_mask(st, "jobs", v2_columns, NELEM(v2_columns), &mask) != 0)
-		return -1;
-	for (i = 0; i < NELEM(v2_columns); i++)
-		if (!(mask & (1UL << i)))
+	for (i = 0; i < NELEM(v2_columns); i++) {
+		if ((yes = has(st, "jobs", v2_columns[i])) < 0)
+			return -1;
+		if (!yes)
 			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
 			         "%s%s", *missing ? ", " : "", v2_columns[i]);
+	}
 	if (!*missing)
 		return 0;
-	return refuse(st,
-	              "a pre-v2 tt-device-queue database (its jobs table has no %s); "
-	              "it cannot be migrated: use a fresh logs-v2/ directory",
-	              missing);
+	st->refused = true; /* waiting will not change that (store_open) */
+	return set_err(st,
+	               "a pre-v2 tt-device-queue database (its jobs table has no %s); "
+	               "it cannot be migrated: use a fresh logs-v2/ directory",
+	               missing);
 }
 
 /*
@@ -588,23 +523,18 @@ check_v2(struct store *st)
 static int
 rebuild_jobs(struct store *st)
 {
-	char cols[512] = "", copy[1200];
-	unsigned long mask;
+	char cols[1024], copy[2200];
 	long long broken = 0;
-	size_t i, len = 0;
 
-	if (column_mask(st, "jobs", job_columns, NELEM(job_columns), &mask) != 0)
-		return -1;
-	for (i = 0; i < NELEM(job_columns); i++)
-		if (mask & (1UL << i))
-			len += (size_t)snprintf(cols + len, sizeof(cols) - len, "%s%s",
-			                        len ? ", " : "", job_columns[i]);
-	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
 	if (exec_sql(st, "migrating jobs", "CREATE TABLE jobs_new " JOBS_TABLE_BODY) != 0 ||
-	    exec_sql(st, "migrating jobs", copy) != 0 ||
+	    common_columns(st, "jobs", "jobs_new", cols, sizeof(cols)) != 0)
+		return -1;
+	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
+	if (exec_sql(st, "migrating jobs", copy) != 0 ||
 	    exec_sql(st, "migrating jobs", "DROP TABLE jobs") != 0 ||
 	    exec_sql(st, "migrating jobs", "ALTER TABLE jobs_new RENAME TO jobs") != 0 ||
-	    query_int(st, "SELECT count(*) FROM pragma_foreign_key_check", NULL, &broken) != 0)
+	    query(st, "SELECT count(*) FROM pragma_foreign_key_check", NULL, NULL, &broken, NULL,
+		  0) != 0)
 		return -1;
 	if (broken > 0)
 		return set_err(st, "migrating jobs: %lld foreign key violations", broken);
@@ -615,20 +545,12 @@ rebuild_jobs(struct store *st)
 static int
 move_device_state(struct store *st)
 {
-	char sql[512];
-	unsigned long mask;
-	size_t i, len;
+	char cols[512], sql[1200];
 
-	if (column_mask(st, "device_state", card_columns, NELEM(card_columns), &mask) != 0)
+	if (common_columns(st, "device_state", "cards", cols, sizeof(cols)) != 0)
 		return -1;
-	len = (size_t)snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO cards (device");
-	for (i = 0; i < NELEM(card_columns); i++)
-		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s", card_columns[i]);
-	len += (size_t)snprintf(sql + len, sizeof(sql) - len, ") SELECT 0");
-	for (i = 0; i < NELEM(card_columns); i++) /* a column the old table lacks is NULL */
-		len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s",
-		                        (mask & (1UL << i)) ? card_columns[i] : "NULL");
-	snprintf(sql + len, sizeof(sql) - len, " FROM device_state LIMIT 1");
+	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO cards (device%s%s) SELECT 0%s%s FROM "
+		 "device_state LIMIT 1", *cols ? ", " : "", cols, *cols ? ", " : "", cols);
 	if (exec_sql(st, "migrating device_state", sql) != 0)
 		return -1;
 	return exec_sql(st, "migrating device_state", "DROP TABLE device_state");
@@ -638,12 +560,12 @@ move_device_state(struct store *st)
 static int
 migrate(struct store *st)
 {
-	bool has_state;
+	int has_state;
 
 	if (check_v2(st) != 0 || rebuild_jobs(st) != 0)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0 ||
-	    table_exists(st, "device_state", &has_state) != 0)
+	    (has_state = has(st, "device_state", NULL)) < 0)
 		return -1;
 	if (has_state && move_device_state(st) != 0)
 		return -1;
@@ -652,51 +574,27 @@ migrate(struct store *st)
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
 }
 
-/* Add to table the columns cols[0..n) it lacks (ALTER TABLE ADD COLUMN keeps its rows). */
-static int
-add_columns(struct store *st, const char *table, const struct column *cols, size_t n)
-{
-	const char *names[8];
-	char sql[160], what[64];
-	unsigned long mask;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		names[i] = cols[i].name;
-	if (column_mask(st, table, names, n, &mask) != 0)
-		return -1;
-	snprintf(what, sizeof(what), "migrating %s", table);
-	for (i = 0; i < n; i++) {
-		if (mask & (1UL << i))
-			continue;
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", table, cols[i].name,
-		         cols[i].type);
-		if (exec_sql(st, what, sql) != 0)
-			return -1;
-	}
-	return 0;
-}
-
 /*
- * Version 3 becomes 4: the cards table gets the hold columns it lacks. Version 4 becomes 5:
- * the jobs table gets the card list of a multi-card job (NULL for the jobs it has, each of
- * one card). Version 5 becomes 6: the jobs table gets the idempotency key and the end columns
- * (NULL for the jobs it has: their end is not known by name). Version 6 becomes 7: jobs get
- * the foreign holders seen and the silence timeout (NULL, off, for the jobs it has), cards the
- * health check pending. A file migrated from the earlier service already has the jobs columns
- * (its table was rebuilt as the current one);
- * add_columns skips them.
+ * Versions 3 to 6 become 7: each table gets the later_columns it lacks (ALTER TABLE ADD COLUMN
+ * keeps its rows; NULL, or 0 for the flags, in the rows it has: a job of one card, an end not
+ * known by name, no silence timeout). A file migrated from the earlier service already has
+ * the jobs columns (its table was rebuilt as the current one).
  */
 static int
-add_later_columns(struct store *st, long long version)
+add_later_columns(struct store *st)
 {
-	if (version < 4 && add_columns(st, "cards", hold_columns, NELEM(hold_columns)) != 0)
-		return -1;
-	if (add_columns(st, "jobs", card_list_columns, NELEM(card_list_columns)) != 0 ||
-	    add_columns(st, "jobs", end_columns, NELEM(end_columns)) != 0 ||
-	    add_columns(st, "jobs", v7_job_columns, NELEM(v7_job_columns)) != 0 ||
-	    add_columns(st, "cards", v7_card_columns, NELEM(v7_card_columns)) != 0)
-		return -1;
+	const struct column *c;
+	char sql[160];
+	int yes;
+
+	for (c = later_columns; c < later_columns + NELEM(later_columns); c++) {
+		if ((yes = has(st, c->table, c->name)) < 0)
+			return -1;
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", c->table, c->name,
+		         c->type);
+		if (!yes && exec_sql(st, "migrating", sql) != 0)
+			return -1;
+	}
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
 }
 
@@ -705,17 +603,18 @@ static int
 build_schema(struct store *st)
 {
 	long long version;
-	bool has_jobs;
+	int has_jobs;
 
-	if (query_int(st, "PRAGMA user_version", NULL, &version) != 0)
+	if (query(st, "PRAGMA user_version", NULL, NULL, &version, NULL, 0) != 0)
 		return -1;
-	if (version > STORE_SCHEMA_VERSION)
-		return refuse(st,
-		              "schema version %lld is newer than version %d of this "
-		              "tt-device-queue: use a fresh logs-v2/ directory "
-		              "(or a newer tt-device-queue)",
-		              version, STORE_SCHEMA_VERSION);
-	if (table_exists(st, "jobs", &has_jobs) != 0)
+	st->refused = version > STORE_SCHEMA_VERSION;
+	if (st->refused)
+		return set_err(st,
+		               "schema version %lld is newer than version %d of this "
+		               "tt-device-queue: use a fresh logs-v2/ directory "
+		               "(or a newer tt-device-queue)",
+		               version, STORE_SCHEMA_VERSION);
+	if ((has_jobs = has(st, "jobs", NULL)) < 0)
 		return -1;
 	if (!has_jobs)
 		return create_schema(st);
@@ -723,7 +622,7 @@ build_schema(struct store *st)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound file */
 		return -1;
-	if (version < STORE_SCHEMA_VERSION && add_later_columns(st, version) != 0)
+	if (version < STORE_SCHEMA_VERSION && add_later_columns(st) != 0)
 		return -1;
 	return exec_sql(st, "creating indexes", schema_indexes);
 }
@@ -1257,24 +1156,55 @@ row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
 	return 0;
 }
 
-/* Step a bound job query, handing each row to cb. Returns the count or -1. */
 static int
-load_jobs(struct store *st, enum stmt_id id, store_job_cb cb, void *ctx)
+row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
+{
+	bool failed = false;
+
+	c->device = sqlite3_column_int(s, 0);
+	c->state =
+	    parse_name(state_names, NELEM(state_names), sqlite3_column_text(s, 1), CARD_HEALTHY);
+	c->reset_epoch = sqlite3_column_int64(s, 2);
+	c->reset_pending = sqlite3_column_int(s, 3) != 0;
+	c->boot_id = col_dup(s, 4, NULL, &failed);
+	c->last_reset_at = col_real(s, 5, NAN);
+	c->dead_since = col_real(s, 6, NAN);
+	c->dead_reason = col_dup(s, 7, NULL, &failed);
+	c->held = sqlite3_column_int(s, 8) != 0;
+	c->held_by = col_dup(s, 9, NULL, &failed);
+	c->held_at = col_real(s, 10, NAN);
+	c->hold_reason = col_dup(s, 11, NULL, &failed);
+	c->check_pending = sqlite3_column_int(s, 12) != 0;
+	if (!failed)
+		return 0;
+	free(c->boot_id);
+	free(c->dead_reason);
+	free(c->held_by);
+	free(c->hold_reason);
+	return oom(st, "loading cards");
+}
+
+/*
+ * Step a bound query of jobs (ccb NULL: each row to jcb) or of cards (each row to ccb) to its
+ * end. Returns the count or -1.
+ */
+static int
+load_rows(struct store *st, enum stmt_id id, store_job_cb jcb,
+          int (*ccb)(void *ctx, struct store_card *c), void *ctx)
 {
 	sqlite3_stmt *s = st->stmt[id];
+	struct store_card c;
 	struct job j;
-	int rc, n = 0;
+	int rc = SQLITE_DONE, n = 0;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (row_to_job(st, s, &j) != 0) {
+	while (n >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (ccb ? row_to_card(st, s, &c) : row_to_job(st, s, &j))
 			n = -1;
-			break;
-		}
-		if (cb(ctx, &j, (const char *)sqlite3_column_text(s, JC_OUTPUT)) != 0) {
+		else if (ccb ? ccb(ctx, &c)
+			     : jcb(ctx, &j, (const char *)sqlite3_column_text(s, JC_OUTPUT)))
 			n = set_err(st, "%s: stopped by the callback", stmt_defs[id].name);
-			break;
-		}
-		n++;
+		else
+			n++;
 	}
 	if (n >= 0 && rc != SQLITE_DONE)
 		n = db_err(st, stmt_defs[id].name);
@@ -1285,7 +1215,7 @@ load_jobs(struct store *st, enum stmt_id id, store_job_cb cb, void *ctx)
 int
 store_load_active(struct store *st, store_job_cb cb, void *ctx)
 {
-	return load_jobs(st, S_ACTIVE, cb, ctx);
+	return load_rows(st, S_ACTIVE, cb, NULL, ctx);
 }
 
 int
@@ -1300,7 +1230,7 @@ store_load_recent(struct store *st, int device, int n, store_job_cb cb, void *ct
 		done_with(s);
 		return -1;
 	}
-	return load_jobs(st, S_RECENT, cb, ctx);
+	return load_rows(st, S_RECENT, cb, NULL, ctx);
 }
 
 /* Step a statement bound to one id: 1 with a row in hand, 0 not found (reset), -1 error. */
@@ -1394,56 +1324,10 @@ store_last_write(struct store *st)
 	return t;
 }
 
-static int
-row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
-{
-	bool failed = false;
-
-	c->device = sqlite3_column_int(s, 0);
-	c->state =
-	    parse_name(state_names, NELEM(state_names), sqlite3_column_text(s, 1), CARD_HEALTHY);
-	c->reset_epoch = sqlite3_column_int64(s, 2);
-	c->reset_pending = sqlite3_column_int(s, 3) != 0;
-	c->boot_id = col_dup(s, 4, NULL, &failed);
-	c->last_reset_at = col_real(s, 5, NAN);
-	c->dead_since = col_real(s, 6, NAN);
-	c->dead_reason = col_dup(s, 7, NULL, &failed);
-	c->held = sqlite3_column_int(s, 8) != 0;
-	c->held_by = col_dup(s, 9, NULL, &failed);
-	c->held_at = col_real(s, 10, NAN);
-	c->hold_reason = col_dup(s, 11, NULL, &failed);
-	c->check_pending = sqlite3_column_int(s, 12) != 0;
-	if (!failed)
-		return 0;
-	free(c->boot_id);
-	free(c->dead_reason);
-	free(c->held_by);
-	free(c->hold_reason);
-	return oom(st, "loading cards");
-}
-
 int
 store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), void *ctx)
 {
-	sqlite3_stmt *s = st->stmt[S_CARDS];
-	struct store_card c;
-	int rc, n = 0;
-
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (row_to_card(st, s, &c) != 0) {
-			n = -1;
-			break;
-		}
-		if (cb(ctx, &c) != 0) {
-			n = set_err(st, "loading cards: stopped by the callback");
-			break;
-		}
-		n++;
-	}
-	if (n >= 0 && rc != SQLITE_DONE)
-		n = db_err(st, stmt_defs[S_CARDS].name);
-	done_with(s);
-	return n;
+	return load_rows(st, S_CARDS, NULL, cb, ctx);
 }
 
 /* A growable list of heap id strings. */
@@ -1504,41 +1388,32 @@ retention_select(struct store *st, double older_than, long long keep, struct idl
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/*
+ * Inside the retention transaction: each job's folder first, then its row once the folder is
+ * gone (d NULL: no folders); cb is told of each. The rows deleted, or -1.
+ */
 static int
-retention_delete(struct store *st, const struct idlist *ids)
-{
-	sqlite3_stmt *s = st->stmt[S_RET_DELETE];
-
-	for (size_t i = 0; i < ids->n; i++) {
-		if (sqlite3_bind_text(s, 1, ids->v[i], -1, SQLITE_STATIC) != SQLITE_OK) {
-			db_err(st, "retention");
-			done_with(s);
-			return -1;
-		}
-		if (step_done(st, S_RET_DELETE) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* Keep in ids only the jobs whose folders are gone (none removed when d is NULL). */
-static void
-retention_filter(struct idlist *ids, const struct store_dir *d,
+retention_delete(struct store *st, const struct store_dir *d, const struct idlist *ids,
                  void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
-	size_t i, k = 0;
-	int e;
+	sqlite3_stmt *s = st->stmt[S_RET_DELETE];
+	int n = 0, e;
 
-	for (i = 0; i < ids->n; i++) {
+	for (size_t i = 0; i < ids->n; i++) {
 		e = d && store_remove_job_dir(d, ids->v[i]) < 0 ? (errno ? errno : EIO) : 0;
 		if (cb)
 			cb(ctx, ids->v[i], e);
-		if (!e)
-			ids->v[k++] = ids->v[i];
-		else
-			free(ids->v[i]);
+		if (e)
+			continue; /* its row stays for the next pass */
+		if (sqlite3_bind_text(s, 1, ids->v[i], -1, SQLITE_STATIC) != SQLITE_OK) {
+			done_with(s);
+			return db_err(st, "retention");
+		}
+		if (step_done(st, S_RET_DELETE) != 0)
+			return -1;
+		n++;
 	}
-	ids->n = k;
+	return n;
 }
 
 int
@@ -1546,22 +1421,18 @@ store_retention(struct store *st, const struct store_dir *d, double older_than, 
                 void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
 	struct idlist ids = {NULL, 0, 0};
-	int rc, n;
+	int n = -1;
 
 	if (st->in_txn)
 		return set_err(st, "retention: a transaction is already open");
 	if (store_begin(st) != 0)
 		return -1;
-	rc = retention_select(st, older_than, keep, &ids);
-	if (rc == 0) {
-		retention_filter(&ids, d, cb, ctx);
-		rc = retention_delete(st, &ids);
-	}
-	if (rc == 0)
-		rc = store_commit(st);
-	else
+	if (retention_select(st, older_than, keep, &ids) == 0)
+		n = retention_delete(st, d, &ids, cb, ctx);
+	if (n >= 0 && store_commit(st) != 0)
+		n = -1;
+	else if (n < 0)
 		rollback_quiet(st);
-	n = rc == 0 ? (int)ids.n : -1;
 	idlist_free(&ids);
 	return n;
 }
@@ -1625,6 +1496,7 @@ struct store_dir {
 	char *db;       /* path + "/" STORE_DB_FILE */
 	int fd;         /* the folder, locked (flock), close-on-exec; -1 before it is */
 	struct stat st; /* what fd is, and what path must still name */
+	double changed_at; /* the folder's mtime when store_dir_open locked it */
 	int notify_fd;  /* inotify (store_dir_watch), -1 before it is made */
 	int wd;         /* its watch of the folder, -1 when none */
 };
@@ -1692,9 +1564,14 @@ lock_dir(struct store_dir *d, char *err, size_t errlen, char *warn, size_t warnl
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		snprintf(err, errlen, "another tt-device-queue serve is using it; stop it first");
+		/* Shared: a dead daemon's guardian, until the processes of its jobs are gone. */
+		int e = flock(fd, LOCK_SH | LOCK_NB) == 0 ? EINPROGRESS : EWOULDBLOCK;
+
+		snprintf(err, errlen, e == EINPROGRESS ? "the guardian of a daemon that died holds "
+			 "it until that daemon's processes are gone" : "another tt-device-queue serve "
+			 "is using it; stop it first");
 		close(fd);
-		errno = EWOULDBLOCK;
+		errno = e;
 		return -1;
 	}
 	make_private(fd, &st, warn, warnlen);
@@ -1739,6 +1616,7 @@ store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t wa
 		errno = e;
 		return NULL;
 	}
+	d->changed_at = (double)d->st.st_mtim.tv_sec + (double)d->st.st_mtim.tv_nsec / 1e9;
 	return d;
 }
 
@@ -1772,6 +1650,18 @@ const char *
 store_dir_db(const struct store_dir *d)
 {
 	return d->db;
+}
+
+int
+store_dir_fd(const struct store_dir *d)
+{
+	return d->fd;
+}
+
+double
+store_dir_changed_at(const struct store_dir *d)
+{
+	return d->changed_at;
 }
 
 bool
@@ -1858,12 +1748,6 @@ store_restore(const struct store_dir *d, struct store **st, char *err, size_t er
 
 /* ------------------------------------------------------------------------------ job folders */
 
-/*
- * Nesting that remove_tree follows (node_modules trees nest deeply); a deeper tree stays, and
- * is reported, rather than costing a descriptor and 1 KiB of stack per level without bound.
- */
-#define REMOVE_DEPTH 128
-
 char *
 store_output_path(const struct store_dir *d, const char *id)
 {
@@ -1917,9 +1801,9 @@ store_write_whole(const char *path, const void *data, size_t len)
 	return 0;
 }
 
-/* The job's folder as an O_PATH descriptor, never through a link; -1 with errno. */
+/* The job's folder (made first when make) as an O_PATH descriptor, never through a link. */
 static int
-job_folder_open(const struct store_dir *d, const char *id)
+job_folder_open(const struct store_dir *d, const char *id, bool make)
 {
 	char path[PATH_MAX];
 
@@ -1927,27 +1811,21 @@ job_folder_open(const struct store_dir *d, const char *id)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	if (make && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
 	return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 int
 store_job_folder(const struct store_dir *d, const char *id)
 {
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", d->path, id) >= (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -1;
-	return job_folder_open(d, id);
+	return job_folder_open(d, id, true);
 }
 
 int
 store_write_meta(const struct store_dir *d, const char *id, const char *text, size_t len)
 {
-	int dfd = job_folder_open(d, id), fd, e;
+	int dfd = job_folder_open(d, id, false), fd, e;
 	ssize_t n;
 
 	if (dfd < 0)
@@ -1967,82 +1845,28 @@ store_write_meta(const struct store_dir *d, const char *id, const char *text, si
 	return e ? -1 : 0;
 }
 
-/*
- * Remove name under the folder dirfd and everything in it (store_remove_job_dir's rules): a
- * link or a file is unlinked itself; a folder is emptied depth first through descriptors, so
- * a folder swapped for a link on the way never empties the link's target, and one on another
- * mount than parent is left whole (EXDEV). 0 when nothing stays (absent is fine); -1 with
- * errno (the first failure) when something does.
- */
-static int
-remove_tree(int dirfd, const char *name, const struct statx *parent, int depth)
-{
-	char ents[1024], self[32];
-	struct dirent64 *e;
-	struct statx sx;
-	ssize_t len, off;
-	int fd, err = 0;
-
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR)
-		return -1;
-	if (depth >= REMOVE_DEPTH) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	/* O_PATH: a folder its owner made unreadable can still be made writable. */
-	fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_MODE | STATX_UID, &sx) < 0) {
-		err = errno;
-	} else if (sx.stx_dev_major != parent->stx_dev_major ||
-	           sx.stx_dev_minor != parent->stx_dev_minor ||
-	           (sx.stx_mask & parent->stx_mask & STATX_MNT_ID &&
-	            sx.stx_mnt_id != parent->stx_mnt_id)) {
-		err = EXDEV;
-	} else if ((sx.stx_mode & 0700) != 0700 && sx.stx_uid == geteuid()) {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd); /* fchmod refuses O_PATH */
-		(void)chmod(self, (sx.stx_mode & 07777) | 0700);
-	}
-	if (!err) {
-		int rd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (rd < 0)
-			err = errno;
-		while (rd >= 0 && (len = getdents64(rd, ents, sizeof(ents))) != 0) {
-			if (len < 0) {
-				err = err ? err : errno;
-				break;
-			}
-			for (off = 0; off < len; off += e->d_reclen) {
-				e = (struct dirent64 *)(void *)(ents + off);
-				if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-				    remove_tree(rd, e->d_name, &sx, depth + 1) < 0 && !err)
-					err = errno;
-			}
-		}
-		if (rd >= 0)
-			close(rd);
-	}
-	close(fd);
-	if (!err && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		err = errno;
-	errno = err;
-	return err ? -1 : 0;
-}
-
 int
 store_remove_job_dir(const struct store_dir *d, const char *id)
 {
+	static const char *const files[] = {STORE_OUTPUT_FILE, "meta.json"};
 	char path[PATH_MAX];
-	struct statx dir; /* the log dir's mount and device, which the removal never leaves */
+	int fd, e = 0;
 
 	if (!sched_job_id_valid(id, strlen(id)))
 		return 0; /* only a direct child of the log dir named as a job id */
-	if (statx(AT_FDCWD, d->path, 0, STATX_MNT_ID, &dir) < 0)
-		return -1;
 	snprintf(path, sizeof(path), "%s/%s", d->path, id);
-	return remove_tree(AT_FDCWD, path, &dir, 0);
+	fd = job_folder_open(d, id, false);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+		return unlink(path) < 0 && errno != ENOENT ? -1 : 0; /* a link: itself alone */
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	/* Through the folder's descriptor: a folder swapped for a link meanwhile loses nothing. */
+	for (size_t i = 0; i < NELEM(files); i++)
+		if (unlinkat(fd, files[i], 0) < 0 && errno != ENOENT && !e)
+			e = errno;
+	close(fd);
+	if (!e && rmdir(path) < 0 && errno != ENOENT)
+		e = errno; /* ENOTEMPTY: a job put more in it, which is not ours to remove */
+	errno = e;
+	return e ? -1 : 0;
 }

@@ -7,7 +7,7 @@
  *   <log dir>/<job id>/output               the job's output (STORE_OUTPUT_FILE), written by
  *                                           the caller through the folder store_job_folder opens
  *   <log dir>/<job id>/meta.json            the job's final record (store_write_meta)
- * The caller may keep files of its own beside them (an instance lock, a health script).
+ * The caller may keep files of its own beside them (a health script).
  *
  * The database is in WAL mode with synchronous=FULL, so a committed transaction survives
  * kill -9 and power loss. The daemon's memory is the truth for active jobs; the store mirrors
@@ -181,8 +181,10 @@ int store_copy_to(struct store *st, const char *path);
  * caller's own that is wider than 0700 is made 0700, so its listing of job ids is not open to
  * every local user; another user's is left as it is, and warn[0..warnlen) then says whose it
  * is (warn is "" when all is well). Returns the handle, or NULL with err[0..errlen) saying
- * why: it cannot be created or opened, or another process holds its lock (errno EWOULDBLOCK;
- * never waited for here).
+ * why: it cannot be created or opened, or another process holds its lock, never waited for
+ * here: errno EWOULDBLOCK when the lock is exclusive (another daemon, or for a moment a child
+ * of one just killed, caught between its fork and its exec), EINPROGRESS when it is shared
+ * (the guardian of a daemon that died, until that daemon's processes are gone: wait).
  */
 struct store_dir *store_dir_open(const char *path, char *err, size_t errlen, char *warn,
 				 size_t warnlen);
@@ -193,6 +195,19 @@ void store_dir_close(struct store_dir *d);
 /* The log dir's absolute path, and its database's ("<log dir>/jobs.sqlite3"); owned by d. */
 const char *store_dir_path(const struct store_dir *d);
 const char *store_dir_db(const struct store_dir *d);
+
+/*
+ * The locked folder's descriptor (close-on-exec, owned by d), which the guardian keeps a copy
+ * of (proc_guardian_start): the one instance lock, held by daemon and guardian.
+ */
+int store_dir_fd(const struct store_dir *d);
+
+/*
+ * The log dir's mtime (wall-clock seconds) when store_dir_open locked it: a dead daemon's
+ * guardian stamps it when it sees the daemon die, before it kills the jobs; otherwise the last
+ * folder made or removed in it. A job found running ended no earlier than that.
+ */
+double store_dir_changed_at(const struct store_dir *d);
 
 /*
  * Whether d's path still names the folder locked and, unless st is NULL, the database path
@@ -277,13 +292,12 @@ int store_write_meta(const struct store_dir *d, const char *id, const char *text
 int store_write_whole(const char *path, const void *data, size_t len);
 
 /*
- * Remove a job's folder and everything in it (absent is fine), never through a link and never
- * into another mount: a bind or FUSE mount made in a job's folder is left whole (EXDEV), as
- * rm --one-file-system would, and a folder swapped for a link on the way is unlinked without
- * emptying its target. Folders of the service user's own that it cannot write (a Go module
- * cache's are 0555) are made writable first. Only a direct child named as a job id (32
- * lowercase hex digits) is ever removed; any other id is left alone (0). Returns 0 when
- * nothing stays, -1 with errno (the first failure) when something does.
+ * Remove a job's folder: its output and meta.json, then the folder (absent is fine). Never
+ * through a link (a folder replaced by one loses the link alone) and never anything else: a
+ * folder holding more (a job wrote into it) stays, with ENOTEMPTY, until someone empties it.
+ * Only a direct child named as a job id (32 lowercase hex digits) is ever removed; any other
+ * id is left alone (0). Returns 0 when nothing stays, -1 with errno (the first failure) when
+ * something does.
  */
 int store_remove_job_dir(const struct store_dir *d, const char *id);
 

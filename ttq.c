@@ -116,7 +116,7 @@
 #define SHUTDOWN_LINGER 1.0   /* s connected clients are still answered after the jobs stopped */
 #define RETENTION_EVERY 300.0 /* s between retention passes */
 #define START_COMMIT 1.0      /* s after a job's start within which a commit is its start's */
-/* A child of a daemon just killed, caught between its clone and its exec, still holds the log
+/* A child of a daemon just killed, caught between its fork and its exec, still holds the log
  * dir's lock for a moment: without this wait a restart right after a crash failed at random. */
 #define LOG_DIR_LOCK_WAIT 2.0 /* s */
 #define LISTEN_WAIT 2.0       /* s a port in use is tried again, for a daemon just killed */
@@ -800,7 +800,6 @@ static struct {
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
-	char control_warning[1024]; /* a control command's program is missing (check_controls) */
 	struct timer store_retry, retention, shutdown_deadline, linger;
 	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
@@ -2884,7 +2883,6 @@ handle_status(struct http_conn *c, const struct call *k)
 	w_num(&w, "heartbeat_age_sec", mono_now - D.heartbeat_mono);
 	w_str(&w, "degraded_reason", D.degraded ? D.degraded_reason : NULL);
 	w_str(&w, "maintenance_warning", D.maintenance_warning[0] ? D.maintenance_warning : NULL);
-	w_str(&w, "control_warning", D.control_warning[0] ? D.control_warning : NULL);
 	w_str(&w, "guardian_warning", proc_guardian_lost() ? GUARDIAN_GONE : NULL);
 	json_w_obj_end(&w);
 	w_int(&w, "queued_total", D.sched.queued_total);
@@ -3316,7 +3314,7 @@ job_proc_exit(struct proc_job *pj, int code)
 		iteration_done(a, code);
 }
 
-/* Start the process side: proc.c's callbacks, the clock, this start's instance id. */
+/* Start the process side: proc.c's callbacks, the clock, the instance id (log dir/start). */
 static void
 procs_init(const char *instance_id)
 {
@@ -4001,35 +3999,6 @@ step_variable(int step)
 				 : "TT_DEVICE_HEALTH_CHECK_CMD";
 }
 
-/*
- * Check that every configured control command's program exists, into D.control_warning
- * (empty when all do); at start-up also log each problem. A reset that could not run its
- * command only fails with a configuration error; this says so before the first reset needs it.
- */
-static void
-check_controls(bool log)
-{
-	const char *tmpl[3] = {cfg.reset_cmd, cfg.health_cmd ? cfg.health_cmd : DEFAULT_PYTHON,
-			       cfg.deep_reset_cmd};
-	static const int steps[3] = {RESET_STEP_RESET, RESET_STEP_HEALTH, RESET_STEP_DEEP};
-	char why[PATH_MAX + 64];
-	size_t len = 0;
-	int i;
-
-	D.control_warning[0] = '\0';
-	for (i = 0; i < 3; i++) {
-		if (!tmpl[i][0] || !proc_program_missing(tmpl[i], why, sizeof(why)))
-			continue;
-		if (log)
-			logmsg("tt-device-queue: WARNING: %s: %s; resets will fail with a configuration "
-			       "error until it does", step_variable(steps[i]), why);
-		len += (size_t)snprintf(D.control_warning + len, sizeof(D.control_warning) - len,
-					"%s%s: %s", len ? "; " : "", step_variable(steps[i]), why);
-		if (len >= sizeof(D.control_warning))
-			break;
-	}
-}
-
 /* The command of a reset step as the operator configured it ({device} not yet replaced). */
 static const char *
 step_template(int step)
@@ -4106,7 +4075,6 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	}
 	sched_reset_end(c, &a->ladder, how, reason, clock_wall()); /* c owns reason now */
 	card_dirty(c);
-	check_controls(false);
 	if (how == RESET_NEXT_HEALTHY && a->ladder.check) { /* only its health was read */
 		trailer = xasprintf(PROC_MARKER " card %d passed its health check\n", c->device);
 		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
@@ -4713,7 +4681,6 @@ log_dir_forget_files(void)
 	int i;
 
 	D.health_script_written = false;            /* written again before the next reset */
-	proc_instance_forget(); /* recorded in the new dir before the next commit */
 	for (i = 0; i < D.sched.ncards; i++) {
 		struct card *c = &D.sched.cards[i];
 
@@ -4964,15 +4931,12 @@ store_failed(const char *why)
 
 /*
  * Commit every dirty record and extra (store_write_dirty), into a log dir in place
- * (log_dir_restore) and once this instance is recorded there (proc_instance_record). 0, or -1
- * with why[0..cap) filled and nothing written.
+ * (log_dir_restore). 0, or -1 with why[0..cap) filled and nothing written.
  */
 static int
 commit_dirty(const struct job *extra, char *why, size_t cap)
 {
 	if (!log_dir_in_place() && log_dir_restore(why, cap) < 0)
-		return -1;
-	if (!proc_instance_record(why, cap))
 		return -1;
 	if (store_write_dirty(extra) == 0)
 		return 0;
@@ -5416,21 +5380,20 @@ setup_cards(void)
  * instance's last commit (the job was still running then: its end was never committed),
  * read from the rows, as an operator's sqlite3 shell opened after the crash changes the
  * file's mtime but no row; and the moment the guardian saw the daemon die, just before it
- * killed the job. So the end is never before the last moment the daemon knew the job ran;
- * with none of them after its start (the guardian died too) its end is unknown
- * (job_finish_at).
+ * killed the job (the log dir's mtime; else the last folder made or removed there). The last
+ * two count only from START_COMMIT after the job's start, which made a commit and a folder
+ * of its own. So the end is never before the last moment the daemon knew the job ran; with
+ * none of them after its start (the guardian died too) its end is unknown (job_finish_at).
  */
 static double
 interrupted_at(const struct job *j, double now)
 {
 	double t = store_output_mtime(D.dir, j->id), e[2] = {D.prev_last_write,
-							     proc_instance_ended_at()};
+							     store_dir_changed_at(D.dir)};
 	int i;
 
-	if (e[0] < j->started_at + START_COMMIT)
-		e[0] = NAN; /* its start's own commit: no sign of life after it */
 	for (i = 0; i < 2; i++)
-		if (!isnan(e[i]) && (isnan(t) || e[i] > t))
+		if (e[i] >= j->started_at + START_COMMIT && (isnan(t) || e[i] > t))
 			t = e[i];
 	return sched_interrupted_at(j, t, now);
 }
@@ -5551,21 +5514,30 @@ prepare_log_dir(void)
 	char why[400], warn[256];
 
 	struct timespec pause = {0, 10000000};
-	double t0 = clock_mono();
+	double t0 = clock_mono(), next = 0;
 	bool said = false;
+	sigset_t pending;
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
 	while (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
-		if (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT) {
+		if (errno == EINPROGRESS && clock_mono() - t0 >= next) {
+			logmsg("tt-device-queue: waiting for the processes of the previous instance to "
+			       "end (its guardian holds the log dir's lock)");
+			next += 10;
+		} else if (errno != EINPROGRESS &&
+			   (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT)) {
 			fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir,
 				why);
 			exit(1);
-		}
-		if (!said)
+		} else if (errno == EWOULDBLOCK && !said) {
 			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting up to %.0f s "
 			       "for a process of a daemon just stopped to let it go", cfg.log_dir,
 			       LOG_DIR_LOCK_WAIT);
-		said = true;
+			said = true;
+		}
+		sigpending(&pending); /* blocked (setup_signals): looked at, not delivered */
+		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))
+			exit(0); /* asked to stop while the previous instance's processes were dying */
 		nanosleep(&pause, NULL);
 	}
 	free(cfg.log_dir);
@@ -5850,22 +5822,6 @@ stdio_open(void)
 }
 
 /*
- * The disk refused this instance's entry at start (proc_instance_record): degraded from the start,
- * so submissions are refused and nothing starts, and tried again every STORE_RETRY seconds
- * as a commit that failed is.
- */
-static void
-instance_unrecorded(const char *why)
-{
-	if (!D.degraded) {
-		logmsg("tt-device-queue: job store degraded: %s", why);
-		D.degraded = true;
-		snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
-	}
-	timer_set(&D.store_retry, mono_now + STORE_RETRY);
-}
-
-/*
  * Who may do what, from who runs serve: root runs the host-wide queue (every local user
  * submits, each job runs as its submitter), anyone else a personal one (that user and root).
  */
@@ -5903,7 +5859,7 @@ serve_usage(FILE *f)
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700], why[sizeof(D.degraded_reason)], instance_id[33];
+	char status[700], start_id[33], instance_id[PATH_MAX + 40];
 	int opened;
 
 	if (argc > 1) {
@@ -5919,11 +5875,6 @@ serve_main(int argc, char **argv)
 	setup_mode();
 	notify_setup();
 	visible_devices_drop();
-	if (new_job_id(instance_id) < 0) {
-		perror("tt-device-queue serve: getrandom");
-		return 1;
-	}
-	procs_init(instance_id);
 	setup_signals();
 	mono_now = clock_mono();
 	started_mono = mono_now;
@@ -5938,15 +5889,20 @@ serve_main(int argc, char **argv)
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
+	if (new_job_id(start_id) < 0) {
+		perror("tt-device-queue serve: getrandom");
+		return 1;
+	}
+	snprintf(instance_id, sizeof(instance_id), "%s/%s", cfg.log_dir, start_id);
+	procs_init(instance_id);
+	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0) {
+		perror("tt-device-queue serve: cannot start the guardian process");
+		return 1;
+	}
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
-	if (proc_instance_wait(cfg.log_dir) < 0 && errno == EINTR)
-		exit(0); /* asked to stop while the previous instance's processes were dying */
-	if (!proc_instance_record(why, sizeof(why)))
-		instance_unrecorded(why);
 	dir_watch();
 	if (opened == 0)
 		start_from_store();
-	check_controls(true);
 	raise_fd_limit();
 	open_listener();
 	serving_status(status, sizeof(status));
@@ -5975,9 +5931,6 @@ serve_main(int argc, char **argv)
 	store_sync();
 	http_server_flush(D.http);
 	store_close(D.store);
-	/* A clean stop leaves nothing running: the next start need not look for leftovers. */
-	if (proc_instance_clear() < 0)
-		logmsg("tt-device-queue: WARNING: cannot clear the lock file: %s", strerror(errno));
 	logmsg("tt-device-queue: stopped");
 	return 0;
 }

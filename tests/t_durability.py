@@ -28,7 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ttqlib import (Daemon, gate, guardian_of, open_gate, pid_alive, q, run_tests,  # noqa: E402
+from ttqlib import (Daemon, gate, open_gate, pid_alive, q, run_tests,  # noqa: E402
                     tap, wait_until)
 
 MARK = "TTQ_DURABILITY_MARK"  # env var carried by every job of a test, to find leftovers
@@ -444,59 +444,6 @@ def clean_stop_full_body(d):
 
 
 
-def kill9_with_guardian(d):
-    """kill -9 of the daemon and its guardian together, as an OOM kill of the unit can."""
-    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
-    os.kill(guardian, signal.SIGKILL)
-    d.kill9()
-    wait_until(lambda: not pid_alive(guardian), 5, "the guardian to be gone")
-
-
-def test_instance_recorded_once_the_disk_allows():
-    on_small_tmpfs("a start on a full disk, then kill -9 of daemon and guardian",
-                   instance_record_body)
-
-
-def instance_record_body(d):
-    """Started on a full disk, the daemon could not write its instance into guardian.lock and
-    never did once there was room: after a kill -9 of daemon and guardian the next serve did
-    not find the old job, still running, and started the next job on its card beside it."""
-    ledger, pidf = d.path("ledger"), d.path("survivor.pid")
-    d.start()
-    tap.eq(d.stop(), 0, "stopped cleanly (guardian.lock emptied)")
-    filler = os.path.join(os.path.dirname(d.log_dir), "filler")
-    fill(filler)
-    d.start()
-    tap.ok(degraded_reason(d), "started on a full disk: degraded", degraded_reason(d))
-    os.unlink(filler)
-    wait_until(lambda: degraded_reason(d) is None, 8, "the daemon to recover once there is room")
-    # the old job's background process is what outlives its shell (which the kernel kills
-    # with the daemon, PR_SET_PDEATHSIG)
-    old = d.submit(ledger_cmd(ledger, "old", "sleep 300 & echo $! > %s.tmp; mv %s.tmp %s; wait"
-                              % (q(pidf), q(pidf), q(pidf))), device_id="0")["job_id"]
-    # the next job on card 0 notes whether that process still runs beside it
-    beside = ("p=$(cat %s); s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); "
-              "[ -n \"$s\" ] && [ \"$s\" != Z ] && echo beside >> %s; true" % (q(pidf), q(ledger)))
-    nxt = d.submit(ledger_cmd(ledger, "next", beside), device_id="0")["job_id"]
-    wait_until(lambda: os.path.exists(pidf), 10, "the old job to run")
-    survivor = int(open(pidf).read())
-    with open(os.path.join(d.log_dir, "guardian.lock")) as f:
-        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
-               "the instance is in guardian.lock once the disk has room")
-    kill9_with_guardian(d)
-    tap.ok(pid_alive(survivor), "daemon and guardian killed: the old job's background "
-           "process survived")
-    d.start()
-    tap.eq(d.wait_done(nxt)["exit_code"], 0, "the next job ran after the restart")
-    counts = ledger_counts(ledger)
-    tap.eq((counts["next"], counts["beside"]), (1, 0),
-           "it never ran beside a survivor of the old instance")
-    tap.ok(not pid_alive(survivor), "the survivor was killed")
-    if pid_alive(survivor):
-        os.kill(survivor, signal.SIGKILL)
-    tap.eq(d.job(old)["exit_code"], -1, "the old job is recorded as interrupted")
-
-
 def test_log_dir_removed_while_jobs_are_queued():
     """A tmp cleaner or a mistaken rm -rf of the log dir under a running daemon: status stayed
     healthy, every new job failed at once (exit 129, no folder), and commits went on into a
@@ -545,14 +492,11 @@ def test_log_dir_replaced_or_not_makeable():
     wait_until(lambda: ledger_counts(ledger)["run"], 10, "the gated job to run")
     # a cleaner removing files, not the folder; the database last, as the daemon restores it
     # as soon as its name is gone
-    for f in ("jobs.sqlite3-wal", "jobs.sqlite3-shm", "guardian.lock", "jobs.sqlite3"):
+    for f in ("jobs.sqlite3-wal", "jobs.sqlite3-shm", "jobs.sqlite3"):
         os.unlink(os.path.join(d.log_dir, f))
     first = d.submit(ledger_cmd(ledger, "first"))["job_id"]
     tap.eq(sorted(r[0] for r in db_rows(d, "SELECT id FROM jobs")), sorted([run, first]),
            "a database removed from its folder is written there again, whole")
-    with open(os.path.join(d.log_dir, "guardian.lock")) as f:
-        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
-               "and a removed guardian.lock names this instance again")
     os.rename(d.log_dir, d.log_dir + ".old")
     os.mkdir(d.log_dir)
     second = d.submit(ledger_cmd(ledger, "second"))["job_id"]
@@ -1500,6 +1444,5 @@ TESTS = (test_crash_safety_under_sigkill, test_health_script_not_left_empty_by_a
          test_start_whose_commit_fails_leaves_the_job_as_queued,
          test_refused_submission_whose_card_died_in_the_same_turn,
          test_recent_forgets_deleted_jobs,
-         test_instance_recorded_once_the_disk_allows,
          test_log_dir_removed_while_jobs_are_queued, test_log_dir_replaced_or_not_makeable)
 run_tests(*TESTS)

@@ -384,7 +384,7 @@ def test_a_dead_guardian_is_a_warning():
 def test_restart_kills_what_a_daemon_and_its_guardian_left():
     """The daemon and its guardian die together (kill -9 of both): nothing killed the job's
     background processes, and a new serve ran the next job beside them. It now kills what
-    carries the previous instance's TT_DEVICE_QUEUE_INSTANCE entry before it starts a job."""
+    carries the log dir's TT_DEVICE_QUEUE_INSTANCE entry before it starts a job."""
     d = Daemon(ids="0").start()
     pidf = d.path("bg.pid")
     d.submit("sleep 300 & echo $! > %s.tmp; mv %s.tmp %s; wait" % (q(pidf), q(pidf), q(pidf)))
@@ -397,51 +397,39 @@ def test_restart_kills_what_a_daemon_and_its_guardian_left():
     tap.ok(gone(bg, 5.0), "the next serve kills it before it starts anything")
     tap.ok("killed 1 processes the previous instance left running" in d.stderr(),
            "and says so", d.stderr()[-500:])
-    lock = os.path.join(d.log_dir, "guardian.lock")
-    with open(lock) as f:
-        tap.ok(f.read().startswith("TT_DEVICE_QUEUE_INSTANCE="),
-               "the lock file names the running instance")
-    tap.eq(d.stop(), 0, "serve stops")
-    tap.eq(os.path.getsize(lock), 0, "a clean stop clears it: the next start has nothing to find")
     d.cleanup()
 
 
-def test_lock_file_opened_late_is_handed_to_the_guardian():
-    """guardian.lock cannot be opened at the start (no inode left; here a folder stands in
-    its way): nothing may start until this instance is recorded there, and once it is, the
-    guardian must hold the file, or a start after a crash would not wait for its kills."""
+def test_start_waits_for_a_dead_daemons_guardian():
+    """A daemon's guardian holds the log dir's lock, shared, until the processes of the dead
+    daemon are gone: a serve started meanwhile waits for it (a shared lock is not another
+    daemon), saying so, and a SIGTERM ends the wait with exit 0."""
     d = Daemon(ids="0")
-    lock = os.path.join(d.log_dir, "guardian.lock")
-    os.makedirs(lock)
-    d.start()
-    reason = d.status()["worker"]["degraded_reason"]
-    tap.ok(reason and "guardian.lock" in reason, "degraded, saying why", reason)
-    tap.eq(d.post("/queue", {"cmd": "true"}).status, 503, "submissions are refused meanwhile")
-    os.rmdir(lock)
-    wait_until(lambda: d.status()["worker"]["degraded_reason"] is None, 8,
-               "the lock file to be made by the daemon's own retry")
-    ready, gate = d.path("ready"), d.path("gate")
-    job = d.submit("touch %s; while [ ! -e %s ]; do sleep 0.05; done" % (q(ready), q(gate)))
-    wait_until(lambda: os.path.exists(ready), 10, "the job to start")
-    guardian = wait_until(lambda: guardian_of(d.proc.pid), 10, "the guardian")
-    os.kill(guardian, signal.SIGSTOP)  # it holds the lock and cannot finish its kills
+    os.makedirs(d.log_dir, mode=0o700)
+    fd = os.open(d.log_dir, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # as a dead daemon's guardian holds it
     try:
-        d.kill9()
         d.start(wait=False)
-        wait_until(lambda: "waiting for the processes of the previous instance" in d.stderr(),
-                   10, "the next serve to wait for the guardian")
-        tap.ok(True, "after a crash the next serve waits for the guardian holding the lock")
+        wait_until(lambda: "waiting for the processes of the previous instance" in d.stderr()
+                   or d.proc.poll() is not None, 10, "the serve to wait for the guardian")
+        time.sleep(2.5)  # past the wait for an exclusive holder
+        tap.ok(d.proc.poll() is None, "it waits for a shared lock", d.stderr())
+        d.proc.send_signal(signal.SIGTERM)
+        tap.eq(d.proc.wait(10), 0, "a SIGTERM ends the wait: exit 0")
+        d.start(wait=False)
+        wait_until(lambda: d.stderr().count("waiting for the processes") >= 2, 10,
+                   "the next serve to wait")
     finally:
-        os.kill(guardian, signal.SIGCONT)
-    wait_until(d._ready, 10, "the next serve to answer once the guardian is done")
-    tap.eq(d.job(job["job_id"])["exit_code"], -1, "the crashed instance's job is interrupted")
+        os.close(fd)  # the guardian is done
+    wait_until(d._ready, 10, "the daemon to serve once the lock is free")
+    tap.eq(d.wait_done(d.submit("echo after the wait")["job_id"])["exit_code"], 0, "and it runs jobs")
     d.cleanup()
 
 
 def test_serve_with_stdio_closed_gives_the_guardian_nothing_else():
     """serve started with fds 0-2 closed (some daemonisers): the log dir's lock landed on fd 2,
-    which the guardian keeps as its stderr, so after a crash the next serve found the log dir
-    taken and exited 1 instead of waiting."""
+    which the guardian keeps as its stderr, and its lock's state no longer told a crashed
+    daemon's guardian from a live daemon."""
     d = Daemon(ids="0")
     port = free_port()
 
@@ -460,8 +448,8 @@ def test_serve_with_stdio_closed_gives_the_guardian_nothing_else():
     guardian = wait_until(up, 10, "serve to listen")
     fds = "/proc/%d/fd" % guardian
     links = sorted(os.readlink(os.path.join(fds, n)) for n in os.listdir(fds))
-    tap.ok(all(x.startswith("pipe:") or x == "/dev/null" or x.endswith("/guardian.lock")
-               for x in links), "the guardian holds only its pipe, the instance lock and "
+    tap.ok(all(x.startswith("pipe:") or x == "/dev/null" or x == os.path.realpath(d.log_dir)
+               for x in links), "the guardian holds only its pipe, the log dir (its lock) and "
            "/dev/null", links)
     p.kill()
     p.wait()
@@ -558,4 +546,4 @@ run_tests(test_second_daemon_on_same_log_dir_refused,
           test_restart_kills_what_a_daemon_and_its_guardian_left,
           test_serve_with_stdio_closed_gives_the_guardian_nothing_else,
           test_stderr_pipe_nobody_reads_never_stalls,
-          test_lock_file_opened_late_is_handed_to_the_guardian)
+          test_start_waits_for_a_dead_daemons_guardian)

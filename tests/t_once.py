@@ -286,8 +286,8 @@ def test_stalled_daemon():
 def test_guardian_lock_wait():
     d = Daemon().start()
     d.kill9()
-    lock = open(os.path.join(d.log_dir, "guardian.lock"), "a")
-    fcntl.flock(lock, fcntl.LOCK_EX)  # the previous instance's guardian, still busy
+    lock = os.open(d.log_dir, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(lock, fcntl.LOCK_SH)  # the previous instance's guardian, still busy
     try:
         d.start(wait=False)
 
@@ -302,8 +302,7 @@ def test_guardian_lock_wait():
         tap.ok(stderr_has(procs[0], "sending it again", STALL + 10),
                "during the guardian wait the client sends its submission again")
     finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
+        os.close(lock)
     check_three(d, procs, "lock", "a guardian-lock wait")
     d.cleanup()
 

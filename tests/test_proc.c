@@ -204,7 +204,7 @@ test_signals_death(void)
 	int fd, code;
 	pid_t pid = spawn(argv, NULL, NULL, 0, &fd);
 
-	/* At once: the child may not have reached setsid() yet. */
+	/* At once: proc_spawn returned after the exec, so the child leads its group. */
 	proc_kill_group(pid, SIGTERM);
 	is_int(wait_code(pid, 5000), -15, "SIGTERM right after spawn: exit code -15");
 	close(fd);
@@ -214,22 +214,6 @@ test_signals_death(void)
 	is_int(proc_exit_code(0), 0, "proc_exit_code(0)");
 	is_int(proc_exit_code(W_EXITCODE(255, 0)), 255, "proc_exit_code(exit 255)");
 	is_int(proc_exit_code(W_EXITCODE(0, SIGSEGV)), -SIGSEGV, "proc_exit_code(SIGSEGV)");
-}
-
-/* A child not yet in its own group (as before its setsid) is still reached. */
-static void
-test_kill_before_setsid(void)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		signal(SIGTERM, SIG_DFL);
-		for (;;)
-			pause();
-	}
-	ok(getpgid(pid) != pid, "plain child: no group of its own");
-	proc_kill_group(pid, SIGTERM);
-	is_int(wait_code(pid, 5000), -15, "proc_kill_group falls back to the unreaped child");
 }
 
 static void
@@ -354,33 +338,6 @@ test_env_passed(void)
 }
 
 /* The job id a process was started under, as the daemon reads it to tell its strays. */
-static void
-test_env_value(void)
-{
-	/* No exec after "up": read while the shell itself runs, not mid-exec of another program. */
-	char *const argv[] = {"/bin/sh", "-c", "echo up; sleep 30", NULL};
-	char *const envp[] = {"TT_DEVICE_JOB_IDX=no", "A=1", "TT_DEVICE_JOB_ID=0123abcd", "C=",
-			      NULL};
-	char v[64], small[5], *out = NULL;
-	int fd;
-	pid_t pid = spawn(argv, envp, NULL, 0, &fd);
-	int up = pid > 0 && strstr(out = read_until(fd, "up", 5000), "up") != NULL;
-
-	free(out);
-	if (!ok(up, "a process to read the environment of"))
-		return;
-	ok(proc_env_value(pid, "TT_DEVICE_JOB_ID", v, sizeof v) == 1 && !strcmp(v, "0123abcd"),
-	   "the value of the exact name, not of a longer one that starts like it");
-	ok(proc_env_value(pid, "C", v, sizeof v) == 1 && v[0] == '\0', "an empty value is found");
-	ok(proc_env_value(pid, "TT_DEVICE", v, sizeof v) == 0, "a prefix is not a name");
-	ok(proc_env_value(pid, "TT_DEVICE_JOB_ID", small, sizeof small) == 1 &&
-	   !strcmp(small, "0123"), "a long value is cut to the buffer, NUL-terminated");
-	proc_kill_group(pid, SIGKILL);
-	wait_code(pid, 5000);
-	close(fd);
-	ok(proc_env_value(pid, "A", v, sizeof v) == -1, "a process that is gone: -1");
-}
-
 /*
  * A group is alive while a member is not a zombie. Here the shell leaves a zombie child behind
  * (sleep never waits for it), then the sleep itself is killed and left unreaped: the group
@@ -1261,76 +1218,6 @@ test_umask(void)
 }
 
 
-/* A file in tmpdir with mode `mode`; its path into path. */
-static void
-make_file(const char *name, mode_t mode, char *path, size_t cap)
-{
-	int fd;
-
-	snprintf(path, cap, "%s/%s", tmpdir, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd >= 0) {
-		if (write(fd, "#!/bin/sh\n", 10) != 10)
-			perror("write");
-		close(fd);
-	}
-	chmod(path, mode);
-}
-
-static void
-test_program_missing(void)
-{
-	char exe[PATH_MAX], plain[PATH_MAX], cmd[PATH_MAX * 2], out[PATH_MAX + 64], want[PATH_MAX + 64];
-	char *old_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
-	char *old_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
-
-	make_file("ctl-exe", 0700, exe, sizeof exe);
-	make_file("ctl-plain", 0600, plain, sizeof plain);
-	setenv("PATH", tmpdir, 1);
-	setenv("HOME", tmpdir, 1);
-	ok(proc_program_missing("ctl-exe 3", out, sizeof out) == NULL, "a name found in PATH runs");
-	ok(proc_program_missing("A=1 B_2=x ctl-exe 3", out, sizeof out) == NULL,
-	   "assignments before the program are skipped");
-	ok(proc_program_missing("ctl-gone {device}", out, sizeof out) == out, "a name not in PATH");
-	is_str(out, "ctl-gone is not found in PATH", "says so");
-	ok(proc_program_missing("X=1 ctl-gone", out, sizeof out) != NULL &&
-	   strcmp(out, "ctl-gone is not found in PATH") == 0, "the program after an assignment is judged");
-	snprintf(cmd, sizeof cmd, "%s --reset 0", exe);
-	ok(proc_program_missing(cmd, out, sizeof out) == NULL, "an executable path runs");
-	snprintf(cmd, sizeof cmd, "%s 0", plain);
-	snprintf(want, sizeof want, "%s is not executable", plain);
-	ok(proc_program_missing(cmd, out, sizeof out) != NULL && strcmp(out, want) == 0,
-	   "a file without an execute bit is not executable");
-	snprintf(cmd, sizeof cmd, "%s/none 0", tmpdir);
-	snprintf(want, sizeof want, "%s/none does not exist", tmpdir);
-	ok(proc_program_missing(cmd, out, sizeof out) != NULL && strcmp(out, want) == 0,
-	   "a path to nothing does not exist");
-	ok(proc_program_missing("~/ctl-exe 0", out, sizeof out) == NULL, "~/ is $HOME, as bash has it");
-	ok(proc_program_missing("~/ctl-none 0", out, sizeof out) != NULL &&
-	   strcmp(out, "~/ctl-none does not exist") == 0, "and names the path as written");
-	ok(proc_program_missing("$TOOL reset", out, sizeof out) == NULL &&
-	   proc_program_missing("'ctl gone' 0", out, sizeof out) == NULL &&
-	   proc_program_missing("ctl-gone>x", out, sizeof out) == NULL &&
-	   proc_program_missing("~user/x", out, sizeof out) == NULL,
-	   "expansions, quoting and redirections are left to the shell");
-	ok(proc_program_missing("cd /x && ctl-gone", out, sizeof out) == NULL &&
-	   proc_program_missing("exec ctl-gone", out, sizeof out) == NULL &&
-	   proc_program_missing("if true; then :; fi", out, sizeof out) == NULL,
-	   "a shell builtin or keyword first is not judged");
-	ok(proc_program_missing("", out, sizeof out) == NULL &&
-	   proc_program_missing("A=1", out, sizeof out) == NULL, "nothing to run: nothing missing");
-	if (old_path)
-		setenv("PATH", old_path, 1);
-	else
-		unsetenv("PATH");
-	if (old_home)
-		setenv("HOME", old_home, 1);
-	else
-		unsetenv("HOME");
-	free(old_path);
-	free(old_home);
-}
-
 /* ------------------------------------------------------------- the user behind a connection */
 
 #define NOBODY 65534       /* the unprivileged uid a child connects as, when we are root */
@@ -1553,20 +1440,17 @@ main(void)
 	}
 	test_basic();
 	test_signals_death();
-	test_kill_before_setsid();
 	test_session();
 	test_cwd();
 	test_exec_failure();
 	test_exec_failure_reason();
 	test_env_passed();
-	test_env_value();
 	test_group_alive();
 	test_oom_and_fds();
 	test_signal_reset();
 	test_kill_group_grandchild();
 	test_spawn_errors();
 	test_build_env();
-	test_program_missing();
 	test_capfile_small();
 	test_capfile_reopen();
 	test_capfile_over();

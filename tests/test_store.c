@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -794,22 +795,6 @@ job_folder_of(const char *dir, int n)
 	return path;
 }
 
-/* Nest depth folders under path: deeper than store_remove_job_dir follows, so it stays. */
-static void
-nest(const char *path, int depth)
-{
-	int fd = open(path, O_PATH | O_DIRECTORY), next;
-
-	for (int i = 0; i < depth && fd >= 0; i++) {
-		mkdirat(fd, "d", 0700);
-		next = openat(fd, "d", O_PATH | O_DIRECTORY);
-		close(fd);
-		fd = next;
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
 static void
 test_retention(void)
 {
@@ -851,9 +836,10 @@ test_retention(void)
 	is_int(store_retention(st, dir, 450, 5, on_deleted, &d), 1, "age and count together");
 	is_str(d.ids, "5", "the one older than 450");
 	d.ids[0] = '\0';
-	/* job 6's folder cannot be removed (too deep): its row stays for the next pass */
+	/* job 6's folder holds more than its files: it stays, and its row for the next pass */
 	snprintf(six, sizeof(six), "%s", job_folder_of(dp, 6));
-	nest(six, 200);
+	snprintf(cmd, sizeof(cmd), "%s/d", six);
+	mkdir(cmd, 0700);
 	is_int(store_retention(st, dir, 0, 0, on_deleted, &d), 0, "a job whose folder stays is kept");
 	ok(store_get_job(st, "00000000000000000000000000000006", &j6, NULL) == 1,
 	   "its row is still there");
@@ -1618,8 +1604,14 @@ test_log_dir(void)
 	is_int(file_mode(path_in("a/b/logs")), 0700, "private (0700)");
 	is_str(warn, "", "no warning for a folder of our own");
 	d2 = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
-	ok(d2 == NULL && strstr(errbuf, "another tt-device-queue serve is using it"),
+	ok(d2 == NULL && errno == EWOULDBLOCK &&
+	   strstr(errbuf, "another tt-device-queue serve is using it"),
 	   "a second open of a locked log dir is refused: %s", errbuf);
+	store_dir_close(d2);
+	ok(flock(store_dir_fd(d), LOCK_SH) == 0, "the lock made shared (as a dead daemon's guardian)");
+	d2 = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
+	ok(d2 == NULL && errno == EINPROGRESS && strstr(errbuf, "guardian"),
+	   "a shared lock says to wait: %s", errbuf);
 	store_dir_close(d2);
 	store_dir_close(d);
 	d = store_dir_open(path_in("a/b/logs"), errbuf, sizeof(errbuf), warn, sizeof(warn));
@@ -1667,7 +1659,7 @@ test_log_dir(void)
 	ok(d == NULL && strstr(errbuf, "cannot create it"), "a file on its way: %s", errbuf);
 }
 
-/* Job folders: made private, written never through a link, removed whole but never beyond. */
+/* Job folders: made private, written never through a link, removed but never beyond. */
 static void
 test_job_folders(void)
 {
@@ -1756,20 +1748,23 @@ test_job_folders(void)
 	   strerror(e));
 	ok(access(folder_of(dp, 2), F_OK) != 0, "(it stays gone)");
 
-	/* Removal: the whole tree, read-only folders too, but never a link's target. */
-	snprintf(path, sizeof(path), "%s/%s/ro", dp, id);
-	mkdir(path, 0700);
-	snprintf(path, sizeof(path), "%s/%s/ro/f", dp, id);
-	close(open(path, O_WRONLY | O_CREAT, 0600));
-	snprintf(path, sizeof(path), "%s/%s/ro", dp, id);
-	chmod(path, 0555);
-	close(open(path_in("elsewhere/keep"), O_WRONLY | O_CREAT, 0600));
+	/* Removal: the job's own files and the folder, nothing else, never a link's target. */
 	snprintf(path, sizeof(path), "%s/%s/link", dp, id);
 	symlink(path_in("elsewhere"), path);
+	close(open(path_in("elsewhere/keep"), O_WRONLY | O_CREAT, 0600));
+	errno = 0;
+	rc = store_remove_job_dir(d, id);
+	e = errno;
+	ok(rc < 0 && e == ENOTEMPTY, "a folder holding more than the job's files stays (%s)",
+	   strerror(e));
+	snprintf(path, sizeof(path), "%s/%s/output", dp, id);
+	ok(access(path, F_OK) != 0, "its output and meta.json are gone");
+	snprintf(path, sizeof(path), "%s/%s/link", dp, id);
+	ok(access(path_in("elsewhere/keep"), F_OK) == 0 && unlink(path) == 0,
+	   "what else it holds is left alone");
 	is_int(store_remove_job_dir(d, id), 0, "a job's folder is removed");
 	snprintf(path, sizeof(path), "%s/%s", dp, id);
-	ok(access(path, F_OK) != 0, "with everything in it");
-	ok(access(path_in("elsewhere/keep"), F_OK) == 0, "but not what a link in it points to");
+	ok(access(path, F_OK) != 0, "once it holds no more than its files");
 	is_int(store_remove_job_dir(d, id), 0, "an absent folder is fine");
 	is_int(store_remove_job_dir(d, folder_of("", 1) + 1), 0, "a job folder that is a link goes");
 	ok(access(folder_of(dp, 1), F_OK) != 0 && access(path_in("elsewhere/keep"), F_OK) == 0,
