@@ -1438,7 +1438,8 @@ render_summary(struct json_w *w, const struct job *j, double now, double wait)
 
 /* The record of a live job (a) or of a stored one (j, its output_file). */
 static void
-render_record(struct json_w *w, const struct job *j, const struct active *a, const char *output_file)
+render_record(struct json_w *w, const struct job *j, const struct active *a,
+	      const char *output_file)
 {
 	struct view v = {.kind = V_REC, .a = a, .output_file = output_file, .now = clock_wall()};
 
@@ -3550,12 +3551,45 @@ stop_error(const struct active *a, char *buf, size_t cap)
 	}
 }
 
+/* a stops for reason (enum stop_reason) from now: its phase, timed_out, when it was asked. */
+static void
+mark_stopping(struct active *a, int reason)
+{
+	a->stop = reason;
+	a->job.timed_out = reason == STOP_TIMEOUT;
+	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
+	if (isnan(a->job.stop_requested_at)) {
+		a->job.stop_requested_at = clock_wall();
+		mark_dirty(a);
+	}
+}
+
+/*
+ * Finish a job stopped for a->stop, whose last shell ended with code: a timeout's exit code is
+ * -9 whatever its shell did (end_signal says what that died of), its message the log's last line.
+ */
+static void
+finish_stopped(struct active *a, int code)
+{
+	char trailer[256], why[160], *m = NULL;
+	const char *error = a->stop == STOP_TIMEOUT ? (m = timeout_message(&a->job))
+						     : stop_error(a, why, sizeof(why));
+
+	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
+	if (a->stop == STOP_TIMEOUT) {
+		a->job.end_signal = code < 0 ? -code : 0;
+		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
+	} else {
+		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, error, trailer);
+	}
+	free(m);
+}
+
 static void
 iteration_done(struct active *a, int code)
 {
 	struct job *j = &a->job;
 	double took = mono_now - a->iter_started_mono;
-	char trailer[256], why[160];
 
 	if (j->repeat_current == 1) {
 		j->first_iteration_elapsed = took;
@@ -3564,28 +3598,12 @@ iteration_done(struct active *a, int code)
 	if (code == 0)
 		j->repeat_completed++;
 	if (a->stop == STOP_NONE && a->late_stop != STOP_NONE && code == 0 &&
-	    j->repeat_current < j->repeat) {
-		/* It came after this iteration's shell ended: it stops the iterations left. */
-		a->stop = a->late_stop;
-		sched_job_transition(j, JOB_PHASE_STOPPING);
-		j->timed_out = a->stop == STOP_TIMEOUT;
-		if (isnan(j->stop_requested_at))
-			j->stop_requested_at = clock_wall();
-	}
+	    j->repeat_current < j->repeat)
+		mark_stopping(a, a->late_stop); /* it came after this shell ended: no more of them */
 	a->late_stop = STOP_NONE;
-	if (a->stop == STOP_TIMEOUT) {
-		char *m = timeout_message(j);
-
-		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
-		free(m);
-		j->end_signal = code < 0 ? -code : 0; /* what its shell died of, if it did */
-		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
-	} else if (a->stop != STOP_NONE) {
-		const char *error = stop_error(a, why, sizeof(why));
-
-		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
-		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, error, trailer);
-	} else if (code != 0 || j->repeat_current >= j->repeat) {
+	if (a->stop != STOP_NONE)
+		finish_stopped(a, code);
+	else if (code != 0 || j->repeat_current >= j->repeat) {
 		job_finish(a, a->start_error ? JOB_END_START_FAILED
 			      : code < 0    ? JOB_END_SIGNAL
 					    : JOB_END_EXITED,
@@ -3633,16 +3651,8 @@ job_timeout_fired(void *arg)
 		 * which stops no more than the iterations still to come. */
 		job_stop(a, STOP_TIMEOUT);
 	} else { /* not started yet (its spawn waits for the commit) */
-		char *m = timeout_message(&a->job), trailer[256];
-
-		a->stop = STOP_TIMEOUT;
-		sched_job_transition(&a->job, JOB_PHASE_STOPPING);
-		a->job.timed_out = true;
-		if (isnan(a->job.stop_requested_at))
-			a->job.stop_requested_at = clock_wall();
-		snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", m);
-		free(m);
-		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
+		mark_stopping(a, STOP_TIMEOUT);
+		finish_stopped(a, 0);
 	}
 }
 
@@ -3687,17 +3697,12 @@ job_stop(struct active *a, int reason)
 	}
 	/* A job stopped for its deadline or its silence was stopped for that: a stop of the
 	 * service does not make it "interrupted". */
-	if (a->stop == STOP_NONE || (reason == STOP_SHUTDOWN && a->stop != STOP_TIMEOUT &&
-				     a->stop != STOP_HUNG))
-		a->stop = reason;
-	a->job.timed_out = a->stop == STOP_TIMEOUT;
+	if (a->stop != STOP_NONE && (reason != STOP_SHUTDOWN || a->stop == STOP_TIMEOUT ||
+				     a->stop == STOP_HUNG))
+		reason = a->stop;
+	mark_stopping(a, reason);
 	if (a->watch) /* the stop ends it within the grace: no more to watch */
 		timer_stop(&a->watch->silence);
-	sched_job_transition(&a->job, JOB_PHASE_STOPPING);
-	if (isnan(a->job.stop_requested_at)) {
-		a->job.stop_requested_at = clock_wall();
-		mark_dirty(a);
-	}
 	proc_job_stop(a->proc, cfg.stop_grace);
 }
 
