@@ -132,8 +132,9 @@ check: test asan
 # another host: SQLite's copy gets its dl* calls renamed to the stubs of
 # packaging/static_shim.c (only extensions use them; we load none), so the link has no
 # warnings (nothing resolves names: the client takes an IPv4 address or localhost). The hooks
-# of SQLite's built-in extensions (FTS3/4, FTS5, R*Tree, sqlite_stmt, dbstat; unused here) are renamed to no-ops there too, which keeps their code, about 320 KiB
-# of every daemon's resident memory, out of the link. `make static` builds
+# of SQLite's built-in extensions (FTS3/4, FTS5, R*Tree, sqlite_stmt, dbstat; unused here) are
+# renamed to no-ops there too, which keeps their code, about 320 KiB of every daemon's
+# resident memory, out of the link. `make static` builds
 # tt-device-queue-static the same way as ./tt-device-queue with LINK=static, from its own
 # objects in build/static, whatever LINK and CFLAGS say, so it never mixes with the sanitizer
 # build (tests/t_ops.py builds and runs it in that tree too).
