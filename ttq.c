@@ -1089,26 +1089,6 @@ w_device(struct json_w *w, int device)
 	json_w_cstr(w, buf);
 }
 
-/*
- * A job's cards as records give them: device_id, its first (what clients of one card read),
- * and device_ids, all of them ascending (one for a job of one card), as strings.
- */
-static void
-w_job_devices(struct json_w *w, const struct job *j)
-{
-	char buf[16];
-	int i;
-
-	w_device(w, j->device);
-	json_w_key(w, "device_ids");
-	json_w_arr(w);
-	for (i = 0; i < sched_job_ncards(j); i++) {
-		snprintf(buf, sizeof(buf), "%d", sched_job_device(j, i));
-		json_w_cstr(w, buf);
-	}
-	json_w_arr_end(w);
-}
-
 /* "card 0", or "cards 0,1" for a job of several, into buf (for log lines and messages). */
 static const char *
 job_cards(const struct job *j, char *buf, size_t cap)
@@ -1231,7 +1211,7 @@ struct view {
 /* How a field is written: a member of struct job at `off`, or a field needing more (F_*). */
 enum field_kind {
 	F_STR, F_INT, F_LL, F_NUM, F_TIME, F_BOOL, F_DEVICES, F_STATUS, F_MODE, F_OWNER, F_CMD,
-	F_OUTPUT, F_EXIT, F_END, F_LOG, F_HOLDERS, F_TIMEOUT_MSG, F_STOP, F_LIVE, F_REPLAY,
+	F_OUTPUT, F_EXIT, F_END, F_LOG, F_HOLDERS, F_TIMEOUT_MSG, F_STOP, F_LIVE,
 };
 
 /* A summary shows some fields only before a job is done (F_NOT_DONE) or after (F_DONE). */
@@ -1275,13 +1255,16 @@ static const struct job_field {
     JX("timeout_message", V_REC, F_ANY, F_TIMEOUT_MSG),
     JX("stop_requested_at", V_REC | V_SUM, F_NOT_DONE, F_STOP),
     JX("estimated_wait_sec", V_ALL, F_NOT_DONE, F_LIVE),
-    JX("replayed", V_SUB, F_ANY, F_REPLAY),
 };
 
-/* The live fields: place, waits and running time of a job not done yet. */
+/*
+ * The live fields: place, waits and running time of a job not done yet; a submission's
+ * answer, whatever the job's status, its place and waits and whether it is a replay.
+ */
 static void
 w_live(struct json_w *w, const struct job *j, const struct view *v)
 {
+	double wait = v->wait;
 	int dev = -1;
 	enum card_blocker why;
 
@@ -1289,22 +1272,20 @@ w_live(struct json_w *w, const struct job *j, const struct view *v)
 		w_int(w, "position", v->position);
 		w_num(w, "estimated_wait_sec", v->wait);
 		w_num(w, "estimated_run_sec", sched_job_estimate(j, 0));
+		if (v->replay)
+			w_bool(w, "replayed", true);
 		return;
 	}
 	if (v->kind == V_REC && (!v->a || j->status == JOB_DONE))
 		return;
-	if (v->kind == V_REC && j->status == JOB_QUEUED) {
-		w_int(w, "position", sched_queued_position(&D.sched, j));
-		w_num(w, "estimated_wait_sec", sched_queued_wait(&D.sched, j, v->now));
-	} else if (v->kind == V_REC) {
-		w_int(w, "position", 0);
-		w_num(w, "estimated_wait_sec", 0);
-	} else if (!isnan(v->wait)) {
-		w_num(w, "estimated_wait_sec", v->wait);
+	if (v->kind == V_REC) { /* a running one: place and wait 0 */
+		wait = j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, v->now) : 0;
+		w_int(w, "position", j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0);
 	}
+	if (!isnan(wait))
+		w_num(w, "estimated_wait_sec", wait);
 	w_num(w, "estimated_remaining_sec", sched_job_estimate(j, v->now) +
-		  (v->kind == V_REC && j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, v->now)
-								: 0));
+		  (v->kind == V_REC ? wait : 0));
 	if (j->status == JOB_RUNNING)
 		w_num(w, "running_sec", isnan(j->started_at) ? 0 : v->now - j->started_at);
 	if (v->kind == V_SUM && j->status == JOB_QUEUED && sched_job_ncards(j) > 1 &&
@@ -1323,8 +1304,9 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 {
 	const char *m = (const char *)j + f->off;
 	const struct capfile *log = v->a && v->a->log.fd >= 0 ? &v->a->log : NULL;
+	char *out, buf[16];
 	size_t n;
-	char *out;
+	int i;
 
 	switch (f->kind) {
 	case F_STR:
@@ -1345,8 +1327,15 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 	case F_BOOL:
 		w_bool(w, f->name, *(const bool *)m);
 		break;
-	case F_DEVICES:
-		w_job_devices(w, j);
+	case F_DEVICES: /* the first (what clients of one card read), then all, ascending */
+		w_device(w, j->device);
+		json_w_key(w, "device_ids");
+		json_w_arr(w);
+		for (i = 0; i < sched_job_ncards(j); i++) {
+			snprintf(buf, sizeof(buf), "%d", sched_job_device(j, i));
+			json_w_cstr(w, buf);
+		}
+		json_w_arr_end(w);
 		break;
 	case F_STATUS:
 		w_str(w, f->name, sched_status_name(j->status));
@@ -1382,12 +1371,10 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 		w_bool(w, "log_truncated", log ? log->dropped > 0 : j->log_truncated);
 		w_int(w, "dropped_log_bytes", log ? log->dropped : j->dropped_log_bytes);
 		break;
-	case F_HOLDERS: /* met on its cards while it ran (holders_note) */
+	case F_HOLDERS: /* as JSON: met on its cards while it ran (holders_note), else null */
+		m = j->foreign_holders ? j->foreign_holders : "null";
 		json_w_key(w, f->name);
-		if (j->foreign_holders)
-			json_w_raw(w, j->foreign_holders, strlen(j->foreign_holders));
-		else
-			json_w_null(w);
+		json_w_raw(w, m, strlen(m));
 		break;
 	case F_TIMEOUT_MSG:
 		out = j->timed_out ? timeout_message(j) : NULL;
@@ -1400,10 +1387,6 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 		break;
 	case F_LIVE:
 		w_live(w, j, v);
-		break;
-	case F_REPLAY:
-		if (v->replay)
-			w_bool(w, f->name, true);
 		break;
 	}
 }
@@ -1668,10 +1651,9 @@ caller_allowed(struct http_conn *c, const struct http_request *req)
 	if (D.host_mode || uid < 0 || uid == 0 || uid == (long long)D.self_uid)
 		return true;
 	snprintf(self, sizeof(self), "%s", user_of(D.self_uid));
-	respond_error(c, 403, "This is %s's own tt-device-queue (a personal service, uid %u): only %s "
-		      "and root may use it, and you are %s. Ask %s, or ask for the host-wide queue "
-		      "(sudo ./install.sh --system) that serves every user", self,
-		      (unsigned)D.self_uid, self, user_of(uid), self);
+	respond_error(c, 403, "This is %s's own tt-device-queue (a personal service): only %s and "
+		      "root may use it, and you are %s. The host-wide queue (sudo ./install.sh "
+		      "--system) serves every user", self, self, user_of(uid));
 	return false;
 }
 
@@ -2018,15 +2000,6 @@ env_field(struct http_conn *c, const char *body, char **out)
 	return 0;
 }
 
-static bool
-blank(const char *s)
-{
-	for (; *s; s++)
-		if (!strchr(" \t\r\n\v\f", *s))
-			return false;
-	return true;
-}
-
 static const char DEAD_REFUSAL[] = "is dead: it needs a host reboot or operator recovery";
 
 /* Why the card cannot take work now (503), or NULL. */
@@ -2185,7 +2158,7 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 
 	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &j->cmd) < 0)
 		return doc_refuse(c);
-	if (!j->cmd || blank(j->cmd)) {
+	if (!j->cmd || !j->cmd[strspn(j->cmd, " \t\r\n\v\f")]) { /* absent, empty or blank */
 		respond_error(c, 400, "cmd is required and must not be blank");
 		return -1;
 	}
@@ -2938,15 +2911,14 @@ query_check(struct http_conn *c, const struct http_request *req, const char *con
 			continue; /* "a&&b": an empty piece names nothing */
 		for (j = 0; known[j] && (strlen(known[j]) != n || memcmp(p, known[j], n) != 0); j++)
 			;
-		if (known[j] && (seen & 1u << j)) {
-			respond_error(c, 400, "Query parameter %s is given twice", known[j]);
-			return -1;
-		}
-		if (known[j]) {
+		if (known[j] && !(seen & 1u << j)) {
 			seen |= 1u << j;
 			continue;
 		}
-		json_unknown_name(why, sizeof(why), "query parameter", p, n, known, synonyms);
+		if (known[j])
+			snprintf(why, sizeof(why), "Query parameter %s is given twice", known[j]);
+		else
+			json_unknown_name(why, sizeof(why), "query parameter", p, n, known, synonyms);
 		respond_error(c, 400, "%s", why);
 		return -1;
 	}
