@@ -1089,26 +1089,6 @@ w_device(struct json_w *w, int device)
 	json_w_cstr(w, buf);
 }
 
-/*
- * A job's cards as records give them: device_id, its first (what clients of one card read),
- * and device_ids, all of them ascending (one for a job of one card), as strings.
- */
-static void
-w_job_devices(struct json_w *w, const struct job *j)
-{
-	char buf[16];
-	int i;
-
-	w_device(w, j->device);
-	json_w_key(w, "device_ids");
-	json_w_arr(w);
-	for (i = 0; i < sched_job_ncards(j); i++) {
-		snprintf(buf, sizeof(buf), "%d", sched_job_device(j, i));
-		json_w_cstr(w, buf);
-	}
-	json_w_arr_end(w);
-}
-
 /* "card 0", or "cards 0,1" for a job of several, into buf (for log lines and messages). */
 static const char *
 job_cards(const struct job *j, char *buf, size_t cap)
@@ -1231,7 +1211,7 @@ struct view {
 /* How a field is written: a member of struct job at `off`, or a field needing more (F_*). */
 enum field_kind {
 	F_STR, F_INT, F_LL, F_NUM, F_TIME, F_BOOL, F_DEVICES, F_STATUS, F_MODE, F_OWNER, F_CMD,
-	F_OUTPUT, F_EXIT, F_END, F_LOG, F_HOLDERS, F_TIMEOUT_MSG, F_STOP, F_LIVE, F_REPLAY,
+	F_OUTPUT, F_EXIT, F_END, F_LOG, F_HOLDERS, F_TIMEOUT_MSG, F_STOP, F_LIVE,
 };
 
 /* A summary shows some fields only before a job is done (F_NOT_DONE) or after (F_DONE). */
@@ -1275,13 +1255,16 @@ static const struct job_field {
     JX("timeout_message", V_REC, F_ANY, F_TIMEOUT_MSG),
     JX("stop_requested_at", V_REC | V_SUM, F_NOT_DONE, F_STOP),
     JX("estimated_wait_sec", V_ALL, F_NOT_DONE, F_LIVE),
-    JX("replayed", V_SUB, F_ANY, F_REPLAY),
 };
 
-/* The live fields: place, waits and running time of a job not done yet. */
+/*
+ * The live fields: place, waits and running time of a job not done yet; a submission's
+ * answer, whatever the job's status, its place and waits and whether it is a replay.
+ */
 static void
 w_live(struct json_w *w, const struct job *j, const struct view *v)
 {
+	double wait = v->wait;
 	int dev = -1;
 	enum card_blocker why;
 
@@ -1289,22 +1272,20 @@ w_live(struct json_w *w, const struct job *j, const struct view *v)
 		w_int(w, "position", v->position);
 		w_num(w, "estimated_wait_sec", v->wait);
 		w_num(w, "estimated_run_sec", sched_job_estimate(j, 0));
+		if (v->replay)
+			w_bool(w, "replayed", true);
 		return;
 	}
 	if (v->kind == V_REC && (!v->a || j->status == JOB_DONE))
 		return;
-	if (v->kind == V_REC && j->status == JOB_QUEUED) {
-		w_int(w, "position", sched_queued_position(&D.sched, j));
-		w_num(w, "estimated_wait_sec", sched_queued_wait(&D.sched, j, v->now));
-	} else if (v->kind == V_REC) {
-		w_int(w, "position", 0);
-		w_num(w, "estimated_wait_sec", 0);
-	} else if (!isnan(v->wait)) {
-		w_num(w, "estimated_wait_sec", v->wait);
+	if (v->kind == V_REC) { /* a running one: place and wait 0 */
+		wait = j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, v->now) : 0;
+		w_int(w, "position", j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0);
 	}
+	if (!isnan(wait))
+		w_num(w, "estimated_wait_sec", wait);
 	w_num(w, "estimated_remaining_sec", sched_job_estimate(j, v->now) +
-		  (v->kind == V_REC && j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, v->now)
-								: 0));
+		  (v->kind == V_REC ? wait : 0));
 	if (j->status == JOB_RUNNING)
 		w_num(w, "running_sec", isnan(j->started_at) ? 0 : v->now - j->started_at);
 	if (v->kind == V_SUM && j->status == JOB_QUEUED && sched_job_ncards(j) > 1 &&
@@ -1323,8 +1304,9 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 {
 	const char *m = (const char *)j + f->off;
 	const struct capfile *log = v->a && v->a->log.fd >= 0 ? &v->a->log : NULL;
+	char *out, buf[16];
 	size_t n;
-	char *out;
+	int i;
 
 	switch (f->kind) {
 	case F_STR:
@@ -1345,8 +1327,15 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 	case F_BOOL:
 		w_bool(w, f->name, *(const bool *)m);
 		break;
-	case F_DEVICES:
-		w_job_devices(w, j);
+	case F_DEVICES: /* the first (what clients of one card read), then all, ascending */
+		w_device(w, j->device);
+		json_w_key(w, "device_ids");
+		json_w_arr(w);
+		for (i = 0; i < sched_job_ncards(j); i++) {
+			snprintf(buf, sizeof(buf), "%d", sched_job_device(j, i));
+			json_w_cstr(w, buf);
+		}
+		json_w_arr_end(w);
 		break;
 	case F_STATUS:
 		w_str(w, f->name, sched_status_name(j->status));
@@ -1382,12 +1371,10 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 		w_bool(w, "log_truncated", log ? log->dropped > 0 : j->log_truncated);
 		w_int(w, "dropped_log_bytes", log ? log->dropped : j->dropped_log_bytes);
 		break;
-	case F_HOLDERS: /* met on its cards while it ran (holders_note) */
+	case F_HOLDERS: /* as JSON: met on its cards while it ran (holders_note), else null */
+		m = j->foreign_holders ? j->foreign_holders : "null";
 		json_w_key(w, f->name);
-		if (j->foreign_holders)
-			json_w_raw(w, j->foreign_holders, strlen(j->foreign_holders));
-		else
-			json_w_null(w);
+		json_w_raw(w, m, strlen(m));
 		break;
 	case F_TIMEOUT_MSG:
 		out = j->timed_out ? timeout_message(j) : NULL;
@@ -1400,10 +1387,6 @@ w_field(struct json_w *w, const struct job *j, const struct job_field *f, const 
 		break;
 	case F_LIVE:
 		w_live(w, j, v);
-		break;
-	case F_REPLAY:
-		if (v->replay)
-			w_bool(w, f->name, true);
 		break;
 	}
 }
@@ -1669,10 +1652,9 @@ caller_allowed(struct http_conn *c, const struct http_request *req)
 	if (D.host_mode || uid < 0 || uid == 0 || uid == (long long)D.self_uid)
 		return true;
 	snprintf(self, sizeof(self), "%s", user_of(D.self_uid));
-	respond_error(c, 403, "This is %s's own tt-device-queue (a personal service, uid %u): only %s "
-		      "and root may use it, and you are %s. Ask %s, or ask for the host-wide queue "
-		      "(sudo ./install.sh --system) that serves every user", self,
-		      (unsigned)D.self_uid, self, user_of(uid), self);
+	respond_error(c, 403, "This is %s's own tt-device-queue (a personal service): only %s and "
+		      "root may use it, and you are %s. The host-wide queue (sudo ./install.sh "
+		      "--system) serves every user", self, self, user_of(uid));
 	return false;
 }
 
@@ -1882,28 +1864,6 @@ parse_body(struct http_conn *c, const char *body, size_t len, const char *const 
 	return 0;
 }
 
-/* device_id: a JSON string of digits or a non-negative integer. -1 when invalid. */
-static long long
-parse_device_field(const char *body, int i)
-{
-	long long v;
-	size_t k, n;
-	char buf[16];
-
-	if (toks[i].type == JSON_NUMBER)
-		return json_tok_int(body, &toks[i], &v) == 0 && v >= 0 && v <= 1000000 ? v : -1;
-	if (toks[i].type != JSON_STRING)
-		return -1;
-	n = json_str_decode(body, &toks[i], buf, sizeof(buf) - 1);
-	if (n == 0 || n > 7)
-		return -1;
-	for (k = 0; k < n; k++)
-		if (buf[k] < '0' || buf[k] > '9')
-			return -1;
-	buf[n] = '\0';
-	return atoll(buf);
-}
-
 static void
 list_cards(char *out, size_t cap)
 {
@@ -1927,10 +1887,7 @@ target_member(struct http_conn *c, const char *body, const char *key)
 	int i = json_obj_get(body, toks, 0, key);
 
 	if (i >= 0 && toks[i].type == JSON_NULL) {
-		respond_error(c, 400, "%s must be %s, not null", key,
-			      strcmp(key, "job_id") == 0      ? "a job id"
-			      : strcmp(key, "device_ids") == 0 ? "a list of card numbers"
-							      : "a card number");
+		respond_error(c, 400, "%s must be a value, not null", key);
 		return -2;
 	}
 	return i;
@@ -1944,16 +1901,25 @@ device_member(struct http_conn *c, const char *body)
 
 /*
  * The card named by token i, the value of field `key` (device_id, or an element of
- * device_ids); answers 400 and returns NULL when it is no card number or not configured.
+ * device_ids): a string of at most 7 digits or such a non-negative integer; card 0 when i is
+ * -1 (device_id absent). Answers 400 and returns NULL when it is no card number or not
+ * configured.
  */
 static struct card *
 card_named(struct http_conn *c, const char *body, int i, const char *key)
 {
-	long long dev = parse_device_field(body, i);
+	char buf[8] = "", list[512];
+	size_t n = i < 0 ? 0 : json_str_decode(body, &toks[i], buf, sizeof(buf) - 1);
+	long long dev = -1;
 	struct card *card;
-	char list[512];
 
-	if (dev < 0) {
+	if (i < 0)
+		dev = 0;
+	else if (toks[i].type == JSON_NUMBER && json_tok_int(body, &toks[i], &dev) < 0)
+		dev = -1;
+	else if (n > 0 && n < sizeof(buf) && strspn(buf, "0123456789") == n)
+		dev = atoll(buf);
+	if (dev < 0 || dev > 9999999) {
 		respond_error(c, 400, "%s must be a card number (a string of digits or a "
 				      "non-negative integer)", key);
 		return NULL;
@@ -1985,31 +1951,26 @@ has_control(const char *s)
 	return false;
 }
 
-/* Validate the env object and serialize it again (compact) into *out. */
+/*
+ * The env object, when given, into *out (heap; else NULL) as the body wrote it: at most
+ * MAX_ENV_ENTRIES strings, their names non-empty without '=' or NUL, their values without
+ * NUL, MAX_ENV_BYTES in all, each NAME=value one that exec takes. 0, or -1 answered 400.
+ */
 static int
 env_field(struct http_conn *c, const char *body, char **out)
 {
 	int i = json_doc_field(&doc, "env"), k, m;
 	size_t total = 0;
-	struct json_buf b;
-	struct json_w w;
 	const char *why = NULL;
 
 	*out = NULL;
 	if (i < 0)
 		return 0;
-	if (toks[i].type != JSON_OBJECT) {
-		respond_error(c, 400, "env must be an object of strings");
-		return -1;
-	}
-	if (toks[i].size > MAX_ENV_ENTRIES) {
-		respond_error(c, 400, "env has more than %d entries", MAX_ENV_ENTRIES);
-		return -1;
-	}
-	json_buf_init(&b);
-	json_w_init(&w, &b);
-	json_w_obj(&w);
-	for (k = i + 1, m = 0; m < (int)toks[i].size && !why; m++, k = (int)toks[k + 1].next) {
+	if (toks[i].type != JSON_OBJECT)
+		why = "env must be an object of strings";
+	else if (toks[i].size > MAX_ENV_ENTRIES)
+		why = "env has more than 256 entries";
+	for (k = i + 1, m = 0; !why && m < (int)toks[i].size; m++, k = (int)toks[k + 1].next) {
 		int nul1, nul2;
 		char *name = json_str_dup(body, &toks[k], &nul1), *val = NULL;
 
@@ -2027,31 +1988,16 @@ env_field(struct http_conn *c, const char *body, char **out)
 			 (strcmp(name, "PYTHONPATH") == 0 ? 2 : 0) > MAX_EXEC_STRING) /* ".:" added */
 			why = "an env entry (NAME=value) must be under 128 KiB in UTF-8; Linux runs "
 			      "no job with a longer one (MAX_ARG_STRLEN)";
-		else {
-			json_w_key(&w, name);
-			json_w_cstr(&w, val);
-		}
 		free(name);
 		free(val);
 	}
-	json_w_obj_end(&w);
-	json_buf_add(&b, "", 1);
-	if (why || b.oom) {
-		respond_error(c, 400, "%s", why ? why : "out of memory");
-		json_buf_free(&b);
+	if (!why && !(*out = strndup(body + toks[i].start, toks[i].end - toks[i].start)))
+		why = "out of memory";
+	if (why) {
+		respond_error(c, 400, "%s", why);
 		return -1;
 	}
-	*out = b.p;
 	return 0;
-}
-
-static bool
-blank(const char *s)
-{
-	for (; *s; s++)
-		if (!strchr(" \t\r\n\v\f", *s))
-			return false;
-	return true;
 }
 
 static const char DEAD_REFUSAL[] = "is dead: it needs a host reboot or operator recovery";
@@ -2132,24 +2078,13 @@ ack_push(struct http_conn *c, struct active *a, bool replay)
 	D.acks[D.nacks++] = (struct ack){.conn = c, .a = a, .replay = replay};
 }
 
+/* A POST /queue body as checked: the job's record so far and its cards. */
 struct submission {
-	char *cmd, *cwd, *client_id, *mode, *env_json;
-	long long timeout, repeat;
-	long long silence_timeout; /* -1: absent or null, the daemon's default */
-	struct card *card;     /* its (first) card */
+	struct job job;         /* cmd, cwd, client_id, env_json, timeouts, repeat */
+	struct card *card;      /* its (first) card */
 	int devices[MAX_CARDS]; /* its cards (device_ids), ndevices of them; else card's alone */
 	int ndevices;
 };
-
-static void
-submission_free(struct submission *s)
-{
-	free(s->cmd);
-	free(s->cwd);
-	free(s->client_id);
-	free(s->mode);
-	free(s->env_json);
-}
 
 /*
  * device_ids (token i): a list of at least two configured cards, each as device_id takes it,
@@ -2202,66 +2137,63 @@ submission_cards(struct http_conn *c, const char *body, struct submission *s)
 	}
 	if (l >= 0)
 		return device_ids_field(c, body, l, s);
-	s->card = i < 0 ? sched_card(&D.sched, 0) : card_from_field(c, body, i);
-	if (!s->card) {
-		if (i < 0) {
-			char list[512];
-
-			list_cards(list, sizeof(list));
-			respond_error(c, 400, "No queue 0 here; give device_id (configured queues: %s)", list);
-		}
+	if (!(s->card = card_named(c, body, i, "device_id")))
 		return -1;
-	}
 	s->devices[0] = s->card->device;
 	s->ndevices = 1;
 	return 0;
 }
 
-/* Validate a POST /queue body into s; answers 400 and returns -1 on the first bad field. */
+/*
+ * Validate a POST /queue body into s (its job sched_job_init'ed; cwd "" and client_id "anon"
+ * when absent); answers 400 and returns -1 on the first bad field.
+ */
 static int
 submission_parse(struct http_conn *c, const char *body, struct submission *s)
 {
-	if (json_doc_field(&doc, "cmd") < 0) {
-		respond_error(c, 400, "cmd is required");
-		return -1;
-	}
-	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &s->cmd) < 0)
+	struct job *j = &s->job;
+	long long timeout = 0, repeat = 1, silence = -1; /* silence -1: the daemon's default */
+	char *mode = NULL;
+	bool bad_mode;
+
+	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &j->cmd) < 0)
 		return doc_refuse(c);
-	if (!s->cmd[0] || blank(s->cmd)) {
-		respond_error(c, 400, "cmd must not be empty");
+	if (!j->cmd || !j->cmd[strspn(j->cmd, " \t\r\n\v\f")]) { /* absent, empty or blank */
+		respond_error(c, 400, "cmd is required and must not be blank");
 		return -1;
 	}
-	if (strlen(s->cmd) >= MAX_EXEC_STRING) {
+	if (strlen(j->cmd) >= MAX_EXEC_STRING) {
 		/* Refused now, not hours later when exec fails with E2BIG at its start. */
 		respond_error(c, 400, "cmd is %zu bytes in UTF-8; Linux runs no single argument of "
-			      "128 KiB or more (MAX_ARG_STRLEN)", strlen(s->cmd));
+			      "128 KiB or more (MAX_ARG_STRLEN)", strlen(j->cmd));
 		return -1;
 	}
-	if (json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &s->cwd) < 0 ||
-	    json_doc_str(&doc, "client_id", MAX_CLIENT_ID, &s->client_id) < 0 ||
-	    json_doc_str(&doc, "mode", 16, &s->mode) < 0)
+	if (json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &j->cwd) < 0 ||
+	    json_doc_str(&doc, "client_id", MAX_CLIENT_ID, &j->client_id) < 0 ||
+	    json_doc_int(&doc, "timeout", 0, cfg.max_timeout, &timeout) < 0 ||
+	    json_doc_int(&doc, "silence_timeout", 0, cfg.max_timeout, &silence) < 0 ||
+	    json_doc_int(&doc, "repeat", 1, cfg.max_repeat, &repeat) < 0 ||
+	    json_doc_str(&doc, "mode", 16, &mode) < 0) /* last: no mode to free */
 		return doc_refuse(c);
-	if (s->mode && strcmp(s->mode, "run") != 0) {
+	bad_mode = mode && strcmp(mode, "run") != 0;
+	free(mode);
+	if (bad_mode) {
 		respond_error(c, 400, "mode must be \"run\"");
 		return -1;
 	}
-	if (s->client_id && has_control(s->client_id)) {
+	if (j->client_id && has_control(j->client_id)) {
 		/* it is printed in the log and by `status`: no forged lines, no terminal escapes */
 		respond_error(c, 400, "client_id must not contain control characters");
 		return -1;
 	}
-	s->timeout = 0;
-	s->repeat = 1;
-	s->silence_timeout = -1;
-	if (json_doc_int(&doc, "timeout", 0, cfg.max_timeout, &s->timeout) < 0 ||
-	    json_doc_int(&doc, "silence_timeout", 0, cfg.max_timeout, &s->silence_timeout) < 0 ||
-	    json_doc_int(&doc, "repeat", 1, cfg.max_repeat, &s->repeat) < 0)
-		return doc_refuse(c);
-	if (env_field(c, body, &s->env_json) < 0)
+	j->cwd = j->cwd ? j->cwd : xstrdup("");
+	j->client_id = j->client_id ? j->client_id : xstrdup("anon");
+	j->timeout = timeout ? (int)timeout : cfg.default_timeout;
+	j->silence_timeout = silence < 0 ? cfg.silence_timeout : (int)silence;
+	j->repeat = (int)repeat;
+	if (env_field(c, body, &j->env_json) < 0 || submission_cards(c, body, s) < 0)
 		return -1;
-	if (submission_cards(c, body, s) < 0)
-		return -1;
-	return check_cwd(c, s->cwd ? s->cwd : "");
+	return check_cwd(c, j->cwd);
 }
 
 /*
@@ -2296,19 +2228,26 @@ render_submitted(struct json_w *w, const struct job *j, int position, double wai
 	render_job(w, j, &v);
 }
 
-/* Whether s[0..n) may be an idempotency key: 1 to MAX_KEY_CHARS characters of RFC 3986's
- * unreserved set, which keeps it safe in the log, in a query and in a shell. */
-static bool
-key_valid(const char *s, size_t n)
+/*
+ * Copy s[0..n) into key[0..MAX_KEY_CHARS] when it may be an idempotency key: 1 to
+ * MAX_KEY_CHARS characters of RFC 3986's unreserved set, which keeps it safe in the log, in a
+ * query and in a shell. 0, or -1 answered 400.
+ */
+static int
+key_copy(struct http_conn *c, const char *s, size_t n, char *key)
 {
 	size_t i;
 
-	if (n == 0 || n > MAX_KEY_CHARS)
-		return false;
-	for (i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("-._~", s[i]))
-			return false;
-	return true;
+	for (i = 0; i < n && (isalnum((unsigned char)s[i]) || (s[i] && strchr("-._~", s[i]))); i++)
+		;
+	if (n == 0 || n > MAX_KEY_CHARS || i < n) {
+		respond_error(c, 400, "An Idempotency-Key is 1 to %d letters, digits, '-', '.', '_' "
+			      "or '~'", MAX_KEY_CHARS);
+		return -1;
+	}
+	memcpy(key, s, n);
+	key[n] = '\0';
+	return 0;
 }
 
 /*
@@ -2329,14 +2268,7 @@ key_header(struct http_conn *c, const struct http_request *req, char *key)
 		v++;
 		n -= 2;
 	}
-	if (!key_valid(v, n)) {
-		respond_error(c, 400, "Idempotency-Key must be 1 to %d letters, digits, '-', '.', "
-			      "'_' or '~'", MAX_KEY_CHARS);
-		return -1;
-	}
-	memcpy(key, v, n);
-	key[n] = '\0';
-	return 1;
+	return key_copy(c, v, n, key) < 0 ? -1 : 1;
 }
 
 /*
@@ -2352,7 +2284,8 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 	struct active *a = NULL;
 	struct job stored, *j;
 	char id[33], *cmd = NULL, *cwd = NULL;
-	bool same, uncommitted = false;
+	bool uncommitted = false;
+	struct json_w w;
 	int i, r;
 
 	sched_job_init(&stored);
@@ -2374,25 +2307,18 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &cmd) < 0 ||
 	    json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &cwd) < 0) {
 		doc_refuse(c);
-		goto out;
-	}
-	same = cmd && strcmp(cmd, j->cmd) == 0 && strcmp(cwd ? cwd : "", j->cwd) == 0;
-	if (!same) {
+	} else if (!cmd || strcmp(cmd, j->cmd) != 0 || strcmp(cwd ? cwd : "", j->cwd) != 0) {
 		respond_error(c, 422, "Idempotency-Key %s was used for job %s, with another command "
 			      "or cwd; use a new key for a new job", key, j->id);
-		goto out;
+	} else {
+		w = body_begin();
+		render_submitted(&w, j, j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0,
+				 j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, clock_wall()) : 0,
+				 true);
+		if (uncommitted)
+			ack_push(c, a, true);
+		respond_json(c, 200, &body_buf, NULL);
 	}
-	{
-		struct json_w w = body_begin();
-		bool queued = j->status == JOB_QUEUED;
-
-		render_submitted(&w, j, queued ? sched_queued_position(&D.sched, j) : 0,
-				 queued ? sched_queued_wait(&D.sched, j, clock_wall()) : 0, true);
-	}
-	if (uncommitted)
-		ack_push(c, a, true);
-	respond_json(c, 200, &body_buf, NULL);
-out:
 	free(cmd);
 	free(cwd);
 	sched_job_clear(&stored);
@@ -2411,23 +2337,22 @@ static const char *const reset_fields[] = {"job_id", "device_id", "client_id", "
 static void
 handle_queue(struct http_conn *c, const struct call *k)
 {
-	const char *body = k->body;
-	size_t len = k->body_len;
-	struct submission s = {0};
+	struct submission s = {.card = NULL};
+	struct card *refused = NULL;
 	struct active *a;
 	const char *why;
 	struct json_w w;
-	struct card *refused = NULL;
 	char key[MAX_KEY_CHARS + 1];
 	int position, i, has_key;
 	double wait, now = clock_wall();
 	/* the user the job runs as: its submitter on a host-wide queue, else the service's */
 	long long owner = D.host_mode ? acting_uid(c) : (long long)D.self_uid;
 
-	if (parse_body(c, body, len, queue_fields) < 0 ||
+	sched_job_init(&s.job);
+	if (parse_body(c, k->body, k->body_len, queue_fields) < 0 ||
 	    (has_key = key_header(c, k->req, key)) < 0 ||
-	    (has_key && replay_submission(c, key, owner)) || submission_parse(c, body, &s) < 0 ||
-	    owner_may_run(c, owner, s.cwd))
+	    (has_key && replay_submission(c, key, owner)) || submission_parse(c, k->body, &s) < 0 ||
+	    owner_may_run(c, owner, s.job.cwd))
 		goto out;
 	for (i = 0; i < s.ndevices && !refused; i++) { /* a dead one of its cards refuses it */
 		struct card *card = sched_card(&D.sched, s.devices[i]);
@@ -2445,27 +2370,19 @@ handle_queue(struct http_conn *c, const struct call *k)
 		goto out;
 	}
 	a = active_new();
-	if (!a || new_job_id(a->job.id) < 0 || sched_job_set_cards(&a->job, s.devices, s.ndevices) < 0) {
+	if (!a || new_job_id(s.job.id) < 0 || sched_job_set_cards(&s.job, s.devices, s.ndevices) < 0) {
 		if (a)
 			active_free(a);
 		respond_error(c, 500, "cannot create a job: %s", strerror(errno));
 		goto out;
 	}
 	a->card = s.card;
-	a->job.mode = JOB_MODE_RUN;
-	a->job.cmd = s.cmd;
-	a->job.cwd = s.cwd ? s.cwd : xstrdup("");
-	a->job.client_id = s.client_id ? s.client_id : xstrdup("anon");
-	a->job.env_json = s.env_json;
+	a->job = s.job;
+	sched_job_init(&s.job); /* its strings are a's now */
 	a->job.idempotency_key = has_key ? xstrdup(key) : NULL;
 	a->job.owner_uid = owner;
-	a->no_env = !s.env_json;
-	s.cmd = s.cwd = s.client_id = s.env_json = NULL;
-	a->job.timeout = s.timeout ? (int)s.timeout : cfg.default_timeout;
-	a->job.silence_timeout = s.silence_timeout < 0 ? cfg.silence_timeout
-						       : (int)s.silence_timeout;
-	a->job.repeat = (int)s.repeat;
 	a->job.submitted_at = now;
+	a->no_env = !a->job.env_json;
 	sched_job_note_epochs(&D.sched, &a->job);
 	position = sched_submit_position_job(&D.sched, &a->job);
 	wait = sched_submit_wait(&D.sched, &a->job, now);
@@ -2476,27 +2393,50 @@ handle_queue(struct http_conn *c, const struct call *k)
 	ack_push(c, a, false);
 	respond_json(c, 200, &body_buf, NULL);
 out:
-	submission_free(&s);
+	sched_job_clear(&s.job);
 }
 
-/* Look up a job for a read: active first, then the store. 1 active, 2 stored, 0 unknown. */
+/*
+ * Look a job up for a read: 1 active (*a), 2 stored (into *stored, *out its output file), -1
+ * answered 404 or 503. *stored and *out are set whatever it returns: the caller clears and
+ * frees them.
+ */
 static int
 find_job(struct http_conn *c, const char *id, struct active **a, struct job *stored, char **out)
 {
-	int r = -1;
+	int r;
 
+	sched_job_init(stored);
+	*out = NULL;
 	*a = active_find(id);
 	if (*a)
 		return 1;
 	r = store_get_job(D.store, id, stored, out);
-	if (r < 0) {
+	if (r < 0)
 		respond_error(c, 503, "Cannot read the job store: %s", store_errmsg(D.store));
-		return -1;
-	}
-	if (r == 0)
+	else if (r == 0)
 		respond_error(c, 404, "Unknown job %s", id);
 	return r == 1 ? 2 : -1;
 }
+
+/* The job id of the job_id member (token i) into id[33]: 0, or -1 answered 400 or 404. */
+static int
+job_member(struct http_conn *c, const char *body, int i, char id[33])
+{
+	if (toks[i].type != JSON_STRING) {
+		respond_error(c, 400, "job_id must be a string");
+		return -1;
+	}
+	if (json_str_decode(body, &toks[i], id, 32) != 32 || !sched_job_id_valid(id, 32)) {
+		respond_error(c, 404, "Unknown job");
+		return -1;
+	}
+	id[32] = '\0';
+	return 0;
+}
+
+static void respond_read(struct http_conn *c, const struct job *j, struct active *a,
+			 const char *out, int kind, unsigned long long offset, unsigned long long limit);
 
 /* GET /job/ID, and GET /job?key=K once K named the job. */
 static void
@@ -2504,19 +2444,13 @@ respond_job(struct http_conn *c, const char *id)
 {
 	struct active *a;
 	struct job j;
-	char *out = NULL;
-	struct json_w w;
+	char *out;
 	int r = find_job(c, id, &a, &j, &out);
 
-	if (r < 0)
-		return;
-	w = body_begin();
-	render_record(&w, &j, r == 1 ? a : NULL, out);
-	if (r == 2) {
-		sched_job_clear(&j);
-		free(out);
-	}
-	respond_json(c, 200, &body_buf, NULL);
+	if (r > 0)
+		respond_read(c, &j, r == 1 ? a : NULL, out, HELD_RESULT, 0, 0);
+	sched_job_clear(&j);
+	free(out);
 }
 
 static void
@@ -2528,30 +2462,23 @@ handle_job(struct http_conn *c, const struct call *k)
 /*
  * GET /job?key=K: the job submitted with Idempotency-Key K, for a client that lost the answer
  * to its submission and must learn whether it was queued. query_check let only `key` through,
- * once; a valid key needs no percent-decoding.
+ * once, so the first "key=" starts it; a valid key needs no percent-decoding.
  */
 static void
 handle_job_key(struct http_conn *c, const struct call *k)
 {
-	const char *p = k->req->query, *end = p + k->req->query_len, *amp;
-	char key[MAX_KEY_CHARS + 1] = "", id[33];
-	size_t n;
+	const char *q = k->req->query, *end = q + k->req->query_len;
+	const char *v = memmem(q, k->req->query_len, "key=", 4), *s = v ? v + 4 : end;
+	const char *amp = memchr(s, '&', (size_t)(end - s));
+	char key[MAX_KEY_CHARS + 1], id[33];
 	int r;
 
-	for (; p < end; p = amp + 1) {
-		amp = memchr(p, '&', (size_t)(end - p));
-		amp = amp ? amp : end;
-		n = (size_t)(amp - p);
-		if (n > 4 && memcmp(p, "key=", 4) == 0 && key_valid(p + 4, n - 4)) {
-			memcpy(key, p + 4, n - 4);
-			key[n - 4] = '\0';
-		}
-	}
-	if (!key[0]) { /* under /job/ nothing but a job id names a job */
-		respond_error(c, k->req->query_len ? 400 : 404, "%s", k->req->query_len
-			      ? "Give a valid Idempotency-Key: /job?key=K" : "Unknown job");
+	if (!k->req->query_len) { /* under /job/ nothing but a job id names a job */
+		respond_error(c, 404, "Unknown job");
 		return;
 	}
+	if (key_copy(c, s, (size_t)((amp ? amp : end) - s), key) < 0)
+		return;
 	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid, id);
 	if (r < 0)
 		respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
@@ -2560,7 +2487,6 @@ handle_job_key(struct http_conn *c, const struct call *k)
 	else
 		respond_job(c, id);
 }
-
 /* Read ?wait= (0..60); answers 400 and returns -1 when malformed. */
 static int
 query_wait(struct http_conn *c, const struct http_request *req, unsigned long long *wait)
@@ -2623,68 +2549,35 @@ hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 	http_conn_hold(c, mono_now + (double)wait);
 }
 
+/*
+ * The /logs answer (kind HELD_LOGS) or the record (HELD_RESULT: /job, /result) of the live job
+ * a, or else of the stored job j whose output file is out.
+ */
 static void
-respond_result_active(struct http_conn *c, struct active *a)
-{
-	struct json_w w = body_begin();
-
-	render_record(&w, NULL, a, NULL);
-	respond_json(c, 200, &body_buf, NULL);
-}
-
-/* GET /result/ID[?wait=S] */
-static void
-handle_result(struct http_conn *c, const struct call *k)
-{
-	const struct http_request *req = k->req;
-	const char *id = k->id;
-	unsigned long long wait;
-	struct active *a;
-	struct job j;
-	char *out = NULL;
-	struct json_w w;
-	int r = -1;
-
-	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
-		return;
-	if (!may_act_on(c, r == 1 ? &a->job : &j, "read the outcome of")) {
-		if (r == 2)
-			sched_job_clear(&j), free(out);
-		return;
-	}
-	if (r == 1) {
-		if (a->job.status != JOB_DONE && wait > 0 && !waits_in_vain(a))
-			hold(c, a, HELD_RESULT, wait);
-		else
-			respond_result_active(c, a);
-		return;
-	}
-	w = body_begin();
-	render_record(&w, &j, NULL, out);
-	sched_job_clear(&j);
-	free(out);
-	respond_json(c, 200, &body_buf, NULL);
-}
-
-/* The /logs answer for a job whose output file is `path`. */
-static void
-respond_logs(struct http_conn *c, const struct job *j, const char *path, unsigned long long offset,
-	     unsigned long long limit, long long dropped)
+respond_read(struct http_conn *c, const struct job *j, struct active *a, const char *out,
+	     int kind, unsigned long long offset, unsigned long long limit)
 {
 	static char chunk[64 << 10];
-	char *buf = chunk;
+	char *buf = chunk, *path;
 	size_t want = 0, got = 0;
-	long long size = 0;
+	long long size = 0, end;
 	struct stat st;
-	struct json_w w;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct json_w w = body_begin();
+	int fd;
 
+	if (kind == HELD_RESULT) {
+		render_record(&w, j, a, out);
+		respond_json(c, 200, &body_buf, NULL);
+		return;
+	}
+	j = a ? &a->job : j;
+	path = a ? job_output_path(j->id) : NULL;
+	fd = open(a ? path : out, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 && fstat(fd, &st) == 0)
 		size = st.st_size;
 	if ((long long)offset < size)
-		want = (size_t)((unsigned long long)(size - (long long)offset) < limit
-					? (unsigned long long)(size - (long long)offset)
-					: limit);
+		want = (size_t)(size - (long long)offset < (long long)limit ? size - (long long)offset
+									 : (long long)limit);
 	if (want > sizeof(chunk) && !(buf = malloc(want)))
 		want = sizeof(chunk), buf = chunk;
 	if (want > 0 && fd >= 0) {
@@ -2694,49 +2587,44 @@ respond_logs(struct http_conn *c, const struct job *j, const char *path, unsigne
 	}
 	if (fd >= 0)
 		close(fd);
-	w = body_begin();
+	end = (long long)offset + (long long)got;
 	json_w_obj(&w);
 	w_str(&w, "job_id", j->id);
 	w_str(&w, "status", sched_status_name(j->status));
-	w_str(&w, "output_file", path);
+	w_str(&w, "output_file", a ? path : out);
 	w_int(&w, "offset", (long long)offset);
-	w_int(&w, "next_offset", (long long)offset + (long long)got);
+	w_int(&w, "next_offset", end);
 	json_w_key(&w, "content");
 	json_w_str(&w, buf, got);
-	w_bool(&w, "truncated", (long long)offset + (long long)got < size);
-	w_bool(&w, "complete", j->status == JOB_DONE && (long long)offset + (long long)got >= size);
+	w_bool(&w, "truncated", end < size);
+	w_bool(&w, "complete", j->status == JOB_DONE && end >= size);
 	w_int(&w, "log_size", j->status == JOB_DONE ? j->log_size : size);
 	w_bool(&w, "log_truncated", j->log_truncated);
-	w_int(&w, "dropped_log_bytes", dropped);
+	w_int(&w, "dropped_log_bytes", a && a->log.fd >= 0 ? a->log.dropped : j->dropped_log_bytes);
 	json_w_obj_end(&w);
 	if (buf != chunk)
 		free(buf);
+	free(path);
 	respond_json(c, 200, &body_buf, NULL);
 }
 
+/*
+ * GET /result/ID[?wait=S] (kind HELD_RESULT) and GET /logs/ID[?offset=N][&limit=N][&wait=S]
+ * (HELD_LOGS), for the job's owner or an admin: with wait, a live job's answer is held until
+ * it is done or, for /logs, has output past offset.
+ */
 static void
-respond_logs_active(struct http_conn *c, struct active *a, unsigned long long offset,
-		    unsigned long long limit)
-{
-	char *path = job_output_path(a->job.id);
-
-	respond_logs(c, &a->job, path, offset, limit,
-		     a->log.fd >= 0 ? a->log.dropped : a->job.dropped_log_bytes);
-	free(path);
-}
-
-/* GET /logs/ID[?offset=N][&limit=N][&wait=S] */
-static void
-handle_logs(struct http_conn *c, const struct call *k)
+handle_read(struct http_conn *c, const struct call *k, int kind)
 {
 	const struct http_request *req = k->req;
-	const char *id = k->id;
 	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait;
+	struct client *cl = http_conn_owner(c);
 	struct active *a;
 	struct job j;
-	char *out = NULL;
-	int r = -1;
+	char *out;
+	int r;
 
+	/* query_check let offset and limit through to /logs alone */
 	if (http_query_uint(req->query, req->query_len, "offset", (unsigned long long)LLONG_MAX / 2,
 			    &offset) < 0 ||
 	    http_query_uint(req->query, req->query_len, "limit", (unsigned long long)LLONG_MAX / 2,
@@ -2746,29 +2634,33 @@ handle_logs(struct http_conn *c, const struct call *k)
 	}
 	if (limit > (unsigned long long)cfg.max_log_read)
 		limit = (unsigned long long)cfg.max_log_read;
-	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)
+	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, k->id, &a, &j, &out)) < 0)
 		return;
-	if (!may_act_on(c, r == 1 ? &a->job : &j, "read the output of")) {
-		if (r == 2)
-			sched_job_clear(&j), free(out);
-		return;
-	}
-	if (r == 2) {
-		respond_logs(c, &j, out, offset, limit, j.dropped_log_bytes);
-		sched_job_clear(&j);
-		free(out);
-		return;
-	}
-	if (wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
-	    current_log_size(a) <= (long long)offset) {
-		struct client *cl = http_conn_owner(c);
-
+	if (!may_act_on(c, r == 1 ? &a->job : &j,
+			kind == HELD_LOGS ? "read the output of" : "read the outcome of")) {
+		/* answered */
+	} else if (r == 1 && wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
+		   (kind == HELD_RESULT || current_log_size(a) <= (long long)offset)) {
 		cl->held_offset = offset;
 		cl->held_limit = limit;
-		hold(c, a, HELD_LOGS, wait);
-		return;
+		hold(c, a, kind, wait);
+	} else {
+		respond_read(c, &j, r == 1 ? a : NULL, out, kind, offset, limit);
 	}
-	respond_logs_active(c, a, offset, limit);
+	sched_job_clear(&j);
+	free(out);
+}
+
+static void
+handle_result(struct http_conn *c, const struct call *k)
+{
+	handle_read(c, k, HELD_RESULT);
+}
+
+static void
+handle_logs(struct http_conn *c, const struct call *k)
+{
+	handle_read(c, k, HELD_LOGS);
 }
 
 /* Answer a held long-poll now (deadline, job done, or output appeared). cl may be freed. */
@@ -2780,14 +2672,9 @@ held_release(struct client *cl)
 
 	waiter_unlink(cl);
 	cl->held = HELD_NONE;
-	if (!a)
-		return;
-	if (kind == HELD_RESULT)
-		respond_result_active(cl->http, a);
-	else
-		respond_logs_active(cl->http, a, cl->held_offset, cl->held_limit);
+	if (a)
+		respond_read(cl->http, NULL, a, NULL, kind, cl->held_offset, cl->held_limit);
 }
-
 /* Release the waiters of a: all of them (done), or /logs waiters that now have bytes. */
 static void
 waiters_wake(struct active *a, bool done)
@@ -2921,11 +2808,7 @@ kill_active(struct http_conn *c, struct active *a)
 	if (a->job.mode == JOB_MODE_RUN &&
 	    !may_act_on(c, &a->job, a->job.status == JOB_QUEUED ? "cancel" : "kill"))
 		return;
-	if (a->job.status == JOB_QUEUED && D.degraded) {
-		/* Not recordable now: answered as cancelled, a crash would still run it. */
-		respond_refused(c, a->card,
-				"The job store is degraded; the cancel cannot be recorded", NULL);
-	} else if (a->job.status == JOB_QUEUED) {
+	if (a->job.status == JOB_QUEUED) {
 		static const char why[] = "Cancelled by a kill request before it started";
 		struct card *card = a->card;
 		struct job done = a->job; /* the record as the cancel leaves it, on disk first */
@@ -2938,7 +2821,9 @@ kill_active(struct http_conn *c, struct active *a)
 		done.end_reason = JOB_END_CANCELLED;
 		done.error = (char *)why;
 		if (!store_sync_now(&done)) {
-			/* a may be gone: a submission of this turn is refused whole. */
+			/* Not recordable (degraded, or the commit failed, when a may be gone: a
+			 * submission of this turn is refused whole). Answered as cancelled, a crash
+			 * would still run it. */
 			respond_refused(c, card,
 					"The job store is degraded; the cancel cannot be recorded", NULL);
 			return;
@@ -2957,84 +2842,43 @@ kill_active(struct http_conn *c, struct active *a)
 	}
 }
 
-/* POST /kill {"job_id": ID} or {"device_id": N}. */
+/*
+ * POST /kill {"job_id": ID} or {"device_id": N}; both must agree, and a device_id is checked
+ * as /reset checks it.
+ */
 static void
 handle_kill(struct http_conn *c, const struct call *k)
 {
 	const char *body = k->body;
-	size_t len = k->body_len;
-	int ji, di;
-	struct card *card;
+	struct card *card = NULL;
+	struct active *a;
+	struct job j;
+	char id[33], cards[256], *out;
+	int ji, di, r;
 
-	if (parse_body(c, body, len, target_fields) < 0 ||
-	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
+	if (parse_body(c, body, k->body_len, target_fields) < 0 ||
+	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2 ||
+	    (di >= 0 && !(card = card_from_field(c, body, di))))
 		return;
-	if (ji >= 0) {
-		char id[33];
-		struct active *a;
-		struct job j;
-		char *out = NULL;
-		int r;
-
-		if (toks[ji].type != JSON_STRING) {
-			respond_error(c, 400, "job_id must be a string");
-			return;
-		}
-		if (json_str_decode(body, &toks[ji], id, 32) != 32 || !sched_job_id_valid(id, 32)) {
-			respond_error(c, 404, "Unknown job");
-			return;
-		}
-		id[32] = '\0';
-		if ((r = find_job(c, id, &a, &j, &out)) < 0)
-			return;
-		if (r == 1 && di >= 0 && !sched_job_on(&a->job, (int)parse_device_field(body, di))) {
-			/* as /reset: a card and a job that disagree name nothing for sure */
-			long long dev = parse_device_field(body, di);
-			char cards[256], given[32] = "the device_id given";
-
-			if (dev >= 0)
-				snprintf(given, sizeof(given), "card %lld", dev);
-			respond_error(c, 400, "job_id %s is on %s, not on %s", id,
-				      job_cards(&a->job, cards, sizeof(cards)), given);
-			return;
-		}
-		if (r == 1) {
+	if (ji < 0 && !card) {
+		respond_error(c, 400, "Give job_id or device_id");
+	} else if (ji < 0 && card->current && card->current->mode == JOB_MODE_RESET) {
+		respond_error(c, 409, "Card %d is resetting; a reset cannot be killed", card->device);
+	} else if (ji < 0 && !card->current) {
+		respond_error(c, 409, "Nothing running on card %d", card->device);
+	} else if (ji < 0) {
+		kill_active(c, active_of(card->current));
+	} else if (job_member(c, body, ji, id) == 0 && (r = find_job(c, id, &a, &j, &out)) > 0) {
+		if (r == 2)
+			respond_error(c, 409, "Job %s already finished", id);
+		else if (card && !sched_job_on(&a->job, card->device)) /* they name nothing for sure */
+			respond_error(c, 400, "job_id %s is on %s, not on card %d", id,
+				      job_cards(&a->job, cards, sizeof(cards)), card->device);
+		else
 			kill_active(c, a);
-			return;
-		}
 		sched_job_clear(&j);
 		free(out);
-		respond_error(c, 409, "Job %s already finished", id);
-		return;
 	}
-	if (di < 0) {
-		respond_error(c, 400, "Give job_id or device_id");
-		return;
-	}
-	if (!(card = card_from_field(c, body, di)))
-		return;
-	if (card->current && card->current->mode == JOB_MODE_RESET) {
-		respond_error(c, 409, "Card %d is resetting; a reset cannot be killed", card->device);
-		return;
-	}
-	if (!card->current) {
-		respond_error(c, 409, "Nothing running on card %d", card->device);
-		return;
-	}
-	kill_active(c, active_of(card->current));
-}
-
-static void
-respond_405(struct http_conn *c, const char *allow)
-{
-	char extra[64];
-	struct json_w w = body_begin();
-
-	snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
-	json_w_obj(&w);
-	w_str(&w, "error", "Method not allowed");
-	json_w_obj_end(&w);
-	respond_json(c, 405, &body_buf, extra);
 }
 
 static void handle_reset(struct http_conn *c, const struct call *k);
@@ -3066,15 +2910,14 @@ query_check(struct http_conn *c, const struct http_request *req, const char *con
 			continue; /* "a&&b": an empty piece names nothing */
 		for (j = 0; known[j] && (strlen(known[j]) != n || memcmp(p, known[j], n) != 0); j++)
 			;
-		if (known[j] && (seen & 1u << j)) {
-			respond_error(c, 400, "Query parameter %s is given twice", known[j]);
-			return -1;
-		}
-		if (known[j]) {
+		if (known[j] && !(seen & 1u << j)) {
 			seen |= 1u << j;
 			continue;
 		}
-		json_unknown_name(why, sizeof(why), "query parameter", p, n, known, synonyms);
+		if (known[j])
+			snprintf(why, sizeof(why), "Query parameter %s is given twice", known[j]);
+		else
+			json_unknown_name(why, sizeof(why), "query parameter", p, n, known, synonyms);
 		respond_error(c, 400, "%s", why);
 		return -1;
 	}
@@ -3130,7 +2973,7 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	struct call k = {.req = req, .body = body, .body_len = body_len, .id = ""};
 	size_t n = req->path_len, rn;
 	const struct route *r;
-	char id[33];
+	char id[33], allow[64];
 
 	if (((struct client *)http_conn_owner(c))->over) {
 		respond_busy(c, "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
@@ -3145,7 +2988,8 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	}
 	if (req->method_len != strlen(r->method) ||
 	    memcmp(req->method, r->method, req->method_len) != 0) {
-		respond_405(c, r->method);
+		snprintf(allow, sizeof(allow), "Allow: %s\r\n", r->method);
+		respond_msg(c, 405, allow, "Method not allowed");
 		return;
 	}
 	if (!caller_allowed(c, req) || query_check(c, req, r->query) < 0)
