@@ -4113,18 +4113,11 @@ reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool 
 {
 	struct active *a;
 	struct job stored, *j;
-	char *out = NULL;
+	char *out;
 	int r, k, n = 0;
 
-	if (toks[i].type != JSON_STRING) {
-		respond_error(c, 400, "job_id must be a string");
+	if (job_member(c, body, i, id) < 0)
 		return -1;
-	}
-	if (json_str_decode(body, &toks[i], id, 32) != 32 || !sched_job_id_valid(id, 32)) {
-		respond_error(c, 404, "Unknown job");
-		return -1;
-	}
-	id[32] = '\0';
 	if ((r = find_job(c, id, &a, &stored, &out)) < 0)
 		return -1;
 	j = r == 1 ? &a->job : &stored;
@@ -4143,10 +4136,8 @@ reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool 
 			n++;
 		}
 	}
-	if (r == 2) {
-		sched_job_clear(&stored);
-		free(out);
-	}
+	sched_job_clear(&stored);
+	free(out);
 	return n;
 }
 
