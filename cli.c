@@ -542,50 +542,6 @@ cards_list(char (*cards)[24], int n, char *buf, size_t cap)
 	return buf;
 }
 
-static void
-indent(struct json_buf *b, int level)
-{
-	int k;
-
-	for (k = 0; k < level; k++)
-		json_buf_add(b, "  ", 2);
-}
-
-/* Append the value at token i pretty-printed (two-space indent); returns the next token. */
-static int
-pretty(struct json_buf *b, const struct doc *d, int i, int level)
-{
-	const struct json_tok *t = &d->t[i];
-	int obj = t->type == JSON_OBJECT, j = i + 1;
-	uint32_t k;
-
-	if (t->type == JSON_STRING) {
-		json_buf_add(b, d->src + t->start - 1, t->end - t->start + 2);
-		return i + 1;
-	}
-	if (!obj && t->type != JSON_ARRAY) {
-		json_buf_add(b, d->src + t->start, t->end - t->start);
-		return i + 1;
-	}
-	json_buf_add(b, obj ? "{" : "[", 1);
-	for (k = 0; k < t->size; k++) {
-		json_buf_add(b, k ? ",\n" : "\n", k ? 2 : 1);
-		indent(b, level + 1);
-		if (obj) {
-			j = pretty(b, d, j, level + 1);
-			json_buf_add(b, ": ", 2);
-		}
-		pretty(b, d, j, level + 1);
-		j = (int)d->t[j].next;
-	}
-	if (t->size) {
-		json_buf_add(b, "\n", 1);
-		indent(b, level);
-	}
-	json_buf_add(b, obj ? "}" : "]", 1);
-	return (int)t->next;
-}
-
 /* Write a built buffer on stdout and free it; out of memory (oom or b->oom) is ST_FAIL. */
 static int
 print_buf(struct json_buf *b, int oom)
@@ -602,14 +558,14 @@ print_buf(struct json_buf *b, int oom)
 	return rc;
 }
 
-/* Print the document pretty-printed on stdout with a final newline. */
+/* Print the answer as the daemon sent it (compact JSON) with a final newline. */
 static int
 print_doc(const struct doc *d)
 {
 	struct json_buf b;
 
 	json_buf_init(&b);
-	pretty(&b, d, 0, 0);
+	json_buf_add(&b, d->src, d->len);
 	json_buf_add(&b, "\n", 1);
 	return print_buf(&b, 0);
 }
@@ -1585,8 +1541,8 @@ print_summary(const char *id, const struct doc *d, const struct sink *o)
 }
 
 /*
- * Print the answer object d pretty-printed with more members after its own: `more` holds
- * them as `"key": value` lines of two-space indent joined by ",\n" (taken over and freed).
+ * Print the answer object d with more members after its own: `more` holds them as
+ * `"key":value` joined by commas (taken over and freed).
  */
 static int
 print_doc_with(const struct doc *d, struct json_buf *more, int oom)
@@ -1594,14 +1550,11 @@ print_doc_with(const struct doc *d, struct json_buf *more, int oom)
 	struct json_buf b;
 
 	json_buf_init(&b);
-	pretty(&b, d, 0, 0);
-	if (!b.oom && more->len > 0) {
-		b.len -= d->t[0].size ? 2 : 1; /* "\n}" or "}": the object stays open */
-		json_buf_add(&b, d->t[0].size ? ",\n" : "\n", d->t[0].size ? 2 : 1);
-		json_buf_add(&b, more->p, more->len);
-		json_buf_add(&b, "\n}", 2);
-	}
-	json_buf_add(&b, "\n", 1);
+	json_buf_add(&b, d->src, d->t[0].end - 1); /* the object stays open */
+	if (d->t[0].size > 0)
+		json_buf_add(&b, ",", 1);
+	json_buf_add(&b, more->p, more->len);
+	json_buf_add(&b, "}\n", 2);
 	oom |= more->oom;
 	json_buf_free(more);
 	return print_buf(&b, oom);
@@ -1615,10 +1568,10 @@ print_job_json(const struct doc *rec, const struct sink *o)
 	struct json_w w;
 
 	json_buf_init(&more);
-	json_buf_printf(&more, "  \"output\": ");
+	json_buf_printf(&more, "\"output\":");
 	json_w_init(&w, &more);
 	json_w_str(&w, o->buf.p ? o->buf.p : "", o->buf.len);
-	json_buf_printf(&more, ",\n  \"output_truncated\": %s", o->cut ? "true" : "false");
+	json_buf_printf(&more, ",\"output_truncated\":%s", o->cut ? "true" : "false");
 	return print_doc_with(rec, &more, o->buf.oom);
 }
 
@@ -2532,7 +2485,7 @@ print_queued(const struct cli *c, const struct doc *d, const char *script)
 		return print_doc(d);
 	if (c->json) {
 		json_buf_init(&more);
-		json_buf_printf(&more, "  \"script_file\": ");
+		json_buf_printf(&more, "\"script_file\":");
 		json_w_init(&w, &more);
 		json_w_cstr(&w, script);
 		return print_doc_with(d, &more, 0);
