@@ -108,6 +108,7 @@
 #define STATUS_QUEUED 10 /* queued jobs listed per card by human status; the rest counted */
 #define CLIENT_SHOW 20   /* columns of a client id in human status */
 #define OWNER_SHOW 8     /* of them, the owner's name before another user's client id */
+#define SCHED_RECENT_MAX 64 /* recent jobs of a card shown (the daemon sends 10) */
 
 #define MAX_JOB_CARDS 256 /* cards one job may name (the daemon's MAX_CARDS) */
 
@@ -2920,42 +2921,20 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ status */
 
-/* Terminal colours: empty strings unless stdout is a terminal and NO_COLOR is unset. */
-struct palette {
-	const char *bold, *red, *green, *yellow, *dim, *off;
+/* Whose jobs a status view shows: a host-wide queue names the owner of others' jobs. */
+struct view {
 	int owners;      /* a host-wide queue: lines name the owner of each job but the caller's */
 	char caller[64]; /* the caller's user name, as the daemon knows it */
 };
 
-static void
-palette_init(struct palette *p)
-{
-	const char *term = getenv("TERM");
-	int on = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL &&
-	         !(term != NULL && strcmp(term, "dumb") == 0);
-
-	p->bold = on ? "\033[1m" : "";
-	p->red = on ? "\033[1;31m" : "";
-	p->green = on ? "\033[32m" : "";
-	p->yellow = on ? "\033[1;33m" : "";
-	p->dim = on ? "\033[2m" : "";
-	p->off = on ? "\033[0m" : "";
-}
-
-/* Characters of b's text, colour sequences not counted. */
+/* Characters of b's text. */
 static size_t
 text_cols(const struct json_buf *b)
 {
 	size_t i, n = 0;
 
-	for (i = 0; i < b->len; i++) {
-		if (b->p[i] == '\033') {
-			while (i < b->len && b->p[i] != 'm')
-				i++;
-		} else if (((unsigned char)b->p[i] & 0xC0) != 0x80) {
-			n++;
-		}
-	}
+	for (i = 0; i < b->len; i++)
+		n += ((unsigned char)b->p[i] & 0xC0) != 0x80;
 	return n;
 }
 
@@ -3001,25 +2980,23 @@ put_member(struct json_buf *b, const struct doc *d, int j, const char *key, size
 
 /* "  [client]  cmd": the client id and the command, cut so the line fits STATUS_COLS. */
 static void
-put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palette *p, int who)
+put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct view *v, int who)
 {
-	char mode[16], cards[MAX_JOB_CARDS][24], list[256];
+	char mode[16], owner[64], cards[MAX_JOB_CARDS][24], list[256];
 	size_t used;
-	int n;
+	int n, other;
 
 	if (who) { /* [owner: client id] of another user's job on a host-wide queue */
-		char owner[64];
-		int other = p->owners && doc_str(d, j, "owner", owner, sizeof owner) &&
-		            strcmp(owner, p->caller) != 0;
-
-		json_buf_printf(b, "  %s[", p->dim);
+		other = v->owners && doc_str(d, j, "owner", owner, sizeof owner) &&
+		        strcmp(owner, v->caller) != 0;
+		json_buf_add(b, "  [", 3);
 		if (other) {
 			put_member(b, d, j, "owner", OWNER_SHOW, '?');
 			json_buf_add(b, ": ", 2);
 		}
 		put_member(b, d, j, "client_id", other ? CLIENT_SHOW - OWNER_SHOW - 2 : CLIENT_SHOW,
 		           '?');
-		json_buf_printf(b, "]%s", p->off);
+		json_buf_add(b, "]", 1);
 	}
 	json_buf_add(b, "  ", 2);
 	if (doc_str(d, j, "mode", mode, sizeof mode) && strcmp(mode, "reset") == 0)
@@ -3032,28 +3009,17 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct palett
 								 : CMD_MIN_COLS, ' ');
 }
 
-/* Print a built line and reset the buffer for the next one. */
-static void
-put_line(struct json_buf *b)
-{
-	if (!b->oom)
-		printf("%.*s\n", (int)b->len, b->p);
-	b->len = 0;
-}
-
 /*
  * A finished job's outcome in a word or two, by its end_reason (ending_of): ok, exit 3,
  * SIGINT, timeout, killed, cancelled, interrupted, card dead, ...; by the exit code alone for a
- * record without one. *ok tells whether it passed.
+ * record without one.
  */
 static const char *
-outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
+outcome_word(const struct doc *d, int j, char *buf, size_t cap)
 {
 	const struct ending *e = ending_of(d, j);
-	const char *sig;
 	long long code, s = 0;
 
-	*ok = 0;
 	if (e && e->word)
 		return e->word;
 	if (doc_int(d, j, "exit_code", &code) < 0)
@@ -3061,19 +3027,14 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
 	doc_int(d, j, "signal", &s);
 	if (!e && code < -1)
 		s = -code;
-	if (s > 0) {
-		if ((sig = signal_name(s, buf, cap)) != NULL)
-			return sig;
-		snprintf(buf, cap, "signal %lld", s);
+	if (s > 0 && signal_name(s, buf, cap) != NULL)
 		return buf;
-	}
-	if (code == 0) {
-		*ok = 1;
-		return "ok";
-	}
-	if (code == -1)
-		return "no exit code";
-	snprintf(buf, cap, "exit %lld", code);
+	if (s > 0)
+		snprintf(buf, cap, "signal %lld", s);
+	else if (code == 0 || code == -1)
+		return code == 0 ? "ok" : "no exit code";
+	else
+		snprintf(buf, cap, "exit %lld", code);
 	return buf;
 }
 
@@ -3083,54 +3044,54 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap, int *ok)
  * ~10.0s  [client]  cmd") or a recent one (n -1: "  recent   exit 3       0.52s  ID  cmd").
  */
 static void
-job_line(struct json_buf *b, const struct doc *d, int j, int n, const struct palette *p)
+job_line(const struct doc *d, int j, int n, const struct view *v)
 {
 	char id[40] = "?", t[32] = "", word[32], dev[24] = "?", why[32] = "?";
-	int stop = doc_get(d, j, "stop_requested_at"), w, ok;
+	int stop = doc_get(d, j, "stop_requested_at"), w;
 	long long rc_, rn;
-	double v;
+	struct json_buf b;
+	double x;
 
+	json_buf_init(&b);
 	doc_str(d, j, "job_id", id, sizeof id);
 	stop = n == 0 && stop >= 0 && d->t[stop].type == JSON_STRING;
 	if (n < 0) {
-		const char *o = outcome_word(d, j, word, sizeof word, &ok);
-
-		if (doc_num(d, j, "elapsed", &v) == 0)
-			fmt_secs(v, t, sizeof t);
-		json_buf_printf(b, "  recent   %s%-11s%s %8s  %s", ok ? p->green : p->red, o,
-		                p->off, t, id);
+		if (doc_num(d, j, "elapsed", &x) == 0)
+			fmt_secs(x, t, sizeof t);
+		json_buf_printf(&b, "  recent   %-11s %8s  %s",
+		                outcome_word(d, j, word, sizeof word), t, id);
 	} else if (n > 0) {
-		json_buf_printf(b, "  queued   %d. %s", n, id);
-		if (doc_num(d, j, "estimated_wait_sec", &v) == 0)
-			json_buf_printf(b, "  wait ~%s", fmt_secs(v, t, sizeof t));
+		json_buf_printf(&b, "  queued   %d. %s", n, id);
+		if (doc_num(d, j, "estimated_wait_sec", &x) == 0)
+			json_buf_printf(&b, "  wait ~%s", fmt_secs(x, t, sizeof t));
 		if ((w = doc_child(d, j, "waiting_for", JSON_OBJECT)) >= 0) { /* several cards */
 			doc_str(d, w, "device_id", dev, sizeof dev);
 			doc_str(d, w, "reason", why, sizeof why);
-			json_buf_printf(b, "  (card %s: %s)", dev, why);
+			json_buf_printf(&b, "  (card %s: %s)", dev, why);
 		}
 	} else {
-		json_buf_printf(b, "  %s%s%s %s ", stop ? p->yellow : p->bold,
-		                stop ? "stopping" : "running ", p->off, id);
-		if (doc_num(d, j, "running_sec", &v) == 0)
-			json_buf_printf(b, " %s", fmt_secs(v, t, sizeof t));
+		json_buf_printf(&b, "  %s %s ", stop ? "stopping" : "running ", id);
+		if (doc_num(d, j, "running_sec", &x) == 0)
+			json_buf_printf(&b, " %s", fmt_secs(x, t, sizeof t));
 		/* a job being stopped has no estimate worth showing; the daemon's stops at 0 */
-		if (!stop && doc_num(d, j, "estimated_remaining_sec", &v) == 0)
-			json_buf_printf(b, v > 0 ? ", ~%s left" : ", past its estimate",
-			                fmt_secs(v, t, sizeof t));
+		if (!stop && doc_num(d, j, "estimated_remaining_sec", &x) == 0)
+			json_buf_printf(&b, x > 0 ? ", ~%s left" : ", past its estimate",
+			                fmt_secs(x, t, sizeof t));
 		if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&
 		    doc_int(d, j, "repeat_current", &rc_) == 0)
-			json_buf_printf(b, ", repeat %lld/%lld", rc_, rn);
+			json_buf_printf(&b, ", repeat %lld/%lld", rc_, rn);
 	}
-	put_job_tail(b, d, j, p, n >= 0);
-	put_line(b);
+	put_job_tail(&b, d, j, v, n >= 0);
+	if (!b.oom)
+		printf("%.*s\n", (int)b.len, b.p);
+	json_buf_free(&b);
 }
 
-/* Print a warning line: lead and the formatted text in colour; its controls print as '?'. */
-static void banner(const struct palette *p, const char *color, const char *lead,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Print a warning on one line, "!! " after lead; its control characters print as '?'. */
+static void warn(const char *lead, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
-banner(const struct palette *p, const char *color, const char *lead, const char *fmt, ...)
+warn(const char *lead, const char *fmt, ...)
 {
 	char text[8192];
 	va_list ap;
@@ -3139,142 +3100,104 @@ banner(const struct palette *p, const char *color, const char *lead, const char 
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
 	text[scrub_controls(text, strlen(text))] = 0;
-	printf("%s%s%s%s\n", color, lead, text, p->off);
+	printf("%s!! %s\n", lead, text);
 }
 
 /*
- * A card's warnings: dead, resetting or a reset pending; held; a control command that could
- * not run; each process outside the queue that has it open; a health check pending.
+ * A card's warnings in the daemon's words: dead (its reason) or resetting; held (by whom, when,
+ * why); a control command that could not run; each process outside the queue that has it open.
  */
 static void
-card_banners(const struct doc *d, int dev, const char *id, const char *state,
-             const struct palette *p)
+card_warnings(const struct doc *d, int dev, const char *id, const char *state)
 {
 	int arr = doc_child(d, dev, "foreign_holders", JSON_ARRAY), j, n;
 	char a[1024] = "?", b[64] = "?", why[4200] = "", pid[24] = "?", cmd[256] = "";
 
-	if (strcmp(state, "dead") == 0) {
-		doc_str(d, dev, "dead_since", b, sizeof b);
+	if (strcmp(state, "healthy") != 0) {
 		doc_str(d, dev, "dead_reason", why, sizeof why);
-		banner(p, p->red, "  !! ", "card %s is DEAD since %s%s%s", id, b,
-		       why[0] ? ": " : "", why);
-		banner(p, p->red, "  !! ", "submissions to it are refused; reboot the host, or run "
-		       "its recovery again: " PROG " reset --device %s", id);
-	} else if (strcmp(state, "resetting") == 0) {
-		banner(p, p->yellow, "  !! ", "card %s is resetting; its queue waits for the reset",
-		       id);
-	} else if (doc_true(d, dev, "reset_pending")) {
-		banner(p, p->yellow, "  !! ", "a reset is pending on card %s; it runs before the "
-		       "next job", id);
+		warn("  ", "card %s is %s%s%s", id, state, why[0] ? ": " : "", why);
 	}
 	if (doc_true(d, dev, "held")) {
 		doc_str(d, dev, "held_by", a, sizeof a);
-		snprintf(b, sizeof b, "?");
 		doc_str(d, dev, "held_at", b, sizeof b);
 		why[0] = 0;
 		doc_str(d, dev, "hold_reason", why, sizeof why);
-		banner(p, p->yellow, "  !! ", "card %s is HELD by %s since %s%s%s", id, a, b,
-		       why[0] ? ": " : "", why);
-		banner(p, p->yellow, "  !! ", "nothing more starts on it until `" PROG
-		       " release --device %s`", id);
+		warn("  ", "card %s is HELD by %s since %s%s%s", id, a, b, why[0] ? ": " : "", why);
 	}
 	if (doc_str(d, dev, "control_error", why, sizeof why) && why[0])
-		banner(p, p->red, "  !! ", "%s", why);
+		warn("  ", "%s", why);
 	for (n = 0, j = arr + 1; arr >= 0 && n < (int)d->t[arr].size; n++, j = (int)d->t[j].next) {
 		doc_scalar(d, j, "pid", pid, sizeof pid);
 		doc_str(d, j, "user", a, sizeof a);
 		doc_str(d, j, "since", b, sizeof b);
 		doc_str(d, j, "command", cmd, sizeof cmd);
-		banner(p, p->red, "  !! ",
-		       "card %s is open outside the queue: pid %s (%s) since %s: %s", id, pid, a, b,
-		       cmd);
+		warn("  ", "card %s is open outside the queue: pid %s (%s) since %s: %s", id, pid, a,
+		     b, cmd);
 	}
-	if (arr >= 0 && d->t[arr].size > 0)
-		banner(p, p->red, "  !! ", "nothing starts on card %s until that ends", id);
-	if (doc_true(d, dev, "check_pending"))
-		banner(p, p->yellow, "  !! ", "card %s's health check runs before its next job (a "
-		       "job ended badly)", id);
 }
 
 /*
- * One card: state line, banners, running job, the first STATUS_QUEUED queued jobs (the rest
+ * One card: state line, warnings, running job, the first STATUS_QUEUED queued jobs (the rest
  * counted), recent jobs newest first.
  */
 static void
-card_block(const struct doc *d, int dev, const struct palette *p)
+card_block(const struct doc *d, int dev, const struct view *v)
 {
 	char id[32] = "?", state[32] = "?";
-	int cur = doc_child(d, dev, "current", JSON_OBJECT), j, n, *rec_at;
+	int cur = doc_child(d, dev, "current", JSON_OBJECT), j, n, rec_at[SCHED_RECENT_MAX];
 	int pend = doc_child(d, dev, "pending", JSON_ARRAY);
 	int rec = doc_child(d, dev, "recent", JSON_ARRAY);
-	int npend = pend >= 0 ? (int)d->t[pend].size : 0, nrec = rec >= 0 ? (int)d->t[rec].size : 0;
-	struct json_buf b;
+	int npend = pend >= 0 ? (int)d->t[pend].size : 0, nrec = 0;
 	long long epoch;
 
 	doc_scalar(d, dev, "device_id", id, sizeof id);
 	doc_str(d, dev, "state", state, sizeof state);
-	printf("\n%scard %s%s: %s%s%s", p->bold, id, p->off,
-	       strcmp(state, "healthy") == 0 ? p->green
-	       : strcmp(state, "dead") == 0  ? p->red
-	                                     : p->yellow,
-	       state, p->off);
+	printf("\ncard %s: %s", id, state);
 	if (doc_int(d, dev, "reset_epoch", &epoch) == 0)
-		printf("  %s(reset epoch %lld)%s", p->dim, epoch, p->off);
+		printf("  (reset epoch %lld)", epoch);
 	putchar('\n');
-	card_banners(d, dev, id, state, p);
-	json_buf_init(&b);
+	card_warnings(d, dev, id, state);
 	if (cur >= 0)
-		job_line(&b, d, cur, 0, p);
+		job_line(d, cur, 0, v);
 	else
-		printf("  %sidle%s\n", p->dim, p->off);
+		printf("  idle\n");
 	for (n = 0, j = pend + 1; n < npend && n < STATUS_QUEUED; n++, j = (int)d->t[j].next)
-		job_line(&b, d, j, n + 1, p);
+		job_line(d, j, n + 1, v);
 	if (npend > STATUS_QUEUED)
-		printf("  %s... and %d more queued (`" PROG " --json status` lists them all)%s\n",
-		       p->dim, npend - STATUS_QUEUED, p->off);
-	rec_at = nrec > 0 ? calloc((size_t)nrec, sizeof *rec_at) : NULL;
-	for (n = 0, j = rec + 1; rec_at != NULL && n < nrec; n++, j = (int)d->t[j].next)
-		rec_at[n] = j;
-	for (n = nrec - 1; rec_at != NULL && n >= 0; n--) /* the daemon sends them oldest first */
-		job_line(&b, d, rec_at[n], -1, p);
-	free(rec_at);
-	json_buf_free(&b);
+		printf("  ... and %d more queued (`" PROG " --json status` lists them all)\n",
+		       npend - STATUS_QUEUED);
+	for (j = rec + 1; rec >= 0 && nrec < (int)d->t[rec].size && nrec < SCHED_RECENT_MAX;
+	     j = (int)d->t[j].next)
+		rec_at[nrec++] = j;
+	while (nrec > 0) /* the daemon sends them oldest first */
+		job_line(d, rec_at[--nrec], -1, v);
 }
 
-/* The header: version, queue totals, and banners for the worker and a degraded store. */
+/* The header: version, queue totals, and one line for each of the daemon's warnings. */
 static void
-status_header(const struct doc *d, const struct palette *p)
+status_header(const struct doc *d)
 {
+	static const char *const warnings[][2] = {
+	    {"degraded_reason", "STORE DEGRADED"}, {"maintenance_warning", "maintenance"},
+	    {"guardian_warning", "guardian"}};
 	int w = doc_child(d, 0, "worker", JSON_OBJECT);
 	char ver[64] = "?", text[1024];
 	long long qt = 0, mx = 0;
-	double age = 0;
+	size_t k;
 
 	doc_scalar(d, 0, "version", ver, sizeof ver);
 	doc_int(d, 0, "queued_total", &qt);
 	doc_int(d, 0, "max_queued_jobs", &mx);
-	printf("%s" PROG "%s %s: %lld job%s queued (at most %lld)\n", p->bold, p->off, ver, qt,
-	       qt == 1 ? "" : "s", mx);
-	if (w >= 0 && doc_get(d, w, "alive") >= 0 && !doc_true(d, w, "alive")) {
-		doc_num(d, w, "heartbeat_age_sec", &age);
-		banner(p, p->red, "!! ", "the daemon's loop is not running (last pass %s ago)",
-		       fmt_secs(age, text, sizeof text));
-	}
-	if (doc_str(d, w, "degraded_reason", text, sizeof text) && text[0]) {
-		banner(p, p->red, "!! ", "STORE DEGRADED: %s", text);
-		banner(p, p->red, "!! ", "submissions are refused and no card starts new work "
-		       "until writes succeed again");
-	}
-	if (doc_str(d, w, "control_warning", text, sizeof text) && text[0])
-		banner(p, p->red, "!! ", "configuration: %s", text);
-	if (doc_str(d, w, "maintenance_warning", text, sizeof text) && text[0])
-		banner(p, p->yellow, "note: ", "maintenance: %s", text);
+	printf(PROG " %s: %lld job%s queued (at most %lld)\n", ver, qt, qt == 1 ? "" : "s", mx);
+	for (k = 0; k < sizeof warnings / sizeof warnings[0]; k++)
+		if (doc_str(d, w, warnings[k][0], text, sizeof text) && text[0])
+			warn("", "%s: %s", warnings[k][1], text);
 }
 
 static int
 cmd_status(struct cli *c, struct args *a, struct opts *o)
 {
-	struct palette pal;
+	struct view v;
 	char path[64];
 	struct doc d;
 	int rc, devs, j, n;
@@ -3290,15 +3213,14 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 	if (c->json) {
 		rc = print_doc(&d);
 	} else {
-		palette_init(&pal);
-		pal.owners = doc_str(&d, 0, "access", path, sizeof path) && strcmp(path, "host") == 0;
-		if (!doc_str(&d, 0, "caller", pal.caller, sizeof pal.caller))
-			pal.caller[0] = 0;
-		status_header(&d, &pal);
+		v.owners = doc_str(&d, 0, "access", path, sizeof path) && strcmp(path, "host") == 0;
+		if (!doc_str(&d, 0, "caller", v.caller, sizeof v.caller))
+			v.caller[0] = 0;
+		status_header(&d);
 		devs = doc_child(&d, 0, "devices", JSON_ARRAY);
 		for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size;
 		     n++, j = (int)d.t[j].next)
-			card_block(&d, j, &pal);
+			card_block(&d, j, &v);
 	}
 	doc_free(&d);
 	return rc;

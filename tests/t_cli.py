@@ -376,6 +376,28 @@ def test_queue_python_file_and_args():
 
 # ---------------------------------------------------------------- status, kill, reset
 
+def on_terminal(d, *args):
+    """The client's stdout when it is a terminal (NO_COLOR and TERM=dumb unset)."""
+    env = {k: v for k, v in cli_env(d).items() if k != "NO_COLOR"}
+    env["TERM"] = "xterm-256color"
+    master, slave = os.openpty()
+    p = subprocess.Popen([BINARY] + list(args), env=env, cwd=d.tmp, stdin=subprocess.DEVNULL,
+                         stdout=slave, stderr=subprocess.DEVNULL)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO once the client closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait(15)
+    os.close(master)
+    return out.decode("utf-8", "replace")
+
+
 def test_status():
     d = daemon()
     jid, gate = blocked(d, "1")
@@ -383,7 +405,9 @@ def test_status():
     tap.ok(rc == 0 and re.search(r"^card 0: healthy", out, re.M)
            and re.search(r"^card 1: healthy", out, re.M), "status: one block per card", out)
     tap.ok(re.search(r"running\s+%s" % jid, out), "status shows the running job", out)
-    tap.ok("\033[" not in out, "no colour when stdout is not a terminal")
+    tty = on_terminal(d, "status")
+    tap.ok("card 0: healthy" in tty and "\033[" not in tty,
+           "no colour, even on a terminal without NO_COLOR", tty)
     rc, out, err = d.cli("status", "--device", "1", "--json")
     tap.eq([x["device_id"] for x in json.loads(out)["devices"]], ["1"],
            "status --device 1 --json")
