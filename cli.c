@@ -160,6 +160,7 @@ struct cli {
 	char err[512];      /* the last failure, for the caller's message */
 	int conn_failed;    /* the last api() call failed to reach the daemon (not a refusal) */
 	int sent;           /* a request's bytes began to go out since this was last cleared */
+	int unknown;        /* a keyed request went out and its answer was lost (api_call) */
 	int waiting;        /* in a wait on an acknowledged job: a lost daemon is waited for */
 	int connected;      /* a connection to the daemon succeeded once in this command */
 	double gone_since;  /* CLOCK_MONOTONIC when the daemon was lost in that wait, or 0 */
@@ -240,10 +241,10 @@ fail(struct cli *c, const char *fmt, ...)
 	return ST_FAIL;
 }
 
-/* Print "tt-device-queue: MSG" on stderr. */
-static void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print "tt-device-queue: MSG" on stderr; returns ST_FAIL. */
+static int errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static void
+static int
 errmsg(const char *fmt, ...)
 {
 	va_list ap;
@@ -253,6 +254,7 @@ errmsg(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	return ST_FAIL;
 }
 
 /*
@@ -278,8 +280,7 @@ out_write(const void *p, size_t n)
 		} else if (w < 0 && errno == EPIPE) {
 			return ST_PIPE;
 		} else {
-			errmsg("writing output: %s", strerror(errno));
-			return ST_FAIL;
+			return errmsg("writing output: %s", strerror(errno));
 		}
 	}
 	return ST_OK;
@@ -573,39 +574,6 @@ print_doc(const struct doc *d)
 
 /* ------------------------------------------------------------------------ connection target */
 
-/*
- * Split "http://HOST[:PORT][/]" into host and port ("80" when absent). Returns 0, or -1 when
- * the text is not such a URL.
- */
-static int
-parse_url(const char *url, char *host, size_t hcap, char *port, size_t pcap)
-{
-	const char *p, *h, *he, *colon = NULL;
-	size_t n;
-
-	if (strncmp(url, "http://", 7) != 0)
-		return -1;
-	h = url + 7;
-	he = h + strcspn(h, ":/");
-	p = he;
-	if (*p == ':') {
-		colon = ++p;
-		p += strspn(p, "0123456789");
-	}
-	if (!(*p == 0 || (p[0] == '/' && p[1] == 0)))
-		return -1;
-	n = (size_t)(he - h);
-	if (n == 0 || n >= hcap)
-		return -1;
-	memcpy(host, h, n);
-	host[n] = 0;
-	n = colon ? (size_t)(p - colon) : 0;
-	if (colon && (n == 0 || n >= pcap))
-		return -1;
-	snprintf(port, pcap, "%.*s", colon ? (int)n : 2, colon ? colon : "80");
-	return 0;
-}
-
 /* Non-empty value of environment variable name, else NULL. */
 static const char *
 env_nonempty(const char *name)
@@ -616,29 +584,30 @@ env_nonempty(const char *name)
 }
 
 /*
- * Settle host and port: --host/--port, else TT_DEVICE_URL, else TT_DEVICE_HOST/TT_DEVICE_PORT,
- * else 127.0.0.1:5741. Returns ST_OK, or ST_USAGE after printing why.
+ * Settle host and port: --host/--port, else TT_DEVICE_URL (http://HOST[:PORT][/], port 80
+ * when absent), else TT_DEVICE_HOST/TT_DEVICE_PORT, else 127.0.0.1:5741. Returns ST_OK, or
+ * ST_USAGE after printing why.
  */
 static int
 resolve_target(struct cli *c)
 {
-	const char *url = env_nonempty("TT_DEVICE_URL"), *host = NULL, *port = NULL, *src;
-	char uh[256], up[8];
+	const char *url = env_nonempty("TT_DEVICE_URL"), *src = "TT_DEVICE_PORT";
+	const char *host = env_nonempty("TT_DEVICE_HOST"), *port = env_nonempty("TT_DEVICE_PORT");
+	char uh[256], up[8] = "80";
 	unsigned long long pn;
+	int n = 0, m = 0;
 
 	if (url != NULL) {
-		if (parse_url(url, uh, sizeof uh, up, sizeof up) < 0) {
+		if (sscanf(url, "http://%255[^:/]%n", uh, &n) != 1 ||
+		    (url[n] == ':' && sscanf(url + n, ":%7[0-9]%n", up, &m) != 1) ||
+		    (url[n + m] != 0 && strcmp(url + n + m, "/") != 0)) {
 			errmsg("TT_DEVICE_URL must look like http://HOST:PORT, not '%s'", url);
 			return ST_USAGE;
 		}
 		host = uh;
 		port = up;
+		src = "TT_DEVICE_URL";
 	}
-	if (host == NULL)
-		host = env_nonempty("TT_DEVICE_HOST");
-	src = port ? "TT_DEVICE_URL" : "TT_DEVICE_PORT";
-	if (port == NULL)
-		port = env_nonempty("TT_DEVICE_PORT");
 	if (c->host_opt)
 		host = c->host_opt;
 	if (c->port_opt)
@@ -880,7 +849,7 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
           int wait, const char *key, struct resp *r)
 {
 	struct json_buf req;
-	int rc, fresh, attempt, again = strcmp(method, "GET") == 0 || key != NULL;
+	int rc, fresh, again = strcmp(method, "GET") == 0 || key != NULL;
 
 	if (!c->target_ok && (rc = resolve_target(c)) != ST_OK)
 		return rc;
@@ -892,7 +861,7 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
 		json_buf_free(&req);
 		return fail(c, "out of memory");
 	}
-	for (attempt = 0;; attempt++) {
+	for (;;) { /* a second pass is on a fresh connection, and the last */
 		double until;
 
 		fresh = c->fd < 0;
@@ -906,7 +875,7 @@ http_call(struct cli *c, const char *method, const char *path, const char *body,
 		if (rc == ST_OK)
 			break;
 		conn_close(c);
-		if (rc != R_CLOSED || fresh || attempt > 0 || !again)
+		if (rc != R_CLOSED || fresh)
 			break;
 	}
 	json_buf_free(&req);
@@ -1003,26 +972,41 @@ busy_pause(struct cli *c, const struct resp *r, double *since)
  * Failures are printed here: unreachable daemon, and any non-2xx answer (its "error" text)
  * give ST_FAIL. ST_TIMEOUT and ST_INTR are left to the caller to explain. A failure to reach
  * the daemon sets c->conn_failed (and is left unprinted, in c->err, when `quiet`).
+ * A request with an idempotency key (a submission) whose bytes went out but whose answer was
+ * lost (c->unknown) is sent again with it, which never applies it twice, until an answer
+ * comes or TT_DEVICE_RECONNECT_SEC passes: then ST_UNKNOWN, as for an answer not understood.
  */
 static int
 api_call(struct cli *c, const char *method, const char *path, const struct json_buf *body,
-         int wait, struct doc *d, int quiet)
+         int wait, const char *key, int quiet, struct doc *d)
 {
 	struct resp r;
-	double busy_since = 0;
-	int rc;
+	double start = now_mono(), busy_since = 0;
+	int rc, said = 0;
 
 	memset(&r, 0, sizeof r);
 	memset(d, 0, sizeof *d);
-	c->conn_failed = 0;
-	if (body != NULL && body->oom) {
-		errmsg("out of memory");
-		return ST_FAIL;
+	c->conn_failed = c->unknown = 0;
+	if (body != NULL && body->oom)
+		return errmsg("out of memory");
+	for (;;) {
+		c->sent = 0;
+		rc = http_call(c, method, path, body ? body->p : NULL, body ? body->len : 0, wait,
+		               key, &r);
+		c->unknown |= key != NULL && c->sent && rc != ST_OK;
+		if (rc == ST_OK && (rc = busy_pause(c, &r, &busy_since)) == R_AGAIN)
+			continue;
+		if (rc != ST_FAIL || !c->unknown)
+			break;
+		if (now_mono() - start > reconnect_window())
+			return ST_UNKNOWN;
+		if (!said++)
+			fprintf(stderr, NOTE "no answer to the submission (%s); sending it again with "
+			                     "its idempotency key %s\n",
+			        c->err, key);
+		if ((rc = pause_for(c, 0.25)) != ST_OK)
+			return rc;
 	}
-	while ((rc = http_call(c, method, path, body ? body->p : NULL, body ? body->len : 0, wait,
-	                       NULL, &r)) == ST_OK &&
-	       (rc = busy_pause(c, &r, &busy_since)) == R_AGAIN)
-		;
 	if (rc == ST_FAIL) {
 		c->conn_failed = 1;
 		if (!quiet)
@@ -1041,26 +1025,24 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
 		return ST_FAIL;
 	}
 	if (r.status < 200 || r.status > 299) {
-		report_refusal(c, &r);
+		report_refusal(c, &r); /* with a key, even after a lost answer: nothing was done */
 		return ST_FAIL;
 	}
-	if (doc_parse(c, r.body, r.len, d) != ST_OK) {
-		errmsg("%s", c->err);
-		return ST_FAIL;
-	}
-	if (d->t[0].type != JSON_OBJECT) {
+	if (doc_parse(c, r.body, r.len, d) == ST_OK) {
+		if (d->t[0].type == JSON_OBJECT)
+			return ST_OK;
 		doc_free(d);
-		errmsg("the daemon's answer to %s %s is not a JSON object", method, path);
-		return ST_FAIL;
+		fail(c, "the daemon's answer to %s %s is not a JSON object", method, path);
 	}
-	return ST_OK;
+	errmsg("%s", c->err);
+	return key != NULL ? ST_UNKNOWN : ST_FAIL; /* an answer not understood: it may be done */
 }
 
 static int
 api(struct cli *c, const char *method, const char *path, const struct json_buf *body, int wait,
     struct doc *d)
 {
-	return api_call(c, method, path, body, wait, d, c->waiting);
+	return api_call(c, method, path, body, wait, NULL, c->waiting, d);
 }
 
 /*
@@ -1187,29 +1169,6 @@ sink_put(struct sink *o, const char *p, size_t n)
 	return rc;
 }
 
-/* Decode the "content" string of a /logs answer and show it. */
-static int
-sink_content(const struct doc *d, struct sink *o)
-{
-	int i = doc_get(d, 0, "content"), rc;
-	size_t cap, n;
-	char *buf;
-
-	if (i < 0 || d->t[i].type != JSON_STRING) {
-		errmsg("the daemon's /logs answer has no content");
-		return ST_FAIL;
-	}
-	cap = d->t[i].end - d->t[i].start + 1; /* decoding never lengthens a string */
-	if ((buf = malloc(cap)) == NULL) {
-		errmsg("out of memory");
-		return ST_FAIL;
-	}
-	n = json_str_decode(d->src, &d->t[i], buf, cap);
-	rc = sink_put(o, buf, n < cap ? n : cap);
-	free(buf);
-	return rc;
-}
-
 /* A position in a job's log. */
 struct logpos {
 	unsigned long long off;  /* next byte to ask for */
@@ -1226,10 +1185,10 @@ static int
 logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long limit, int hold,
            struct sink *o)
 {
-	char path[192];
+	char path[192], *text = NULL;
 	struct doc d;
-	long long v, next = -1, size = -1;
-	int n, rc;
+	long long v;
+	int n, rc, i;
 
 	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, lp->off);
 	if (limit > 0)
@@ -1241,44 +1200,25 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 	note_status(c, &d);
 	if (o->output_file[0] == 0)
 		doc_str(&d, 0, "output_file", o->output_file, sizeof o->output_file);
-	if (doc_int(&d, 0, "next_offset", &v) == 0 && v >= 0)
-		next = v;
-	if (doc_int(&d, 0, "log_size", &v) == 0 && v >= 0)
-		size = v;
-	rc = sink_content(&d, o);
+	i = doc_get(&d, 0, "content");
+	n = i >= 0 && d.t[i].type == JSON_STRING ? (int)(d.t[i].end - d.t[i].start) : -1;
+	/* decoding never lengthens a string: its token's length is room enough */
+	if (n < 0)
+		rc = errmsg("the daemon's /logs answer has no content");
+	else if ((text = malloc((size_t)n + 1)) == NULL)
+		rc = errmsg("out of memory");
+	else
+		rc = sink_put(o, text, json_str_decode(d.src, &d.t[i], text, (size_t)n));
+	free(text);
 	lp->complete = doc_true(&d, 0, "complete");
-	if (next >= 0) {
-		lp->off = (unsigned long long)next;
-	} else if (rc == ST_OK) {
-		errmsg("the daemon's /logs answer has no next_offset");
-		rc = ST_FAIL;
-	}
-	if (size >= 0)
-		lp->size = (unsigned long long)size;
+	if (doc_int(&d, 0, "log_size", &v) == 0 && v >= 0)
+		lp->size = (unsigned long long)v;
+	if (doc_int(&d, 0, "next_offset", &v) == 0 && v >= 0)
+		lp->off = (unsigned long long)v;
+	else if (rc == ST_OK)
+		rc = errmsg("the daemon's /logs answer has no next_offset");
 	doc_free(&d);
 	return rc;
-}
-
-/*
- * Seconds to ask the daemon to hold a long-poll: MAX_WAIT_SEC, or the time left before the
- * local deadline rounded up (the local deadline itself ends the wait on time); -1 once the
- * local deadline has passed.
- */
-static int
-wait_budget(const struct cli *c)
-{
-	double left;
-	int whole;
-
-	if (!c->has_deadline)
-		return MAX_WAIT_SEC;
-	left = c->deadline - now_mono();
-	if (left <= 0)
-		return -1;
-	if (left >= MAX_WAIT_SEC)
-		return MAX_WAIT_SEC;
-	whole = (int)left;
-	return whole + ((double)whole < left);
 }
 
 static void
@@ -1289,17 +1229,21 @@ set_deadline(struct cli *c, double secs)
 }
 
 /*
- * Seconds to hold a wait's next long-poll, or -1 once its local deadline passed. The first
- * request (asked 0) is made in any case, holding nothing and free of the local deadline: a
- * `result ID --wait-timeout 0` loop would otherwise never see its job finish.
+ * Seconds to hold a wait's next long-poll: MAX_WAIT_SEC, or the time left before the local
+ * deadline rounded up (the local deadline itself ends the wait on time); -1 once it passed.
+ * The first request (asked 0) is made in any case, holding nothing and free of the local
+ * deadline: a `result ID --wait-timeout 0` loop would otherwise never see its job finish.
  */
 static int
 next_hold(struct cli *c, int asked)
 {
-	int hold = wait_budget(c);
+	double left = c->has_deadline ? c->deadline - now_mono() : MAX_WAIT_SEC;
+	int whole = (int)left;
 
-	c->ask_once = hold < 0 && !asked;
-	return c->ask_once ? 0 : hold;
+	c->ask_once = left <= 0 && !asked;
+	if (left <= 0)
+		return c->ask_once ? 0 : -1;
+	return left >= MAX_WAIT_SEC ? MAX_WAIT_SEC : whole + ((double)whole < left);
 }
 
 /*
@@ -1310,9 +1254,9 @@ next_hold(struct cli *c, int asked)
 static int
 wait_done(struct cli *c, const char *id)
 {
-	char path[128], st[16];
+	char path[128];
 	struct doc d;
-	int hold, rc, done, again, asked, first = c->job_status[0] == 0;
+	int hold, rc, again, asked, first = c->job_status[0] == 0;
 
 	for (asked = 0;; asked = 1) {
 		if ((hold = next_hold(c, asked)) < 0)
@@ -1331,9 +1275,8 @@ wait_done(struct cli *c, const char *id)
 		if (rc != ST_OK)
 			return rc;
 		note_status(c, &d);
-		done = doc_str(&d, 0, "status", st, sizeof st) && strcmp(st, "done") == 0;
 		doc_free(&d);
-		if (done)
+		if (strcmp(c->job_status, "done") == 0)
 			return ST_OK;
 	}
 }
@@ -1590,7 +1533,7 @@ job_finish(struct cli *c, const char *id, const struct sink *o)
 
 	c->has_deadline = 0; /* the wait is over; the record is fetched in any case */
 	snprintf(path, sizeof path, "/job/%s", id);
-	rc = api_call(c, "GET", path, NULL, 0, &d, 1);
+	rc = api_call(c, "GET", path, NULL, 0, NULL, 1, &d);
 	if (rc == ST_FAIL && c->conn_failed) {
 		end_partial_line(o);
 		fprintf(stderr,
@@ -2265,76 +2208,37 @@ say_unknown(const struct cli *c, const char *key, int rc)
 }
 
 /*
- * POST /queue for cmd with an idempotency key (o->key, else one made up here). A submission
- * that may have reached the daemon without its answer coming back (the connection closed, the
- * daemon stalled, restarted or waits for its previous instance's guardian) is sent again with
- * the same key, which never queues a job twice, until an answer comes or
- * TT_DEVICE_RECONNECT_SEC passes. On ST_OK id[33] holds the job id and *d the answer (caller
- * frees). ST_FAIL: nothing was queued (refused, or unreachable before anything was sent), said
- * here. ST_UNKNOWN: the window passed with its fate unknown; ST_INTR: interrupted; both said
- * here with the key that tells.
+ * POST /queue for cmd with an idempotency key (o->key, else one made up here), sent again
+ * while its answer is lost (api_call). On ST_OK id[33] holds the job id and *d the answer
+ * (caller frees). ST_FAIL: nothing was queued (refused, or unreachable before anything was
+ * sent), said here. ST_UNKNOWN: the window passed with its fate unknown; ST_INTR: interrupted;
+ * both said here with the key that tells.
  */
 static int
 submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct doc *d)
 {
 	struct json_buf b;
-	struct resp r;
 	char key[64];
-	double start = now_mono(), busy_since = 0;
-	int rc, unknown = 0, said = 0;
+	int rc;
 
+	memset(d, 0, sizeof *d);
 	if (o->key) {
 		snprintf(key, sizeof key, "%s", o->key);
 	} else if (make_key(key, sizeof key) < 0) {
-		errmsg("cannot make an idempotency key: %s", strerror(errno));
-		return ST_FAIL;
+		return errmsg("cannot make an idempotency key: %s", strerror(errno));
 	}
 	json_buf_init(&b);
-	if ((rc = submit_body(c, o, cmd, &b)) != ST_OK || b.oom) {
-		json_buf_free(&b);
-		return rc != ST_OK ? rc : (errmsg("out of memory"), ST_FAIL);
-	}
-	memset(d, 0, sizeof *d);
-	for (;;) {
-		c->sent = 0;
-		rc = http_call(c, "POST", "/queue", b.p, b.len, 0, key, &r);
-		unknown |= c->sent && rc != ST_OK;
-		if (rc == ST_OK && (rc = busy_pause(c, &r, &busy_since)) == R_AGAIN)
-			continue;
-		if (rc != ST_FAIL || !unknown)
-			break;
-		if (now_mono() - start > reconnect_window()) {
-			rc = ST_UNKNOWN;
-			break;
-		}
-		if (!said++)
-			fprintf(stderr, NOTE "no answer to the submission (%s); sending it again with "
-			                     "its idempotency key %s\n",
-			        c->err, key);
-		if ((rc = pause_for(c, 0.25)) != ST_OK)
-			break;
-	}
+	if ((rc = submit_body(c, o, cmd, &b)) == ST_OK)
+		rc = api_call(c, "POST", "/queue", &b, 0, key, 0, d);
 	json_buf_free(&b);
-	if (rc == ST_OK && (r.status < 200 || r.status > 299)) {
-		report_refusal(c, &r); /* with a key, even after a lost answer: nothing was queued */
-		return ST_FAIL;
-	}
-	if (rc == ST_OK && doc_parse(c, r.body, r.len, d) != ST_OK)
-		rc = ST_UNKNOWN; /* an answer not understood: the job may exist */
-	if (rc == ST_FAIL && !unknown)
-		errmsg("%s", c->err); /* never reached the daemon: nothing was queued */
-	if ((rc == ST_INTR && (unknown || c->sent)) || rc == ST_UNKNOWN)
-		say_unknown(c, key, rc);
-	if (rc != ST_OK)
-		return rc;
-	if (d->t[0].type != JSON_OBJECT || doc_str(d, 0, "job_id", id, 33) == NULL ||
-	    strlen(id) != 32) {
+	if (rc == ST_OK && (doc_str(d, 0, "job_id", id, 33) == NULL || strlen(id) != 32)) {
 		errmsg("the daemon's answer to POST /queue has no job_id");
-		say_unknown(c, key, ST_UNKNOWN);
 		doc_free(d);
-		return ST_UNKNOWN;
+		rc = ST_UNKNOWN;
 	}
-	return ST_OK;
+	if ((rc == ST_INTR && (c->unknown || c->sent)) || rc == ST_UNKNOWN)
+		say_unknown(c, key, rc);
+	return rc;
 }
 
 /*
@@ -2567,10 +2471,8 @@ static int
 cmd_done(struct opts *o)
 {
 	json_buf_add(&o->cmd, "", 1);
-	if (o->cmd.oom) {
-		errmsg("out of memory");
-		return ST_FAIL;
-	}
+	if (o->cmd.oom)
+		return errmsg("out of memory");
 	return ST_OK;
 }
 
@@ -2717,18 +2619,14 @@ copy_stdin(int fd, const char *path)
 			return ST_INTR;
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			errmsg("reading the script from stdin: %s", strerror(errno));
-			return ST_FAIL;
-		}
+		if (n < 0)
+			return errmsg("reading the script from stdin: %s", strerror(errno));
 		for (off = 0; off < n; off += w) {
 			w = write(fd, buf + off, (size_t)(n - off));
 			if (w < 0 && errno == EINTR)
 				w = 0;
-			else if (w < 0) {
-				errmsg("writing %s: %s", path, strerror(errno));
-				return ST_FAIL;
-			}
+			else if (w < 0)
+				return errmsg("writing %s: %s", path, strerror(errno));
 		}
 	}
 }
@@ -2743,14 +2641,10 @@ store_stdin(char *path, size_t cap)
 	if (script_dir(dir, sizeof dir) < 0)
 		return ST_FAIL;
 	prune_scripts(dir);
-	if (snprintf(path, cap, "%s/script-XXXXXX.py", dir) >= (int)cap) {
-		errmsg("the script dir's path is too long: %s", dir);
-		return ST_FAIL;
-	}
-	if ((fd = mkostemps(path, 3, O_CLOEXEC)) < 0) {
-		errmsg("cannot create a script in %s: %s", dir, strerror(errno));
-		return ST_FAIL;
-	}
+	if (snprintf(path, cap, "%s/script-XXXXXX.py", dir) >= (int)cap)
+		return errmsg("the script dir's path is too long: %s", dir);
+	if ((fd = mkostemps(path, 3, O_CLOEXEC)) < 0)
+		return errmsg("cannot create a script in %s: %s", dir, strerror(errno));
 	fchmod(fd, 0600);
 	rc = copy_stdin(fd, path);
 	if (close(fd) < 0 && rc == ST_OK) {
