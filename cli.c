@@ -1779,7 +1779,8 @@ opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 {
 	unsigned long long v[MAX_JOB_CARDS];
 	char item[32];
-	const char *p = val, *comma;
+	const char *p;
+	size_t len;
 	int n = 0, k;
 
 	if (!multi && (strcmp(val, "all") == 0 || strchr(val, ',') != NULL))
@@ -1791,19 +1792,15 @@ opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 		o->device_all = o->device_set = 1;
 		return ST_OK;
 	}
-	for (;;) {
-		comma = strchr(p, ',');
-		snprintf(item, sizeof item, "%.*s", comma ? (int)(comma - p) : (int)strlen(p), p);
+	for (p = val; n == 0 || p[-1] == ','; p += len + 1, n++) { /* each item up to a comma */
+		len = strcspn(p, ",");
+		snprintf(item, sizeof item, "%.*s", (int)len, p);
 		if (n == MAX_JOB_CARDS || arg_uint(item, 999999, &v[n]) < 0)
 			return usage_err(a->cmd, "--device takes a card number, a list such as 0,1, "
 			                         "or all, not '%s'", val);
 		for (k = 0; k < n; k++)
 			if (v[k] == v[n])
 				return usage_err(a->cmd, "--device names card %llu twice", v[n]);
-		n++;
-		if (!comma)
-			break;
-		p = comma + 1;
 	}
 	qsort(v, (size_t)n, sizeof v[0], cmp_ull);
 	if (o->device_set && (o->device_all || n != (o->ndevices ? o->ndevices : 1) ||
@@ -2302,25 +2299,34 @@ job_cards(struct cli *c, const char *id, const char *status, char (*cards)[24])
 /*
  * Waiting inside a job for a job on a card that job holds would hang until the job's
  * timeout: each card runs one job at a time, in order, and the one waiting holds it. `target`
- * is the job waited for (NULL: one about to be queued) on cards[0..n). ST_USAGE (explained)
- * when one of them is held by this process's job, else ST_OK.
+ * is the job waited for, or NULL for the submission of o about to be queued. ST_USAGE
+ * (explained) when one of its cards is held by this process's job, else ST_OK (also when the
+ * daemon cannot be asked: the wait's own requests then say why). Not called for
+ * --wait-timeout 0, which asks once and never waits.
  */
 static int
-refuse_own_card(struct cli *c, const struct args *a, const char *target, char (*cards)[24], int n)
+refuse_own_card(struct cli *c, const struct args *a, const struct opts *o, const char *target)
 {
-	const char *job = env_nonempty("TT_DEVICE_JOB_ID"), *card = NULL;
-	char held[MAX_JOB_CARDS][24], what[96], list[256];
-	int nh = -1, i, k;
+	const char *job = env_nonempty("TT_DEVICE_JOB_ID");
+	char cards[MAX_JOB_CARDS][24], held[MAX_JOB_CARDS][24], card[24] = "", what[96], list[256];
+	int n, nh = -1, i, k;
 
 	/* inside a job the daemon runs, its TT_DEVICE_JOB_ID holds its cards while it runs */
-	if (job != NULL && strlen(job) == 32 && strspn(job, "0123456789abcdef") == 32)
+	if (job == NULL || strlen(job) != 32 || strspn(job, "0123456789abcdef") != 32)
+		return ST_OK;
+	if (target != NULL)
+		n = job_cards(c, target, NULL, cards);
+	else
+		for (n = 0; n < (o->ndevices ? o->ndevices : 1); n++)
+			snprintf(cards[n], sizeof cards[n], "%llu",
+			         o->ndevices ? o->devices[n] : o->device);
+	if (n > 0)
 		nh = job_cards(c, job, "running", held);
-
-	for (i = 0; i < n && !card; i++)
-		for (k = 0; k < nh && !card; k++)
+	for (i = 0; i < n && !card[0]; i++)
+		for (k = 0; k < nh && !card[0]; k++)
 			if (strcmp(cards[i], held[k]) == 0)
-				card = cards[i];
-	if (!card)
+				memcpy(card, cards[i], sizeof card);
+	if (!card[0])
 		return ST_OK;
 	cards_list(held, nh, list, sizeof list);
 	if (target == NULL)
@@ -2340,34 +2346,6 @@ refuse_own_card(struct cli *c, const struct args *a, const char *target, char (*
 		                " job %s`).\n",
 		        target);
 	return ST_USAGE;
-}
-
-/* run and queue-python --wait: refuse a submission on a card this process's job holds. */
-static int
-refuse_own_card_submission(struct cli *c, const struct args *a, const struct opts *o)
-{
-	char cards[MAX_JOB_CARDS][24];
-	int n = o->ndevices ? o->ndevices : 1, k;
-
-	for (k = 0; k < n; k++)
-		snprintf(cards[k], sizeof cards[k], "%llu", o->ndevices ? o->devices[k] : o->device);
-	return refuse_own_card(c, a, NULL, cards, n);
-}
-
-/*
- * result and logs --follow inside a job: refuse to wait for job id when it needs our card.
- * (Not called for --wait-timeout 0: that asks once and never waits.)
- */
-static int
-refuse_own_card_job(struct cli *c, const struct args *a, const char *id)
-{
-	char cards[MAX_JOB_CARDS][24];
-	int n;
-
-	if (env_nonempty("TT_DEVICE_JOB_ID") == NULL)
-		return ST_OK;
-	n = job_cards(c, id, NULL, cards); /* on failure, the wait's own requests say why */
-	return n > 0 ? refuse_own_card(c, a, id, cards, n) : ST_OK;
 }
 
 /*
@@ -2455,7 +2433,7 @@ submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char
 	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
 	    (rc = submission_cards(c, o)) != ST_OK ||
 	    (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
-	                (rc = refuse_own_card_submission(c, a, o)) != ST_OK)) ||
+	                (rc = refuse_own_card(c, a, o, NULL)) != ST_OK)) ||
 	    (rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK) {
 		if (stored && rc != ST_INTR && rc != ST_UNKNOWN)
 			unlink(script);
@@ -2509,21 +2487,13 @@ command_words(const struct args *a, struct opts *o)
 	return cmd_done(o);
 }
 
-/* run: submit the command after the options and follow it. */
+/* run and queue: submit the command after the options; run follows it. */
 static int
-cmd_run(struct cli *c, struct args *a, struct opts *o)
+cmd_submit(struct cli *c, struct args *a, struct opts *o)
 {
 	int rc = command_words(a, o);
 
-	return rc != ST_OK ? rc : submit_cmd(c, a, o, 1, NULL, 0);
-}
-
-static int
-cmd_queue(struct cli *c, struct args *a, struct opts *o)
-{
-	int rc = command_words(a, o);
-
-	return rc != ST_OK ? rc : submit_cmd(c, a, o, 0, NULL, 0);
+	return rc != ST_OK ? rc : submit_cmd(c, a, o, strcmp(a->cmd->name, "run") == 0, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------ queue-python */
@@ -2775,7 +2745,7 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 		return rc;
 	if (c->json && o->follow)
 		return usage_err(a->cmd, "--json and --follow do not go together");
-	if (o->follow && o->wait_timeout != 0 && (rc = refuse_own_card_job(c, a, id)) != ST_OK)
+	if (o->follow && o->wait_timeout != 0 && (rc = refuse_own_card(c, a, o, id)) != ST_OK)
 		return rc;
 	if (c->json)
 		return logs_json(c, id, o);
@@ -2800,7 +2770,7 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 	int rc;
 
 	if ((rc = one_job_id(a, id)) != ST_OK || (rc = output_limit(a, o, &limit)) != ST_OK ||
-	    (o->wait_timeout != 0 && (rc = refuse_own_card_job(c, a, id)) != ST_OK))
+	    (o->wait_timeout != 0 && (rc = refuse_own_card(c, a, o, id)) != ST_OK))
 		return rc;
 	set_deadline(c, o->wait_timeout);
 	if ((rc = wait_done(c, id)) != ST_OK)
@@ -3291,8 +3261,8 @@ static int cmd_skill(struct cli *c, struct args *a, struct opts *o);
 #define WAIT_SYN "[--wait-timeout S] [--output-limit B]"
 
 static const struct subcmd subcmds[] = {
-    {"run", cmd_run, G_SUBMIT, 1, "run " SUBMIT_SYN WAIT_SYN " -- CMD..."},
-    {"queue", cmd_queue, G_SUBMIT, 1, "queue " SUBMIT_SYN "-- CMD..."},
+    {"run", cmd_submit, G_SUBMIT, 1, "run " SUBMIT_SYN WAIT_SYN " -- CMD..."},
+    {"queue", cmd_submit, G_SUBMIT, 1, "queue " SUBMIT_SYN "-- CMD..."},
     {"queue-python", cmd_queue_python, G_SUBMIT | G_PY, 0,
      "queue-python " SUBMIT_SYN "[--python P] [--python-arg A]... [--wait] " WAIT_SYN
      " SCRIPT|-"},
