@@ -298,22 +298,12 @@ static int
 parse_secs(const char *s, double *out)
 {
 	char *end;
-	const char *p;
-	int digits = 0;
 
-	for (p = s; *p; p++) {
-		if (*p >= '0' && *p <= '9')
-			digits++;
-		else if (*p != '.')
-			return -1;
-	}
-	if (digits == 0)
+	if (s[strspn(s, "0123456789.")] != 0 || strpbrk(s, "0123456789") == NULL)
 		return -1;
 	errno = 0;
 	*out = strtod(s, &end);
-	if (errno != 0 || *end != 0 || *out < 0 || *out > 1e9)
-		return -1;
-	return 0;
+	return errno != 0 || *end != 0 || *out > 1e9 ? -1 : 0;
 }
 
 /* Format seconds for people: 0.52s, 12.3s, 4m05s, 2h03m. */
@@ -1256,14 +1246,13 @@ wait_done(struct cli *c, const char *id)
 {
 	char path[128];
 	struct doc d;
-	int hold, rc, again, asked, first = c->job_status[0] == 0;
+	int hold, rc, again, asked;
 
 	for (asked = 0;; asked = 1) {
 		if ((hold = next_hold(c, asked)) < 0)
 			return ST_TIMEOUT;
-		if (first)
+		if (!asked && c->job_status[0] == 0)
 			hold = 0;
-		first = 0;
 		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
 		c->waiting = 1;
 		rc = api(c, "GET", path, NULL, hold, &d);
@@ -3356,13 +3345,10 @@ cli_main(int argc, char **argv)
 	a.argv = argv;
 	a.i = 1;
 	a.pos = calloc((size_t)argc + 1, sizeof *a.pos);
-	if (opts_init(&o, argc) < 0 || a.pos == NULL) {
-		errmsg("out of memory");
-		opts_free(&o);
-		free(a.pos);
-		return ST_FAIL;
-	}
-	rc = parse_opts(&c, &a, &o); /* the global options, up to the subcommand */
+	if (opts_init(&o, argc) < 0 || a.pos == NULL)
+		rc = errmsg("out of memory");
+	else
+		rc = parse_opts(&c, &a, &o); /* the global options, up to the subcommand */
 	if (rc == ST_OK && a.i >= argc)
 		rc = usage_err(a.cmd, "missing subcommand");
 	else if (rc == ST_OK && (a.cmd = find_subcmd(argv[a.i++])) == NULL)
