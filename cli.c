@@ -991,8 +991,9 @@ api_call(struct cli *c, const char *method, const char *path, const struct json_
 		if (now_mono() - start > reconnect_window())
 			return ST_UNKNOWN;
 		if (!said++)
-			fprintf(stderr, NOTE "no answer to the submission (%s); sending it again with "
-			                     "its idempotency key %s\n",
+			fprintf(stderr,
+			        NOTE "no answer to the submission (%s); sending it again with its "
+			             "idempotency key %s\n",
 			        c->err, key);
 		if ((rc = pause_for(c, 0.25)) != ST_OK)
 			return rc;
