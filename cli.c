@@ -2709,27 +2709,13 @@ cmd_job(struct cli *c, struct args *a, struct opts *o)
 	return get_and_print(c, path);
 }
 
-/* logs --json: the one /logs answer at --offset/--limit as JSON. */
-static int
-logs_json(struct cli *c, const char *id, const struct opts *o)
-{
-	char path[192];
-	int n;
-
-	n = snprintf(path, sizeof path, "/logs/%s?offset=%lld", id, o->offset);
-	if (o->limit >= 0)
-		snprintf(path + n, sizeof path - (size_t)n, "&limit=%lld",
-		         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
-	return get_and_print(c, path);
-}
-
 static int
 cmd_logs(struct cli *c, struct args *a, struct opts *o)
 {
 	struct logpos lp = {(unsigned long long)o->offset, 0, 0};
 	struct sink out;
-	char id[33];
-	int rc;
+	char id[33], path[192];
+	int rc, n;
 
 	if ((rc = one_job_id(a, id)) != ST_OK)
 		return rc;
@@ -2737,8 +2723,13 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 		return usage_err(a->cmd, "--json and --follow do not go together");
 	if (o->follow && o->wait_timeout != 0 && (rc = refuse_own_card(c, a, o, id)) != ST_OK)
 		return rc;
-	if (c->json)
-		return logs_json(c, id, o);
+	if (c->json) { /* the one /logs answer at --offset/--limit */
+		n = snprintf(path, sizeof path, "/logs/%s?offset=%lld", id, o->offset);
+		if (o->limit >= 0)
+			snprintf(path + n, sizeof path - (size_t)n, "&limit=%lld",
+			         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
+		return get_and_print(c, path);
+	}
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
 	sink_init(&out, ULLONG_MAX, 0);
 	rc = logs_loop(c, id, &lp, o->limit >= 0 ? (unsigned long long)o->limit : ULLONG_MAX,
@@ -3130,11 +3121,7 @@ kill_human(const struct doc *d)
 	char id[40] = "?", dev[256] = "?", cards[MAX_JOB_CARDS][24];
 	int n;
 
-	if (k < 0 && q < 0) {
-		print_doc(d);
-		return;
-	}
-	doc_str(d, k >= 0 ? k : q, "job_id", id, sizeof id);
+	doc_str(d, k >= 0 ? k : q, "job_id", id, sizeof id); /* every 200 of /kill has one */
 	n = doc_cards(d, k >= 0 ? k : q, cards, MAX_JOB_CARDS);
 	cards_list(cards, n, dev, sizeof dev);
 	if (k >= 0)
