@@ -242,14 +242,13 @@ struct store {
 	sqlite3 *db;
 	sqlite3_stmt *stmt[NSTMT];
 	bool in_txn;     /* store_begin() succeeded and no commit/rollback yet */
-	bool txn_failed; /* a write in the open transaction failed; txn_err says why */
+	bool txn_failed; /* a write in the open transaction failed; err says why */
 	bool refused;    /* store_open: the file is one this build will not use */
 	int rc;          /* the SQLite result code of the last failure recorded in err */
 	bool file_known; /* file_dev/file_ino are the database file opened (store_dir_in_place) */
 	dev_t file_dev;
 	ino_t file_ino;
 	char err[ERRLEN];
-	char txn_err[ERRLEN];
 };
 
 __attribute__((format(printf, 2, 3))) static int
@@ -287,12 +286,6 @@ now_epoch(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static const char *
-name_of(const char *const *names, int n, int v)
-{
-	return v >= 0 && v < n ? names[v] : NULL;
 }
 
 /* The index of text in names, or dflt when it is NULL or unknown. */
@@ -737,8 +730,6 @@ store_errmsg(struct store *st)
 int
 store_begin(struct store *st)
 {
-	if (st->in_txn)
-		return set_err(st, "begin: a transaction is already open");
 	if (step_done(st, S_BEGIN) != 0)
 		return -1;
 	st->in_txn = true;
@@ -758,53 +749,59 @@ rollback_quiet(struct store *st)
 	st->txn_failed = false;
 }
 
-/* Before a write: refuse inside a transaction that already failed or that SQLite ended. */
-static int
-write_allowed(struct store *st)
-{
-	if (st->in_txn && !st->txn_failed && sqlite3_get_autocommit(st->db)) {
-		st->txn_failed = true;
-		snprintf(st->txn_err, sizeof(st->txn_err), "the transaction was rolled back");
-	}
-	if (st->in_txn && st->txn_failed)
-		return set_err(st, "%s", st->txn_err);
-	return 0;
-}
-
-/* After a failed write: the open transaction may not commit any more. */
+/* After a failed write (st->err says why): the open transaction may not commit any more. */
 static int
 write_failed(struct store *st)
 {
-	if (st->in_txn && !st->txn_failed) {
-		st->txn_failed = true;
-		memcpy(st->txn_err, st->err, sizeof(st->txn_err));
-	}
+	st->txn_failed = st->in_txn;
 	return -1;
+}
+
+/*
+ * Before a write: refuse inside a transaction that already failed (st->err still names that
+ * failure: nothing is recorded after it) or that SQLite ended.
+ */
+static int
+write_allowed(struct store *st)
+{
+	if (st->txn_failed)
+		return -1;
+	if (st->in_txn && sqlite3_get_autocommit(st->db)) {
+		set_err(st, "the transaction was rolled back");
+		return write_failed(st);
+	}
+	return 0;
+}
+
+/* Step write statement id, its parameters bound with result `bound`; 0, or -1 (write_failed). */
+static int
+write_step(struct store *st, enum stmt_id id, int bound)
+{
+	if (bound != SQLITE_OK) {
+		db_err(st, stmt_defs[id].name);
+		done_with(st->stmt[id]);
+		return write_failed(st);
+	}
+	return step_done(st, id) == 0 ? 0 : write_failed(st);
 }
 
 int
 store_commit(struct store *st)
 {
-	if (!st->in_txn)
-		return set_err(st, "commit: no transaction is open");
 	if (write_allowed(st) != 0) {
-		set_err(st, "commit: %s", st->txn_err);
-		rollback_quiet(st);
-		return -1;
+		set_err(st, "commit: %s", st->err);
+	} else if (step_done(st, S_COMMIT) == 0) {
+		st->in_txn = false;
+		return 0;
 	}
-	if (step_done(st, S_COMMIT) != 0) {
-		rollback_quiet(st);
-		return -1;
-	}
-	st->in_txn = false;
-	return 0;
+	rollback_quiet(st);
+	return -1;
 }
 
 void
 store_rollback(struct store *st)
 {
-	if (st)
-		rollback_quiet(st);
+	rollback_quiet(st);
 }
 
 static int
@@ -919,37 +916,20 @@ store_put_job(struct store *st, const struct job *j, const char *output_file)
 
 	if (write_allowed(st) != 0)
 		return -1;
-	if (!j->id[0] || !name_of(status_names, NELEM(status_names), j->status) ||
-	    !name_of(mode_names, NELEM(mode_names), j->mode)) {
-		set_err(st, "saving job '%s': no id, or status %d / mode %d unknown", j->id,
-		        j->status, j->mode);
-		return write_failed(st);
-	}
-	if (bind_job_text(s, j, output_file) | bind_job_numbers(s, j) | bind_job_times(s, j)) {
-		db_err(st, "saving job");
-		done_with(s);
-		return write_failed(st);
-	}
-	if (step_done(st, S_PUT_JOB) != 0)
-		return write_failed(st);
-	return 0;
+	return write_step(st, S_PUT_JOB, bind_job_text(s, j, output_file) | bind_job_numbers(s, j) |
+					     bind_job_times(s, j));
 }
 
 int
 store_put_card(struct store *st, const struct card *c, const char *boot_id)
 {
 	sqlite3_stmt *s = st->stmt[S_PUT_CARD];
-	const char *state = name_of(state_names, NELEM(state_names), c->state);
 	int rc = 0;
 
 	if (write_allowed(st) != 0)
 		return -1;
-	if (!state) {
-		set_err(st, "saving card %d: state %d unknown", c->device, c->state);
-		return write_failed(st);
-	}
 	rc |= bind_int(s, 0, c->device);
-	rc |= bind_text(s, 1, state);
+	rc |= bind_text(s, 1, state_names[c->state]);
 	rc |= bind_int(s, 2, c->reset_epoch);
 	rc |= bind_int(s, 3, c->reset_pending);
 	rc |= bind_text(s, 4, boot_id);
@@ -962,12 +942,7 @@ store_put_card(struct store *st, const struct card *c, const char *boot_id)
 	rc |= bind_real(s, 11, c->held ? c->held_at : NAN);
 	rc |= bind_text(s, 12, c->held ? c->hold_reason : NULL);
 	rc |= bind_int(s, 13, c->check_pending);
-	if (rc != SQLITE_OK) {
-		db_err(st, "saving card");
-		done_with(s);
-		return write_failed(st);
-	}
-	return step_done(st, S_PUT_CARD) == 0 ? 0 : write_failed(st);
+	return write_step(st, S_PUT_CARD, rc);
 }
 
 static double
@@ -1330,111 +1305,42 @@ store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), v
 	return load_rows(st, S_CARDS, NULL, cb, ctx);
 }
 
-/* A growable list of heap id strings. */
-struct idlist {
-	char **v;
-	size_t n, cap;
-};
-
-static void
-idlist_free(struct idlist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-}
-
-static int
-idlist_add(struct idlist *l, const char *id)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		l->v = v;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(id)))
-		return -1;
-	l->n++;
-	return 0;
-}
-
-/* Inside the retention transaction: the ids of the completed jobs to delete. */
-static int
-retention_select(struct store *st, double older_than, long long keep, struct idlist *ids)
-{
-	sqlite3_stmt *s = st->stmt[S_RET_SELECT];
-	int rc;
-
-	rc = older_than > 0 ? sqlite3_bind_double(s, 1, older_than) : sqlite3_bind_null(s, 1);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(s, 2, keep >= 0 ? keep : INT64_MAX);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *id = (const char *)sqlite3_column_text(s, 0);
-
-		rc = SQLITE_OK;
-		if (id && idlist_add(ids, id) != 0) {
-			oom(st, "retention");
-			rc = SQLITE_NOMEM;
-			break;
-		}
-	}
-	if (rc != SQLITE_DONE && rc != SQLITE_NOMEM)
-		db_err(st, "retention");
-	done_with(s);
-	return rc == SQLITE_DONE ? 0 : -1;
-}
-
 /*
- * Inside the retention transaction: each job's folder first, then its row once the folder is
- * gone (d NULL: no folders); cb is told of each. The rows deleted, or -1.
+ * Each job's folder first, then its row once the folder is gone (d NULL: no folders); cb is told
+ * of each. A row is deleted while the select is stepped: its UNION is computed whole into a
+ * temporary table before the first row comes, so the deletes do not disturb it.
  */
-static int
-retention_delete(struct store *st, const struct store_dir *d, const struct idlist *ids,
-                 void (*cb)(void *ctx, const char *id, int err), void *ctx)
-{
-	sqlite3_stmt *s = st->stmt[S_RET_DELETE];
-	int n = 0, e;
-
-	for (size_t i = 0; i < ids->n; i++) {
-		e = d && store_remove_job_dir(d, ids->v[i]) < 0 ? (errno ? errno : EIO) : 0;
-		if (cb)
-			cb(ctx, ids->v[i], e);
-		if (e)
-			continue; /* its row stays for the next pass */
-		if (sqlite3_bind_text(s, 1, ids->v[i], -1, SQLITE_STATIC) != SQLITE_OK) {
-			done_with(s);
-			return db_err(st, "retention");
-		}
-		if (step_done(st, S_RET_DELETE) != 0)
-			return -1;
-		n++;
-	}
-	return n;
-}
-
 int
 store_retention(struct store *st, const struct store_dir *d, double older_than, long long keep,
                 void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
-	struct idlist ids = {NULL, 0, 0};
-	int n = -1;
+	sqlite3_stmt *s = st->stmt[S_RET_SELECT];
+	const char *id;
+	int n = 0, rc, e;
 
-	if (st->in_txn)
-		return set_err(st, "retention: a transaction is already open");
 	if (store_begin(st) != 0)
 		return -1;
-	if (retention_select(st, older_than, keep, &ids) == 0)
-		n = retention_delete(st, d, &ids, cb, ctx);
-	if (n >= 0 && store_commit(st) != 0)
-		n = -1;
-	else if (n < 0)
-		rollback_quiet(st);
-	idlist_free(&ids);
-	return n;
+	rc = older_than > 0 ? sqlite3_bind_double(s, 1, older_than) : sqlite3_bind_null(s, 1);
+	rc |= sqlite3_bind_int64(s, 2, keep >= 0 ? keep : INT64_MAX);
+	while (rc == SQLITE_OK && n >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		rc = SQLITE_OK;
+		if (!(id = (const char *)sqlite3_column_text(s, 0)))
+			break; /* out of memory */
+		e = d && store_remove_job_dir(d, id) < 0 ? errno : 0;
+		if (cb)
+			cb(ctx, id, e);
+		if (e)
+			continue; /* its row stays for the next pass */
+		rc = sqlite3_bind_text(st->stmt[S_RET_DELETE], 1, id, -1, SQLITE_STATIC);
+		n = write_step(st, S_RET_DELETE, rc) == 0 ? n + 1 : -1;
+	}
+	if (n >= 0 && rc != SQLITE_DONE)
+		n = db_err(st, "retention");
+	done_with(s);
+	if (n >= 0 && store_commit(st) == 0)
+		return n;
+	rollback_quiet(st);
+	return -1;
 }
 
 int
