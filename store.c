@@ -117,8 +117,6 @@ enum jcol {
 	"reset_epochs TEXT, idempotency_key TEXT, end_reason TEXT, signal INTEGER, "              \
 	"foreign_holders TEXT, silence_timeout INTEGER, owner_uid INTEGER)"
 
-static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
-
 static const char schema_cards[] =
 	"CREATE TABLE IF NOT EXISTS cards (device INTEGER PRIMARY KEY, state TEXT, "
 	"reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
@@ -138,25 +136,28 @@ static const char schema_indexes[] =
 	"WHERE idempotency_key IS NOT NULL;";
 
 /*
- * Columns later versions added, as the migration adds those a table lacks: v4 the cards' hold,
- * v5 a job's card list, v6 its idempotency key and how it ended, v7 the foreign holders seen,
- * its silence timeout and owner, and the cards' pending health check.
+ * The ALTER TABLE statements, as one text, that add the columns later versions added which a
+ * table lacks: v4 the cards' hold, v5 a job's card list, v6 its idempotency key and how it
+ * ended, v7 the foreign holders seen, its silence timeout and owner, and the cards' pending
+ * health check.
  */
-static const struct column {
-	const char *table, *name, *type;
-} later_columns[] = {
-	{"cards", "held", "INTEGER NOT NULL DEFAULT 0"}, {"cards", "held_by", "TEXT"},
-	{"cards", "held_at", "REAL"}, {"cards", "hold_reason", "TEXT"},
-	{"jobs", "device_ids", "TEXT"}, {"jobs", "reset_epochs", "TEXT"},
-	{"jobs", "idempotency_key", "TEXT"}, {"jobs", "end_reason", "TEXT"},
-	{"jobs", "signal", "INTEGER"}, {"jobs", "foreign_holders", "TEXT"},
-	{"jobs", "silence_timeout", "INTEGER"}, {"jobs", "owner_uid", "INTEGER"},
-	{"cards", "check_pending", "INTEGER NOT NULL DEFAULT 0"},
-};
+static const char later_columns[] =
+	"SELECT group_concat('ALTER TABLE ' || column1 || ' ADD COLUMN ' || column2 || ' ' || "
+	"column3, '; ') FROM (VALUES ('cards', 'held', 'INTEGER NOT NULL DEFAULT 0'), "
+	"('cards', 'held_by', 'TEXT'), ('cards', 'held_at', 'REAL'), "
+	"('cards', 'hold_reason', 'TEXT'), ('jobs', 'device_ids', 'TEXT'), "
+	"('jobs', 'reset_epochs', 'TEXT'), ('jobs', 'idempotency_key', 'TEXT'), "
+	"('jobs', 'end_reason', 'TEXT'), ('jobs', 'signal', 'INTEGER'), "
+	"('jobs', 'foreign_holders', 'TEXT'), ('jobs', 'silence_timeout', 'INTEGER'), "
+	"('jobs', 'owner_uid', 'INTEGER'), "
+	"('cards', 'check_pending', 'INTEGER NOT NULL DEFAULT 0')) "
+	"WHERE column2 NOT IN (SELECT lower(name) FROM pragma_table_info(column1))";
 
-/* The columns without which a database is pre-v2: such a file is refused. */
-static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
-	"dropped_log_bytes"};
+/* The columns without which a database is pre-v2 (such a file is refused) that it lacks. */
+static const char v2_missing[] =
+	"SELECT group_concat(column1, ', ') FROM (VALUES ('seq'), ('id'), ('status'), "
+	"('log_truncated'), ('dropped_log_bytes')) "
+	"WHERE column1 NOT IN (SELECT lower(name) FROM pragma_table_info('jobs'))";
 
 enum stmt_id {
 	S_BEGIN, S_COMMIT, S_ROLLBACK, S_PUT_JOB, S_PUT_CARD, S_GET_JOB, S_GET_ENV, S_ACTIVE,
@@ -245,9 +246,7 @@ struct store {
 	bool txn_failed; /* a write in the open transaction failed; err says why */
 	bool refused;    /* store_open: the file is one this build will not use */
 	int rc;          /* the SQLite result code of the last failure recorded in err */
-	bool file_known; /* file_dev/file_ino are the database file opened (store_dir_in_place) */
-	dev_t file_dev;
-	ino_t file_ino;
+	struct stat file; /* the database file opened (store_dir_in_place); zeros: none */
 	char err[ERRLEN];
 };
 
@@ -364,17 +363,14 @@ query(struct store *st, const char *sql, const char *a1, const char *a2, long lo
 	return rc == SQLITE_ROW ? 0 : -1;
 }
 
-/* Whether table has a column `name` (name NULL: whether the table exists). -1 on failure. */
+/* Whether the database has a table `name`; -1 on failure. */
 static int
-has(struct store *st, const char *table, const char *name)
+has_table(struct store *st, const char *name)
 {
-	static const char column[] = "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2 "
-				     "COLLATE NOCASE";
-	static const char table_sql[] = "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-					"AND name = ?1";
 	long long n = 0;
 
-	if (query(st, name ? column : table_sql, table, name, &n, NULL, 0) != 0)
+	if (query(st, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+		  name, NULL, &n, NULL, 0) != 0)
 		return -1;
 	return n > 0;
 }
@@ -406,47 +402,35 @@ sync_parent(const char *path)
 	free(dir);
 }
 
-/* Create the database file 0600 (or tighten an older, wider one to 0600). */
+/* Create the database file 0600 (or tighten an older, wider one) and note which file it is. */
 static int
 create_file(struct store *st, const char *path)
 {
-	bool created = true;
-	int fd;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		created = false;
-		fd = open(path, O_RDWR | O_CLOEXEC);
-	}
 	if (fd < 0)
 		return set_err(st, "creating the file: %s", strerror(errno));
 	(void)fchmod(fd, 0600); /* fails only when not the owner: then the mode is not ours */
+	(void)fstat(fd, &st->file);
 	close(fd);
-	if (created)
-		sync_parent(path);
+	sync_parent(path); /* a file just made keeps its name through a crash */
 	return 0;
 }
 
-/* Switch to WAL and check that it took (it cannot on some file systems). */
+/*
+ * Switch to WAL and check that it took (it cannot on some file systems). SQLite gives the
+ * -wal and -shm files the database file's mode, 0600.
+ */
 static int
 set_wal(struct store *st)
 {
-	sqlite3_stmt *s = NULL;
-	const char *mode = NULL;
-	int rc;
+	char mode[16];
 
-	rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		mode = (const char *)sqlite3_column_text(s, 0);
-	if (rc != SQLITE_ROW)
-		db_err(st, "setting WAL mode");
-	else if (!mode || sqlite3_stricmp(mode, "wal") != 0)
-		set_err(st, "setting WAL mode: the journal mode stays %s", mode ? mode : "unknown");
-	rc = mode && sqlite3_stricmp(mode, "wal") == 0 ? 0 : -1;
-	sqlite3_finalize(s);
-	return rc;
+	if (query(st, "PRAGMA journal_mode = WAL", NULL, NULL, NULL, mode, sizeof(mode)) != 0)
+		return -1;
+	if (sqlite3_stricmp(mode, "wal") != 0)
+		return set_err(st, "setting WAL mode: the journal mode stays %s", mode);
+	return 0;
 }
 
 /*
@@ -468,32 +452,14 @@ connect_db(struct store *st, const char *path, int busy_ms)
 	return exec_sql(st, "setting synchronous=FULL", "PRAGMA synchronous = FULL");
 }
 
-/* A fresh file (or one without a jobs table): the current schema. */
-static int
-create_schema(struct store *st)
-{
-	if (exec_sql(st, "creating jobs", schema_jobs) != 0 ||
-	    exec_sql(st, "creating cards", schema_cards) != 0 ||
-	    exec_sql(st, "creating indexes", schema_indexes) != 0)
-		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
-}
-
 /* Refuse a pre-v2 jobs table, naming the columns it lacks. */
 static int
 check_v2(struct store *st)
 {
-	char missing[128] = "";
-	size_t i;
-	int yes;
+	char missing[128];
 
-	for (i = 0; i < NELEM(v2_columns); i++) {
-		if ((yes = has(st, "jobs", v2_columns[i])) < 0)
-			return -1;
-		if (!yes)
-			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
-			         "%s%s", *missing ? ", " : "", v2_columns[i]);
-	}
+	if (query(st, v2_missing, NULL, NULL, NULL, missing, sizeof(missing)) != 0)
+		return -1;
 	if (!*missing)
 		return 0;
 	st->refused = true; /* waiting will not change that (store_open) */
@@ -510,28 +476,19 @@ check_v2(struct store *st)
  * (its indexes go with it), rename the new one; migrate() then creates the indexes. Adding
  * `device` with ALTER would keep the old NOT NULL constraints, and the first save of a job
  * whose env this build keeps (env_json NULL) would fail: a store degraded for good. Columns
- * the old table lacks start NULL (device 0: its jobs are card 0's). No foreign keys are
- * declared or enabled; foreign_key_check confirms the copy broke none.
+ * the old table lacks start NULL (device 0: its jobs are card 0's).
  */
 static int
 rebuild_jobs(struct store *st)
 {
 	char cols[1024], copy[2200];
-	long long broken = 0;
 
 	if (exec_sql(st, "migrating jobs", "CREATE TABLE jobs_new " JOBS_TABLE_BODY) != 0 ||
 	    common_columns(st, "jobs", "jobs_new", cols, sizeof(cols)) != 0)
 		return -1;
-	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
-	if (exec_sql(st, "migrating jobs", copy) != 0 ||
-	    exec_sql(st, "migrating jobs", "DROP TABLE jobs") != 0 ||
-	    exec_sql(st, "migrating jobs", "ALTER TABLE jobs_new RENAME TO jobs") != 0 ||
-	    query(st, "SELECT count(*) FROM pragma_foreign_key_check", NULL, NULL, &broken, NULL,
-		  0) != 0)
-		return -1;
-	if (broken > 0)
-		return set_err(st, "migrating jobs: %lld foreign key violations", broken);
-	return 0;
+	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs; DROP TABLE "
+		 "jobs; ALTER TABLE jobs_new RENAME TO jobs", cols, cols);
+	return exec_sql(st, "migrating jobs", copy);
 }
 
 /* Copy the singleton device_state row into cards as card 0 and drop device_state. */
@@ -543,13 +500,15 @@ move_device_state(struct store *st)
 	if (common_columns(st, "device_state", "cards", cols, sizeof(cols)) != 0)
 		return -1;
 	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO cards (device%s%s) SELECT 0%s%s FROM "
-		 "device_state LIMIT 1", *cols ? ", " : "", cols, *cols ? ", " : "", cols);
-	if (exec_sql(st, "migrating device_state", sql) != 0)
-		return -1;
-	return exec_sql(st, "migrating device_state", "DROP TABLE device_state");
+		 "device_state LIMIT 1; DROP TABLE device_state", *cols ? ", " : "", cols,
+		 *cols ? ", " : "", cols);
+	return exec_sql(st, "migrating device_state", sql);
 }
 
-/* The earlier single-card service's database (user_version 0-2) becomes v3 with card 0. */
+/*
+ * The earlier single-card service's database (user_version 0-2): its jobs and state become
+ * card 0's; build_schema then adds the indexes.
+ */
 static int
 migrate(struct store *st)
 {
@@ -558,36 +517,25 @@ migrate(struct store *st)
 	if (check_v2(st) != 0 || rebuild_jobs(st) != 0)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0 ||
-	    (has_state = has(st, "device_state", NULL)) < 0)
+	    (has_state = has_table(st, "device_state")) < 0)
 		return -1;
-	if (has_state && move_device_state(st) != 0)
-		return -1;
-	if (exec_sql(st, "creating indexes", schema_indexes) != 0)
-		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
+	return has_state ? move_device_state(st) : 0;
 }
 
 /*
- * Versions 3 to 6 become 7: each table gets the later_columns it lacks (ALTER TABLE ADD COLUMN
- * keeps its rows; NULL, or 0 for the flags, in the rows it has: a job of one card, an end not
- * known by name, no silence timeout). A file migrated from the earlier service already has
- * the jobs columns (its table was rebuilt as the current one).
+ * Versions before 7 become 7: each table gets the later columns it lacks (ALTER TABLE ADD
+ * COLUMN keeps its rows; NULL, or 0 for the flags, in the rows it has: a job of one card, an
+ * end not known by name, no silence timeout). A file migrated from the earlier service and a
+ * new one already have every column.
  */
 static int
 add_later_columns(struct store *st)
 {
-	const struct column *c;
-	char sql[160];
-	int yes;
+	char sql[2048];
 
-	for (c = later_columns; c < later_columns + NELEM(later_columns); c++) {
-		if ((yes = has(st, c->table, c->name)) < 0)
-			return -1;
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", c->table, c->name,
-		         c->type);
-		if (!yes && exec_sql(st, "migrating", sql) != 0)
-			return -1;
-	}
+	if (query(st, later_columns, NULL, NULL, NULL, sql, sizeof(sql)) != 0 ||
+	    exec_sql(st, "migrating", sql) != 0)
+		return -1;
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
 }
 
@@ -607,11 +555,11 @@ build_schema(struct store *st)
 		               "tt-device-queue: use a fresh logs-v2/ directory "
 		               "(or a newer tt-device-queue)",
 		               version, STORE_SCHEMA_VERSION);
-	if ((has_jobs = has(st, "jobs", NULL)) < 0)
+	if ((has_jobs = has_table(st, "jobs")) < 0)
 		return -1;
-	if (!has_jobs)
-		return create_schema(st);
-	if (version < 3 && migrate(st) != 0)
+	if (!has_jobs && exec_sql(st, "creating jobs", "CREATE TABLE jobs " JOBS_TABLE_BODY) != 0)
+		return -1;
+	if (has_jobs && version < 3 && migrate(st) != 0)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound file */
 		return -1;
@@ -660,35 +608,21 @@ prepare_all(struct store *st)
 struct store *
 store_open(const char *path, bool serving, char *err, size_t errlen, bool *refused)
 {
-	struct store *st;
-	mode_t mask;
-	int rc = -1, prim;
+	struct store *st = calloc(1, sizeof(*st));
+	int prim;
 
 	if (refused)
 		*refused = false;
-	st = calloc(1, sizeof(*st));
 	if (!st) {
 		snprintf(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
-	mask = umask(077);
 	if (create_file(st, path) == 0 &&
 	    connect_db(st, path, serving ? BUSY_TIMEOUT_MS : BUSY_TIMEOUT_OPEN_MS) == 0 &&
 	    setup_schema(st) == 0 && set_wal(st) == 0 && first_read(st) == 0 &&
 	    prepare_all(st) == 0) {
 		sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
-		rc = 0;
-	}
-	umask(mask);
-	if (rc == 0) {
-		struct stat sb;
-
-		if (stat(path, &sb) == 0) { /* else store_dir_in_place finds it gone */
-			st->file_known = true;
-			st->file_dev = sb.st_dev;
-			st->file_ino = sb.st_ino;
-		}
 		return st;
 	}
 	/* Not a database, or a damaged one, stays so until someone replaces the file. */
@@ -722,9 +656,7 @@ store_close(struct store *st)
 const char *
 store_errmsg(struct store *st)
 {
-	if (!st)
-		return "no store (out of memory?)";
-	return st->err[0] ? st->err : "no error";
+	return st->err;
 }
 
 int
@@ -1574,7 +1506,7 @@ bool
 store_dir_in_place(const struct store_dir *d, const struct store *st)
 {
 	return path_is(d->path, d->st.st_dev, d->st.st_ino) &&
-	       (!st || (st->file_known && path_is(d->db, st->file_dev, st->file_ino)));
+	       (!st || path_is(d->db, st->file.st_dev, st->file.st_ino));
 }
 
 int
@@ -1640,7 +1572,7 @@ store_restore(const struct store_dir *d, struct store **st, char *err, size_t er
 		return -1;
 	}
 	copy = store_open(d->db, true, why, sizeof(why), NULL);
-	if (!copy || !copy->file_known) {
+	if (!copy || !store_dir_in_place(d, copy)) {
 		snprintf(err, errlen, "the restored database cannot be opened: %s",
 		         copy ? "it was removed again" : why);
 		store_close(copy);
