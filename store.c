@@ -67,6 +67,7 @@
 #define BUSY_TIMEOUT_OPEN_MS 2000
 #define BUSY_TIMEOUT_MS 100
 #define ERRLEN 512
+#define CARDS_MAX 256 /* cards of one job at most: TT_DEVICE_IDS names no more */
 
 /* The tables and SQL below are laid out by hand. */
 /* clang-format off */
@@ -777,8 +778,9 @@ bind_card_list(sqlite3_stmt *s, int col, const struct job *j, bool epochs)
 	return sqlite3_bind_text(s, col + 1, text, (int)n, free);
 }
 
+/* Bind every column of job j to the upsert s: SQLITE_OK, or the codes of failed binds. */
 static int
-bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
+bind_job(sqlite3_stmt *s, const struct job *j, const char *output_file)
 {
 	int rc = 0;
 
@@ -796,39 +798,23 @@ bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
 	rc |= bind_text(s, JC_KEY, j->idempotency_key);
 	rc |= bind_text(s, JC_END, sched_end_name(j->end_reason));
 	rc |= bind_text(s, JC_HOLDERS, j->foreign_holders);
-	return rc;
-}
-
-static int
-bind_job_numbers(sqlite3_stmt *s, const struct job *j)
-{
-	int rc = 0;
-
 	rc |= bind_int(s, JC_DEVICE, j->device);
 	rc |= bind_int(s, JC_TIMEOUT, j->timeout);
 	rc |= bind_int(s, JC_REPEAT, j->repeat);
 	rc |= bind_int(s, JC_RESET_EPOCH, j->reset_epoch);
-	rc |= j->has_exit_code ? bind_int(s, JC_EXIT, j->exit_code)
-	                       : sqlite3_bind_null(s, JC_EXIT + 1);
+	if (j->has_exit_code) /* else NULL, as done_with left it */
+		rc |= bind_int(s, JC_EXIT, j->exit_code);
 	rc |= bind_int(s, JC_REP_CUR, j->repeat_current);
 	rc |= bind_int(s, JC_REP_DONE, j->repeat_completed);
 	rc |= bind_int(s, JC_LOG_SIZE, j->log_size);
 	rc |= bind_int(s, JC_LOG_TRUNC, j->log_truncated);
 	rc |= bind_int(s, JC_DROPPED, j->dropped_log_bytes);
 	rc |= bind_int(s, JC_TIMED_OUT, j->timed_out);
-	rc |= j->end_signal ? bind_int(s, JC_SIGNAL, j->end_signal)
-	                    : sqlite3_bind_null(s, JC_SIGNAL + 1);
+	if (j->end_signal)
+		rc |= bind_int(s, JC_SIGNAL, j->end_signal);
 	rc |= bind_int(s, JC_SILENCE, j->silence_timeout);
-	rc |= j->owner_uid >= 0 ? bind_int(s, JC_OWNER, j->owner_uid)
-	                        : sqlite3_bind_null(s, JC_OWNER + 1);
-	return rc;
-}
-
-static int
-bind_job_times(sqlite3_stmt *s, const struct job *j)
-{
-	int rc = 0;
-
+	if (j->owner_uid >= 0)
+		rc |= bind_int(s, JC_OWNER, j->owner_uid);
 	rc |= bind_real(s, JC_SUBMITTED, j->submitted_at);
 	rc |= bind_real(s, JC_ELAPSED, j->elapsed);
 	rc |= bind_real(s, JC_STARTED, j->started_at);
@@ -844,12 +830,9 @@ bind_job_times(sqlite3_stmt *s, const struct job *j)
 int
 store_put_job(struct store *st, const struct job *j, const char *output_file)
 {
-	sqlite3_stmt *s = st->stmt[S_PUT_JOB];
-
 	if (write_allowed(st) != 0)
 		return -1;
-	return write_step(st, S_PUT_JOB, bind_job_text(s, j, output_file) | bind_job_numbers(s, j) |
-					     bind_job_times(s, j));
+	return write_step(st, S_PUT_JOB, bind_job(st->stmt[S_PUT_JOB], j, output_file));
 }
 
 int
@@ -906,68 +889,6 @@ col_dup(sqlite3_stmt *s, int col, const char *dflt, bool *failed)
 	return copy;
 }
 
-static int
-row_strings(struct store *st, sqlite3_stmt *s, struct job *j)
-{
-	const char *id = (const char *)sqlite3_column_text(s, JC_ID);
-	size_t len = id ? strnlen(id, sizeof(j->id) - 1) : 0;
-	bool failed = false;
-
-	memcpy(j->id, id ? id : "", len);
-	j->id[len] = '\0';
-	j->cmd = col_dup(s, JC_CMD, "", &failed);
-	j->cwd = col_dup(s, JC_CWD, "", &failed);
-	j->client_id = col_dup(s, JC_CLIENT, "anon", &failed);
-	j->error = col_dup(s, JC_ERROR, NULL, &failed);
-	j->idempotency_key = col_dup(s, JC_KEY, NULL, &failed);
-	j->foreign_holders = col_dup(s, JC_HOLDERS, NULL, &failed);
-	j->end_reason = sched_end_parse((const char *)sqlite3_column_text(s, JC_END));
-	if (!failed)
-		return 0;
-	sched_job_clear(j);
-	return oom(st, "reading job");
-}
-
-static void
-row_numbers(sqlite3_stmt *s, struct job *j)
-{
-	j->device = sqlite3_column_int(s, JC_DEVICE);
-	sched_job_load(j, parse_name(status_names, NELEM(status_names),
-	                             sqlite3_column_text(s, JC_STATUS), JOB_DONE));
-	j->mode = parse_name(mode_names, NELEM(mode_names), sqlite3_column_text(s, JC_MODE),
-	                     JOB_MODE_RUN);
-	j->timeout = sqlite3_column_int(s, JC_TIMEOUT);
-	if (sqlite3_column_type(s, JC_REPEAT) != SQLITE_NULL)
-		j->repeat = sqlite3_column_int(s, JC_REPEAT);
-	j->reset_epoch = sqlite3_column_int64(s, JC_RESET_EPOCH);
-	j->has_exit_code = sqlite3_column_type(s, JC_EXIT) != SQLITE_NULL;
-	j->exit_code = sqlite3_column_int(s, JC_EXIT);
-	j->repeat_current = sqlite3_column_int(s, JC_REP_CUR);
-	j->repeat_completed = sqlite3_column_int(s, JC_REP_DONE);
-	j->log_size = sqlite3_column_int64(s, JC_LOG_SIZE);
-	j->log_truncated = sqlite3_column_int(s, JC_LOG_TRUNC) != 0;
-	j->dropped_log_bytes = sqlite3_column_int64(s, JC_DROPPED);
-	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
-	j->end_signal = sqlite3_column_int(s, JC_SIGNAL);
-	j->silence_timeout = sqlite3_column_int(s, JC_SILENCE); /* NULL (before v7): 0, off */
-	j->owner_uid = sqlite3_column_type(s, JC_OWNER) == SQLITE_NULL
-	                   ? -1
-	                   : sqlite3_column_int64(s, JC_OWNER);
-}
-
-static void
-row_times(sqlite3_stmt *s, struct job *j)
-{
-	j->submitted_at = col_real(s, JC_SUBMITTED, NAN);
-	j->started_at = col_real(s, JC_STARTED, NAN);
-	j->finished_at = col_real(s, JC_FINISHED, NAN);
-	j->elapsed = col_real(s, JC_ELAPSED, NAN);
-	j->first_iteration_elapsed = col_real(s, JC_FIRST_ITER, NAN);
-	j->per_iter_estimate = col_real(s, JC_ESTIMATE, SCHED_DEFAULT_ESTIMATE);
-	j->stop_requested_at = col_real(s, JC_STOP_REQ, NAN);
-	j->stop_escalated_at = col_real(s, JC_STOP_ESC, NAN);
-}
-
 /*
  * Parse a comma-separated list of at most n integers into v; the count, or -1 when text is
  * not such a list.
@@ -997,66 +918,86 @@ parse_list(const char *text, long long *v, int n)
 
 /*
  * A multi-card job's cards from its v5 columns (both NULL: one card, j->device). They must
- * list the same number (at least two) of cards ascending from j->device, and of epochs (the
- * first j->reset_epoch's card): a damaged list is refused rather than run a job on cards it
- * did not name.
+ * list the same number (at least two, at most CARDS_MAX) of cards ascending from j->device,
+ * and of epochs (the first j->reset_epoch's card): a damaged list is refused rather than run
+ * a job on cards it did not name.
  */
 static int
 row_cards(struct store *st, sqlite3_stmt *s, struct job *j)
 {
 	const char *ids = (const char *)sqlite3_column_text(s, JC_DEVICE_IDS);
 	const char *eps = (const char *)sqlite3_column_text(s, JC_RESET_EPOCHS);
-	int n = 0, i, rc = -1, *devs = NULL;
-	long long *v = NULL, *e = NULL;
+	long long v[CARDS_MAX], e[CARDS_MAX];
+	int devs[CARDS_MAX], n, i;
 	bool sound;
 
 	if (!ids && !eps)
 		return 0;
-	for (i = 0; ids && ids[i]; i++)
-		n += ids[i] == ',';
-	n++;
-	v = malloc(sizeof(*v) * (size_t)n);
-	e = malloc(sizeof(*e) * (size_t)n);
-	devs = malloc(sizeof(*devs) * (size_t)n);
-	if (!v || !e || !devs) {
-		oom(st, "reading job");
-		goto out;
-	}
-	sound = n >= 2 && parse_list(ids, v, n) == n && parse_list(eps, e, n) == n &&
-	        v[0] == j->device;
+	n = parse_list(ids, v, CARDS_MAX);
+	sound = n >= 2 && parse_list(eps, e, CARDS_MAX) == n && v[0] == j->device;
 	for (i = 0; sound && i < n; i++) {
 		sound = v[i] <= INT_MAX && (i == 0 || v[i] > v[i - 1]);
 		devs[i] = (int)v[i];
 	}
-	if (!sound) {
-		set_err(st, "reading job %s: its cards '%s' / epochs '%s' are damaged", j->id,
-		        ids ? ids : "NULL", eps ? eps : "NULL");
-		goto out;
-	}
-	if (sched_job_set_cards(j, devs, n) != 0) {
-		oom(st, "reading job");
-		goto out;
-	}
+	if (!sound)
+		return set_err(st, "reading job %s: its cards '%s' / epochs '%s' are damaged", j->id,
+		               ids ? ids : "NULL", eps ? eps : "NULL");
+	if (sched_job_set_cards(j, devs, n) != 0)
+		return oom(st, "reading job");
 	for (i = 1; i < n; i++)
 		j->more[i - 1].reset_epoch = e[i];
-	rc = 0;
-out:
-	free(v);
-	free(e);
-	free(devs);
-	return rc;
+	return 0;
 }
 
 /* Fill *j from the current row of a job query; heap strings become j's. */
 static int
 row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
 {
+	const char *id = (const char *)sqlite3_column_text(s, JC_ID);
+	bool failed = false;
+
 	sched_job_init(j);
-	if (row_strings(st, s, j) != 0)
-		return -1;
-	row_numbers(s, j);
-	row_times(s, j);
-	if (row_cards(st, s, j) != 0) {
+	snprintf(j->id, sizeof(j->id), "%s", id ? id : "");
+	j->cmd = col_dup(s, JC_CMD, "", &failed);
+	j->cwd = col_dup(s, JC_CWD, "", &failed);
+	j->client_id = col_dup(s, JC_CLIENT, "anon", &failed);
+	j->error = col_dup(s, JC_ERROR, NULL, &failed);
+	j->idempotency_key = col_dup(s, JC_KEY, NULL, &failed);
+	j->foreign_holders = col_dup(s, JC_HOLDERS, NULL, &failed);
+	j->end_reason = sched_end_parse((const char *)sqlite3_column_text(s, JC_END));
+	j->device = sqlite3_column_int(s, JC_DEVICE);
+	sched_job_load(j, parse_name(status_names, NELEM(status_names),
+	                             sqlite3_column_text(s, JC_STATUS), JOB_DONE));
+	j->mode = parse_name(mode_names, NELEM(mode_names), sqlite3_column_text(s, JC_MODE),
+	                     JOB_MODE_RUN);
+	j->timeout = sqlite3_column_int(s, JC_TIMEOUT);
+	if (sqlite3_column_type(s, JC_REPEAT) != SQLITE_NULL)
+		j->repeat = sqlite3_column_int(s, JC_REPEAT);
+	j->reset_epoch = sqlite3_column_int64(s, JC_RESET_EPOCH);
+	j->has_exit_code = sqlite3_column_type(s, JC_EXIT) != SQLITE_NULL;
+	j->exit_code = sqlite3_column_int(s, JC_EXIT);
+	j->repeat_current = sqlite3_column_int(s, JC_REP_CUR);
+	j->repeat_completed = sqlite3_column_int(s, JC_REP_DONE);
+	j->log_size = sqlite3_column_int64(s, JC_LOG_SIZE);
+	j->log_truncated = sqlite3_column_int(s, JC_LOG_TRUNC) != 0;
+	j->dropped_log_bytes = sqlite3_column_int64(s, JC_DROPPED);
+	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
+	j->end_signal = sqlite3_column_int(s, JC_SIGNAL);
+	j->silence_timeout = sqlite3_column_int(s, JC_SILENCE); /* NULL (before v7): 0, off */
+	j->owner_uid = sqlite3_column_type(s, JC_OWNER) == SQLITE_NULL
+	                   ? -1
+	                   : sqlite3_column_int64(s, JC_OWNER);
+	j->submitted_at = col_real(s, JC_SUBMITTED, NAN);
+	j->started_at = col_real(s, JC_STARTED, NAN);
+	j->finished_at = col_real(s, JC_FINISHED, NAN);
+	j->elapsed = col_real(s, JC_ELAPSED, NAN);
+	j->first_iteration_elapsed = col_real(s, JC_FIRST_ITER, NAN);
+	j->per_iter_estimate = col_real(s, JC_ESTIMATE, SCHED_DEFAULT_ESTIMATE);
+	j->stop_requested_at = col_real(s, JC_STOP_REQ, NAN);
+	j->stop_escalated_at = col_real(s, JC_STOP_ESC, NAN);
+	if (failed)
+		oom(st, "reading job");
+	if (failed || row_cards(st, s, j) != 0) {
 		sched_job_clear(j);
 		return -1;
 	}
@@ -1128,33 +1069,21 @@ store_load_active(struct store *st, store_job_cb cb, void *ctx)
 int
 store_load_recent(struct store *st, int device, int n, store_job_cb cb, void *ctx)
 {
-	sqlite3_stmt *s = st->stmt[S_RECENT];
-
-	if (n <= 0) /* LIMIT -1 would mean all */
-		return 0;
-	if (sqlite3_bind_int(s, 1, device) != SQLITE_OK || sqlite3_bind_int(s, 2, n) != SQLITE_OK) {
-		db_err(st, stmt_defs[S_RECENT].name);
-		done_with(s);
-		return -1;
-	}
+	sqlite3_bind_int(st->stmt[S_RECENT], 1, device);
+	sqlite3_bind_int(st->stmt[S_RECENT], 2, n);
 	return load_rows(st, S_RECENT, cb, NULL, ctx);
 }
 
-/* Step a statement bound to one id: 1 with a row in hand, 0 not found (reset), -1 error. */
+/* Step a statement bound to one id: 1 with a row in hand, 0 not found, -1 error. */
 static int
 find_by_id(struct store *st, enum stmt_id id, const char *job_id)
 {
 	sqlite3_stmt *s = st->stmt[id];
 	int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
 
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW)
 		return 1;
-	if (rc != SQLITE_DONE)
-		db_err(st, stmt_defs[id].name);
-	done_with(s);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return rc == SQLITE_DONE ? 0 : db_err(st, stmt_defs[id].name);
 }
 
 int
@@ -1168,16 +1097,13 @@ store_get_job(struct store *st, const char *id, struct job *out, char **output_f
 	if (output_file)
 		*output_file = NULL;
 	rc = find_by_id(st, S_GET_JOB, id);
-	if (rc != 1)
-		return rc;
-	if (row_to_job(st, s, out) != 0) {
+	if (rc == 1 && row_to_job(st, s, out) != 0)
 		rc = -1;
-	} else if (output_file) {
+	if (rc == 1 && output_file)
 		*output_file = col_dup(s, JC_OUTPUT, NULL, &failed);
-		if (failed) {
-			sched_job_clear(out);
-			rc = oom(st, "reading job");
-		}
+	if (failed) {
+		sched_job_clear(out);
+		rc = oom(st, "reading job");
 	}
 	done_with(s);
 	return rc;
@@ -1186,17 +1112,12 @@ store_get_job(struct store *st, const char *id, struct job *out, char **output_f
 int
 store_get_env(struct store *st, const char *id, char **env_json)
 {
-	sqlite3_stmt *s = st->stmt[S_GET_ENV];
 	bool failed = false;
-	int rc;
+	int rc = find_by_id(st, S_GET_ENV, id);
 
-	*env_json = NULL;
-	rc = find_by_id(st, S_GET_ENV, id);
-	if (rc != 1)
-		return rc;
-	*env_json = col_dup(s, 0, NULL, &failed);
-	done_with(s);
-	return failed ? oom(st, "reading env") : 1;
+	*env_json = rc == 1 ? col_dup(st->stmt[S_GET_ENV], 0, NULL, &failed) : NULL;
+	done_with(st->stmt[S_GET_ENV]);
+	return failed ? oom(st, "reading env") : rc;
 }
 
 int
@@ -1204,19 +1125,16 @@ store_find_key(struct store *st, const char *key, long long owner, char id[33])
 {
 	sqlite3_stmt *s = st->stmt[S_FIND_KEY];
 	const char *v;
-	int rc = owner >= 0 ? sqlite3_bind_int64(s, 2, owner) : sqlite3_bind_null(s, 2);
+	int rc;
 
-	if (rc != SQLITE_OK) {
-		db_err(st, stmt_defs[S_FIND_KEY].name);
-		done_with(s);
-		return -1;
+	if (owner >= 0) /* else NULL, as done_with left it */
+		sqlite3_bind_int64(s, 2, owner);
+	if ((rc = find_by_id(st, S_FIND_KEY, key)) == 1) {
+		v = (const char *)sqlite3_column_text(s, 0);
+		snprintf(id, 33, "%s", v ? v : "");
 	}
-	if ((rc = find_by_id(st, S_FIND_KEY, key)) != 1)
-		return rc;
-	v = (const char *)sqlite3_column_text(s, 0);
-	snprintf(id, 33, "%s", v ? v : "");
 	done_with(s);
-	return 1;
+	return rc;
 }
 
 double
@@ -1248,14 +1166,14 @@ store_retention(struct store *st, const struct store_dir *d, double older_than, 
 {
 	sqlite3_stmt *s = st->stmt[S_RET_SELECT];
 	const char *id;
-	int n = 0, rc, e;
+	int n = 0, rc = SQLITE_DONE, e;
 
 	if (store_begin(st) != 0)
 		return -1;
-	rc = older_than > 0 ? sqlite3_bind_double(s, 1, older_than) : sqlite3_bind_null(s, 1);
-	rc |= sqlite3_bind_int64(s, 2, keep >= 0 ? keep : INT64_MAX);
-	while (rc == SQLITE_OK && n >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		rc = SQLITE_OK;
+	if (older_than > 0) /* else NULL: no age limit */
+		sqlite3_bind_double(s, 1, older_than);
+	sqlite3_bind_int64(s, 2, keep >= 0 ? keep : INT64_MAX);
+	while (n >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (!(id = (const char *)sqlite3_column_text(s, 0)))
 			break; /* out of memory */
 		e = d && store_remove_job_dir(d, id) < 0 ? errno : 0;
@@ -1263,8 +1181,8 @@ store_retention(struct store *st, const struct store_dir *d, double older_than, 
 			cb(ctx, id, e);
 		if (e)
 			continue; /* its row stays for the next pass */
-		rc = sqlite3_bind_text(st->stmt[S_RET_DELETE], 1, id, -1, SQLITE_STATIC);
-		n = write_step(st, S_RET_DELETE, rc) == 0 ? n + 1 : -1;
+		e = sqlite3_bind_text(st->stmt[S_RET_DELETE], 1, id, -1, SQLITE_STATIC);
+		n = write_step(st, S_RET_DELETE, e) == 0 ? n + 1 : -1;
 	}
 	if (n >= 0 && rc != SQLITE_DONE)
 		n = db_err(st, "retention");
