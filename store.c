@@ -335,13 +335,13 @@ exec_sql(struct store *st, const char *what, const char *sql)
 }
 
 /*
- * The one value of a single-row query (a pragma, a count) with text arguments a1 and a2 (NULL:
- * none): an integer into *n, or text into txt[0..cap) when txt is not NULL ("" for NULL).
- * 0, or -1 with a message.
+ * Run a query (`what` names it in a failure) with text arguments a1 and a2 (NULL: none) and
+ * keep the first row's one value: an integer into *n, or text into txt[0..cap) when txt is not
+ * NULL ("" for NULL). 0, or -1 with a message.
  */
 static int
-query(struct store *st, const char *sql, const char *a1, const char *a2, long long *n, char *txt,
-      size_t cap)
+query(struct store *st, const char *what, const char *sql, const char *a1, const char *a2,
+      long long *n, char *txt, size_t cap)
 {
 	sqlite3_stmt *s = NULL;
 	const char *v;
@@ -358,10 +358,10 @@ query(struct store *st, const char *sql, const char *a1, const char *a2, long lo
 		v = (const char *)sqlite3_column_text(s, 0);
 		snprintf(txt, cap, "%s", v ? v : "");
 	}
-	if (rc != SQLITE_ROW)
-		db_err(st, "reading the schema");
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		db_err(st, what);
 	sqlite3_finalize(s);
-	return rc == SQLITE_ROW ? 0 : -1;
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
 /* Whether the database has a table `name`; -1 on failure. */
@@ -370,8 +370,8 @@ has_table(struct store *st, const char *name)
 {
 	long long n = 0;
 
-	if (query(st, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-		  name, NULL, &n, NULL, 0) != 0)
+	if (query(st, "reading the schema", "SELECT count(*) FROM sqlite_master WHERE type = "
+		  "'table' AND name = ?1", name, NULL, &n, NULL, 0) != 0)
 		return -1;
 	return n > 0;
 }
@@ -380,9 +380,9 @@ has_table(struct store *st, const char *name)
 static int
 common_columns(struct store *st, const char *from, const char *to, char *out, size_t cap)
 {
-	return query(st, "SELECT group_concat(name, ', ') FROM pragma_table_info(?1) WHERE "
-			 "lower(name) IN (SELECT lower(name) FROM pragma_table_info(?2)) AND "
-			 "lower(name) <> 'device'", from, to, NULL, out, cap);
+	return query(st, "reading the schema", "SELECT group_concat(name, ', ') FROM "
+		     "pragma_table_info(?1) WHERE lower(name) IN (SELECT lower(name) FROM "
+		     "pragma_table_info(?2)) AND lower(name) <> 'device'", from, to, NULL, out, cap);
 }
 
 /* Make a newly created name durable: fsync the directory holding path. */
@@ -427,7 +427,8 @@ set_wal(struct store *st)
 {
 	char mode[16];
 
-	if (query(st, "PRAGMA journal_mode = WAL", NULL, NULL, NULL, mode, sizeof(mode)) != 0)
+	if (query(st, "setting WAL mode", "PRAGMA journal_mode = WAL", NULL, NULL, NULL, mode,
+		  sizeof(mode)) != 0)
 		return -1;
 	if (sqlite3_stricmp(mode, "wal") != 0)
 		return set_err(st, "setting WAL mode: the journal mode stays %s", mode);
@@ -459,7 +460,8 @@ check_v2(struct store *st)
 {
 	char missing[128];
 
-	if (query(st, v2_missing, NULL, NULL, NULL, missing, sizeof(missing)) != 0)
+	if (query(st, "reading the schema", v2_missing, NULL, NULL, NULL, missing,
+		  sizeof(missing)) != 0)
 		return -1;
 	if (!*missing)
 		return 0;
@@ -534,7 +536,8 @@ add_later_columns(struct store *st)
 {
 	char sql[2048];
 
-	if (query(st, later_columns, NULL, NULL, NULL, sql, sizeof(sql)) != 0 ||
+	if (query(st, "reading the schema", later_columns, NULL, NULL, NULL, sql,
+		  sizeof(sql)) != 0 ||
 	    exec_sql(st, "migrating", sql) != 0)
 		return -1;
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
@@ -547,7 +550,8 @@ build_schema(struct store *st)
 	long long version;
 	int has_jobs;
 
-	if (query(st, "PRAGMA user_version", NULL, NULL, &version, NULL, 0) != 0)
+	if (query(st, "reading the schema", "PRAGMA user_version", NULL, NULL, &version, NULL,
+		  0) != 0)
 		return -1;
 	st->refused = version > STORE_SCHEMA_VERSION;
 	if (st->refused)
@@ -1198,9 +1202,8 @@ store_copy_to(struct store *st, const char *path)
 {
 	static const char *const suffix[] = {"-wal", "-shm"};
 	char tmp[PATH_MAX], name[PATH_MAX];
-	sqlite3_stmt *s = NULL;
 	struct stat sb;
-	int rc, fd, e, one = 1;
+	int fd = -1, one = 1;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.copy", path) >= (int)sizeof(tmp))
 		return set_err(st, "copying the database: the path is too long");
@@ -1217,39 +1220,30 @@ store_copy_to(struct store *st, const char *path)
 		if (snprintf(name, sizeof(name), "%s%s", path, suffix[i]) < (int)sizeof(name))
 			(void)unlink(name);
 	sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
-	rc = sqlite3_prepare_v2(st->db, "VACUUM INTO ?1", -1, &s, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(s, 1, tmp, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE)
-		db_err(st, "copying the database");
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE) {
-		(void)unlink(tmp);
-		return -1;
-	}
+	if (query(st, "copying the database", "VACUUM INTO ?1", tmp, NULL, NULL, NULL, 0) != 0)
+		goto out;
 	/* VACUUM INTO syncs nothing: the copy is on disk before it takes the database's name. */
 	fd = open(tmp, O_RDWR | O_CLOEXEC);
 	if (fd < 0 || fchmod(fd, 0600) < 0 || fsync(fd) < 0 ||
 	    renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
-		e = errno;
-		if (fd >= 0)
-			close(fd);
-		(void)unlink(tmp);
-		return set_err(st, "copying the database: %s%s", strerror(e),
-		               e == EEXIST ? " (a database is already there; it is not replaced)" : "");
+		set_err(st, "copying the database: %s", strerror(errno));
+		goto out;
 	}
 	close(fd);
 	sync_parent(path);
 	return 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	(void)unlink(tmp);
+	return -1;
 }
 
 /* ------------------------------------------------------------------------------ the log dir */
 
 struct store_dir {
-	char *path;     /* absolute (realpath at open) */
-	char *db;       /* path + "/" STORE_DB_FILE */
+	char path[PATH_MAX]; /* absolute (realpath at open) */
+	char db[PATH_MAX + sizeof("/" STORE_DB_FILE)];
 	int fd;         /* the folder, locked (flock), close-on-exec; -1 before it is */
 	struct stat st; /* what fd is, and what path must still name */
 	double changed_at; /* the folder's mtime when store_dir_open locked it */
@@ -1342,6 +1336,7 @@ struct store_dir *
 store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t warnlen)
 {
 	struct store_dir *d = calloc(1, sizeof(*d));
+	int e;
 
 	warn[0] = '\0';
 	if (!d) {
@@ -1351,29 +1346,20 @@ store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t wa
 	d->fd = d->notify_fd = d->wd = -1;
 	if (mkdir_p(path, 0700) < 0) {
 		snprintf(err, errlen, "cannot create it: %s", strerror(errno));
-		free(d);
-		return NULL;
+	} else {
+		/* Clients are told output file paths: absolute, they mean the same anywhere. */
+		if (!realpath(path, d->path))
+			snprintf(d->path, sizeof(d->path), "%s", path);
+		snprintf(d->db, sizeof(d->db), "%s/" STORE_DB_FILE, d->path);
+		if (lock_dir(d, err, errlen, warn, warnlen) == 0) {
+			d->changed_at = (double)d->st.st_mtim.tv_sec + d->st.st_mtim.tv_nsec / 1e9;
+			return d;
+		}
 	}
-	/* Clients are told output file paths: absolute, they mean the same from any directory. */
-	d->path = realpath(path, NULL);
-	if (!d->path)
-		d->path = strdup(path);
-	if (d->path && asprintf(&d->db, "%s/" STORE_DB_FILE, d->path) < 0)
-		d->db = NULL;
-	if (!d->path || !d->db) {
-		snprintf(err, errlen, "out of memory");
-		store_dir_close(d);
-		return NULL;
-	}
-	if (lock_dir(d, err, errlen, warn, warnlen) < 0) {
-		int e = errno;
-
-		store_dir_close(d);
-		errno = e;
-		return NULL;
-	}
-	d->changed_at = (double)d->st.st_mtim.tv_sec + (double)d->st.st_mtim.tv_nsec / 1e9;
-	return d;
+	e = errno;
+	store_dir_close(d);
+	errno = e;
+	return NULL;
 }
 
 void
@@ -1385,8 +1371,6 @@ store_dir_close(struct store_dir *d)
 		close(d->fd);
 	if (d->notify_fd >= 0)
 		close(d->notify_fd);
-	free(d->path);
-	free(d->db);
 	free(d);
 }
 
@@ -1529,11 +1513,29 @@ store_output_mtime(const struct store_dir *d, const char *id)
 	return t;
 }
 
+/*
+ * Write data[0..len) to fd (fsync'd when sync) and close it: 0, or the errno of the failure
+ * (ENOSPC for a short write: the disk is full).
+ */
+static int
+write_close(int fd, const void *data, size_t len, bool sync)
+{
+	int e = 0;
+
+	errno = 0;
+	if (write(fd, data, len) != (ssize_t)len)
+		e = errno ? errno : ENOSPC;
+	else if (sync && fsync(fd) < 0)
+		e = errno;
+	close(fd);
+	return e;
+}
+
 int
 store_write_whole(const char *path, const void *data, size_t len)
 {
 	char tmp[PATH_MAX + 8];
-	int fd, e = 0;
+	int fd, e;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
 		errno = ENAMETOOLONG;
@@ -1541,20 +1543,13 @@ store_write_whole(const char *path, const void *data, size_t len)
 	}
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
 		return -1;
-	errno = 0;
-	if (write(fd, data, len) != (ssize_t)len)
-		e = errno ? errno : ENOSPC;
-	else if (fsync(fd) < 0)
-		e = errno;
-	close(fd);
+	e = write_close(fd, data, len, true);
 	if (!e && rename(tmp, path) < 0)
 		e = errno;
-	if (e) {
+	if (e)
 		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	return 0;
+	errno = e;
+	return e ? -1 : 0;
 }
 
 /* The job's folder (made first when make) as an O_PATH descriptor, never through a link. */
@@ -1582,30 +1577,21 @@ int
 store_write_meta(const struct store_dir *d, const char *id, const char *text, size_t len)
 {
 	int dfd = job_folder_open(d, id, false), fd, e;
-	ssize_t n;
 
 	if (dfd < 0)
 		return -1; /* its folder removed (ENOENT) or a link (ELOOP) */
 	fd = openat(dfd, "meta.json", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	e = errno;
+	e = errno; /* no inode left (ENOSPC), or meta.json a link (ELOOP) */
 	close(dfd);
-	if (fd < 0) {
-		errno = e; /* no inode left (ENOSPC), or meta.json a link (ELOOP) */
-		return -1;
-	}
-	errno = 0;
-	n = write(fd, text, len);
-	e = n == (ssize_t)len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
-	close(fd);
-	errno = e;
-	return e ? -1 : 0;
+	errno = fd < 0 ? e : write_close(fd, text, len, false);
+	return errno ? -1 : 0;
 }
 
 int
 store_remove_job_dir(const struct store_dir *d, const char *id)
 {
 	static const char *const files[] = {STORE_OUTPUT_FILE, "meta.json"};
-	char path[PATH_MAX];
+	char path[PATH_MAX + 64];
 	int fd, e = 0;
 
 	if (!sched_job_id_valid(id, strlen(id)))
