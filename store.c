@@ -39,6 +39,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -90,6 +91,10 @@ enum jcol {
 	"idempotency_key, end_reason, signal, foreign_holders, silence_timeout, owner_uid"
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
+/* The upsert's parameters, env the env_json's (a NULL env keeps the stored one). */
+#define JOB_PARAMS(env)                                                                            \
+	"?1, ?2, ?3, ?4, ?5, ?6, " env ", ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, " \
+	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37"
 
 /*
  * The jobs table: the earlier service's columns, without its NOT NULL constraints (this
@@ -172,30 +177,8 @@ static const struct stmt_def {
 	[S_COMMIT] = {"commit", "COMMIT"},
 	[S_ROLLBACK] = {"rollback", "ROLLBACK"},
 	[S_PUT_JOB] = {"saving job",
-		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
-		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37) "
-		"ON CONFLICT(id) DO UPDATE SET device = excluded.device, cmd = excluded.cmd, "
-		"cwd = excluded.cwd, timeout = excluded.timeout, "
-		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
-		"mode = excluded.mode, client_id = excluded.client_id, "
-		"reset_epoch = excluded.reset_epoch, submitted = excluded.submitted, "
-		"status = excluded.status, exit_code = excluded.exit_code, "
-		"elapsed = excluded.elapsed, output_file = excluded.output_file, "
-		"started_at = excluded.started_at, finished_at = excluded.finished_at, "
-		"repeat_current = excluded.repeat_current, "
-		"repeat_completed = excluded.repeat_completed, "
-		"first_iteration_elapsed = excluded.first_iteration_elapsed, "
-		"per_iter_estimate_sec = excluded.per_iter_estimate_sec, "
-		"stop_requested_at = excluded.stop_requested_at, "
-		"stop_escalated_at = excluded.stop_escalated_at, log_size = excluded.log_size, "
-		"log_truncated = excluded.log_truncated, "
-		"dropped_log_bytes = excluded.dropped_log_bytes, timed_out = excluded.timed_out, "
-		"error = excluded.error, updated_at = excluded.updated_at, "
-		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs, "
-		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
-		"signal = excluded.signal, foreign_holders = excluded.foreign_holders, "
-		"silence_timeout = excluded.silence_timeout, owner_uid = excluded.owner_uid"},
+		"INSERT INTO jobs (" JOB_COLS ") VALUES (" JOB_PARAMS("?7") ") ON CONFLICT(id) DO "
+		"UPDATE SET (" JOB_COLS ") = (" JOB_PARAMS("COALESCE(?7, env_json)") ")"},
 	[S_PUT_CARD] = {"saving card", /* every column each time: a whole new row is the same */
 		"INSERT OR REPLACE INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
@@ -389,18 +372,15 @@ common_columns(struct store *st, const char *from, const char *to, char *out, si
 static void
 sync_parent(const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir = NULL;
+	char dir[PATH_MAX];
 	int fd;
 
-	if (slash && slash != path)
-		dir = strndup(path, (size_t)(slash - path));
-	fd = open(dir ? dir : slash ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(dir, sizeof(dir), "%s", path);
+	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0) {
 		(void)fsync(fd); /* best effort: SQLite syncs the -wal's directory itself */
 		close(fd);
 	}
-	free(dir);
 }
 
 /* Create the database file 0600 (or tighten an older, wider one) and note which file it is. */
@@ -585,17 +565,6 @@ setup_schema(struct store *st)
 	return -1;
 }
 
-/*
- * Read once through the WAL. The first read after the switch creates and maps the -shm index,
- * which needs room on the disk: failing here, the open fails (and may be tried again) rather
- * than the caller's first load after an open that looked successful.
- */
-static int
-first_read(struct store *st)
-{
-	return exec_sql(st, "reading the database", "SELECT count(*) FROM cards");
-}
-
 static int
 prepare_all(struct store *st)
 {
@@ -623,9 +592,15 @@ store_open(const char *path, bool serving, char *err, size_t errlen, bool *refus
 		errno = ENOMEM;
 		return NULL;
 	}
+	/*
+	 * A first read through the WAL creates and maps the -shm index, which needs room on the
+	 * disk: failing there, the open fails (and may be tried again) rather than the caller's
+	 * first load after an open that looked successful.
+	 */
 	if (create_file(st, path) == 0 &&
 	    connect_db(st, path, serving ? BUSY_TIMEOUT_MS : BUSY_TIMEOUT_OPEN_MS) == 0 &&
-	    setup_schema(st) == 0 && set_wal(st) == 0 && first_read(st) == 0 &&
+	    setup_schema(st) == 0 && set_wal(st) == 0 &&
+	    exec_sql(st, "reading the database", "SELECT count(*) FROM cards") == 0 &&
 	    prepare_all(st) == 0) {
 		sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
 		return st;
@@ -875,20 +850,11 @@ col_real(sqlite3_stmt *s, int col, double null_value)
 static char *
 col_dup(sqlite3_stmt *s, int col, const char *dflt, bool *failed)
 {
-	const char *v = dflt;
-	char *copy;
+	bool null = sqlite3_column_type(s, col) == SQLITE_NULL;
+	const char *v = null ? dflt : (const char *)sqlite3_column_text(s, col);
+	char *copy = v ? strdup(v) : NULL;
 
-	if (sqlite3_column_type(s, col) != SQLITE_NULL) {
-		v = (const char *)sqlite3_column_text(s, col);
-		if (!v) { /* out of memory converting the value */
-			*failed = true;
-			return NULL;
-		}
-	}
-	if (!v)
-		return NULL;
-	copy = strdup(v);
-	if (!copy)
+	if (!copy && (v || !null)) /* out of memory, converting the value or copying it */
 		*failed = true;
 	return copy;
 }
