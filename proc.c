@@ -64,7 +64,6 @@
 #include "proc.h"
 
 #define PIPE_SIZE (1 << 20)   /* asked for; a flooding job then needs fewer wake-ups */
-#define CHILD_MSG_MAX 1024    /* a child's failure line, cut to fit */
 #define MARKER_MAX 1024       /* a capfile_marker line, cut to fit */
 #define DROP_LINE_MAX 256     /* the "output truncated" line: fixed text, numbers, strerror */
 #define DRAIN_BUF (64 * 1024) /* one read from a job pipe */
@@ -83,12 +82,10 @@
 #define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
 #define DIAG_BUF 8192         /* bytes of a sock_diag answer: one message of a few hundred */
 
-/* One registration message; written whole (< PIPE_BUF, so atomic and never interleaved). */
-struct guard_msg {
-	char op; /* '+' register, '-' forget */
-	pid_t pgid;
-};
-
+/*
+ * One registration message is a pid_t: pgid to register a group, -pgid to forget it. Written
+ * whole (< PIPE_BUF, so atomic and never interleaved).
+ */
 /* The daemon's write end of the guardian pipe (-1 when no guardian runs). Blocking. */
 static int guardian_fd = -1;
 
@@ -140,42 +137,35 @@ close_from(unsigned lo)
 		close((int)fd);
 }
 
-/* Every catchable signal to `how` (SIG_DFL, SIG_IGN); glibc refuses its two internal ones. */
+/*
+ * Every catchable signal to its default disposition but those of the 0-terminated list ign,
+ * ignored, then an empty mask (a handler is reset by exec, SIG_IGN and the mask are not);
+ * glibc refuses its two internal ones.
+ */
 static void
-set_dispositions(void (*how)(int))
+reset_signals(const int *ign)
 {
-	struct sigaction sa;
-	int s;
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	sigset_t none;
+	int s, k;
 
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = how;
-	sigemptyset(&sa.sa_mask);
-	for (s = 1; s < NSIG; s++)
+	for (s = 1; s < NSIG; s++) {
+		for (k = 0; ign[k] && ign[k] != s; k++)
+			;
+		sa.sa_handler = ign[k] ? SIG_IGN : SIG_DFL;
 		if (s != SIGKILL && s != SIGSTOP)
 			sigaction(s, &sa, NULL);
-}
-
-static void
-unblock_all(void)
-{
-	sigset_t none;
-
+	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* Send one message to the guardian, if one runs. Blocking write; EPIPE is ignored. */
+/* Send msg to the guardian, if one runs. Blocking write; EPIPE is ignored. */
 static void
-guardian_send(char op, pid_t pgid)
+guardian_send(pid_t msg)
 {
-	struct guard_msg m;
-
-	if (guardian_fd < 0)
-		return;
-	memset(&m, 0, sizeof m); /* no uninitialised padding goes through the pipe */
-	m.op = op;
-	m.pgid = pgid;
-	write_full(guardian_fd, &m, sizeof m);
+	if (guardian_fd >= 0)
+		write_full(guardian_fd, &msg, sizeof msg);
 }
 
 /* ------------------------------------------------------------------------ the job child */
@@ -210,30 +200,8 @@ static void
 child_register(void)
 {
 	signal(SIGPIPE, SIG_IGN);
-	guardian_send('+', getpid());
+	guardian_send(getpid());
 	signal(SIGPIPE, SIG_IGN);
-}
-
-/* The soft limit the caller had before it raised its own; the hard limit stays. */
-static void
-child_set_nofile(rlim_t soft)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && soft <= rl.rlim_max) {
-		rl.rlim_cur = soft;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
-/* Become user u: groups, then group, then uid. -1 with errno. */
-static int
-child_become(const struct proc_user *u)
-{
-	if (setgroups((size_t)u->ngroups, u->groups) == -1 ||
-	    setresgid(u->gid, u->gid, u->gid) == -1 || setresuid(u->uid, u->uid, u->uid) == -1)
-		return -1;
-	return 0;
 }
 
 /*
@@ -243,12 +211,16 @@ child_become(const struct proc_user *u)
 static _Noreturn void
 child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 {
-	char *const *envp = o->envp ? o->envp : environ;
+	static const int none[] = {0};
+	const struct proc_user *u = o->user;
+	struct rlimit rl;
 	int e = 0, nfd;
 
 	setsid();
-	/* A change of user clears the parent-death signal: become the user first. */
-	if (o->user && child_become(o->user) == -1)
+	/* A change of user clears the parent-death signal: become the user first (groups, then
+	 * group, then uid). */
+	if (u && (setgroups((size_t)u->ngroups, u->groups) == -1 ||
+		  setresgid(u->gid, u->gid, u->gid) == -1 || setresuid(u->uid, u->uid, u->uid) == -1))
 		e = errno;
 	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -264,95 +236,71 @@ child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 	fcntl(3, F_SETFD, FD_CLOEXEC);
 	close_from(4); /* the pipe's ends, the guardian's, anything inherited */
 	if (e)
-		child_fail(3, "cannot become user ", o->user->name, e);
-	set_dispositions(SIG_DFL); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
-	unblock_all();             /* the mask survives exec too */
+		child_fail(3, "cannot become user ", u->name, e);
+	reset_signals(none); /* the daemon ignores SIGPIPE and blocks what its signalfd reads */
 	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
 		child_fail(3, "cannot change to directory ", o->cwd, errno);
 	if ((nfd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) >= 0)
 		dprintf(nfd, "%d\n", o->oom_score_adj); /* lowering needs privilege: may fail */
 	if (o->set_umask)
 		umask((mode_t)o->umask);
-	if (o->set_nofile)
-		child_set_nofile((rlim_t)o->nofile);
-	execve(o->argv[0], o->argv, envp);
+	/* The soft limit serve was started with, before it raised its own (to its hard limit). */
+	if (o->set_nofile && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = (rlim_t)o->nofile;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	execve(o->argv[0], o->argv, o->envp ? o->envp : environ);
 	child_fail(3, "cannot run ", o->argv[0], errno);
 }
 
 /* ---------------------------------------------------------------------------- spawning */
 
-static void
-set_err(char *err, size_t errlen, const char *what, int e)
-{
-	if (err && errlen)
-		snprintf(err, errlen, "%s: %s", what, strerror(e));
-}
-
-/* The child's failure text from the pipe of errors, "" once it exec'd (EOF); closes fd. */
-static void
-read_failure(int fd, char *err, size_t errlen)
-{
-	char buf[CHILD_MSG_MAX];
-	size_t n = 0;
-	ssize_t r;
-
-	while (n < sizeof buf - 1) {
-		r = read(fd, buf + n, sizeof buf - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	if (err && errlen)
-		snprintf(err, errlen, "%.*s", (int)n, buf);
-}
-
 pid_t
 proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen)
 {
+	int p[2] = {-1, -1}, ep[2] = {-1, -1}, e;
+	pid_t daemon = getpid(), pid = -1;
 	sigset_t all, old;
-	pid_t daemon = getpid(), pid;
-	int p[2], ep[2], e;
+	size_t n = 0;
+	ssize_t r;
 
-	if (!o || !o->argv || !o->argv[0] || !out_fd) {
-		set_err(err, errlen, "spawn", EINVAL);
-		errno = EINVAL;
-		return -1;
-	}
 	/* Non-blocking for the daemon; the child makes its end blocking again. */
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == -1) {
-		set_err(err, errlen, "cannot create the output pipe", errno);
-		return -1;
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == -1 || pipe2(ep, O_CLOEXEC) == -1) {
+		e = errno;
+		snprintf(err, errlen, "cannot create a pipe: %s", strerror(e));
+		goto out;
 	}
 	fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* above pipe-max-size or the user's quota: ignored */
-	if (pipe2(ep, O_CLOEXEC) == -1) {
-		e = errno;
-		close(p[0]);
-		close(p[1]);
-		set_err(err, errlen, "cannot create a pipe", e);
-		errno = e;
-		return -1;
-	}
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = fork();
-	if (pid == 0)
+	if ((pid = fork()) == 0)
 		child_exec(o, p[1], ep[1], daemon);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(p[1]); /* else the daemon's own copy would keep EOF from ever coming */
-	close(ep[1]);
-	if (pid == -1) {
-		close(ep[0]);
-		close(p[0]);
-		set_err(err, errlen, "fork", e);
-		errno = e;
-		return -1;
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(e));
+		goto out;
 	}
-	read_failure(ep[0], err, errlen); /* waits for the exec: the child is in its session */
+	close(ep[1]); /* else the daemon's own copy would keep EOF from ever coming */
+	ep[1] = -1;
+	/* EOF once the child exec'd (the pipe is close-on-exec: it is in its session by then),
+	 * else the text of its failure. */
+	while (n < errlen - 1) {
+		r = read(ep[0], err + n, errlen - 1 - n);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r == 0 || errno != EINTR)
+			break;
+	}
+	err[n] = '\0';
 	*out_fd = p[0];
+out:
+	close(p[1]);
+	close(ep[0]);
+	close(ep[1]); /* each -1 here is EBADF, harmless */
+	if (pid < 0)
+		close(p[0]);
+	errno = e;
 	return pid;
 }
 
@@ -761,32 +709,17 @@ capfile_drain(struct capfile *cf, int fd, size_t budget)
 
 /* --------------------------------------------------------------------------- guardian */
 
-/*
- * Read one message: every write is one whole message under PIPE_BUF, so the pipe holds whole
- * ones and a read of that size gets one. 1, or 0 at EOF; a read error counts as EOF (kill,
- * do not linger).
- */
-static int
-read_msg(int fd, struct guard_msg *m)
-{
-	ssize_t r;
-
-	while ((r = read(fd, m, sizeof *m)) < 0 && errno == EINTR)
-		;
-	return r == (ssize_t)sizeof *m;
-}
-
-/* Apply a message to groups[0..n); returns the new n. A full table drops new groups. */
+/* Apply message m to groups[0..n); returns the new n. A full table drops new groups. */
 static size_t
-apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
+apply_msg(pid_t *groups, size_t n, pid_t m)
 {
 	size_t i;
 
-	for (i = 0; i < n && groups[i] != m->pgid; i++)
+	for (i = 0; i < n && groups[i] != (m < 0 ? -m : m); i++)
 		;
-	if (m->op == '+' && i == n && n < GUARD_SLOTS && m->pgid > 1)
-		groups[n++] = m->pgid;
-	else if (m->op == '-' && i < n)
+	if (m > 1 && i == n && n < GUARD_SLOTS)
+		groups[n++] = m;
+	else if (m < 0 && i < n)
 		groups[i] = groups[--n];
 	return n;
 }
@@ -832,18 +765,13 @@ guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)
 static _Noreturn void
 guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 {
-	pid_t groups[GUARD_SLOTS];
-	struct guard_msg m;
+	static const int ign[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, 0};
+	pid_t groups[GUARD_SLOTS], m;
 	size_t n = 0;
+	ssize_t r;
 
 	setsid();
-	set_dispositions(SIG_DFL);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
-	unblock_all();
+	reset_signals(ign);
 	close(wfd); /* first: a daemon started without stderr may have got it as fd 2 */
 	/* The pipe becomes stdin, the lock stdout; stderr stays (the daemon's log). */
 	if (dup2(rfd, STDIN_FILENO) == -1 || (lock_fd >= 0 && dup2(lock_fd, STDOUT_FILENO) == -1))
@@ -856,8 +784,11 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this.
 	 * Named once it holds only its own descriptors, so one found by name holds no more. */
 	prctl(PR_SET_NAME, "ttq-guardian");
-	while (read_msg(rfd, &m))
-		n = apply_msg(groups, n, &m);
+	/* Every write is one whole message under PIPE_BUF, so a read of its size gets one. A
+	 * read error counts as EOF: kill, do not linger. */
+	while ((r = read(rfd, &m, sizeof m)) == (ssize_t)sizeof m || (r < 0 && errno == EINTR))
+		if (r > 0)
+			n = apply_msg(groups, n, m);
 	/* The daemon is gone: the lock's mtime tells the next start when its jobs last ran,
 	 * which nothing else records for a job that printed nothing. Shared from now on, the
 	 * lock says to the next start that a dead daemon's processes are still dying here. */
@@ -905,7 +836,7 @@ proc_guardian_forget(pid_t pgid)
 {
 	int e = errno;
 
-	guardian_send('-', pgid);
+	guardian_send(-pgid);
 	errno = e;
 }
 
@@ -1099,8 +1030,6 @@ struct proc_job {
 	double deadline;
 	double backoff;      /* KILLING: the wait before the look after next */
 	double warn_at;      /* KILLING: when to call `stuck`, 0 once called */
-	int told_fd;         /* what the owner was last told (watch) */
-	double told_deadline;
 	char tag[PROC_TAG_MAX]; /* proc_opts.tag, "" for none */
 	struct proc_job *next; /* P.jobs */
 };
@@ -1125,31 +1054,11 @@ illegal(const struct proc_job *j, int to)
 	abort();
 }
 
-/* Tell the owner what j waits for, when that changed; watch's result. */
+/* Tell the owner what j waits for now; watch's result. */
 static int
 tell_owner(struct proc_job *j)
 {
-	if (j->fd == j->told_fd && j->deadline == j->told_deadline)
-		return 0;
-	j->told_fd = j->fd;
-	j->told_deadline = j->deadline;
 	return P.cb.watch(j, j->fd, j->deadline);
-}
-
-/* The deadline a phase starts with. */
-static double
-state_deadline(const struct proc_job *j, enum proc_job_state to)
-{
-	switch (to) {
-	case PROC_JOB_CLOSED:
-		return j->deadline; /* a pending stop still escalates */
-	case PROC_JOB_REAPED:
-		return *P.now + PROC_STRAGGLER_BOUND;
-	case PROC_JOB_KILLING:
-		return *P.now; /* the first look, from the owner's timers */
-	default:
-		return 0;
-	}
 }
 
 static void
@@ -1160,8 +1069,12 @@ set_state(struct proc_job *j, enum proc_job_state to)
 	if (to == PROC_JOB_KILLING) {
 		j->backoff = 0;
 		j->warn_at = *P.now + PROC_STUCK_WARN;
+		j->deadline = *P.now; /* the first look, from the owner's timers */
+	} else if (to == PROC_JOB_REAPED) {
+		j->deadline = *P.now + PROC_STRAGGLER_BOUND;
+	} else if (to != PROC_JOB_CLOSED) { /* CLOSED: a pending stop still escalates */
+		j->deadline = 0;
 	}
-	j->deadline = state_deadline(j, to);
 	j->state = to;
 	tell_owner(j); /* only a new fd can fail: see proc_job_spawn */
 }
@@ -1607,7 +1520,7 @@ proc_job_new(void *owner)
 	if (!j)
 		return NULL;
 	j->owner = owner;
-	j->fd = j->told_fd = -1;
+	j->fd = -1;
 	j->next = P.jobs;
 	P.jobs = j;
 	return j;
@@ -1644,34 +1557,27 @@ int
 proc_job_spawn(struct proc_job *j, const struct proc_opts *o, struct capfile *out, char *err,
 	       size_t errlen)
 {
-	size_t tlen = o && o->tag ? strlen(o->tag) : 0;
 	pid_t pid;
 	int fd;
 
 	if (j->state != PROC_JOB_IDLE)
 		illegal(j, PROC_JOB_RUNNING);
-	if (tlen >= sizeof j->tag) {
-		set_err(err, errlen, "spawn", EINVAL);
-		errno = EINVAL;
-		return -1;
-	}
 	if ((pid = proc_spawn(o, &fd, err, errlen)) < 0)
 		return -1;
 	j->fd = fd;
 	if (tell_owner(j) < 0) {
 		/* Not watched, its output would fill the pipe and stall it: it goes as a stray. */
 		j->fd = -1;
-		tell_owner(j);
 		close(fd);
 		proc_kill_group(pid, SIGKILL);
-		set_err(err, errlen, "cannot watch the output pipe", ENOMEM);
+		snprintf(err, errlen, "cannot watch the output pipe: %s", strerror(ENOMEM));
 		errno = ENOMEM;
 		return -1;
 	}
 	j->pid = pid;
 	j->out = out;
 	j->wstatus = 0;
-	memcpy(j->tag, tlen ? o->tag : "", tlen + 1);
+	snprintf(j->tag, sizeof j->tag, "%s", o->tag ? o->tag : "");
 	set_state(j, PROC_JOB_RUNNING);
 	return 0;
 }
@@ -1700,7 +1606,6 @@ proc_job_timeout(struct proc_job *j)
 {
 	bool got = false;
 
-	j->told_deadline = 0; /* the owner's timer fired: what remains is told again */
 	switch (j->state) {
 	case PROC_JOB_RUNNING:
 	case PROC_JOB_CLOSED:

@@ -159,7 +159,7 @@ enum proc_job_state proc_job_state(const struct proc_job *j);
  * child exec'd, else holding the child's failure line (proc_spawn: it exits 127 and is
  * finished like any other). Returns -1 with err filled when nothing could be started (or the
  * owner could not watch the pipe: the child is killed and taken as a stray); j stays IDLE.
- * o->tag longer than PROC_TAG_MAX - 1 bytes is EINVAL.
+ * o->tag is cut to PROC_TAG_MAX - 1 bytes.
  */
 int proc_job_spawn(struct proc_job *j, const struct proc_opts *o, struct capfile *out,
 		   char *err, size_t errlen);
@@ -357,9 +357,9 @@ void proc_claim_accept(int fd);
  * dispositions and an empty signal mask, asks for SIGKILL when the daemon dies
  * (PR_SET_PDEATHSIG) and registers its group with the guardian before exec. When chdir or exec
  * fails in the child, it writes a PROC_MARKER line saying why into the pipe and exits 127.
- * Returns the pid (> 0), or -1 with errno set and a message in err[0..errlen). With a pid, err
- * is empty when the child exec'd, else it holds the marker line's text (without the marker
- * and the newline): that child has exited 127 and is reaped like any other.
+ * Returns the pid (> 0), or -1 with errno set and a message in err[0..errlen) (errlen > 0).
+ * With a pid, err is empty when the child exec'd, else it holds the marker line's text
+ * (without the marker and the newline): that child has exited 127 and is reaped like any other.
  */
 pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen);
 
