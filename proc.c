@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -863,46 +864,26 @@ read_text(const char *path, char *buf, size_t cap)
 
 /* ------------------------------------------------------------------- group liveness */
 
-/* State and process group of /proc/<name>/stat; 0, or -1 when it cannot be read. */
-static int
-stat_state_pgrp(const char *name, char *state, long *pgrp)
-{
-	char path[64], buf[512], *p;
-
-	snprintf(path, sizeof path, "/proc/%s/stat", name);
-	if (read_text(path, buf, sizeof buf) <= 0)
-		return -1;
-	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-	if (!p || sscanf(p + 1, " %c %*d %ld", state, pgrp) != 2)
-		return -1;
-	return 0;
-}
-
 int
 proc_group_alive(pid_t pgid)
 {
-	DIR *d;
+	char path[300], buf[512], *p, state;
 	struct dirent *e;
 	int alive = 0;
+	long pgrp;
+	DIR *d;
 
-	if (pgid <= 1) {
-		errno = EINVAL;
-		return -1;
-	}
 	if (kill(-pgid, 0) == -1 && errno == ESRCH)
 		return 0;
-	d = opendir("/proc");
-	if (!d)
+	if (!(d = opendir("/proc")))
 		return -1;
 	while (!alive && (e = readdir(d))) {
-		char state;
-		long pgrp;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || read_text(path, buf, sizeof buf) <= 0)
 			continue;
-		if (stat_state_pgrp(e->d_name, &state, &pgrp) == 0 && pgrp == (long)pgid &&
-		    state != 'Z' && state != 'X')
-			alive = 1;
+		p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+		alive = p && sscanf(p + 1, " %c %*d %ld", &state, &pgrp) == 2 &&
+			pgrp == (long)pgid && state != 'Z' && state != 'X';
 	}
 	closedir(d);
 	return alive;
@@ -930,57 +911,41 @@ proc_children(pid_t *out, int cap)
 	return count;
 }
 
-/* Read /proc/PID/environ into *buf (grown as needed); returns its length or -1. */
-static ssize_t
-read_environ(const char *pid, char **buf, size_t *cap)
-{
-	char path[300];
-	size_t len = 0;
-	int fd;
-
-	snprintf(path, sizeof path, "/proc/%s/environ", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd == -1)
-		return -1;
-	for (;;) {
-		ssize_t n;
-
-		if (len == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 65536;
-			char *nb = realloc(*buf, ncap);
-
-			if (!nb)
-				break;
-			*buf = nb;
-			*cap = ncap;
-		}
-		n = read(fd, *buf + len, *cap - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	return (ssize_t)len;
-}
-
 /*
  * Whether /proc/<pid>/environ holds exactly the entry ("NAME=VALUE"), or with family any
- * entry that starts with it and goes on without a '/'. *buf grows as needed.
+ * entry that starts with it and goes on without a '/'. Read into one buffer, grown as needed
+ * and kept (the daemon is one thread).
  */
 static bool
-environ_holds(const char *pid, const char *entry, bool family, char **buf, size_t *cap)
+environ_holds(pid_t pid, const char *entry, bool family)
 {
-	ssize_t n = read_environ(pid, buf, cap);
-	size_t i = 0, len, elen = strlen(entry);
-	const char *e;
+	static char *buf;
+	static size_t cap;
+	size_t n = 0, i, len, elen = strlen(entry);
+	char path[64], *grown;
+	ssize_t r;
+	int fd;
 
-	while (n > 0 && i < (size_t)n) {
-		e = *buf + i;
-		len = strnlen(e, (size_t)n - i);
-		if (len >= elen && memcmp(e, entry, elen) == 0 &&
-		    (family ? !memchr(e + elen, '/', len - elen) : len == elen))
+	snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	for (;;) {
+		if (n == cap) {
+			if (!(grown = realloc(buf, cap + 65536)))
+				break;
+			buf = grown;
+			cap += 65536;
+		}
+		if ((r = read(fd, buf + n, cap - n)) <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	for (i = 0; i < n; i += len + 1) {
+		len = strnlen(buf + i, n - i);
+		if (len >= elen && memcmp(buf + i, entry, elen) == 0 &&
+		    (family ? !memchr(buf + i + elen, '/', len - elen) : len == elen))
 			return true;
-		i += len + 1;
 	}
 	return false;
 }
@@ -991,19 +956,15 @@ kill_marked(const char *marker, bool family)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	char *buf = NULL;
-	size_t cap = 0;
 	int killed = 0;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
+	while (d && (e = readdir(d)))
 		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
-		    environ_holds(e->d_name, marker, family, &buf, &cap) &&
-		    kill((pid_t)atol(e->d_name), SIGKILL) == 0)
+		    environ_holds(atoi(e->d_name), marker, family) &&
+		    kill(atoi(e->d_name), SIGKILL) == 0)
 			killed++;
-	closedir(d);
-	free(buf);
+	if (d)
+		closedir(d);
 	return killed;
 }
 
@@ -1098,20 +1059,6 @@ close_pipe(struct proc_job *j, enum proc_job_state to)
 	close(fd);
 }
 
-/* Whether pid's environment holds the entry tag ("NAME=VALUE"). */
-static bool
-env_tagged(pid_t pid, const char *tag)
-{
-	char id[24], *buf = NULL;
-	size_t cap = 0;
-	bool yes;
-
-	snprintf(id, sizeof id, "%d", (int)pid);
-	yes = environ_holds(id, tag, false, &buf, &cap);
-	free(buf);
-	return yes;
-}
-
 /*
  * Whether a child of ours still belongs to a job whose shell runs: it is that shell, or in its
  * session (every job starts with setsid, so the session id is its pid), or, having left that
@@ -1138,7 +1085,7 @@ proc_job_owns(const struct proc_job *j, pid_t pid)
 		return false;
 	if (j->pid == pid || ((sid = getsid(pid)) > 0 && sid == j->pid))
 		return true;
-	return j->tag[0] && env_tagged(pid, j->tag);
+	return j->tag[0] && environ_holds(pid, j->tag, false);
 }
 
 /* pid's command line, its arguments joined by spaces, into out[0..cap); "" when unreadable. */
@@ -1159,49 +1106,30 @@ pid_cmdline(pid_t pid, char *out, size_t cap)
 	out[n] = '\0';
 }
 
-/* The next line of f split at ':' into at most n fields (the line is f's buffer); the count. */
-static int
-colon_fields(FILE *f, char *line, size_t cap, char **field, int n)
-{
-	char *p;
-	int k = 0;
-
-	memset(field, 0, sizeof(*field) * (size_t)n);
-	if (!fgets(line, (int)cap, f))
-		return -1;
-	line[strcspn(line, "\n")] = '\0';
-	for (p = line; k < n; p++) {
-		field[k++] = p;
-		if (!(p = strchr(p, ':')))
-			break;
-		*p = '\0';
-	}
-	return k;
-}
-
-/* uid's /etc/passwd entry into u (groups left empty); -1 with errno ENOENT when it has none. */
+/*
+ * uid's /etc/passwd entry into u (groups left empty); -1 with errno ENOENT when it has none.
+ * fgetpwent reads the file alone: no name service, nothing loaded (the executable is static).
+ */
 static int
 passwd_entry(uid_t uid, struct proc_user *u)
 {
-	char line[1024], *f[7], *end;
-	FILE *pw = fopen("/etc/passwd", "re");
-	int found = 0;
+	FILE *f = fopen("/etc/passwd", "re");
+	struct passwd *pw = NULL;
 
 	memset(u, 0, sizeof *u);
-	while (pw && !found && colon_fields(pw, line, sizeof line, f, 7) >= 0)
-		/* name:password:uid:gid:gecos:home:shell */
-		if (f[6] && *f[2] && strtoul(f[2], &end, 10) == uid && !*end) {
-			found = 1;
-			u->uid = uid;
-			u->gid = (gid_t)strtoul(f[3], NULL, 10);
-			snprintf(u->name, sizeof u->name, "%s", f[0]);
-			snprintf(u->home, sizeof u->home, "%s", f[5]);
-			snprintf(u->shell, sizeof u->shell, "%s", *f[6] ? f[6] : "/bin/sh");
-		}
-	if (pw)
-		fclose(pw);
-	errno = found ? 0 : ENOENT;
-	return found ? 0 : -1;
+	while (f && (pw = fgetpwent(f)) && pw->pw_uid != uid)
+		;
+	if (pw) {
+		u->uid = uid;
+		u->gid = pw->pw_gid;
+		snprintf(u->name, sizeof u->name, "%s", pw->pw_name);
+		snprintf(u->home, sizeof u->home, "%s", pw->pw_dir);
+		snprintf(u->shell, sizeof u->shell, "%s", *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+	}
+	if (f)
+		fclose(f);
+	errno = pw ? 0 : ENOENT;
+	return pw ? 0 : -1;
 }
 
 const char *
@@ -1219,43 +1147,39 @@ proc_user_name(uid_t uid, char *out, size_t cap)
 int
 proc_user_lookup(uid_t uid, struct proc_user *u)
 {
-	char line[1024], *f[4], *m;
-	FILE *gr;
+	FILE *f;
+	struct group *g;
+	char **m;
 
 	if (passwd_entry(uid, u) < 0)
 		return -1;
 	u->groups[u->ngroups++] = u->gid;
-	gr = fopen("/etc/group", "re");
-	while (gr && u->ngroups < PROC_MAX_GROUPS && colon_fields(gr, line, sizeof line, f, 4) >= 0) {
-		gid_t g = f[2] ? (gid_t)strtoul(f[2], NULL, 10) : 0;
-
-		for (m = f[3] ? strtok(f[3], ",") : NULL; f[3] && m; m = strtok(NULL, ","))
-			if (strcmp(m, u->name) == 0 && g != u->gid) {
-				u->groups[u->ngroups++] = g;
+	f = fopen("/etc/group", "re");
+	while (f && u->ngroups < PROC_MAX_GROUPS && (g = fgetgrent(f)))
+		for (m = g->gr_mem; g->gr_gid != u->gid && *m; m++)
+			if (strcmp(*m, u->name) == 0) {
+				u->groups[u->ngroups++] = g->gr_gid;
 				break;
 			}
-	}
-	if (gr)
-		fclose(gr);
+	if (f)
+		fclose(f);
 	return 0;
 }
 
 int
 proc_group_gid(const char *name, gid_t *gid)
 {
-	char line[1024], *f[4];
-	FILE *gr = fopen("/etc/group", "re");
-	int rc = -1;
+	FILE *f = fopen("/etc/group", "re");
+	struct group *g = NULL;
 
-	while (gr && rc < 0 && colon_fields(gr, line, sizeof line, f, 4) >= 3)
-		if (strcmp(f[0], name) == 0) {
-			*gid = (gid_t)strtoul(f[2], NULL, 10);
-			rc = 0;
-		}
-	if (gr)
-		fclose(gr);
-	errno = rc ? ENOENT : 0;
-	return rc;
+	while (f && (g = fgetgrent(f)) && strcmp(g->gr_name, name) != 0)
+		;
+	if (g)
+		*gid = g->gr_gid;
+	if (f)
+		fclose(f);
+	errno = g ? 0 : ENOENT;
+	return g ? 0 : -1;
 }
 
 bool
@@ -1290,26 +1214,20 @@ int
 proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ctx), void *ctx,
 		  struct proc_holder *out, int cap)
 {
-	char path[PATH_MAX], buf[4096], *p, *end;
+	char path[PATH_MAX], buf[4096], *p, *save;
 	struct stat st;
 	int count = 0, k;
+	pid_t pid;
 
 	snprintf(path, sizeof path, "%s/%d/pids", dir, card);
 	if (read_text(path, buf, sizeof buf) < 0)
 		return -1;
-	for (p = buf; *p; p = end) {
-		long v = strtol(p, &end, 10);
-		pid_t pid = (pid_t)v;
-
-		if (end == p) { /* not a number: skip the rest of the line */
-			end = p + strcspn(p, "\n");
-			end += *end == '\n';
-			continue;
-		}
+	for (p = strtok_r(buf, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+		pid = (pid_t)atoi(p);
 		for (k = 0; k < count && k < cap && out[k].pid != pid; k++)
 			;
-		if (v <= 0 || (k < count && k < cap) || (own && own(pid, ctx)))
-			continue; /* one entry per descriptor: each process once */
+		if (pid <= 0 || (k < count && k < cap) || (own && own(pid, ctx)))
+			continue; /* not a pid, or one seen: a line per descriptor, each process once */
 		if (count < cap) {
 			snprintf(path, sizeof path, "/proc/%d", (int)pid);
 			out[count].pid = pid;
@@ -1329,19 +1247,18 @@ struct diag_req {
 
 /*
  * The request for the client's end of fd's connection: its source is fd's peer, its
- * destination fd's own address. 0, or -1 with errno (EINVAL: no AF_INET TCP socket).
+ * destination fd's own address (fd is a TCP socket the daemon accepted). 0, or -1 with errno
+ * (EINVAL: not AF_INET).
  */
 static int
 diag_request(int fd, struct diag_req *q)
 {
 	struct sockaddr_in self, peer;
-	socklen_t slen = sizeof self, plen = sizeof peer, len = sizeof(int);
-	int proto = 0;
+	socklen_t slen = sizeof self, plen = sizeof peer;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
+	if (getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
 		return -1;
-	if (proto != IPPROTO_TCP || self.sin_family != AF_INET) {
+	if (self.sin_family != AF_INET) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -1414,12 +1331,8 @@ proc_peer_uid(int fd, uid_t *uid)
 	if (nl < 0 || connect(nl, (struct sockaddr *)&kernel, sizeof kernel) < 0 ||
 	    send(nl, &q, sizeof q, 0) < 0)
 		goto out;
-	/* The answer was queued within send(); MSG_TRUNC makes n its whole length. */
-	if ((n = recv(nl, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC)) < 0)
-		goto out;
-	if ((size_t)n > sizeof buf)
-		errno = EMSGSIZE;
-	else
+	/* The answer was queued within send(); one cut short fails NLMSG_OK (EBADMSG). */
+	if ((n = recv(nl, buf, sizeof buf, MSG_DONTWAIT)) >= 0)
 		rc = diag_uid(buf, (size_t)n, &q, uid);
 out:
 	e = errno;

@@ -269,9 +269,9 @@ int proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ct
 		      struct proc_holder *out, int cap);
 
 /*
- * The name of user uid from /etc/passwd into out[0..cap), else its number; returns out. Read
- * by hand: glibc's getpwuid cannot be linked statically without warnings, and a name service
- * beyond the file is not worth a lookup that may block.
+ * The name of user uid from /etc/passwd into out[0..cap), else its number; returns out. The
+ * file alone (fgetpwent): glibc's getpwuid cannot be linked statically without warnings, and
+ * a name service beyond the file is not worth a lookup that may block.
  */
 const char *proc_user_name(uid_t uid, char *out, size_t cap);
 
@@ -291,17 +291,17 @@ const char *proc_user_name(uid_t uid, char *out, size_t cap);
  * - ENOENT: no such local socket with an owner: the peer is on another host or in another
  *   network namespace, or has closed its socket (an orphaned socket reads as root's, so its
  *   uid is never taken), or the kernel lacks TCP socket diagnostics (inet_diag, tcp_diag);
- * - EINVAL: fd is not an AF_INET TCP socket (a unix socket, UDP, IPv6); ENOTCONN: not
- *   connected; EBADF, ENOTSOCK as getsockname(2);
- * - any other errno: the netlink socket could not be made or used (EMSGSIZE, EBADMSG: an
- *   answer too long or malformed).
+ * - EINVAL: fd is not an AF_INET socket (a unix socket, IPv6); ENOTCONN: not connected;
+ *   EBADF, ENOTSOCK as getsockname(2);
+ * - any other errno: the netlink socket could not be made or used (EBADMSG: an answer too
+ *   long or malformed).
  * Without it a request that another local user sends over TCP runs as the service's user.
  */
 int proc_peer_uid(int fd, uid_t *uid);
 
 /*
  * Fill *u with user uid's name, home, shell and groups (the primary group, then every group of
- * /etc/group naming the user, at most PROC_MAX_GROUPS), read by hand as proc_user_name is: a
+ * /etc/group naming the user, at most PROC_MAX_GROUPS), read from the files as proc_user_name: a
  * job runs as this user, and a user known only to a name service beyond the files cannot be
  * one. 0, or -1 with errno ENOENT when uid is not in /etc/passwd.
  */
@@ -366,8 +366,8 @@ pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errle
 /*
  * Whether process group pgid still has a living member: one that is not a zombie (a zombie
  * holds no card). kill(-pgid, 0) answers the usual case, an empty group, in one call; only
- * when it finds members is /proc read to tell the living from zombies. Returns 1 or 0, or -1
- * with errno for pgid <= 1 (never a job's group) or when /proc cannot be read.
+ * when it finds members is /proc read to tell the living from zombies. pgid > 1 (a job's
+ * group). Returns 1 or 0, or -1 with errno when /proc cannot be read.
  */
 int proc_group_alive(pid_t pgid);
 
