@@ -487,26 +487,14 @@ int
 capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 {
 	struct stat st;
-	int fd, e;
 
-	*cf = (struct capfile){.fd = -1, .cap = cap};
-	if (cap < 1024) {
-		errno = EINVAL;
-		return -1;
-	}
+	*cf = (struct capfile){.cap = cap};
 	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open.
 	 * O_NOFOLLOW: a job's output replaced by a link must not write into the link's target. */
-	fd = openat(dirfd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd == -1)
+	cf->fd = openat(dirfd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (cf->fd < 0)
 		return -1;
-	if (fstat(fd, &st) == -1) {
-		e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	cf->fd = fd;
-	cf->size = st.st_size;
+	cf->size = fstat(cf->fd, &st) == 0 ? st.st_size : 0;
 	return 0;
 }
 
@@ -514,22 +502,15 @@ int
 capfile_output(struct capfile *cf, const void *buf, size_t n)
 {
 	long long room = cf->cap - cf->size;
-	size_t take = n, done = 0;
+	size_t take = room <= 0 ? 0 : (unsigned long long)room < n ? (size_t)room : n, done;
 
-	if (room <= 0)
-		take = 0;
-	else if ((unsigned long long)room < n)
-		take = (size_t)room;
 	errno = 0;
-	if (take > 0)
-		done = write_full(cf->fd, buf, take); /* fd -1: EBADF, all counted as dropped */
+	done = write_full(cf->fd, buf, take); /* fd -1: EBADF, all counted as dropped */
 	cf->size += (long long)done;
 	cf->dropped += (long long)(n - done);
-	if (done == take)
-		return 0;
-	if (cf->write_errno == 0)
+	if (done < take && cf->write_errno == 0)
 		cf->write_errno = errno ? errno : EIO;
-	return -1;
+	return done == take ? 0 : -1;
 }
 
 /* Write n daemon bytes (room already checked). 0, or -1 with errno. */
@@ -557,41 +538,37 @@ void
 capfile_marker(struct capfile *cf, const char *fmt, ...)
 {
 	char line[MARKER_MAX];
-	size_t n, max = sizeof line - 1, start;
+	size_t start = line_open(cf) ? 0 : 1, n, room;
 	va_list ap;
 	int len;
 
-	/* line[0] is kept for the '\n' that closes an open line of job output. */
-	n = 1 + (size_t)snprintf(line + 1, max, PROC_MARKER " ");
+	/* line[0] is the '\n' that closes an open line of job output; one byte stays for the
+	 * line's own '\n'. */
+	n = (size_t)snprintf(line, sizeof line, "\n" PROC_MARKER " ");
+	room = sizeof line - 1 - n;
 	va_start(ap, fmt);
-	len = vsnprintf(line + n, max - n + 1, fmt, ap);
+	len = vsnprintf(line + n, room, fmt, ap);
 	va_end(ap);
-	if (len > 0)
-		n += (size_t)len < max - n ? (size_t)len : max - n;
+	n += len <= 0 ? 0 : (size_t)len < room ? (size_t)len : room - 1;
 	line[n++] = '\n';
-	line[0] = '\n';
-	start = line_open(cf) ? 0 : 1;
-	if (cf->fd < 0 || cf->size + (long long)(n - start) > cf->cap)
-		return; /* full: a marker is never counted as dropped */
-	append(cf, line + start, n - start);
+	if (cf->fd >= 0 && cf->size + (long long)(n - start) <= cf->cap)
+		append(cf, line + start, n - start); /* full: a marker is never counted as dropped */
 }
 
 /* The last line of a truncated file; its number is cf->dropped. Returns its length. */
 static size_t
 drop_line(char *line, size_t len, const struct capfile *cf)
 {
-	const char *floor = cf->dropped_floor ? "at least " : "";
-	int n = cf->write_errno
-	            ? snprintf(line, len,
-	                       PROC_MARKER " output truncated: %s%lld bytes dropped (writing failed: "
-	                                   "%s)\n",
-	                       floor, cf->dropped, strerror(cf->write_errno))
-	            : snprintf(line, len,
-	                       PROC_MARKER " output truncated: %s%lld bytes dropped (log cap %lld "
-	                                   "bytes)%s\n",
-	                       floor, cf->dropped, cf->cap,
-	                       cf->dropped_floor ? "; the count stopped at a crash" : "");
+	char why[128];
+	int n;
 
+	if (cf->write_errno)
+		snprintf(why, sizeof why, "writing failed: %s", strerror(cf->write_errno));
+	else
+		snprintf(why, sizeof why, "log cap %lld bytes", cf->cap);
+	n = snprintf(line, len, PROC_MARKER " output truncated: %s%lld bytes dropped (%s)%s\n",
+		     cf->dropped_floor ? "at least " : "", cf->dropped, why,
+		     cf->dropped_floor && !cf->write_errno ? "; the count stopped at a crash" : "");
 	return n > 0 ? (size_t)n : 0;
 }
 
@@ -649,9 +626,7 @@ append_tail(struct capfile *cf, const char *trailer, size_t tlen, const char *li
 {
 	int rc = 0;
 
-	if (tlen + llen == 0)
-		return 0;
-	if (line_open(cf))
+	if (tlen + llen > 0 && line_open(cf))
 		rc = append(cf, "\n", 1);
 	if (rc == 0 && tlen)
 		rc = append(cf, trailer, tlen);
@@ -668,10 +643,6 @@ capfile_finish(struct capfile *cf, const char *trailer)
 	long long llen;
 	int rc, e;
 
-	if (cf->fd < 0) {
-		errno = EBADF;
-		return -1;
-	}
 	if ((long long)tlen > cf->cap - 1 - DROP_LINE_MAX)
 		tlen = 0; /* a trailer that cannot fit beside the drop line is left out */
 	llen = make_room(cf, tlen, line, sizeof line);
@@ -691,8 +662,6 @@ capfile_drain(struct capfile *cf, int fd, size_t budget)
 	size_t total = 0, want;
 	ssize_t r = 0;
 
-	if (budget == 0)
-		budget = sizeof buf; /* 0 would read nothing and look like EOF */
 	while (total < budget) {
 		want = budget - total < sizeof buf ? budget - total : sizeof buf;
 		r = read(fd, buf, want);

@@ -436,7 +436,8 @@ struct capfile {
 /*
  * Open (create 0600, or append to an existing file) path, relative to the folder dirfd
  * (openat(2); AT_FDCWD), as a capped file. The containing folder must exist; a link at path
- * is refused (ELOOP). Returns 0, or -1 with errno.
+ * is refused (ELOOP). cap is at least 1024 (the configuration's floor). Returns 0, or -1
+ * with errno (cf->fd is then -1).
  */
 int capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap);
 
@@ -456,12 +457,13 @@ void capfile_marker(struct capfile *cf, const char *fmt, ...) __attribute__((for
  * Finish the file: append the trailer lines (a NUL-terminated text of complete marker lines,
  * or NULL), and when output was dropped a last marker line giving the dropped byte count. If
  * they do not fit, the file's tail is cut to make room (the cut bytes count as dropped). The
- * file never exceeds cap. Closes the descriptor. Returns 0, or -1 with errno (closed anyway).
+ * file never exceeds cap. cf must be open; its descriptor is closed. Returns 0, or -1 with
+ * errno (closed anyway).
  */
 int capfile_finish(struct capfile *cf, const char *trailer);
 
 /*
- * Move what the non-blocking pipe fd holds into cf, at most `budget` bytes per call so one
+ * Move what the non-blocking pipe fd holds into cf, at most `budget` (> 0) bytes per call so one
  * flooding job cannot starve the event loop. Returns the bytes read (> 0), 0 at EOF, or -1
  * with errno (EAGAIN: nothing to read now).
  */
