@@ -106,18 +106,12 @@ static struct {
 static size_t
 write_full(int fd, const void *buf, size_t n)
 {
-	const char *p = buf;
 	size_t done = 0;
 	ssize_t w;
 
-	while (done < n) {
-		w = write(fd, p + done, n - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		done += (size_t)w;
-	}
+	while (done < n && ((w = write(fd, (const char *)buf + done, n - done)) > 0 ||
+			    (w < 0 && errno == EINTR)))
+		done += w > 0 ? (size_t)w : 0;
 	return done;
 }
 
@@ -161,12 +155,15 @@ reset_signals(const int *ign)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* Send msg to the guardian, if one runs. Blocking write; EPIPE is ignored. */
+/* Send msg to the guardian, if one runs. Blocking write; EPIPE is ignored, errno kept. */
 static void
 guardian_send(pid_t msg)
 {
+	int e = errno;
+
 	if (guardian_fd >= 0)
 		write_full(guardian_fd, &msg, sizeof msg);
+	errno = e;
 }
 
 /* ------------------------------------------------------------------------ the job child */
@@ -470,15 +467,13 @@ proc_control_env(char *const *base)
 	static char **envp;
 	size_t n = 0;
 
-	if (envp)
-		return envp;
-	while (base[n])
+	while (!envp && base[n])
 		n++;
-	if (!(envp = calloc(n + 2, sizeof(char *))))
-		return (char **)base;
-	memcpy(envp, base, sizeof(char *) * n);
-	envp[n] = (char *)proc_instance_marker();
-	return envp;
+	if (!envp && (envp = calloc(n + 2, sizeof(char *)))) {
+		memcpy(envp, base, sizeof(char *) * n);
+		envp[n] = (char *)proc_instance_marker();
+	}
+	return envp ? envp : (char **)base;
 }
 
 /* --------------------------------------------------------------------- capped output file */
@@ -777,37 +772,28 @@ proc_guardian_start(const char *marker, int lock_fd)
 	pid_t pid;
 	int p[2], e;
 
-	if (guardian_fd != -1) {
-		errno = EBUSY; /* a second guardian would orphan the first one's groups */
-		return -1;
-	}
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return -1;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = fork();
-	if (pid == 0)
+	if ((pid = fork()) == 0)
 		guardian_main(p[0], p[1], lock_fd, marker);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(p[0]);
-	if (pid == -1) {
+	if (pid == -1)
 		close(p[1]);
-		errno = e;
-		return -1;
-	}
-	guardian_fd = p[1];
-	P.guardian_pid = pid;
+	else
+		guardian_fd = p[1];
+	P.guardian_pid = pid > 0 ? pid : 0;
+	errno = e;
 	return pid;
 }
 
 void
 proc_guardian_forget(pid_t pgid)
 {
-	int e = errno;
-
 	guardian_send(-pgid);
-	errno = e;
 }
 
 /*

@@ -235,8 +235,8 @@ bool proc_guardian_lost(void);
  * daemon is gone, stamps the file's mtime and makes the lock shared (a start then knows to
  * wait, not that another daemon runs); the lock is free once the guardian exits: a killed job
  * holds its card until its memory is torn down. Call it once, before any job or control
- * command starts: a second call fails with EBUSY, even after the first guardian died (it is
- * not replaced). Returns the guardian's pid, or -1 with errno.
+ * command starts; a guardian that died is not replaced. Returns the guardian's pid, or -1
+ * with errno.
  */
 pid_t proc_guardian_start(const char *marker, int lock_fd);
 
