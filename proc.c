@@ -77,7 +77,7 @@
 #define LOOK_MAX 0.1          /* s between two looks at most (doubling from LOOK_FIRST) */
 #define STRAYS_MAX 512        /* children of the daemon looked at per pass */
 #define CLAIM_NAME "tt-device-queue/claim/" /* the abstract names of device claims start so */
-#define CLAIM_WAIT 2.0        /* s a claimed name is tried again (proc_claim_node) */
+#define CLAIM_TRIES 200       /* binds of a claimed name, 10 ms apart: 2 s (proc_claim_node) */
 #define USER_SHOWN 64         /* bytes of a claim holder's user name */
 #define CMDLINE_SHOWN 200     /* bytes of a claim holder's command line shown */
 #define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
@@ -218,7 +218,8 @@ child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 	/* A change of user clears the parent-death signal: become the user first (groups, then
 	 * group, then uid). */
 	if (u && (setgroups((size_t)u->ngroups, u->groups) == -1 ||
-		  setresgid(u->gid, u->gid, u->gid) == -1 || setresuid(u->uid, u->uid, u->uid) == -1))
+		  setresgid(u->gid, u->gid, u->gid) == -1 ||
+		  setresuid(u->uid, u->uid, u->uid) == -1))
 		e = errno;
 	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -325,18 +326,14 @@ proc_exit_code(int wstatus)
 
 /* ------------------------------------------------------------------------- environment */
 
+#define STARTS(s, p) (strncmp((s), (p), sizeof(p) - 1) == 0)
+
 /* Control configuration never reaches a job. */
-static int
+static bool
 scrubbed(const char *s)
 {
-	static const char *const prefixes[] = {"TT_DEVICE_RESET", "TT_DEVICE_DEEP_RESET",
-	                                       "TT_DEVICE_HEALTH"};
-	size_t i;
-
-	for (i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-		if (strncmp(s, prefixes[i], strlen(prefixes[i])) == 0)
-			return 1;
-	return 0;
+	return STARTS(s, "TT_DEVICE_RESET") || STARTS(s, "TT_DEVICE_DEEP_RESET") ||
+	       STARTS(s, "TT_DEVICE_HEALTH");
 }
 
 /* Index of the entry named like s ("NAME=..." or "NAME") in env[0..n), or n. */
@@ -382,9 +379,7 @@ add_pythonpath(char **env, size_t n, size_t slots)
 		return NULL;
 	}
 	s = (char *)(grown + slots);
-	memcpy(s, name, sizeof name - 1);
-	strcpy(s + sizeof name - 1, vlen ? ".:" : ".");
-	strcat(s, v); /* v points outside the block: base or extra */
+	sprintf(s, "%s%s%s", name, vlen ? ".:" : ".", v); /* v is outside: base or extra */
 	grown[i] = s;
 	if (i == n)
 		grown[++n] = NULL;
@@ -407,14 +402,12 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 	for (i = 0; i < nbase; i++)
 		if (strchr(base[i], '=') && !scrubbed(base[i]) && find_name(env, n, base[i]) == n)
 			env[n++] = base[i];
-	for (i = 0; i < nextra; i++) {
-		if (!extra[i] || !strchr(extra[i], '='))
-			continue;
-		j = find_name(env, n, extra[i]);
-		env[j] = extra[i];
-		if (j == n)
-			n++;
-	}
+	for (i = 0; i < nextra; i++)
+		if (extra[i] && strchr(extra[i], '=')) {
+			j = find_name(env, n, extra[i]);
+			env[j] = extra[i];
+			n += j == n;
+		}
 	env[n] = NULL;
 	return add_pythonpath(env, n, slots);
 }
@@ -547,7 +540,7 @@ capfile_marker(struct capfile *cf, const char *fmt, ...)
 	n += len <= 0 ? 0 : (size_t)len < room ? (size_t)len : room - 1;
 	line[n++] = '\n';
 	if (cf->fd >= 0 && cf->size + (long long)(n - start) <= cf->cap)
-		append(cf, line + start, n - start); /* full: a marker is never counted as dropped */
+		append(cf, line + start, n - start); /* else full: a marker never counts as dropped */
 }
 
 /* The last line of a truncated file; its number is cf->dropped. Returns its length. */
@@ -615,34 +608,27 @@ make_room(struct capfile *cf, size_t tlen, char *line, size_t linesz)
 	return llen;
 }
 
-/* Write the closing '\n' when a line is open, the trailer, the drop line. 0 / -1 with errno. */
-static int
-append_tail(struct capfile *cf, const char *trailer, size_t tlen, const char *line, size_t llen)
-{
-	int rc = 0;
-
-	if (tlen + llen > 0 && line_open(cf))
-		rc = append(cf, "\n", 1);
-	if (rc == 0 && tlen)
-		rc = append(cf, trailer, tlen);
-	if (rc == 0 && llen)
-		rc = append(cf, line, llen);
-	return rc;
-}
-
 int
 capfile_finish(struct capfile *cf, const char *trailer)
 {
 	char line[DROP_LINE_MAX];
 	size_t tlen = trailer ? strlen(trailer) : 0;
 	long long llen;
-	int rc, e;
+	int rc = 0, e;
 
 	if ((long long)tlen > cf->cap - 1 - DROP_LINE_MAX)
 		tlen = 0; /* a trailer that cannot fit beside the drop line is left out */
 	llen = make_room(cf, tlen, line, sizeof line);
-	/* After a failed ftruncate the file may be over the cap: then nothing more is added. */
-	rc = llen < 0 ? -1 : append_tail(cf, trailer, tlen, line, (size_t)llen);
+	/* After a failed ftruncate the file may be over the cap: then nothing more is added. The
+	 * '\n' that closes an open line goes before added text only. */
+	if (llen < 0)
+		rc = -1;
+	else if ((long long)tlen + llen > 0 && line_open(cf))
+		rc = append(cf, "\n", 1);
+	if (rc == 0 && tlen)
+		rc = append(cf, trailer, tlen);
+	if (rc == 0 && llen > 0)
+		rc = append(cf, line, (size_t)llen);
 	e = errno;
 	close(cf->fd);
 	cf->fd = -1;
@@ -834,7 +820,8 @@ proc_group_alive(pid_t pgid)
 		return -1;
 	while (!alive && (e = readdir(d))) {
 		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-		if (e->d_name[0] < '1' || e->d_name[0] > '9' || read_text(path, buf, sizeof buf) <= 0)
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+		    read_text(path, buf, sizeof buf) <= 0)
 			continue;
 		p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
 		alive = p && sscanf(p + 1, " %c %*d %ld", &state, &pgrp) == 2 &&
@@ -1051,14 +1038,13 @@ pid_cmdline(pid_t pid, char *out, size_t cap)
 	ssize_t n, i;
 
 	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-	if ((n = read_text(path, out, cap)) < 0)
-		n = 0;
+	n = read_text(path, out, cap);
 	for (i = 0; i < n; i++) /* NULs between the arguments; control bytes shown as '?' */
 		out[i] = out[i] == '\0' ? ' ' : (unsigned char)out[i] < 0x20 || out[i] == 0x7f ? '?'
 									     : out[i];
 	while (n > 0 && out[n - 1] == ' ')
 		n--;
-	out[n] = '\0';
+	out[n > 0 ? n : 0] = '\0';
 }
 
 /*
@@ -1182,7 +1168,7 @@ proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ctx), 
 		for (k = 0; k < count && k < cap && out[k].pid != pid; k++)
 			;
 		if (pid <= 0 || (k < count && k < cap) || (own && own(pid, ctx)))
-			continue; /* not a pid, or one seen: a line per descriptor, each process once */
+			continue; /* no pid, or one seen: a line per descriptor, each process once */
 		if (count < cap) {
 			snprintf(path, sizeof path, "/proc/%d", (int)pid);
 			out[count].pid = pid;
@@ -1219,20 +1205,17 @@ diag_request(int fd, struct diag_req *q)
 	}
 	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
 		return -1;
-	memset(q, 0, sizeof *q);
-	q->nh.nlmsg_len = sizeof *q;
-	q->nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	q->nh.nlmsg_flags = NLM_F_REQUEST; /* one socket, not a dump */
-	q->nh.nlmsg_seq = 1;
-	q->r.sdiag_family = AF_INET;
-	q->r.sdiag_protocol = IPPROTO_TCP;
-	q->r.idiag_states = ~0U;
-	q->r.id.idiag_sport = peer.sin_port; /* ports and addresses in network order */
-	q->r.id.idiag_dport = self.sin_port;
-	q->r.id.idiag_src[0] = peer.sin_addr.s_addr;
-	q->r.id.idiag_dst[0] = self.sin_addr.s_addr;
-	/* Any other cookie must equal the socket's, else the kernel answers ESTALE. */
-	q->r.id.idiag_cookie[0] = q->r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	/* One socket, not a dump (NLM_F_REQUEST alone); ports and addresses in network order; a
+	 * cookie other than NOCOOKIE must equal the socket's, else the kernel answers ESTALE. */
+	*q = (struct diag_req){
+		.nh = {.nlmsg_len = sizeof *q, .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		       .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1},
+		.r = {.sdiag_family = AF_INET, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0U,
+		      .id = {.idiag_sport = peer.sin_port, .idiag_dport = self.sin_port,
+			     .idiag_src = {peer.sin_addr.s_addr},
+			     .idiag_dst = {self.sin_addr.s_addr},
+			     .idiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}}},
+	};
 	return 0;
 }
 
@@ -1341,9 +1324,8 @@ look(struct proc_job *j)
 			j->warn_at = 0;
 			P.cb.stuck(j);
 		}
-		j->backoff = j->backoff > 0 ? j->backoff * 2 : LOOK_FIRST;
-		if (j->backoff > LOOK_MAX)
-			j->backoff = LOOK_MAX;
+		j->backoff = j->backoff <= 0 ? LOOK_FIRST : j->backoff * 2 > LOOK_MAX ? LOOK_MAX
+										  : j->backoff * 2;
 		j->deadline = *P.now + j->backoff;
 		tell_owner(j);
 		return;
@@ -1360,7 +1342,6 @@ proc_init(const struct proc_callbacks *cb, const double *now, const char *instan
 {
 	struct timespec pause = {0, 10000000};
 	char family[sizeof P.marker];
-	const char *slash;
 	int found = 0, k, round;
 
 	P.cb = *cb;
@@ -1369,9 +1350,9 @@ proc_init(const struct proc_callbacks *cb, const double *now, const char *instan
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	/* A daemon on this log dir killed with its guardian (kill -9 of both) left what carries
 	 * its entry: the same log dir, another start's id. */
-	slash = strrchr(P.marker, '/');
-	snprintf(family, sizeof family, "%.*s", slash ? (int)(slash + 1 - P.marker) : 0, P.marker);
-	for (round = 0; slash && round < 300 && (k = kill_marked(family, true)) > 0; round++) {
+	snprintf(family, sizeof family, "%.*s", (int)(strrchr(P.marker, '/') + 1 - P.marker),
+		 P.marker);
+	for (round = 0; round < 300 && (k = kill_marked(family, true)) > 0; round++) {
 		found = found ? found : k;
 		nanosleep(&pause, NULL);
 	}
@@ -1474,46 +1455,35 @@ proc_job_timeout(struct proc_job *j)
 {
 	bool got = false;
 
-	switch (j->state) {
-	case PROC_JOB_RUNNING:
-	case PROC_JOB_CLOSED:
-		if (j->deadline <= 0)
-			return;
-		j->deadline = 0; /* a stop's grace is over */
-		tell_owner(j);
-		proc_kill_group(j->pid, SIGKILL);
-		P.cb.escalated(j);
-		return;
-	case PROC_JOB_REAPED:
+	if (j->state == PROC_JOB_KILLING) {
+		look(j);
+	} else if (j->state == PROC_JOB_REAPED) {
 		/* The straggler bound passed: what the pipe holds now is the last of it. */
 		while (capfile_drain(j->out, j->fd, DRAIN_BUDGET) > 0)
 			got = true;
 		if (got)
 			P.cb.output(j);
 		close_pipe(j, PROC_JOB_KILLING);
-		return;
-	case PROC_JOB_KILLING:
-		look(j);
-		return;
-	default:
-		return;
+	} else if (j->state != PROC_JOB_IDLE && j->deadline > 0) {
+		j->deadline = 0; /* a stop's grace is over */
+		tell_owner(j);
+		proc_kill_group(j->pid, SIGKILL);
+		P.cb.escalated(j);
 	}
 }
 
 void
 proc_job_stop(struct proc_job *j, double grace)
 {
-	if (!j || (j->state != PROC_JOB_RUNNING && j->state != PROC_JOB_CLOSED))
+	/* Only a shell not reaped yet; a second SIGINT would interrupt the job's own cleanup. */
+	if (!j || (j->state != PROC_JOB_RUNNING && j->state != PROC_JOB_CLOSED) ||
+	    (grace > 0 && j->deadline > 0))
 		return;
-	if (grace <= 0) {
-		proc_kill_group(j->pid, SIGKILL);
-		return;
+	proc_kill_group(j->pid, grace > 0 ? SIGINT : SIGKILL);
+	if (grace > 0) {
+		j->deadline = *P.now + grace;
+		tell_owner(j);
 	}
-	if (j->deadline > 0)
-		return; /* already stopping */
-	proc_kill_group(j->pid, SIGINT);
-	j->deadline = *P.now + grace;
-	tell_owner(j);
 }
 
 void
@@ -1557,15 +1527,6 @@ bool
 proc_guardian_lost(void)
 {
 	return P.guardian_lost;
-}
-
-static double
-mono_clock(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ------------------------------------------------------------- the claim of a device node */
@@ -1629,10 +1590,9 @@ int
 proc_claim_node(const char *node, char *why, size_t cap)
 {
 	struct timespec pause = {0, 10000000};
-	double t0 = mono_clock();
 	struct sockaddr_un sa;
 	socklen_t len;
-	int fd, e;
+	int fd, e, round;
 
 	why[0] = '\0';
 	if (claim_address(node, &sa, &len) < 0) {
@@ -1646,8 +1606,8 @@ proc_claim_node(const char *node, char *why, size_t cap)
 		goto fail;
 	/* A daemon just killed holds the name until the kernel tore it down, and a child of it
 	 * caught between its fork and its exec a moment longer: a restart waits for that. */
-	while (bind(fd, (struct sockaddr *)&sa, len) < 0) {
-		if (errno != EADDRINUSE || mono_clock() - t0 >= CLAIM_WAIT)
+	for (round = 0; bind(fd, (struct sockaddr *)&sa, len) < 0; round++) {
+		if (errno != EADDRINUSE || round >= CLAIM_TRIES)
 			goto fail;
 		nanosleep(&pause, NULL);
 	}

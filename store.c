@@ -92,9 +92,10 @@ enum jcol {
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
 /* The upsert's parameters, env the env_json's (a NULL env keeps the stored one). */
-#define JOB_PARAMS(env)                                                                            \
-	"?1, ?2, ?3, ?4, ?5, ?6, " env ", ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, " \
-	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37"
+#define JOB_PARAMS(env)                                                                    \
+	"?1, ?2, ?3, ?4, ?5, ?6, " env ", ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, " \
+	"?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, "  \
+	"?34, ?35, ?36, ?37"
 
 /*
  * The jobs table: the earlier service's columns, without its NOT NULL constraints (this
@@ -365,7 +366,8 @@ common_columns(struct store *st, const char *from, const char *to, char *out, si
 {
 	return query(st, "reading the schema", "SELECT group_concat(name, ', ') FROM "
 		     "pragma_table_info(?1) WHERE lower(name) IN (SELECT lower(name) FROM "
-		     "pragma_table_info(?2)) AND lower(name) <> 'device'", from, to, NULL, out, cap);
+		     "pragma_table_info(?2)) AND lower(name) <> 'device'", from, to, NULL, out,
+		     cap);
 }
 
 /* Make a newly created name durable: fsync the directory holding path. */
@@ -910,8 +912,8 @@ row_cards(struct store *st, sqlite3_stmt *s, struct job *j)
 		devs[i] = (int)v[i];
 	}
 	if (!sound)
-		return set_err(st, "reading job %s: its cards '%s' / epochs '%s' are damaged", j->id,
-		               ids ? ids : "NULL", eps ? eps : "NULL");
+		return set_err(st, "reading job %s: its cards '%s' / epochs '%s' are damaged",
+		               j->id, ids ? ids : "NULL", eps ? eps : "NULL");
 	if (sched_job_set_cards(j, devs, n) != 0)
 		return oom(st, "reading job");
 	for (i = 1; i < n; i++)
