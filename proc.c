@@ -319,9 +319,7 @@ proc_exit_code(int wstatus)
 {
 	if (WIFEXITED(wstatus))
 		return WEXITSTATUS(wstatus);
-	if (WIFSIGNALED(wstatus))
-		return -WTERMSIG(wstatus);
-	return -1; /* stopped or continued: not a final status, callers never pass one */
+	return WIFSIGNALED(wstatus) ? -WTERMSIG(wstatus) : -1; /* -1: not final, never passed */
 }
 
 /* ------------------------------------------------------------------------- environment */
@@ -517,9 +515,7 @@ line_open(const struct capfile *cf)
 {
 	char c;
 
-	if (cf->size <= 0)
-		return 0;
-	return pread(cf->fd, &c, 1, cf->size - 1) == 1 && c != '\n';
+	return cf->size > 0 && pread(cf->fd, &c, 1, cf->size - 1) == 1 && c != '\n';
 }
 
 void
@@ -640,12 +636,11 @@ ssize_t
 capfile_drain(struct capfile *cf, int fd, size_t budget)
 {
 	static char buf[DRAIN_BUF]; /* the daemon is single-threaded; one drain at a time */
-	size_t total = 0, want;
+	size_t total = 0;
 	ssize_t r = 0;
 
 	while (total < budget) {
-		want = budget - total < sizeof buf ? budget - total : sizeof buf;
-		r = read(fd, buf, want);
+		r = read(fd, buf, budget - total < sizeof buf ? budget - total : sizeof buf);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -653,9 +648,9 @@ capfile_drain(struct capfile *cf, int fd, size_t budget)
 		capfile_output(cf, buf, (size_t)r); /* past the cap the bytes count as dropped */
 		total += (size_t)r;
 	}
-	if (total > 0)
-		return (ssize_t)total; /* EOF or an error shows again on the next call */
-	return r;                      /* 0 at EOF, -1 with errno (EAGAIN: nothing now) */
+	/* EOF or an error shows again on the next call; else 0 at EOF, -1 with errno (EAGAIN:
+	 * nothing now). */
+	return total > 0 ? (ssize_t)total : r;
 }
 
 /* --------------------------------------------------------------------------- guardian */
@@ -1025,9 +1020,8 @@ proc_job_owns(const struct proc_job *j, pid_t pid)
 
 	if (!j || !has_shell(j))
 		return false;
-	if (j->pid == pid || ((sid = getsid(pid)) > 0 && sid == j->pid))
-		return true;
-	return j->tag[0] && environ_holds(pid, j->tag, false);
+	return j->pid == pid || ((sid = getsid(pid)) > 0 && sid == j->pid) ||
+	       (j->tag[0] && environ_holds(pid, j->tag, false));
 }
 
 /* pid's command line, its arguments joined by spaces, into out[0..cap); "" when unreadable. */
@@ -1551,11 +1545,8 @@ claim_holder(const struct sockaddr_un *sa, socklen_t len, char *who, size_t cap)
 	} else {
 		proc_user_name(cr.uid, user, sizeof user);
 		pid_cmdline(cr.pid, cmd, sizeof cmd);
-		if (cmd[0])
-			snprintf(who, cap, "pid %ld, user %s, command line '%s'", (long)cr.pid, user,
-				 cmd);
-		else
-			snprintf(who, cap, "pid %ld, user %s", (long)cr.pid, user);
+		snprintf(who, cap, "pid %ld, user %s%s%s%s", (long)cr.pid, user,
+			 cmd[0] ? ", command line '" : "", cmd, cmd[0] ? "'" : "");
 	}
 	if (fd >= 0)
 		close(fd);
