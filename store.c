@@ -6,8 +6,7 @@
  *
  * Invariants:
  * - One connection in WAL mode with synchronous=FULL: a COMMIT that returned SQLITE_DONE has
- *   been fsync'd. The file and its -wal/-shm are created 0600 (SQLite gives -wal/-shm the
- *   main file's mode; the umask is 077 while store_open runs as a second guard).
+ *   been fsync'd. The file is created 0600 and SQLite gives its -wal/-shm the same mode.
  * - Every statement is prepared once in store_open() (table stmt_defs) and is reset and
  *   unbound right after each use, so between calls no statement holds a read snapshot or a
  *   pointer into the caller's memory.
