@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -64,7 +65,6 @@
 #include "proc.h"
 
 #define PIPE_SIZE (1 << 20)   /* asked for; a flooding job then needs fewer wake-ups */
-#define CHILD_MSG_MAX 1024    /* a child's failure line, cut to fit */
 #define MARKER_MAX 1024       /* a capfile_marker line, cut to fit */
 #define DROP_LINE_MAX 256     /* the "output truncated" line: fixed text, numbers, strerror */
 #define DRAIN_BUF (64 * 1024) /* one read from a job pipe */
@@ -77,18 +77,16 @@
 #define LOOK_MAX 0.1          /* s between two looks at most (doubling from LOOK_FIRST) */
 #define STRAYS_MAX 512        /* children of the daemon looked at per pass */
 #define CLAIM_NAME "tt-device-queue/claim/" /* the abstract names of device claims start so */
-#define CLAIM_WAIT 2.0        /* s a claimed name is tried again (proc_claim_node) */
+#define CLAIM_TRIES 200       /* binds of a claimed name, 10 ms apart: 2 s (proc_claim_node) */
 #define USER_SHOWN 64         /* bytes of a claim holder's user name */
 #define CMDLINE_SHOWN 200     /* bytes of a claim holder's command line shown */
 #define INSTANCE_VAR "TT_DEVICE_QUEUE_INSTANCE="
 #define DIAG_BUF 8192         /* bytes of a sock_diag answer: one message of a few hundred */
 
-/* One registration message; written whole (< PIPE_BUF, so atomic and never interleaved). */
-struct guard_msg {
-	char op; /* '+' register, '-' forget */
-	pid_t pgid;
-};
-
+/*
+ * One registration message is a pid_t: pgid to register a group, -pgid to forget it. Written
+ * whole (< PIPE_BUF, so atomic and never interleaved).
+ */
 /* The daemon's write end of the guardian pipe (-1 when no guardian runs). Blocking. */
 static int guardian_fd = -1;
 
@@ -108,18 +106,12 @@ static struct {
 static size_t
 write_full(int fd, const void *buf, size_t n)
 {
-	const char *p = buf;
 	size_t done = 0;
 	ssize_t w;
 
-	while (done < n) {
-		w = write(fd, p + done, n - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		done += (size_t)w;
-	}
+	while (done < n && ((w = write(fd, (const char *)buf + done, n - done)) > 0 ||
+			    (w < 0 && errno == EINTR)))
+		done += w > 0 ? (size_t)w : 0;
 	return done;
 }
 
@@ -140,42 +132,38 @@ close_from(unsigned lo)
 		close((int)fd);
 }
 
-/* Every catchable signal to `how` (SIG_DFL, SIG_IGN); glibc refuses its two internal ones. */
+/*
+ * Every catchable signal to its default disposition but those of the 0-terminated list ign,
+ * ignored, then an empty mask (a handler is reset by exec, SIG_IGN and the mask are not);
+ * glibc refuses its two internal ones.
+ */
 static void
-set_dispositions(void (*how)(int))
+reset_signals(const int *ign)
 {
-	struct sigaction sa;
-	int s;
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	sigset_t none;
+	int s, k;
 
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = how;
-	sigemptyset(&sa.sa_mask);
-	for (s = 1; s < NSIG; s++)
+	for (s = 1; s < NSIG; s++) {
+		for (k = 0; ign[k] && ign[k] != s; k++)
+			;
+		sa.sa_handler = ign[k] ? SIG_IGN : SIG_DFL;
 		if (s != SIGKILL && s != SIGSTOP)
 			sigaction(s, &sa, NULL);
-}
-
-static void
-unblock_all(void)
-{
-	sigset_t none;
-
+	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* Send one message to the guardian, if one runs. Blocking write; EPIPE is ignored. */
+/* Send msg to the guardian, if one runs. Blocking write; EPIPE is ignored, errno kept. */
 static void
-guardian_send(char op, pid_t pgid)
+guardian_send(pid_t msg)
 {
-	struct guard_msg m;
+	int e = errno;
 
-	if (guardian_fd < 0)
-		return;
-	memset(&m, 0, sizeof m); /* no uninitialised padding goes through the pipe */
-	m.op = op;
-	m.pgid = pgid;
-	write_full(guardian_fd, &m, sizeof m);
+	if (guardian_fd >= 0)
+		write_full(guardian_fd, &msg, sizeof msg);
+	errno = e;
 }
 
 /* ------------------------------------------------------------------------ the job child */
@@ -210,30 +198,8 @@ static void
 child_register(void)
 {
 	signal(SIGPIPE, SIG_IGN);
-	guardian_send('+', getpid());
+	guardian_send(getpid());
 	signal(SIGPIPE, SIG_IGN);
-}
-
-/* The soft limit the caller had before it raised its own; the hard limit stays. */
-static void
-child_set_nofile(rlim_t soft)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && soft <= rl.rlim_max) {
-		rl.rlim_cur = soft;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
-/* Become user u: groups, then group, then uid. -1 with errno. */
-static int
-child_become(const struct proc_user *u)
-{
-	if (setgroups((size_t)u->ngroups, u->groups) == -1 ||
-	    setresgid(u->gid, u->gid, u->gid) == -1 || setresuid(u->uid, u->uid, u->uid) == -1)
-		return -1;
-	return 0;
 }
 
 /*
@@ -243,12 +209,17 @@ child_become(const struct proc_user *u)
 static _Noreturn void
 child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 {
-	char *const *envp = o->envp ? o->envp : environ;
+	static const int none[] = {0};
+	const struct proc_user *u = o->user;
+	struct rlimit rl;
 	int e = 0, nfd;
 
 	setsid();
-	/* A change of user clears the parent-death signal: become the user first. */
-	if (o->user && child_become(o->user) == -1)
+	/* A change of user clears the parent-death signal: become the user first (groups, then
+	 * group, then uid). */
+	if (u && (setgroups((size_t)u->ngroups, u->groups) == -1 ||
+		  setresgid(u->gid, u->gid, u->gid) == -1 ||
+		  setresuid(u->uid, u->uid, u->uid) == -1))
 		e = errno;
 	/* PDEATHSIG first, then the check: the daemon may have died before prctl ran. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -264,95 +235,71 @@ child_exec(const struct proc_opts *o, int wfd, int errfd, pid_t daemon)
 	fcntl(3, F_SETFD, FD_CLOEXEC);
 	close_from(4); /* the pipe's ends, the guardian's, anything inherited */
 	if (e)
-		child_fail(3, "cannot become user ", o->user->name, e);
-	set_dispositions(SIG_DFL); /* SIG_IGN survives exec; the daemon ignores SIGPIPE */
-	unblock_all();             /* the mask survives exec too */
+		child_fail(3, "cannot become user ", u->name, e);
+	reset_signals(none); /* the daemon ignores SIGPIPE and blocks what its signalfd reads */
 	if (o->cwd && o->cwd[0] && chdir(o->cwd) == -1)
 		child_fail(3, "cannot change to directory ", o->cwd, errno);
 	if ((nfd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) >= 0)
 		dprintf(nfd, "%d\n", o->oom_score_adj); /* lowering needs privilege: may fail */
 	if (o->set_umask)
 		umask((mode_t)o->umask);
-	if (o->set_nofile)
-		child_set_nofile((rlim_t)o->nofile);
-	execve(o->argv[0], o->argv, envp);
+	/* The soft limit serve was started with, before it raised its own (to its hard limit). */
+	if (o->set_nofile && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = (rlim_t)o->nofile;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	execve(o->argv[0], o->argv, o->envp ? o->envp : environ);
 	child_fail(3, "cannot run ", o->argv[0], errno);
 }
 
 /* ---------------------------------------------------------------------------- spawning */
 
-static void
-set_err(char *err, size_t errlen, const char *what, int e)
-{
-	if (err && errlen)
-		snprintf(err, errlen, "%s: %s", what, strerror(e));
-}
-
-/* The child's failure text from the pipe of errors, "" once it exec'd (EOF); closes fd. */
-static void
-read_failure(int fd, char *err, size_t errlen)
-{
-	char buf[CHILD_MSG_MAX];
-	size_t n = 0;
-	ssize_t r;
-
-	while (n < sizeof buf - 1) {
-		r = read(fd, buf + n, sizeof buf - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	if (err && errlen)
-		snprintf(err, errlen, "%.*s", (int)n, buf);
-}
-
 pid_t
 proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen)
 {
+	int p[2] = {-1, -1}, ep[2] = {-1, -1}, e;
+	pid_t daemon = getpid(), pid = -1;
 	sigset_t all, old;
-	pid_t daemon = getpid(), pid;
-	int p[2], ep[2], e;
+	size_t n = 0;
+	ssize_t r;
 
-	if (!o || !o->argv || !o->argv[0] || !out_fd) {
-		set_err(err, errlen, "spawn", EINVAL);
-		errno = EINVAL;
-		return -1;
-	}
 	/* Non-blocking for the daemon; the child makes its end blocking again. */
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == -1) {
-		set_err(err, errlen, "cannot create the output pipe", errno);
-		return -1;
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == -1 || pipe2(ep, O_CLOEXEC) == -1) {
+		e = errno;
+		snprintf(err, errlen, "cannot create a pipe: %s", strerror(e));
+		goto out;
 	}
 	fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* above pipe-max-size or the user's quota: ignored */
-	if (pipe2(ep, O_CLOEXEC) == -1) {
-		e = errno;
-		close(p[0]);
-		close(p[1]);
-		set_err(err, errlen, "cannot create a pipe", e);
-		errno = e;
-		return -1;
-	}
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = fork();
-	if (pid == 0)
+	if ((pid = fork()) == 0)
 		child_exec(o, p[1], ep[1], daemon);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(p[1]); /* else the daemon's own copy would keep EOF from ever coming */
-	close(ep[1]);
-	if (pid == -1) {
-		close(ep[0]);
-		close(p[0]);
-		set_err(err, errlen, "fork", e);
-		errno = e;
-		return -1;
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(e));
+		goto out;
 	}
-	read_failure(ep[0], err, errlen); /* waits for the exec: the child is in its session */
+	close(ep[1]); /* else the daemon's own copy would keep EOF from ever coming */
+	ep[1] = -1;
+	/* EOF once the child exec'd (the pipe is close-on-exec: it is in its session by then),
+	 * else the text of its failure. */
+	while (n < errlen - 1) {
+		r = read(ep[0], err + n, errlen - 1 - n);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r == 0 || errno != EINTR)
+			break;
+	}
+	err[n] = '\0';
 	*out_fd = p[0];
+out:
+	close(p[1]);
+	close(ep[0]);
+	close(ep[1]); /* each -1 here is EBADF, harmless */
+	if (pid < 0)
+		close(p[0]);
+	errno = e;
 	return pid;
 }
 
@@ -372,25 +319,19 @@ proc_exit_code(int wstatus)
 {
 	if (WIFEXITED(wstatus))
 		return WEXITSTATUS(wstatus);
-	if (WIFSIGNALED(wstatus))
-		return -WTERMSIG(wstatus);
-	return -1; /* stopped or continued: not a final status, callers never pass one */
+	return WIFSIGNALED(wstatus) ? -WTERMSIG(wstatus) : -1; /* -1: not final, never passed */
 }
 
 /* ------------------------------------------------------------------------- environment */
 
+#define STARTS(s, p) (strncmp((s), (p), sizeof(p) - 1) == 0)
+
 /* Control configuration never reaches a job. */
-static int
+static bool
 scrubbed(const char *s)
 {
-	static const char *const prefixes[] = {"TT_DEVICE_RESET", "TT_DEVICE_DEEP_RESET",
-	                                       "TT_DEVICE_HEALTH"};
-	size_t i;
-
-	for (i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-		if (strncmp(s, prefixes[i], strlen(prefixes[i])) == 0)
-			return 1;
-	return 0;
+	return STARTS(s, "TT_DEVICE_RESET") || STARTS(s, "TT_DEVICE_DEEP_RESET") ||
+	       STARTS(s, "TT_DEVICE_HEALTH");
 }
 
 /* Index of the entry named like s ("NAME=..." or "NAME") in env[0..n), or n. */
@@ -436,9 +377,7 @@ add_pythonpath(char **env, size_t n, size_t slots)
 		return NULL;
 	}
 	s = (char *)(grown + slots);
-	memcpy(s, name, sizeof name - 1);
-	strcpy(s + sizeof name - 1, vlen ? ".:" : ".");
-	strcat(s, v); /* v points outside the block: base or extra */
+	sprintf(s, "%s%s%s", name, vlen ? ".:" : ".", v); /* v is outside: base or extra */
 	grown[i] = s;
 	if (i == n)
 		grown[++n] = NULL;
@@ -461,14 +400,12 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 	for (i = 0; i < nbase; i++)
 		if (strchr(base[i], '=') && !scrubbed(base[i]) && find_name(env, n, base[i]) == n)
 			env[n++] = base[i];
-	for (i = 0; i < nextra; i++) {
-		if (!extra[i] || !strchr(extra[i], '='))
-			continue;
-		j = find_name(env, n, extra[i]);
-		env[j] = extra[i];
-		if (j == n)
-			n++;
-	}
+	for (i = 0; i < nextra; i++)
+		if (extra[i] && strchr(extra[i], '=')) {
+			j = find_name(env, n, extra[i]);
+			env[j] = extra[i];
+			n += j == n;
+		}
 	env[n] = NULL;
 	return add_pythonpath(env, n, slots);
 }
@@ -521,15 +458,13 @@ proc_control_env(char *const *base)
 	static char **envp;
 	size_t n = 0;
 
-	if (envp)
-		return envp;
-	while (base[n])
+	while (!envp && base[n])
 		n++;
-	if (!(envp = calloc(n + 2, sizeof(char *))))
-		return (char **)base;
-	memcpy(envp, base, sizeof(char *) * n);
-	envp[n] = (char *)proc_instance_marker();
-	return envp;
+	if (!envp && (envp = calloc(n + 2, sizeof(char *)))) {
+		memcpy(envp, base, sizeof(char *) * n);
+		envp[n] = (char *)proc_instance_marker();
+	}
+	return envp ? envp : (char **)base;
 }
 
 /* --------------------------------------------------------------------- capped output file */
@@ -538,26 +473,14 @@ int
 capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap)
 {
 	struct stat st;
-	int fd, e;
 
-	*cf = (struct capfile){.fd = -1, .cap = cap};
-	if (cap < 1024) {
-		errno = EINVAL;
-		return -1;
-	}
+	*cf = (struct capfile){.cap = cap};
 	/* O_RDWR, not O_WRONLY: markers read the last byte to know whether a line is open.
 	 * O_NOFOLLOW: a job's output replaced by a link must not write into the link's target. */
-	fd = openat(dirfd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd == -1)
+	cf->fd = openat(dirfd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (cf->fd < 0)
 		return -1;
-	if (fstat(fd, &st) == -1) {
-		e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	cf->fd = fd;
-	cf->size = st.st_size;
+	cf->size = fstat(cf->fd, &st) == 0 ? st.st_size : 0;
 	return 0;
 }
 
@@ -565,22 +488,15 @@ int
 capfile_output(struct capfile *cf, const void *buf, size_t n)
 {
 	long long room = cf->cap - cf->size;
-	size_t take = n, done = 0;
+	size_t take = room <= 0 ? 0 : (unsigned long long)room < n ? (size_t)room : n, done;
 
-	if (room <= 0)
-		take = 0;
-	else if ((unsigned long long)room < n)
-		take = (size_t)room;
 	errno = 0;
-	if (take > 0)
-		done = write_full(cf->fd, buf, take); /* fd -1: EBADF, all counted as dropped */
+	done = write_full(cf->fd, buf, take); /* fd -1: EBADF, all counted as dropped */
 	cf->size += (long long)done;
 	cf->dropped += (long long)(n - done);
-	if (done == take)
-		return 0;
-	if (cf->write_errno == 0)
+	if (done < take && cf->write_errno == 0)
 		cf->write_errno = errno ? errno : EIO;
-	return -1;
+	return done == take ? 0 : -1;
 }
 
 /* Write n daemon bytes (room already checked). 0, or -1 with errno. */
@@ -599,50 +515,44 @@ line_open(const struct capfile *cf)
 {
 	char c;
 
-	if (cf->size <= 0)
-		return 0;
-	return pread(cf->fd, &c, 1, cf->size - 1) == 1 && c != '\n';
+	return cf->size > 0 && pread(cf->fd, &c, 1, cf->size - 1) == 1 && c != '\n';
 }
 
 void
 capfile_marker(struct capfile *cf, const char *fmt, ...)
 {
 	char line[MARKER_MAX];
-	size_t n, max = sizeof line - 1, start;
+	size_t start = line_open(cf) ? 0 : 1, n, room;
 	va_list ap;
 	int len;
 
-	/* line[0] is kept for the '\n' that closes an open line of job output. */
-	n = 1 + (size_t)snprintf(line + 1, max, PROC_MARKER " ");
+	/* line[0] is the '\n' that closes an open line of job output; one byte stays for the
+	 * line's own '\n'. */
+	n = (size_t)snprintf(line, sizeof line, "\n" PROC_MARKER " ");
+	room = sizeof line - 1 - n;
 	va_start(ap, fmt);
-	len = vsnprintf(line + n, max - n + 1, fmt, ap);
+	len = vsnprintf(line + n, room, fmt, ap);
 	va_end(ap);
-	if (len > 0)
-		n += (size_t)len < max - n ? (size_t)len : max - n;
+	n += len <= 0 ? 0 : (size_t)len < room ? (size_t)len : room - 1;
 	line[n++] = '\n';
-	line[0] = '\n';
-	start = line_open(cf) ? 0 : 1;
-	if (cf->fd < 0 || cf->size + (long long)(n - start) > cf->cap)
-		return; /* full: a marker is never counted as dropped */
-	append(cf, line + start, n - start);
+	if (cf->fd >= 0 && cf->size + (long long)(n - start) <= cf->cap)
+		append(cf, line + start, n - start); /* else full: a marker never counts as dropped */
 }
 
 /* The last line of a truncated file; its number is cf->dropped. Returns its length. */
 static size_t
 drop_line(char *line, size_t len, const struct capfile *cf)
 {
-	const char *floor = cf->dropped_floor ? "at least " : "";
-	int n = cf->write_errno
-	            ? snprintf(line, len,
-	                       PROC_MARKER " output truncated: %s%lld bytes dropped (writing failed: "
-	                                   "%s)\n",
-	                       floor, cf->dropped, strerror(cf->write_errno))
-	            : snprintf(line, len,
-	                       PROC_MARKER " output truncated: %s%lld bytes dropped (log cap %lld "
-	                                   "bytes)%s\n",
-	                       floor, cf->dropped, cf->cap,
-	                       cf->dropped_floor ? "; the count stopped at a crash" : "");
+	char why[128];
+	int n;
 
+	if (cf->write_errno)
+		snprintf(why, sizeof why, "writing failed: %s", strerror(cf->write_errno));
+	else
+		snprintf(why, sizeof why, "log cap %lld bytes", cf->cap);
+	n = snprintf(line, len, PROC_MARKER " output truncated: %s%lld bytes dropped (%s)%s\n",
+		     cf->dropped_floor ? "at least " : "", cf->dropped, why,
+		     cf->dropped_floor && !cf->write_errno ? "; the count stopped at a crash" : "");
 	return n > 0 ? (size_t)n : 0;
 }
 
@@ -694,40 +604,27 @@ make_room(struct capfile *cf, size_t tlen, char *line, size_t linesz)
 	return llen;
 }
 
-/* Write the closing '\n' when a line is open, the trailer, the drop line. 0 / -1 with errno. */
-static int
-append_tail(struct capfile *cf, const char *trailer, size_t tlen, const char *line, size_t llen)
-{
-	int rc = 0;
-
-	if (tlen + llen == 0)
-		return 0;
-	if (line_open(cf))
-		rc = append(cf, "\n", 1);
-	if (rc == 0 && tlen)
-		rc = append(cf, trailer, tlen);
-	if (rc == 0 && llen)
-		rc = append(cf, line, llen);
-	return rc;
-}
-
 int
 capfile_finish(struct capfile *cf, const char *trailer)
 {
 	char line[DROP_LINE_MAX];
 	size_t tlen = trailer ? strlen(trailer) : 0;
 	long long llen;
-	int rc, e;
+	int rc = 0, e;
 
-	if (cf->fd < 0) {
-		errno = EBADF;
-		return -1;
-	}
 	if ((long long)tlen > cf->cap - 1 - DROP_LINE_MAX)
 		tlen = 0; /* a trailer that cannot fit beside the drop line is left out */
 	llen = make_room(cf, tlen, line, sizeof line);
-	/* After a failed ftruncate the file may be over the cap: then nothing more is added. */
-	rc = llen < 0 ? -1 : append_tail(cf, trailer, tlen, line, (size_t)llen);
+	/* After a failed ftruncate the file may be over the cap: then nothing more is added. The
+	 * '\n' that closes an open line goes before added text only. */
+	if (llen < 0)
+		rc = -1;
+	else if ((long long)tlen + llen > 0 && line_open(cf))
+		rc = append(cf, "\n", 1);
+	if (rc == 0 && tlen)
+		rc = append(cf, trailer, tlen);
+	if (rc == 0 && llen > 0)
+		rc = append(cf, line, (size_t)llen);
 	e = errno;
 	close(cf->fd);
 	cf->fd = -1;
@@ -739,14 +636,11 @@ ssize_t
 capfile_drain(struct capfile *cf, int fd, size_t budget)
 {
 	static char buf[DRAIN_BUF]; /* the daemon is single-threaded; one drain at a time */
-	size_t total = 0, want;
+	size_t total = 0;
 	ssize_t r = 0;
 
-	if (budget == 0)
-		budget = sizeof buf; /* 0 would read nothing and look like EOF */
 	while (total < budget) {
-		want = budget - total < sizeof buf ? budget - total : sizeof buf;
-		r = read(fd, buf, want);
+		r = read(fd, buf, budget - total < sizeof buf ? budget - total : sizeof buf);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -754,39 +648,24 @@ capfile_drain(struct capfile *cf, int fd, size_t budget)
 		capfile_output(cf, buf, (size_t)r); /* past the cap the bytes count as dropped */
 		total += (size_t)r;
 	}
-	if (total > 0)
-		return (ssize_t)total; /* EOF or an error shows again on the next call */
-	return r;                      /* 0 at EOF, -1 with errno (EAGAIN: nothing now) */
+	/* EOF or an error shows again on the next call; else 0 at EOF, -1 with errno (EAGAIN:
+	 * nothing now). */
+	return total > 0 ? (ssize_t)total : r;
 }
 
 /* --------------------------------------------------------------------------- guardian */
 
-/*
- * Read one message: every write is one whole message under PIPE_BUF, so the pipe holds whole
- * ones and a read of that size gets one. 1, or 0 at EOF; a read error counts as EOF (kill,
- * do not linger).
- */
-static int
-read_msg(int fd, struct guard_msg *m)
-{
-	ssize_t r;
-
-	while ((r = read(fd, m, sizeof *m)) < 0 && errno == EINTR)
-		;
-	return r == (ssize_t)sizeof *m;
-}
-
-/* Apply a message to groups[0..n); returns the new n. A full table drops new groups. */
+/* Apply message m to groups[0..n); returns the new n. A full table drops new groups. */
 static size_t
-apply_msg(pid_t *groups, size_t n, const struct guard_msg *m)
+apply_msg(pid_t *groups, size_t n, pid_t m)
 {
 	size_t i;
 
-	for (i = 0; i < n && groups[i] != m->pgid; i++)
+	for (i = 0; i < n && groups[i] != (m < 0 ? -m : m); i++)
 		;
-	if (m->op == '+' && i == n && n < GUARD_SLOTS && m->pgid > 1)
-		groups[n++] = m->pgid;
-	else if (m->op == '-' && i < n)
+	if (m > 1 && i == n && n < GUARD_SLOTS)
+		groups[n++] = m;
+	else if (m < 0 && i < n)
 		groups[i] = groups[--n];
 	return n;
 }
@@ -832,18 +711,13 @@ guardian_wait_gone(const pid_t *groups, size_t n, const char *marker)
 static _Noreturn void
 guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 {
-	pid_t groups[GUARD_SLOTS];
-	struct guard_msg m;
+	static const int ign[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, 0};
+	pid_t groups[GUARD_SLOTS], m;
 	size_t n = 0;
+	ssize_t r;
 
 	setsid();
-	set_dispositions(SIG_DFL);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
-	unblock_all();
+	reset_signals(ign);
 	close(wfd); /* first: a daemon started without stderr may have got it as fd 2 */
 	/* The pipe becomes stdin, the lock stdout; stderr stays (the daemon's log). */
 	if (dup2(rfd, STDIN_FILENO) == -1 || (lock_fd >= 0 && dup2(lock_fd, STDOUT_FILENO) == -1))
@@ -856,8 +730,11 @@ guardian_main(int rfd, int wfd, int lock_fd, const char *marker)
 	/* Its comm: `pkill tt-device-queue` (which matches comm) stops the daemon, not this.
 	 * Named once it holds only its own descriptors, so one found by name holds no more. */
 	prctl(PR_SET_NAME, "ttq-guardian");
-	while (read_msg(rfd, &m))
-		n = apply_msg(groups, n, &m);
+	/* Every write is one whole message under PIPE_BUF, so a read of its size gets one. A
+	 * read error counts as EOF: kill, do not linger. */
+	while ((r = read(rfd, &m, sizeof m)) == (ssize_t)sizeof m || (r < 0 && errno == EINTR))
+		if (r > 0)
+			n = apply_msg(groups, n, m);
 	/* The daemon is gone: the lock's mtime tells the next start when its jobs last ran,
 	 * which nothing else records for a job that printed nothing. Shared from now on, the
 	 * lock says to the next start that a dead daemon's processes are still dying here. */
@@ -876,37 +753,28 @@ proc_guardian_start(const char *marker, int lock_fd)
 	pid_t pid;
 	int p[2], e;
 
-	if (guardian_fd != -1) {
-		errno = EBUSY; /* a second guardian would orphan the first one's groups */
-		return -1;
-	}
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return -1;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = fork();
-	if (pid == 0)
+	if ((pid = fork()) == 0)
 		guardian_main(p[0], p[1], lock_fd, marker);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(p[0]);
-	if (pid == -1) {
+	if (pid == -1)
 		close(p[1]);
-		errno = e;
-		return -1;
-	}
-	guardian_fd = p[1];
-	P.guardian_pid = pid;
+	else
+		guardian_fd = p[1];
+	P.guardian_pid = pid > 0 ? pid : 0;
+	errno = e;
 	return pid;
 }
 
 void
 proc_guardian_forget(pid_t pgid)
 {
-	int e = errno;
-
-	guardian_send('-', pgid);
-	errno = e;
+	guardian_send(-pgid);
 }
 
 /*
@@ -932,46 +800,27 @@ read_text(const char *path, char *buf, size_t cap)
 
 /* ------------------------------------------------------------------- group liveness */
 
-/* State and process group of /proc/<name>/stat; 0, or -1 when it cannot be read. */
-static int
-stat_state_pgrp(const char *name, char *state, long *pgrp)
-{
-	char path[64], buf[512], *p;
-
-	snprintf(path, sizeof path, "/proc/%s/stat", name);
-	if (read_text(path, buf, sizeof buf) <= 0)
-		return -1;
-	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-	if (!p || sscanf(p + 1, " %c %*d %ld", state, pgrp) != 2)
-		return -1;
-	return 0;
-}
-
 int
 proc_group_alive(pid_t pgid)
 {
-	DIR *d;
+	char path[300], buf[512], *p, state;
 	struct dirent *e;
 	int alive = 0;
+	long pgrp;
+	DIR *d;
 
-	if (pgid <= 1) {
-		errno = EINVAL;
-		return -1;
-	}
 	if (kill(-pgid, 0) == -1 && errno == ESRCH)
 		return 0;
-	d = opendir("/proc");
-	if (!d)
+	if (!(d = opendir("/proc")))
 		return -1;
 	while (!alive && (e = readdir(d))) {
-		char state;
-		long pgrp;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+		    read_text(path, buf, sizeof buf) <= 0)
 			continue;
-		if (stat_state_pgrp(e->d_name, &state, &pgrp) == 0 && pgrp == (long)pgid &&
-		    state != 'Z' && state != 'X')
-			alive = 1;
+		p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+		alive = p && sscanf(p + 1, " %c %*d %ld", &state, &pgrp) == 2 &&
+			pgrp == (long)pgid && state != 'Z' && state != 'X';
 	}
 	closedir(d);
 	return alive;
@@ -999,57 +848,41 @@ proc_children(pid_t *out, int cap)
 	return count;
 }
 
-/* Read /proc/PID/environ into *buf (grown as needed); returns its length or -1. */
-static ssize_t
-read_environ(const char *pid, char **buf, size_t *cap)
-{
-	char path[300];
-	size_t len = 0;
-	int fd;
-
-	snprintf(path, sizeof path, "/proc/%s/environ", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd == -1)
-		return -1;
-	for (;;) {
-		ssize_t n;
-
-		if (len == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 65536;
-			char *nb = realloc(*buf, ncap);
-
-			if (!nb)
-				break;
-			*buf = nb;
-			*cap = ncap;
-		}
-		n = read(fd, *buf + len, *cap - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	return (ssize_t)len;
-}
-
 /*
  * Whether /proc/<pid>/environ holds exactly the entry ("NAME=VALUE"), or with family any
- * entry that starts with it and goes on without a '/'. *buf grows as needed.
+ * entry that starts with it and goes on without a '/'. Read into one buffer, grown as needed
+ * and kept (the daemon is one thread).
  */
 static bool
-environ_holds(const char *pid, const char *entry, bool family, char **buf, size_t *cap)
+environ_holds(pid_t pid, const char *entry, bool family)
 {
-	ssize_t n = read_environ(pid, buf, cap);
-	size_t i = 0, len, elen = strlen(entry);
-	const char *e;
+	static char *buf;
+	static size_t cap;
+	size_t n = 0, i, len, elen = strlen(entry);
+	char path[64], *grown;
+	ssize_t r;
+	int fd;
 
-	while (n > 0 && i < (size_t)n) {
-		e = *buf + i;
-		len = strnlen(e, (size_t)n - i);
-		if (len >= elen && memcmp(e, entry, elen) == 0 &&
-		    (family ? !memchr(e + elen, '/', len - elen) : len == elen))
+	snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	for (;;) {
+		if (n == cap) {
+			if (!(grown = realloc(buf, cap + 65536)))
+				break;
+			buf = grown;
+			cap += 65536;
+		}
+		if ((r = read(fd, buf + n, cap - n)) <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	for (i = 0; i < n; i += len + 1) {
+		len = strnlen(buf + i, n - i);
+		if (len >= elen && memcmp(buf + i, entry, elen) == 0 &&
+		    (family ? !memchr(buf + i + elen, '/', len - elen) : len == elen))
 			return true;
-		i += len + 1;
 	}
 	return false;
 }
@@ -1060,19 +893,15 @@ kill_marked(const char *marker, bool family)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	char *buf = NULL;
-	size_t cap = 0;
 	int killed = 0;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
+	while (d && (e = readdir(d)))
 		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
-		    environ_holds(e->d_name, marker, family, &buf, &cap) &&
-		    kill((pid_t)atol(e->d_name), SIGKILL) == 0)
+		    environ_holds(atoi(e->d_name), marker, family) &&
+		    kill(atoi(e->d_name), SIGKILL) == 0)
 			killed++;
-	closedir(d);
-	free(buf);
+	if (d)
+		closedir(d);
 	return killed;
 }
 
@@ -1099,8 +928,6 @@ struct proc_job {
 	double deadline;
 	double backoff;      /* KILLING: the wait before the look after next */
 	double warn_at;      /* KILLING: when to call `stuck`, 0 once called */
-	int told_fd;         /* what the owner was last told (watch) */
-	double told_deadline;
 	char tag[PROC_TAG_MAX]; /* proc_opts.tag, "" for none */
 	struct proc_job *next; /* P.jobs */
 };
@@ -1125,31 +952,11 @@ illegal(const struct proc_job *j, int to)
 	abort();
 }
 
-/* Tell the owner what j waits for, when that changed; watch's result. */
+/* Tell the owner what j waits for now; watch's result. */
 static int
 tell_owner(struct proc_job *j)
 {
-	if (j->fd == j->told_fd && j->deadline == j->told_deadline)
-		return 0;
-	j->told_fd = j->fd;
-	j->told_deadline = j->deadline;
 	return P.cb.watch(j, j->fd, j->deadline);
-}
-
-/* The deadline a phase starts with. */
-static double
-state_deadline(const struct proc_job *j, enum proc_job_state to)
-{
-	switch (to) {
-	case PROC_JOB_CLOSED:
-		return j->deadline; /* a pending stop still escalates */
-	case PROC_JOB_REAPED:
-		return *P.now + PROC_STRAGGLER_BOUND;
-	case PROC_JOB_KILLING:
-		return *P.now; /* the first look, from the owner's timers */
-	default:
-		return 0;
-	}
 }
 
 static void
@@ -1160,8 +967,12 @@ set_state(struct proc_job *j, enum proc_job_state to)
 	if (to == PROC_JOB_KILLING) {
 		j->backoff = 0;
 		j->warn_at = *P.now + PROC_STUCK_WARN;
+		j->deadline = *P.now; /* the first look, from the owner's timers */
+	} else if (to == PROC_JOB_REAPED) {
+		j->deadline = *P.now + PROC_STRAGGLER_BOUND;
+	} else if (to != PROC_JOB_CLOSED) { /* CLOSED: a pending stop still escalates */
+		j->deadline = 0;
 	}
-	j->deadline = state_deadline(j, to);
 	j->state = to;
 	tell_owner(j); /* only a new fd can fail: see proc_job_spawn */
 }
@@ -1183,20 +994,6 @@ close_pipe(struct proc_job *j, enum proc_job_state to)
 	j->fd = -1;
 	set_state(j, to);
 	close(fd);
-}
-
-/* Whether pid's environment holds the entry tag ("NAME=VALUE"). */
-static bool
-env_tagged(pid_t pid, const char *tag)
-{
-	char id[24], *buf = NULL;
-	size_t cap = 0;
-	bool yes;
-
-	snprintf(id, sizeof id, "%d", (int)pid);
-	yes = environ_holds(id, tag, false, &buf, &cap);
-	free(buf);
-	return yes;
 }
 
 /*
@@ -1223,9 +1020,8 @@ proc_job_owns(const struct proc_job *j, pid_t pid)
 
 	if (!j || !has_shell(j))
 		return false;
-	if (j->pid == pid || ((sid = getsid(pid)) > 0 && sid == j->pid))
-		return true;
-	return j->tag[0] && env_tagged(pid, j->tag);
+	return j->pid == pid || ((sid = getsid(pid)) > 0 && sid == j->pid) ||
+	       (j->tag[0] && environ_holds(pid, j->tag, false));
 }
 
 /* pid's command line, its arguments joined by spaces, into out[0..cap); "" when unreadable. */
@@ -1236,59 +1032,39 @@ pid_cmdline(pid_t pid, char *out, size_t cap)
 	ssize_t n, i;
 
 	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-	if ((n = read_text(path, out, cap)) < 0)
-		n = 0;
+	n = read_text(path, out, cap);
 	for (i = 0; i < n; i++) /* NULs between the arguments; control bytes shown as '?' */
 		out[i] = out[i] == '\0' ? ' ' : (unsigned char)out[i] < 0x20 || out[i] == 0x7f ? '?'
 									     : out[i];
 	while (n > 0 && out[n - 1] == ' ')
 		n--;
-	out[n] = '\0';
+	out[n > 0 ? n : 0] = '\0';
 }
 
-/* The next line of f split at ':' into at most n fields (the line is f's buffer); the count. */
-static int
-colon_fields(FILE *f, char *line, size_t cap, char **field, int n)
-{
-	char *p;
-	int k = 0;
-
-	memset(field, 0, sizeof(*field) * (size_t)n);
-	if (!fgets(line, (int)cap, f))
-		return -1;
-	line[strcspn(line, "\n")] = '\0';
-	for (p = line; k < n; p++) {
-		field[k++] = p;
-		if (!(p = strchr(p, ':')))
-			break;
-		*p = '\0';
-	}
-	return k;
-}
-
-/* uid's /etc/passwd entry into u (groups left empty); -1 with errno ENOENT when it has none. */
+/*
+ * uid's /etc/passwd entry into u (groups left empty); -1 with errno ENOENT when it has none.
+ * fgetpwent reads the file alone: no name service, nothing loaded (the executable is static).
+ */
 static int
 passwd_entry(uid_t uid, struct proc_user *u)
 {
-	char line[1024], *f[7], *end;
-	FILE *pw = fopen("/etc/passwd", "re");
-	int found = 0;
+	FILE *f = fopen("/etc/passwd", "re");
+	struct passwd *pw = NULL;
 
 	memset(u, 0, sizeof *u);
-	while (pw && !found && colon_fields(pw, line, sizeof line, f, 7) >= 0)
-		/* name:password:uid:gid:gecos:home:shell */
-		if (f[6] && *f[2] && strtoul(f[2], &end, 10) == uid && !*end) {
-			found = 1;
-			u->uid = uid;
-			u->gid = (gid_t)strtoul(f[3], NULL, 10);
-			snprintf(u->name, sizeof u->name, "%s", f[0]);
-			snprintf(u->home, sizeof u->home, "%s", f[5]);
-			snprintf(u->shell, sizeof u->shell, "%s", *f[6] ? f[6] : "/bin/sh");
-		}
-	if (pw)
-		fclose(pw);
-	errno = found ? 0 : ENOENT;
-	return found ? 0 : -1;
+	while (f && (pw = fgetpwent(f)) && pw->pw_uid != uid)
+		;
+	if (pw) {
+		u->uid = uid;
+		u->gid = pw->pw_gid;
+		snprintf(u->name, sizeof u->name, "%s", pw->pw_name);
+		snprintf(u->home, sizeof u->home, "%s", pw->pw_dir);
+		snprintf(u->shell, sizeof u->shell, "%s", *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+	}
+	if (f)
+		fclose(f);
+	errno = pw ? 0 : ENOENT;
+	return pw ? 0 : -1;
 }
 
 const char *
@@ -1306,43 +1082,39 @@ proc_user_name(uid_t uid, char *out, size_t cap)
 int
 proc_user_lookup(uid_t uid, struct proc_user *u)
 {
-	char line[1024], *f[4], *m;
-	FILE *gr;
+	FILE *f;
+	struct group *g;
+	char **m;
 
 	if (passwd_entry(uid, u) < 0)
 		return -1;
 	u->groups[u->ngroups++] = u->gid;
-	gr = fopen("/etc/group", "re");
-	while (gr && u->ngroups < PROC_MAX_GROUPS && colon_fields(gr, line, sizeof line, f, 4) >= 0) {
-		gid_t g = f[2] ? (gid_t)strtoul(f[2], NULL, 10) : 0;
-
-		for (m = f[3] ? strtok(f[3], ",") : NULL; f[3] && m; m = strtok(NULL, ","))
-			if (strcmp(m, u->name) == 0 && g != u->gid) {
-				u->groups[u->ngroups++] = g;
+	f = fopen("/etc/group", "re");
+	while (f && u->ngroups < PROC_MAX_GROUPS && (g = fgetgrent(f)))
+		for (m = g->gr_mem; g->gr_gid != u->gid && *m; m++)
+			if (strcmp(*m, u->name) == 0) {
+				u->groups[u->ngroups++] = g->gr_gid;
 				break;
 			}
-	}
-	if (gr)
-		fclose(gr);
+	if (f)
+		fclose(f);
 	return 0;
 }
 
 int
 proc_group_gid(const char *name, gid_t *gid)
 {
-	char line[1024], *f[4];
-	FILE *gr = fopen("/etc/group", "re");
-	int rc = -1;
+	FILE *f = fopen("/etc/group", "re");
+	struct group *g = NULL;
 
-	while (gr && rc < 0 && colon_fields(gr, line, sizeof line, f, 4) >= 3)
-		if (strcmp(f[0], name) == 0) {
-			*gid = (gid_t)strtoul(f[2], NULL, 10);
-			rc = 0;
-		}
-	if (gr)
-		fclose(gr);
-	errno = rc ? ENOENT : 0;
-	return rc;
+	while (f && (g = fgetgrent(f)) && strcmp(g->gr_name, name) != 0)
+		;
+	if (g)
+		*gid = g->gr_gid;
+	if (f)
+		fclose(f);
+	errno = g ? 0 : ENOENT;
+	return g ? 0 : -1;
 }
 
 bool
@@ -1377,26 +1149,20 @@ int
 proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ctx), void *ctx,
 		  struct proc_holder *out, int cap)
 {
-	char path[PATH_MAX], buf[4096], *p, *end;
+	char path[PATH_MAX], buf[4096], *p, *save;
 	struct stat st;
 	int count = 0, k;
+	pid_t pid;
 
 	snprintf(path, sizeof path, "%s/%d/pids", dir, card);
 	if (read_text(path, buf, sizeof buf) < 0)
 		return -1;
-	for (p = buf; *p; p = end) {
-		long v = strtol(p, &end, 10);
-		pid_t pid = (pid_t)v;
-
-		if (end == p) { /* not a number: skip the rest of the line */
-			end = p + strcspn(p, "\n");
-			end += *end == '\n';
-			continue;
-		}
+	for (p = strtok_r(buf, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+		pid = (pid_t)atoi(p);
 		for (k = 0; k < count && k < cap && out[k].pid != pid; k++)
 			;
-		if (v <= 0 || (k < count && k < cap) || (own && own(pid, ctx)))
-			continue; /* one entry per descriptor: each process once */
+		if (pid <= 0 || (k < count && k < cap) || (own && own(pid, ctx)))
+			continue; /* no pid, or one seen: a line per descriptor, each process once */
 		if (count < cap) {
 			snprintf(path, sizeof path, "/proc/%d", (int)pid);
 			out[count].pid = pid;
@@ -1416,38 +1182,34 @@ struct diag_req {
 
 /*
  * The request for the client's end of fd's connection: its source is fd's peer, its
- * destination fd's own address. 0, or -1 with errno (EINVAL: no AF_INET TCP socket).
+ * destination fd's own address (fd is a TCP socket the daemon accepted). 0, or -1 with errno
+ * (EINVAL: not AF_INET).
  */
 static int
 diag_request(int fd, struct diag_req *q)
 {
 	struct sockaddr_in self, peer;
-	socklen_t slen = sizeof self, plen = sizeof peer, len = sizeof(int);
-	int proto = 0;
+	socklen_t slen = sizeof self, plen = sizeof peer;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
+	if (getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
 		return -1;
-	if (proto != IPPROTO_TCP || self.sin_family != AF_INET) {
+	if (self.sin_family != AF_INET) {
 		errno = EINVAL;
 		return -1;
 	}
 	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
 		return -1;
-	memset(q, 0, sizeof *q);
-	q->nh.nlmsg_len = sizeof *q;
-	q->nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	q->nh.nlmsg_flags = NLM_F_REQUEST; /* one socket, not a dump */
-	q->nh.nlmsg_seq = 1;
-	q->r.sdiag_family = AF_INET;
-	q->r.sdiag_protocol = IPPROTO_TCP;
-	q->r.idiag_states = ~0U;
-	q->r.id.idiag_sport = peer.sin_port; /* ports and addresses in network order */
-	q->r.id.idiag_dport = self.sin_port;
-	q->r.id.idiag_src[0] = peer.sin_addr.s_addr;
-	q->r.id.idiag_dst[0] = self.sin_addr.s_addr;
-	/* Any other cookie must equal the socket's, else the kernel answers ESTALE. */
-	q->r.id.idiag_cookie[0] = q->r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	/* One socket, not a dump (NLM_F_REQUEST alone); ports and addresses in network order; a
+	 * cookie other than NOCOOKIE must equal the socket's, else the kernel answers ESTALE. */
+	*q = (struct diag_req){
+		.nh = {.nlmsg_len = sizeof *q, .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		       .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1},
+		.r = {.sdiag_family = AF_INET, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0U,
+		      .id = {.idiag_sport = peer.sin_port, .idiag_dport = self.sin_port,
+			     .idiag_src = {peer.sin_addr.s_addr},
+			     .idiag_dst = {self.sin_addr.s_addr},
+			     .idiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}}},
+	};
 	return 0;
 }
 
@@ -1501,12 +1263,8 @@ proc_peer_uid(int fd, uid_t *uid)
 	if (nl < 0 || connect(nl, (struct sockaddr *)&kernel, sizeof kernel) < 0 ||
 	    send(nl, &q, sizeof q, 0) < 0)
 		goto out;
-	/* The answer was queued within send(); MSG_TRUNC makes n its whole length. */
-	if ((n = recv(nl, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC)) < 0)
-		goto out;
-	if ((size_t)n > sizeof buf)
-		errno = EMSGSIZE;
-	else
+	/* The answer was queued within send(); one cut short fails NLMSG_OK (EBADMSG). */
+	if ((n = recv(nl, buf, sizeof buf, MSG_DONTWAIT)) >= 0)
 		rc = diag_uid(buf, (size_t)n, &q, uid);
 out:
 	e = errno;
@@ -1560,9 +1318,8 @@ look(struct proc_job *j)
 			j->warn_at = 0;
 			P.cb.stuck(j);
 		}
-		j->backoff = j->backoff > 0 ? j->backoff * 2 : LOOK_FIRST;
-		if (j->backoff > LOOK_MAX)
-			j->backoff = LOOK_MAX;
+		j->backoff = j->backoff <= 0 ? LOOK_FIRST : j->backoff * 2 > LOOK_MAX ? LOOK_MAX
+										  : j->backoff * 2;
 		j->deadline = *P.now + j->backoff;
 		tell_owner(j);
 		return;
@@ -1579,7 +1336,6 @@ proc_init(const struct proc_callbacks *cb, const double *now, const char *instan
 {
 	struct timespec pause = {0, 10000000};
 	char family[sizeof P.marker];
-	const char *slash;
 	int found = 0, k, round;
 
 	P.cb = *cb;
@@ -1588,9 +1344,9 @@ proc_init(const struct proc_callbacks *cb, const double *now, const char *instan
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	/* A daemon on this log dir killed with its guardian (kill -9 of both) left what carries
 	 * its entry: the same log dir, another start's id. */
-	slash = strrchr(P.marker, '/');
-	snprintf(family, sizeof family, "%.*s", slash ? (int)(slash + 1 - P.marker) : 0, P.marker);
-	for (round = 0; slash && round < 300 && (k = kill_marked(family, true)) > 0; round++) {
+	snprintf(family, sizeof family, "%.*s", (int)(strrchr(P.marker, '/') + 1 - P.marker),
+		 P.marker);
+	for (round = 0; round < 300 && (k = kill_marked(family, true)) > 0; round++) {
 		found = found ? found : k;
 		nanosleep(&pause, NULL);
 	}
@@ -1607,7 +1363,7 @@ proc_job_new(void *owner)
 	if (!j)
 		return NULL;
 	j->owner = owner;
-	j->fd = j->told_fd = -1;
+	j->fd = -1;
 	j->next = P.jobs;
 	P.jobs = j;
 	return j;
@@ -1644,34 +1400,27 @@ int
 proc_job_spawn(struct proc_job *j, const struct proc_opts *o, struct capfile *out, char *err,
 	       size_t errlen)
 {
-	size_t tlen = o && o->tag ? strlen(o->tag) : 0;
 	pid_t pid;
 	int fd;
 
 	if (j->state != PROC_JOB_IDLE)
 		illegal(j, PROC_JOB_RUNNING);
-	if (tlen >= sizeof j->tag) {
-		set_err(err, errlen, "spawn", EINVAL);
-		errno = EINVAL;
-		return -1;
-	}
 	if ((pid = proc_spawn(o, &fd, err, errlen)) < 0)
 		return -1;
 	j->fd = fd;
 	if (tell_owner(j) < 0) {
 		/* Not watched, its output would fill the pipe and stall it: it goes as a stray. */
 		j->fd = -1;
-		tell_owner(j);
 		close(fd);
 		proc_kill_group(pid, SIGKILL);
-		set_err(err, errlen, "cannot watch the output pipe", ENOMEM);
+		snprintf(err, errlen, "cannot watch the output pipe: %s", strerror(ENOMEM));
 		errno = ENOMEM;
 		return -1;
 	}
 	j->pid = pid;
 	j->out = out;
 	j->wstatus = 0;
-	memcpy(j->tag, tlen ? o->tag : "", tlen + 1);
+	snprintf(j->tag, sizeof j->tag, "%s", o->tag ? o->tag : "");
 	set_state(j, PROC_JOB_RUNNING);
 	return 0;
 }
@@ -1700,47 +1449,35 @@ proc_job_timeout(struct proc_job *j)
 {
 	bool got = false;
 
-	j->told_deadline = 0; /* the owner's timer fired: what remains is told again */
-	switch (j->state) {
-	case PROC_JOB_RUNNING:
-	case PROC_JOB_CLOSED:
-		if (j->deadline <= 0)
-			return;
-		j->deadline = 0; /* a stop's grace is over */
-		tell_owner(j);
-		proc_kill_group(j->pid, SIGKILL);
-		P.cb.escalated(j);
-		return;
-	case PROC_JOB_REAPED:
+	if (j->state == PROC_JOB_KILLING) {
+		look(j);
+	} else if (j->state == PROC_JOB_REAPED) {
 		/* The straggler bound passed: what the pipe holds now is the last of it. */
 		while (capfile_drain(j->out, j->fd, DRAIN_BUDGET) > 0)
 			got = true;
 		if (got)
 			P.cb.output(j);
 		close_pipe(j, PROC_JOB_KILLING);
-		return;
-	case PROC_JOB_KILLING:
-		look(j);
-		return;
-	default:
-		return;
+	} else if (j->state != PROC_JOB_IDLE && j->deadline > 0) {
+		j->deadline = 0; /* a stop's grace is over */
+		tell_owner(j);
+		proc_kill_group(j->pid, SIGKILL);
+		P.cb.escalated(j);
 	}
 }
 
 void
 proc_job_stop(struct proc_job *j, double grace)
 {
-	if (!j || (j->state != PROC_JOB_RUNNING && j->state != PROC_JOB_CLOSED))
+	/* Only a shell not reaped yet; a second SIGINT would interrupt the job's own cleanup. */
+	if (!j || (j->state != PROC_JOB_RUNNING && j->state != PROC_JOB_CLOSED) ||
+	    (grace > 0 && j->deadline > 0))
 		return;
-	if (grace <= 0) {
-		proc_kill_group(j->pid, SIGKILL);
-		return;
+	proc_kill_group(j->pid, grace > 0 ? SIGINT : SIGKILL);
+	if (grace > 0) {
+		j->deadline = *P.now + grace;
+		tell_owner(j);
 	}
-	if (j->deadline > 0)
-		return; /* already stopping */
-	proc_kill_group(j->pid, SIGINT);
-	j->deadline = *P.now + grace;
-	tell_owner(j);
 }
 
 void
@@ -1786,15 +1523,6 @@ proc_guardian_lost(void)
 	return P.guardian_lost;
 }
 
-static double
-mono_clock(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ------------------------------------------------------------- the claim of a device node */
 
 /* Who listens on the claim sa: "pid P, user U, command line 'C'" into who[0..cap), or why
@@ -1817,11 +1545,8 @@ claim_holder(const struct sockaddr_un *sa, socklen_t len, char *who, size_t cap)
 	} else {
 		proc_user_name(cr.uid, user, sizeof user);
 		pid_cmdline(cr.pid, cmd, sizeof cmd);
-		if (cmd[0])
-			snprintf(who, cap, "pid %ld, user %s, command line '%s'", (long)cr.pid, user,
-				 cmd);
-		else
-			snprintf(who, cap, "pid %ld, user %s", (long)cr.pid, user);
+		snprintf(who, cap, "pid %ld, user %s%s%s%s", (long)cr.pid, user,
+			 cmd[0] ? ", command line '" : "", cmd, cmd[0] ? "'" : "");
 	}
 	if (fd >= 0)
 		close(fd);
@@ -1856,10 +1581,9 @@ int
 proc_claim_node(const char *node, char *why, size_t cap)
 {
 	struct timespec pause = {0, 10000000};
-	double t0 = mono_clock();
 	struct sockaddr_un sa;
 	socklen_t len;
-	int fd, e;
+	int fd, e, round;
 
 	why[0] = '\0';
 	if (claim_address(node, &sa, &len) < 0) {
@@ -1873,8 +1597,8 @@ proc_claim_node(const char *node, char *why, size_t cap)
 		goto fail;
 	/* A daemon just killed holds the name until the kernel tore it down, and a child of it
 	 * caught between its fork and its exec a moment longer: a restart waits for that. */
-	while (bind(fd, (struct sockaddr *)&sa, len) < 0) {
-		if (errno != EADDRINUSE || mono_clock() - t0 >= CLAIM_WAIT)
+	for (round = 0; bind(fd, (struct sockaddr *)&sa, len) < 0; round++) {
+		if (errno != EADDRINUSE || round >= CLAIM_TRIES)
 			goto fail;
 		nanosleep(&pause, NULL);
 	}

@@ -159,7 +159,7 @@ enum proc_job_state proc_job_state(const struct proc_job *j);
  * child exec'd, else holding the child's failure line (proc_spawn: it exits 127 and is
  * finished like any other). Returns -1 with err filled when nothing could be started (or the
  * owner could not watch the pipe: the child is killed and taken as a stray); j stays IDLE.
- * o->tag longer than PROC_TAG_MAX - 1 bytes is EINVAL.
+ * o->tag is cut to PROC_TAG_MAX - 1 bytes.
  */
 int proc_job_spawn(struct proc_job *j, const struct proc_opts *o, struct capfile *out,
 		   char *err, size_t errlen);
@@ -235,8 +235,8 @@ bool proc_guardian_lost(void);
  * daemon is gone, stamps the file's mtime and makes the lock shared (a start then knows to
  * wait, not that another daemon runs); the lock is free once the guardian exits: a killed job
  * holds its card until its memory is torn down. Call it once, before any job or control
- * command starts: a second call fails with EBUSY, even after the first guardian died (it is
- * not replaced). Returns the guardian's pid, or -1 with errno.
+ * command starts; a guardian that died is not replaced. Returns the guardian's pid, or -1
+ * with errno.
  */
 pid_t proc_guardian_start(const char *marker, int lock_fd);
 
@@ -269,9 +269,9 @@ int proc_card_holders(const char *dir, int card, bool (*own)(pid_t pid, void *ct
 		      struct proc_holder *out, int cap);
 
 /*
- * The name of user uid from /etc/passwd into out[0..cap), else its number; returns out. Read
- * by hand: glibc's getpwuid cannot be linked statically without warnings, and a name service
- * beyond the file is not worth a lookup that may block.
+ * The name of user uid from /etc/passwd into out[0..cap), else its number; returns out. The
+ * file alone (fgetpwent): glibc's getpwuid cannot be linked statically without warnings, and
+ * a name service beyond the file is not worth a lookup that may block.
  */
 const char *proc_user_name(uid_t uid, char *out, size_t cap);
 
@@ -291,17 +291,17 @@ const char *proc_user_name(uid_t uid, char *out, size_t cap);
  * - ENOENT: no such local socket with an owner: the peer is on another host or in another
  *   network namespace, or has closed its socket (an orphaned socket reads as root's, so its
  *   uid is never taken), or the kernel lacks TCP socket diagnostics (inet_diag, tcp_diag);
- * - EINVAL: fd is not an AF_INET TCP socket (a unix socket, UDP, IPv6); ENOTCONN: not
- *   connected; EBADF, ENOTSOCK as getsockname(2);
- * - any other errno: the netlink socket could not be made or used (EMSGSIZE, EBADMSG: an
- *   answer too long or malformed).
+ * - EINVAL: fd is not an AF_INET socket (a unix socket, IPv6); ENOTCONN: not connected;
+ *   EBADF, ENOTSOCK as getsockname(2);
+ * - any other errno: the netlink socket could not be made or used (EBADMSG: an answer too
+ *   long or malformed).
  * Without it a request that another local user sends over TCP runs as the service's user.
  */
 int proc_peer_uid(int fd, uid_t *uid);
 
 /*
  * Fill *u with user uid's name, home, shell and groups (the primary group, then every group of
- * /etc/group naming the user, at most PROC_MAX_GROUPS), read by hand as proc_user_name is: a
+ * /etc/group naming the user, at most PROC_MAX_GROUPS), read from the files as proc_user_name: a
  * job runs as this user, and a user known only to a name service beyond the files cannot be
  * one. 0, or -1 with errno ENOENT when uid is not in /etc/passwd.
  */
@@ -357,17 +357,17 @@ void proc_claim_accept(int fd);
  * dispositions and an empty signal mask, asks for SIGKILL when the daemon dies
  * (PR_SET_PDEATHSIG) and registers its group with the guardian before exec. When chdir or exec
  * fails in the child, it writes a PROC_MARKER line saying why into the pipe and exits 127.
- * Returns the pid (> 0), or -1 with errno set and a message in err[0..errlen). With a pid, err
- * is empty when the child exec'd, else it holds the marker line's text (without the marker
- * and the newline): that child has exited 127 and is reaped like any other.
+ * Returns the pid (> 0), or -1 with errno set and a message in err[0..errlen) (errlen > 0).
+ * With a pid, err is empty when the child exec'd, else it holds the marker line's text
+ * (without the marker and the newline): that child has exited 127 and is reaped like any other.
  */
 pid_t proc_spawn(const struct proc_opts *o, int *out_fd, char *err, size_t errlen);
 
 /*
  * Whether process group pgid still has a living member: one that is not a zombie (a zombie
  * holds no card). kill(-pgid, 0) answers the usual case, an empty group, in one call; only
- * when it finds members is /proc read to tell the living from zombies. Returns 1 or 0, or -1
- * with errno for pgid <= 1 (never a job's group) or when /proc cannot be read.
+ * when it finds members is /proc read to tell the living from zombies. pgid > 1 (a job's
+ * group). Returns 1 or 0, or -1 with errno when /proc cannot be read.
  */
 int proc_group_alive(pid_t pgid);
 
@@ -436,7 +436,8 @@ struct capfile {
 /*
  * Open (create 0600, or append to an existing file) path, relative to the folder dirfd
  * (openat(2); AT_FDCWD), as a capped file. The containing folder must exist; a link at path
- * is refused (ELOOP). Returns 0, or -1 with errno.
+ * is refused (ELOOP). cap is at least 1024 (the configuration's floor). Returns 0, or -1
+ * with errno (cf->fd is then -1).
  */
 int capfile_open(struct capfile *cf, int dirfd, const char *path, long long cap);
 
@@ -456,12 +457,13 @@ void capfile_marker(struct capfile *cf, const char *fmt, ...) __attribute__((for
  * Finish the file: append the trailer lines (a NUL-terminated text of complete marker lines,
  * or NULL), and when output was dropped a last marker line giving the dropped byte count. If
  * they do not fit, the file's tail is cut to make room (the cut bytes count as dropped). The
- * file never exceeds cap. Closes the descriptor. Returns 0, or -1 with errno (closed anyway).
+ * file never exceeds cap. cf must be open; its descriptor is closed. Returns 0, or -1 with
+ * errno (closed anyway).
  */
 int capfile_finish(struct capfile *cf, const char *trailer);
 
 /*
- * Move what the non-blocking pipe fd holds into cf, at most `budget` bytes per call so one
+ * Move what the non-blocking pipe fd holds into cf, at most `budget` (> 0) bytes per call so one
  * flooding job cannot starve the event loop. Returns the bytes read (> 0), 0 at EOF, or -1
  * with errno (EAGAIN: nothing to read now).
  */

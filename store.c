@@ -6,8 +6,7 @@
  *
  * Invariants:
  * - One connection in WAL mode with synchronous=FULL: a COMMIT that returned SQLITE_DONE has
- *   been fsync'd. The file and its -wal/-shm are created 0600 (SQLite gives -wal/-shm the
- *   main file's mode; the umask is 077 while store_open runs as a second guard).
+ *   been fsync'd. The file is created 0600 and SQLite gives its -wal/-shm the same mode.
  * - Every statement is prepared once in store_open() (table stmt_defs) and is reset and
  *   unbound right after each use, so between calls no statement holds a read snapshot or a
  *   pointer into the caller's memory.
@@ -39,6 +38,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -67,6 +67,7 @@
 #define BUSY_TIMEOUT_OPEN_MS 2000
 #define BUSY_TIMEOUT_MS 100
 #define ERRLEN 512
+#define CARDS_MAX 256 /* cards of one job at most: TT_DEVICE_IDS names no more */
 
 /* The tables and SQL below are laid out by hand. */
 /* clang-format off */
@@ -89,6 +90,11 @@ enum jcol {
 	"idempotency_key, end_reason, signal, foreign_holders, silence_timeout, owner_uid"
 #define JOB_COLS JOB_COLS_HEAD "env_json" JOB_COLS_TAIL
 #define JOB_READ JOB_COLS_HEAD "NULL" JOB_COLS_TAIL /* loads leave env_json NULL */
+/* The upsert's parameters, env the env_json's (a NULL env keeps the stored one). */
+#define JOB_PARAMS(env)                                                                    \
+	"?1, ?2, ?3, ?4, ?5, ?6, " env ", ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, " \
+	"?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, "  \
+	"?34, ?35, ?36, ?37"
 
 /*
  * The jobs table: the earlier service's columns, without its NOT NULL constraints (this
@@ -117,8 +123,6 @@ enum jcol {
 	"reset_epochs TEXT, idempotency_key TEXT, end_reason TEXT, signal INTEGER, "              \
 	"foreign_holders TEXT, silence_timeout INTEGER, owner_uid INTEGER)"
 
-static const char schema_jobs[] = "CREATE TABLE jobs " JOBS_TABLE_BODY;
-
 static const char schema_cards[] =
 	"CREATE TABLE IF NOT EXISTS cards (device INTEGER PRIMARY KEY, state TEXT, "
 	"reset_epoch INTEGER, reset_pending INTEGER, boot_id TEXT, last_reset_at REAL, "
@@ -138,25 +142,28 @@ static const char schema_indexes[] =
 	"WHERE idempotency_key IS NOT NULL;";
 
 /*
- * Columns later versions added, as the migration adds those a table lacks: v4 the cards' hold,
- * v5 a job's card list, v6 its idempotency key and how it ended, v7 the foreign holders seen,
- * its silence timeout and owner, and the cards' pending health check.
+ * The ALTER TABLE statements, as one text, that add the columns later versions added which a
+ * table lacks: v4 the cards' hold, v5 a job's card list, v6 its idempotency key and how it
+ * ended, v7 the foreign holders seen, its silence timeout and owner, and the cards' pending
+ * health check.
  */
-static const struct column {
-	const char *table, *name, *type;
-} later_columns[] = {
-	{"cards", "held", "INTEGER NOT NULL DEFAULT 0"}, {"cards", "held_by", "TEXT"},
-	{"cards", "held_at", "REAL"}, {"cards", "hold_reason", "TEXT"},
-	{"jobs", "device_ids", "TEXT"}, {"jobs", "reset_epochs", "TEXT"},
-	{"jobs", "idempotency_key", "TEXT"}, {"jobs", "end_reason", "TEXT"},
-	{"jobs", "signal", "INTEGER"}, {"jobs", "foreign_holders", "TEXT"},
-	{"jobs", "silence_timeout", "INTEGER"}, {"jobs", "owner_uid", "INTEGER"},
-	{"cards", "check_pending", "INTEGER NOT NULL DEFAULT 0"},
-};
+static const char later_columns[] =
+	"SELECT group_concat('ALTER TABLE ' || column1 || ' ADD COLUMN ' || column2 || ' ' || "
+	"column3, '; ') FROM (VALUES ('cards', 'held', 'INTEGER NOT NULL DEFAULT 0'), "
+	"('cards', 'held_by', 'TEXT'), ('cards', 'held_at', 'REAL'), "
+	"('cards', 'hold_reason', 'TEXT'), ('jobs', 'device_ids', 'TEXT'), "
+	"('jobs', 'reset_epochs', 'TEXT'), ('jobs', 'idempotency_key', 'TEXT'), "
+	"('jobs', 'end_reason', 'TEXT'), ('jobs', 'signal', 'INTEGER'), "
+	"('jobs', 'foreign_holders', 'TEXT'), ('jobs', 'silence_timeout', 'INTEGER'), "
+	"('jobs', 'owner_uid', 'INTEGER'), "
+	"('cards', 'check_pending', 'INTEGER NOT NULL DEFAULT 0')) "
+	"WHERE column2 NOT IN (SELECT lower(name) FROM pragma_table_info(column1))";
 
-/* The columns without which a database is pre-v2: such a file is refused. */
-static const char *const v2_columns[] = {"seq", "id", "status", "log_truncated",
-	"dropped_log_bytes"};
+/* The columns without which a database is pre-v2 (such a file is refused) that it lacks. */
+static const char v2_missing[] =
+	"SELECT group_concat(column1, ', ') FROM (VALUES ('seq'), ('id'), ('status'), "
+	"('log_truncated'), ('dropped_log_bytes')) "
+	"WHERE column1 NOT IN (SELECT lower(name) FROM pragma_table_info('jobs'))";
 
 enum stmt_id {
 	S_BEGIN, S_COMMIT, S_ROLLBACK, S_PUT_JOB, S_PUT_CARD, S_GET_JOB, S_GET_ENV, S_ACTIVE,
@@ -170,30 +177,8 @@ static const struct stmt_def {
 	[S_COMMIT] = {"commit", "COMMIT"},
 	[S_ROLLBACK] = {"rollback", "ROLLBACK"},
 	[S_PUT_JOB] = {"saving job",
-		"INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-		"?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, "
-		"?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37) "
-		"ON CONFLICT(id) DO UPDATE SET device = excluded.device, cmd = excluded.cmd, "
-		"cwd = excluded.cwd, timeout = excluded.timeout, "
-		"repeat = excluded.repeat, env_json = COALESCE(excluded.env_json, jobs.env_json), "
-		"mode = excluded.mode, client_id = excluded.client_id, "
-		"reset_epoch = excluded.reset_epoch, submitted = excluded.submitted, "
-		"status = excluded.status, exit_code = excluded.exit_code, "
-		"elapsed = excluded.elapsed, output_file = excluded.output_file, "
-		"started_at = excluded.started_at, finished_at = excluded.finished_at, "
-		"repeat_current = excluded.repeat_current, "
-		"repeat_completed = excluded.repeat_completed, "
-		"first_iteration_elapsed = excluded.first_iteration_elapsed, "
-		"per_iter_estimate_sec = excluded.per_iter_estimate_sec, "
-		"stop_requested_at = excluded.stop_requested_at, "
-		"stop_escalated_at = excluded.stop_escalated_at, log_size = excluded.log_size, "
-		"log_truncated = excluded.log_truncated, "
-		"dropped_log_bytes = excluded.dropped_log_bytes, timed_out = excluded.timed_out, "
-		"error = excluded.error, updated_at = excluded.updated_at, "
-		"device_ids = excluded.device_ids, reset_epochs = excluded.reset_epochs, "
-		"idempotency_key = excluded.idempotency_key, end_reason = excluded.end_reason, "
-		"signal = excluded.signal, foreign_holders = excluded.foreign_holders, "
-		"silence_timeout = excluded.silence_timeout, owner_uid = excluded.owner_uid"},
+		"INSERT INTO jobs (" JOB_COLS ") VALUES (" JOB_PARAMS("?7") ") ON CONFLICT(id) DO "
+		"UPDATE SET (" JOB_COLS ") = (" JOB_PARAMS("COALESCE(?7, env_json)") ")"},
 	[S_PUT_CARD] = {"saving card", /* every column each time: a whole new row is the same */
 		"INSERT OR REPLACE INTO cards (device, state, reset_epoch, reset_pending, boot_id, "
 		"last_reset_at, dead_since, dead_reason, updated_at, held, held_by, held_at, "
@@ -242,14 +227,11 @@ struct store {
 	sqlite3 *db;
 	sqlite3_stmt *stmt[NSTMT];
 	bool in_txn;     /* store_begin() succeeded and no commit/rollback yet */
-	bool txn_failed; /* a write in the open transaction failed; txn_err says why */
+	bool txn_failed; /* a write in the open transaction failed; err says why */
 	bool refused;    /* store_open: the file is one this build will not use */
 	int rc;          /* the SQLite result code of the last failure recorded in err */
-	bool file_known; /* file_dev/file_ino are the database file opened (store_dir_in_place) */
-	dev_t file_dev;
-	ino_t file_ino;
+	struct stat file; /* the database file opened (store_dir_in_place); zeros: none */
 	char err[ERRLEN];
-	char txn_err[ERRLEN];
 };
 
 __attribute__((format(printf, 2, 3))) static int
@@ -287,12 +269,6 @@ now_epoch(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static const char *
-name_of(const char *const *names, int n, int v)
-{
-	return v >= 0 && v < n ? names[v] : NULL;
 }
 
 /* The index of text in names, or dflt when it is NULL or unknown. */
@@ -342,13 +318,13 @@ exec_sql(struct store *st, const char *what, const char *sql)
 }
 
 /*
- * The one value of a single-row query (a pragma, a count) with text arguments a1 and a2 (NULL:
- * none): an integer into *n, or text into txt[0..cap) when txt is not NULL ("" for NULL).
- * 0, or -1 with a message.
+ * Run a query (`what` names it in a failure) with text arguments a1 and a2 (NULL: none) and
+ * keep the first row's one value: an integer into *n, or text into txt[0..cap) when txt is not
+ * NULL ("" for NULL). 0, or -1 with a message.
  */
 static int
-query(struct store *st, const char *sql, const char *a1, const char *a2, long long *n, char *txt,
-      size_t cap)
+query(struct store *st, const char *what, const char *sql, const char *a1, const char *a2,
+      long long *n, char *txt, size_t cap)
 {
 	sqlite3_stmt *s = NULL;
 	const char *v;
@@ -365,23 +341,20 @@ query(struct store *st, const char *sql, const char *a1, const char *a2, long lo
 		v = (const char *)sqlite3_column_text(s, 0);
 		snprintf(txt, cap, "%s", v ? v : "");
 	}
-	if (rc != SQLITE_ROW)
-		db_err(st, "reading the schema");
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		db_err(st, what);
 	sqlite3_finalize(s);
-	return rc == SQLITE_ROW ? 0 : -1;
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* Whether table has a column `name` (name NULL: whether the table exists). -1 on failure. */
+/* Whether the database has a table `name`; -1 on failure. */
 static int
-has(struct store *st, const char *table, const char *name)
+has_table(struct store *st, const char *name)
 {
-	static const char column[] = "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2 "
-				     "COLLATE NOCASE";
-	static const char table_sql[] = "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-					"AND name = ?1";
 	long long n = 0;
 
-	if (query(st, name ? column : table_sql, table, name, &n, NULL, 0) != 0)
+	if (query(st, "reading the schema", "SELECT count(*) FROM sqlite_master WHERE type = "
+		  "'table' AND name = ?1", name, NULL, &n, NULL, 0) != 0)
 		return -1;
 	return n > 0;
 }
@@ -390,70 +363,57 @@ has(struct store *st, const char *table, const char *name)
 static int
 common_columns(struct store *st, const char *from, const char *to, char *out, size_t cap)
 {
-	return query(st, "SELECT group_concat(name, ', ') FROM pragma_table_info(?1) WHERE "
-			 "lower(name) IN (SELECT lower(name) FROM pragma_table_info(?2)) AND "
-			 "lower(name) <> 'device'", from, to, NULL, out, cap);
+	return query(st, "reading the schema", "SELECT group_concat(name, ', ') FROM "
+		     "pragma_table_info(?1) WHERE lower(name) IN (SELECT lower(name) FROM "
+		     "pragma_table_info(?2)) AND lower(name) <> 'device'", from, to, NULL, out,
+		     cap);
 }
 
 /* Make a newly created name durable: fsync the directory holding path. */
 static void
 sync_parent(const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir = NULL;
+	char dir[PATH_MAX];
 	int fd;
 
-	if (slash && slash != path)
-		dir = strndup(path, (size_t)(slash - path));
-	fd = open(dir ? dir : slash ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(dir, sizeof(dir), "%s", path);
+	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0) {
 		(void)fsync(fd); /* best effort: SQLite syncs the -wal's directory itself */
 		close(fd);
 	}
-	free(dir);
 }
 
-/* Create the database file 0600 (or tighten an older, wider one to 0600). */
+/* Create the database file 0600 (or tighten an older, wider one) and note which file it is. */
 static int
 create_file(struct store *st, const char *path)
 {
-	bool created = true;
-	int fd;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		created = false;
-		fd = open(path, O_RDWR | O_CLOEXEC);
-	}
 	if (fd < 0)
 		return set_err(st, "creating the file: %s", strerror(errno));
 	(void)fchmod(fd, 0600); /* fails only when not the owner: then the mode is not ours */
+	(void)fstat(fd, &st->file);
 	close(fd);
-	if (created)
-		sync_parent(path);
+	sync_parent(path); /* a file just made keeps its name through a crash */
 	return 0;
 }
 
-/* Switch to WAL and check that it took (it cannot on some file systems). */
+/*
+ * Switch to WAL and check that it took (it cannot on some file systems). SQLite gives the
+ * -wal and -shm files the database file's mode, 0600.
+ */
 static int
 set_wal(struct store *st)
 {
-	sqlite3_stmt *s = NULL;
-	const char *mode = NULL;
-	int rc;
+	char mode[16];
 
-	rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		mode = (const char *)sqlite3_column_text(s, 0);
-	if (rc != SQLITE_ROW)
-		db_err(st, "setting WAL mode");
-	else if (!mode || sqlite3_stricmp(mode, "wal") != 0)
-		set_err(st, "setting WAL mode: the journal mode stays %s", mode ? mode : "unknown");
-	rc = mode && sqlite3_stricmp(mode, "wal") == 0 ? 0 : -1;
-	sqlite3_finalize(s);
-	return rc;
+	if (query(st, "setting WAL mode", "PRAGMA journal_mode = WAL", NULL, NULL, NULL, mode,
+		  sizeof(mode)) != 0)
+		return -1;
+	if (sqlite3_stricmp(mode, "wal") != 0)
+		return set_err(st, "setting WAL mode: the journal mode stays %s", mode);
+	return 0;
 }
 
 /*
@@ -475,32 +435,15 @@ connect_db(struct store *st, const char *path, int busy_ms)
 	return exec_sql(st, "setting synchronous=FULL", "PRAGMA synchronous = FULL");
 }
 
-/* A fresh file (or one without a jobs table): the current schema. */
-static int
-create_schema(struct store *st)
-{
-	if (exec_sql(st, "creating jobs", schema_jobs) != 0 ||
-	    exec_sql(st, "creating cards", schema_cards) != 0 ||
-	    exec_sql(st, "creating indexes", schema_indexes) != 0)
-		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
-}
-
 /* Refuse a pre-v2 jobs table, naming the columns it lacks. */
 static int
 check_v2(struct store *st)
 {
-	char missing[128] = "";
-	size_t i;
-	int yes;
+	char missing[128];
 
-	for (i = 0; i < NELEM(v2_columns); i++) {
-		if ((yes = has(st, "jobs", v2_columns[i])) < 0)
-			return -1;
-		if (!yes)
-			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
-			         "%s%s", *missing ? ", " : "", v2_columns[i]);
-	}
+	if (query(st, "reading the schema", v2_missing, NULL, NULL, NULL, missing,
+		  sizeof(missing)) != 0)
+		return -1;
 	if (!*missing)
 		return 0;
 	st->refused = true; /* waiting will not change that (store_open) */
@@ -517,28 +460,19 @@ check_v2(struct store *st)
  * (its indexes go with it), rename the new one; migrate() then creates the indexes. Adding
  * `device` with ALTER would keep the old NOT NULL constraints, and the first save of a job
  * whose env this build keeps (env_json NULL) would fail: a store degraded for good. Columns
- * the old table lacks start NULL (device 0: its jobs are card 0's). No foreign keys are
- * declared or enabled; foreign_key_check confirms the copy broke none.
+ * the old table lacks start NULL (device 0: its jobs are card 0's).
  */
 static int
 rebuild_jobs(struct store *st)
 {
 	char cols[1024], copy[2200];
-	long long broken = 0;
 
 	if (exec_sql(st, "migrating jobs", "CREATE TABLE jobs_new " JOBS_TABLE_BODY) != 0 ||
 	    common_columns(st, "jobs", "jobs_new", cols, sizeof(cols)) != 0)
 		return -1;
-	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs", cols, cols);
-	if (exec_sql(st, "migrating jobs", copy) != 0 ||
-	    exec_sql(st, "migrating jobs", "DROP TABLE jobs") != 0 ||
-	    exec_sql(st, "migrating jobs", "ALTER TABLE jobs_new RENAME TO jobs") != 0 ||
-	    query(st, "SELECT count(*) FROM pragma_foreign_key_check", NULL, NULL, &broken, NULL,
-		  0) != 0)
-		return -1;
-	if (broken > 0)
-		return set_err(st, "migrating jobs: %lld foreign key violations", broken);
-	return 0;
+	snprintf(copy, sizeof(copy), "INSERT INTO jobs_new (%s) SELECT %s FROM jobs; DROP TABLE "
+		 "jobs; ALTER TABLE jobs_new RENAME TO jobs", cols, cols);
+	return exec_sql(st, "migrating jobs", copy);
 }
 
 /* Copy the singleton device_state row into cards as card 0 and drop device_state. */
@@ -550,13 +484,15 @@ move_device_state(struct store *st)
 	if (common_columns(st, "device_state", "cards", cols, sizeof(cols)) != 0)
 		return -1;
 	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO cards (device%s%s) SELECT 0%s%s FROM "
-		 "device_state LIMIT 1", *cols ? ", " : "", cols, *cols ? ", " : "", cols);
-	if (exec_sql(st, "migrating device_state", sql) != 0)
-		return -1;
-	return exec_sql(st, "migrating device_state", "DROP TABLE device_state");
+		 "device_state LIMIT 1; DROP TABLE device_state", *cols ? ", " : "", cols,
+		 *cols ? ", " : "", cols);
+	return exec_sql(st, "migrating device_state", sql);
 }
 
-/* The earlier single-card service's database (user_version 0-2) becomes v3 with card 0. */
+/*
+ * The earlier single-card service's database (user_version 0-2): its jobs and state become
+ * card 0's; build_schema then adds the indexes.
+ */
 static int
 migrate(struct store *st)
 {
@@ -565,36 +501,26 @@ migrate(struct store *st)
 	if (check_v2(st) != 0 || rebuild_jobs(st) != 0)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0 ||
-	    (has_state = has(st, "device_state", NULL)) < 0)
+	    (has_state = has_table(st, "device_state")) < 0)
 		return -1;
-	if (has_state && move_device_state(st) != 0)
-		return -1;
-	if (exec_sql(st, "creating indexes", schema_indexes) != 0)
-		return -1;
-	return exec_sql(st, "setting user_version", "PRAGMA user_version = 3");
+	return has_state ? move_device_state(st) : 0;
 }
 
 /*
- * Versions 3 to 6 become 7: each table gets the later_columns it lacks (ALTER TABLE ADD COLUMN
- * keeps its rows; NULL, or 0 for the flags, in the rows it has: a job of one card, an end not
- * known by name, no silence timeout). A file migrated from the earlier service already has
- * the jobs columns (its table was rebuilt as the current one).
+ * Versions before 7 become 7: each table gets the later columns it lacks (ALTER TABLE ADD
+ * COLUMN keeps its rows; NULL, or 0 for the flags, in the rows it has: a job of one card, an
+ * end not known by name, no silence timeout). A file migrated from the earlier service and a
+ * new one already have every column.
  */
 static int
 add_later_columns(struct store *st)
 {
-	const struct column *c;
-	char sql[160];
-	int yes;
+	char sql[2048];
 
-	for (c = later_columns; c < later_columns + NELEM(later_columns); c++) {
-		if ((yes = has(st, c->table, c->name)) < 0)
-			return -1;
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", c->table, c->name,
-		         c->type);
-		if (!yes && exec_sql(st, "migrating", sql) != 0)
-			return -1;
-	}
+	if (query(st, "reading the schema", later_columns, NULL, NULL, NULL, sql,
+		  sizeof(sql)) != 0 ||
+	    exec_sql(st, "migrating", sql) != 0)
+		return -1;
 	return exec_sql(st, "setting user_version", "PRAGMA user_version = 7");
 }
 
@@ -605,7 +531,8 @@ build_schema(struct store *st)
 	long long version;
 	int has_jobs;
 
-	if (query(st, "PRAGMA user_version", NULL, NULL, &version, NULL, 0) != 0)
+	if (query(st, "reading the schema", "PRAGMA user_version", NULL, NULL, &version, NULL,
+		  0) != 0)
 		return -1;
 	st->refused = version > STORE_SCHEMA_VERSION;
 	if (st->refused)
@@ -614,11 +541,11 @@ build_schema(struct store *st)
 		               "tt-device-queue: use a fresh logs-v2/ directory "
 		               "(or a newer tt-device-queue)",
 		               version, STORE_SCHEMA_VERSION);
-	if ((has_jobs = has(st, "jobs", NULL)) < 0)
+	if ((has_jobs = has_table(st, "jobs")) < 0)
 		return -1;
-	if (!has_jobs)
-		return create_schema(st);
-	if (version < 3 && migrate(st) != 0)
+	if (!has_jobs && exec_sql(st, "creating jobs", "CREATE TABLE jobs " JOBS_TABLE_BODY) != 0)
+		return -1;
+	if (has_jobs && version < 3 && migrate(st) != 0)
 		return -1;
 	if (exec_sql(st, "creating cards", schema_cards) != 0) /* no-ops on a sound file */
 		return -1;
@@ -639,17 +566,6 @@ setup_schema(struct store *st)
 	return -1;
 }
 
-/*
- * Read once through the WAL. The first read after the switch creates and maps the -shm index,
- * which needs room on the disk: failing here, the open fails (and may be tried again) rather
- * than the caller's first load after an open that looked successful.
- */
-static int
-first_read(struct store *st)
-{
-	return exec_sql(st, "reading the database", "SELECT count(*) FROM cards");
-}
-
 static int
 prepare_all(struct store *st)
 {
@@ -667,35 +583,27 @@ prepare_all(struct store *st)
 struct store *
 store_open(const char *path, bool serving, char *err, size_t errlen, bool *refused)
 {
-	struct store *st;
-	mode_t mask;
-	int rc = -1, prim;
+	struct store *st = calloc(1, sizeof(*st));
+	int prim;
 
 	if (refused)
 		*refused = false;
-	st = calloc(1, sizeof(*st));
 	if (!st) {
 		snprintf(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
-	mask = umask(077);
+	/*
+	 * A first read through the WAL creates and maps the -shm index, which needs room on the
+	 * disk: failing there, the open fails (and may be tried again) rather than the caller's
+	 * first load after an open that looked successful.
+	 */
 	if (create_file(st, path) == 0 &&
 	    connect_db(st, path, serving ? BUSY_TIMEOUT_MS : BUSY_TIMEOUT_OPEN_MS) == 0 &&
-	    setup_schema(st) == 0 && set_wal(st) == 0 && first_read(st) == 0 &&
+	    setup_schema(st) == 0 && set_wal(st) == 0 &&
+	    exec_sql(st, "reading the database", "SELECT count(*) FROM cards") == 0 &&
 	    prepare_all(st) == 0) {
 		sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
-		rc = 0;
-	}
-	umask(mask);
-	if (rc == 0) {
-		struct stat sb;
-
-		if (stat(path, &sb) == 0) { /* else store_dir_in_place finds it gone */
-			st->file_known = true;
-			st->file_dev = sb.st_dev;
-			st->file_ino = sb.st_ino;
-		}
 		return st;
 	}
 	/* Not a database, or a damaged one, stays so until someone replaces the file. */
@@ -729,16 +637,12 @@ store_close(struct store *st)
 const char *
 store_errmsg(struct store *st)
 {
-	if (!st)
-		return "no store (out of memory?)";
-	return st->err[0] ? st->err : "no error";
+	return st->err;
 }
 
 int
 store_begin(struct store *st)
 {
-	if (st->in_txn)
-		return set_err(st, "begin: a transaction is already open");
 	if (step_done(st, S_BEGIN) != 0)
 		return -1;
 	st->in_txn = true;
@@ -758,53 +662,59 @@ rollback_quiet(struct store *st)
 	st->txn_failed = false;
 }
 
-/* Before a write: refuse inside a transaction that already failed or that SQLite ended. */
-static int
-write_allowed(struct store *st)
-{
-	if (st->in_txn && !st->txn_failed && sqlite3_get_autocommit(st->db)) {
-		st->txn_failed = true;
-		snprintf(st->txn_err, sizeof(st->txn_err), "the transaction was rolled back");
-	}
-	if (st->in_txn && st->txn_failed)
-		return set_err(st, "%s", st->txn_err);
-	return 0;
-}
-
-/* After a failed write: the open transaction may not commit any more. */
+/* After a failed write (st->err says why): the open transaction may not commit any more. */
 static int
 write_failed(struct store *st)
 {
-	if (st->in_txn && !st->txn_failed) {
-		st->txn_failed = true;
-		memcpy(st->txn_err, st->err, sizeof(st->txn_err));
-	}
+	st->txn_failed = st->in_txn;
 	return -1;
+}
+
+/*
+ * Before a write: refuse inside a transaction that already failed (st->err still names that
+ * failure: nothing is recorded after it) or that SQLite ended.
+ */
+static int
+write_allowed(struct store *st)
+{
+	if (st->txn_failed)
+		return -1;
+	if (st->in_txn && sqlite3_get_autocommit(st->db)) {
+		set_err(st, "the transaction was rolled back");
+		return write_failed(st);
+	}
+	return 0;
+}
+
+/* Step write statement id, its parameters bound with result `bound`; 0, or -1 (write_failed). */
+static int
+write_step(struct store *st, enum stmt_id id, int bound)
+{
+	if (bound != SQLITE_OK) {
+		db_err(st, stmt_defs[id].name);
+		done_with(st->stmt[id]);
+		return write_failed(st);
+	}
+	return step_done(st, id) == 0 ? 0 : write_failed(st);
 }
 
 int
 store_commit(struct store *st)
 {
-	if (!st->in_txn)
-		return set_err(st, "commit: no transaction is open");
 	if (write_allowed(st) != 0) {
-		set_err(st, "commit: %s", st->txn_err);
-		rollback_quiet(st);
-		return -1;
+		set_err(st, "commit: %s", st->err);
+	} else if (step_done(st, S_COMMIT) == 0) {
+		st->in_txn = false;
+		return 0;
 	}
-	if (step_done(st, S_COMMIT) != 0) {
-		rollback_quiet(st);
-		return -1;
-	}
-	st->in_txn = false;
-	return 0;
+	rollback_quiet(st);
+	return -1;
 }
 
 void
 store_rollback(struct store *st)
 {
-	if (st)
-		rollback_quiet(st);
+	rollback_quiet(st);
 }
 
 static int
@@ -848,8 +758,9 @@ bind_card_list(sqlite3_stmt *s, int col, const struct job *j, bool epochs)
 	return sqlite3_bind_text(s, col + 1, text, (int)n, free);
 }
 
+/* Bind every column of job j to the upsert s: SQLITE_OK, or the codes of failed binds. */
 static int
-bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
+bind_job(sqlite3_stmt *s, const struct job *j, const char *output_file)
 {
 	int rc = 0;
 
@@ -867,39 +778,23 @@ bind_job_text(sqlite3_stmt *s, const struct job *j, const char *output_file)
 	rc |= bind_text(s, JC_KEY, j->idempotency_key);
 	rc |= bind_text(s, JC_END, sched_end_name(j->end_reason));
 	rc |= bind_text(s, JC_HOLDERS, j->foreign_holders);
-	return rc;
-}
-
-static int
-bind_job_numbers(sqlite3_stmt *s, const struct job *j)
-{
-	int rc = 0;
-
 	rc |= bind_int(s, JC_DEVICE, j->device);
 	rc |= bind_int(s, JC_TIMEOUT, j->timeout);
 	rc |= bind_int(s, JC_REPEAT, j->repeat);
 	rc |= bind_int(s, JC_RESET_EPOCH, j->reset_epoch);
-	rc |= j->has_exit_code ? bind_int(s, JC_EXIT, j->exit_code)
-	                       : sqlite3_bind_null(s, JC_EXIT + 1);
+	if (j->has_exit_code) /* else NULL, as done_with left it */
+		rc |= bind_int(s, JC_EXIT, j->exit_code);
 	rc |= bind_int(s, JC_REP_CUR, j->repeat_current);
 	rc |= bind_int(s, JC_REP_DONE, j->repeat_completed);
 	rc |= bind_int(s, JC_LOG_SIZE, j->log_size);
 	rc |= bind_int(s, JC_LOG_TRUNC, j->log_truncated);
 	rc |= bind_int(s, JC_DROPPED, j->dropped_log_bytes);
 	rc |= bind_int(s, JC_TIMED_OUT, j->timed_out);
-	rc |= j->end_signal ? bind_int(s, JC_SIGNAL, j->end_signal)
-	                    : sqlite3_bind_null(s, JC_SIGNAL + 1);
+	if (j->end_signal)
+		rc |= bind_int(s, JC_SIGNAL, j->end_signal);
 	rc |= bind_int(s, JC_SILENCE, j->silence_timeout);
-	rc |= j->owner_uid >= 0 ? bind_int(s, JC_OWNER, j->owner_uid)
-	                        : sqlite3_bind_null(s, JC_OWNER + 1);
-	return rc;
-}
-
-static int
-bind_job_times(sqlite3_stmt *s, const struct job *j)
-{
-	int rc = 0;
-
+	if (j->owner_uid >= 0)
+		rc |= bind_int(s, JC_OWNER, j->owner_uid);
 	rc |= bind_real(s, JC_SUBMITTED, j->submitted_at);
 	rc |= bind_real(s, JC_ELAPSED, j->elapsed);
 	rc |= bind_real(s, JC_STARTED, j->started_at);
@@ -915,41 +810,21 @@ bind_job_times(sqlite3_stmt *s, const struct job *j)
 int
 store_put_job(struct store *st, const struct job *j, const char *output_file)
 {
-	sqlite3_stmt *s = st->stmt[S_PUT_JOB];
-
 	if (write_allowed(st) != 0)
 		return -1;
-	if (!j->id[0] || !name_of(status_names, NELEM(status_names), j->status) ||
-	    !name_of(mode_names, NELEM(mode_names), j->mode)) {
-		set_err(st, "saving job '%s': no id, or status %d / mode %d unknown", j->id,
-		        j->status, j->mode);
-		return write_failed(st);
-	}
-	if (bind_job_text(s, j, output_file) | bind_job_numbers(s, j) | bind_job_times(s, j)) {
-		db_err(st, "saving job");
-		done_with(s);
-		return write_failed(st);
-	}
-	if (step_done(st, S_PUT_JOB) != 0)
-		return write_failed(st);
-	return 0;
+	return write_step(st, S_PUT_JOB, bind_job(st->stmt[S_PUT_JOB], j, output_file));
 }
 
 int
 store_put_card(struct store *st, const struct card *c, const char *boot_id)
 {
 	sqlite3_stmt *s = st->stmt[S_PUT_CARD];
-	const char *state = name_of(state_names, NELEM(state_names), c->state);
 	int rc = 0;
 
 	if (write_allowed(st) != 0)
 		return -1;
-	if (!state) {
-		set_err(st, "saving card %d: state %d unknown", c->device, c->state);
-		return write_failed(st);
-	}
 	rc |= bind_int(s, 0, c->device);
-	rc |= bind_text(s, 1, state);
+	rc |= bind_text(s, 1, state_names[c->state]);
 	rc |= bind_int(s, 2, c->reset_epoch);
 	rc |= bind_int(s, 3, c->reset_pending);
 	rc |= bind_text(s, 4, boot_id);
@@ -962,12 +837,7 @@ store_put_card(struct store *st, const struct card *c, const char *boot_id)
 	rc |= bind_real(s, 11, c->held ? c->held_at : NAN);
 	rc |= bind_text(s, 12, c->held ? c->hold_reason : NULL);
 	rc |= bind_int(s, 13, c->check_pending);
-	if (rc != SQLITE_OK) {
-		db_err(st, "saving card");
-		done_with(s);
-		return write_failed(st);
-	}
-	return step_done(st, S_PUT_CARD) == 0 ? 0 : write_failed(st);
+	return write_step(st, S_PUT_CARD, rc);
 }
 
 static double
@@ -981,84 +851,13 @@ col_real(sqlite3_stmt *s, int col, double null_value)
 static char *
 col_dup(sqlite3_stmt *s, int col, const char *dflt, bool *failed)
 {
-	const char *v = dflt;
-	char *copy;
+	bool null = sqlite3_column_type(s, col) == SQLITE_NULL;
+	const char *v = null ? dflt : (const char *)sqlite3_column_text(s, col);
+	char *copy = v ? strdup(v) : NULL;
 
-	if (sqlite3_column_type(s, col) != SQLITE_NULL) {
-		v = (const char *)sqlite3_column_text(s, col);
-		if (!v) { /* out of memory converting the value */
-			*failed = true;
-			return NULL;
-		}
-	}
-	if (!v)
-		return NULL;
-	copy = strdup(v);
-	if (!copy)
+	if (!copy && (v || !null)) /* out of memory, converting the value or copying it */
 		*failed = true;
 	return copy;
-}
-
-static int
-row_strings(struct store *st, sqlite3_stmt *s, struct job *j)
-{
-	const char *id = (const char *)sqlite3_column_text(s, JC_ID);
-	size_t len = id ? strnlen(id, sizeof(j->id) - 1) : 0;
-	bool failed = false;
-
-	memcpy(j->id, id ? id : "", len);
-	j->id[len] = '\0';
-	j->cmd = col_dup(s, JC_CMD, "", &failed);
-	j->cwd = col_dup(s, JC_CWD, "", &failed);
-	j->client_id = col_dup(s, JC_CLIENT, "anon", &failed);
-	j->error = col_dup(s, JC_ERROR, NULL, &failed);
-	j->idempotency_key = col_dup(s, JC_KEY, NULL, &failed);
-	j->foreign_holders = col_dup(s, JC_HOLDERS, NULL, &failed);
-	j->end_reason = sched_end_parse((const char *)sqlite3_column_text(s, JC_END));
-	if (!failed)
-		return 0;
-	sched_job_clear(j);
-	return oom(st, "reading job");
-}
-
-static void
-row_numbers(sqlite3_stmt *s, struct job *j)
-{
-	j->device = sqlite3_column_int(s, JC_DEVICE);
-	sched_job_load(j, parse_name(status_names, NELEM(status_names),
-	                             sqlite3_column_text(s, JC_STATUS), JOB_DONE));
-	j->mode = parse_name(mode_names, NELEM(mode_names), sqlite3_column_text(s, JC_MODE),
-	                     JOB_MODE_RUN);
-	j->timeout = sqlite3_column_int(s, JC_TIMEOUT);
-	if (sqlite3_column_type(s, JC_REPEAT) != SQLITE_NULL)
-		j->repeat = sqlite3_column_int(s, JC_REPEAT);
-	j->reset_epoch = sqlite3_column_int64(s, JC_RESET_EPOCH);
-	j->has_exit_code = sqlite3_column_type(s, JC_EXIT) != SQLITE_NULL;
-	j->exit_code = sqlite3_column_int(s, JC_EXIT);
-	j->repeat_current = sqlite3_column_int(s, JC_REP_CUR);
-	j->repeat_completed = sqlite3_column_int(s, JC_REP_DONE);
-	j->log_size = sqlite3_column_int64(s, JC_LOG_SIZE);
-	j->log_truncated = sqlite3_column_int(s, JC_LOG_TRUNC) != 0;
-	j->dropped_log_bytes = sqlite3_column_int64(s, JC_DROPPED);
-	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
-	j->end_signal = sqlite3_column_int(s, JC_SIGNAL);
-	j->silence_timeout = sqlite3_column_int(s, JC_SILENCE); /* NULL (before v7): 0, off */
-	j->owner_uid = sqlite3_column_type(s, JC_OWNER) == SQLITE_NULL
-	                   ? -1
-	                   : sqlite3_column_int64(s, JC_OWNER);
-}
-
-static void
-row_times(sqlite3_stmt *s, struct job *j)
-{
-	j->submitted_at = col_real(s, JC_SUBMITTED, NAN);
-	j->started_at = col_real(s, JC_STARTED, NAN);
-	j->finished_at = col_real(s, JC_FINISHED, NAN);
-	j->elapsed = col_real(s, JC_ELAPSED, NAN);
-	j->first_iteration_elapsed = col_real(s, JC_FIRST_ITER, NAN);
-	j->per_iter_estimate = col_real(s, JC_ESTIMATE, SCHED_DEFAULT_ESTIMATE);
-	j->stop_requested_at = col_real(s, JC_STOP_REQ, NAN);
-	j->stop_escalated_at = col_real(s, JC_STOP_ESC, NAN);
 }
 
 /*
@@ -1090,66 +889,86 @@ parse_list(const char *text, long long *v, int n)
 
 /*
  * A multi-card job's cards from its v5 columns (both NULL: one card, j->device). They must
- * list the same number (at least two) of cards ascending from j->device, and of epochs (the
- * first j->reset_epoch's card): a damaged list is refused rather than run a job on cards it
- * did not name.
+ * list the same number (at least two, at most CARDS_MAX) of cards ascending from j->device,
+ * and of epochs (the first j->reset_epoch's card): a damaged list is refused rather than run
+ * a job on cards it did not name.
  */
 static int
 row_cards(struct store *st, sqlite3_stmt *s, struct job *j)
 {
 	const char *ids = (const char *)sqlite3_column_text(s, JC_DEVICE_IDS);
 	const char *eps = (const char *)sqlite3_column_text(s, JC_RESET_EPOCHS);
-	int n = 0, i, rc = -1, *devs = NULL;
-	long long *v = NULL, *e = NULL;
+	long long v[CARDS_MAX], e[CARDS_MAX];
+	int devs[CARDS_MAX], n, i;
 	bool sound;
 
 	if (!ids && !eps)
 		return 0;
-	for (i = 0; ids && ids[i]; i++)
-		n += ids[i] == ',';
-	n++;
-	v = malloc(sizeof(*v) * (size_t)n);
-	e = malloc(sizeof(*e) * (size_t)n);
-	devs = malloc(sizeof(*devs) * (size_t)n);
-	if (!v || !e || !devs) {
-		oom(st, "reading job");
-		goto out;
-	}
-	sound = n >= 2 && parse_list(ids, v, n) == n && parse_list(eps, e, n) == n &&
-	        v[0] == j->device;
+	n = parse_list(ids, v, CARDS_MAX);
+	sound = n >= 2 && parse_list(eps, e, CARDS_MAX) == n && v[0] == j->device;
 	for (i = 0; sound && i < n; i++) {
 		sound = v[i] <= INT_MAX && (i == 0 || v[i] > v[i - 1]);
 		devs[i] = (int)v[i];
 	}
-	if (!sound) {
-		set_err(st, "reading job %s: its cards '%s' / epochs '%s' are damaged", j->id,
-		        ids ? ids : "NULL", eps ? eps : "NULL");
-		goto out;
-	}
-	if (sched_job_set_cards(j, devs, n) != 0) {
-		oom(st, "reading job");
-		goto out;
-	}
+	if (!sound)
+		return set_err(st, "reading job %s: its cards '%s' / epochs '%s' are damaged",
+		               j->id, ids ? ids : "NULL", eps ? eps : "NULL");
+	if (sched_job_set_cards(j, devs, n) != 0)
+		return oom(st, "reading job");
 	for (i = 1; i < n; i++)
 		j->more[i - 1].reset_epoch = e[i];
-	rc = 0;
-out:
-	free(v);
-	free(e);
-	free(devs);
-	return rc;
+	return 0;
 }
 
 /* Fill *j from the current row of a job query; heap strings become j's. */
 static int
 row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
 {
+	const char *id = (const char *)sqlite3_column_text(s, JC_ID);
+	bool failed = false;
+
 	sched_job_init(j);
-	if (row_strings(st, s, j) != 0)
-		return -1;
-	row_numbers(s, j);
-	row_times(s, j);
-	if (row_cards(st, s, j) != 0) {
+	snprintf(j->id, sizeof(j->id), "%s", id ? id : "");
+	j->cmd = col_dup(s, JC_CMD, "", &failed);
+	j->cwd = col_dup(s, JC_CWD, "", &failed);
+	j->client_id = col_dup(s, JC_CLIENT, "anon", &failed);
+	j->error = col_dup(s, JC_ERROR, NULL, &failed);
+	j->idempotency_key = col_dup(s, JC_KEY, NULL, &failed);
+	j->foreign_holders = col_dup(s, JC_HOLDERS, NULL, &failed);
+	j->end_reason = sched_end_parse((const char *)sqlite3_column_text(s, JC_END));
+	j->device = sqlite3_column_int(s, JC_DEVICE);
+	sched_job_load(j, parse_name(status_names, NELEM(status_names),
+	                             sqlite3_column_text(s, JC_STATUS), JOB_DONE));
+	j->mode = parse_name(mode_names, NELEM(mode_names), sqlite3_column_text(s, JC_MODE),
+	                     JOB_MODE_RUN);
+	j->timeout = sqlite3_column_int(s, JC_TIMEOUT);
+	if (sqlite3_column_type(s, JC_REPEAT) != SQLITE_NULL)
+		j->repeat = sqlite3_column_int(s, JC_REPEAT);
+	j->reset_epoch = sqlite3_column_int64(s, JC_RESET_EPOCH);
+	j->has_exit_code = sqlite3_column_type(s, JC_EXIT) != SQLITE_NULL;
+	j->exit_code = sqlite3_column_int(s, JC_EXIT);
+	j->repeat_current = sqlite3_column_int(s, JC_REP_CUR);
+	j->repeat_completed = sqlite3_column_int(s, JC_REP_DONE);
+	j->log_size = sqlite3_column_int64(s, JC_LOG_SIZE);
+	j->log_truncated = sqlite3_column_int(s, JC_LOG_TRUNC) != 0;
+	j->dropped_log_bytes = sqlite3_column_int64(s, JC_DROPPED);
+	j->timed_out = sqlite3_column_int(s, JC_TIMED_OUT) != 0;
+	j->end_signal = sqlite3_column_int(s, JC_SIGNAL);
+	j->silence_timeout = sqlite3_column_int(s, JC_SILENCE); /* NULL (before v7): 0, off */
+	j->owner_uid = sqlite3_column_type(s, JC_OWNER) == SQLITE_NULL
+	                   ? -1
+	                   : sqlite3_column_int64(s, JC_OWNER);
+	j->submitted_at = col_real(s, JC_SUBMITTED, NAN);
+	j->started_at = col_real(s, JC_STARTED, NAN);
+	j->finished_at = col_real(s, JC_FINISHED, NAN);
+	j->elapsed = col_real(s, JC_ELAPSED, NAN);
+	j->first_iteration_elapsed = col_real(s, JC_FIRST_ITER, NAN);
+	j->per_iter_estimate = col_real(s, JC_ESTIMATE, SCHED_DEFAULT_ESTIMATE);
+	j->stop_requested_at = col_real(s, JC_STOP_REQ, NAN);
+	j->stop_escalated_at = col_real(s, JC_STOP_ESC, NAN);
+	if (failed)
+		oom(st, "reading job");
+	if (failed || row_cards(st, s, j) != 0) {
 		sched_job_clear(j);
 		return -1;
 	}
@@ -1221,33 +1040,21 @@ store_load_active(struct store *st, store_job_cb cb, void *ctx)
 int
 store_load_recent(struct store *st, int device, int n, store_job_cb cb, void *ctx)
 {
-	sqlite3_stmt *s = st->stmt[S_RECENT];
-
-	if (n <= 0) /* LIMIT -1 would mean all */
-		return 0;
-	if (sqlite3_bind_int(s, 1, device) != SQLITE_OK || sqlite3_bind_int(s, 2, n) != SQLITE_OK) {
-		db_err(st, stmt_defs[S_RECENT].name);
-		done_with(s);
-		return -1;
-	}
+	sqlite3_bind_int(st->stmt[S_RECENT], 1, device);
+	sqlite3_bind_int(st->stmt[S_RECENT], 2, n);
 	return load_rows(st, S_RECENT, cb, NULL, ctx);
 }
 
-/* Step a statement bound to one id: 1 with a row in hand, 0 not found (reset), -1 error. */
+/* Step a statement bound to one id: 1 with a row in hand, 0 not found, -1 error. */
 static int
 find_by_id(struct store *st, enum stmt_id id, const char *job_id)
 {
 	sqlite3_stmt *s = st->stmt[id];
 	int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
 
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW)
 		return 1;
-	if (rc != SQLITE_DONE)
-		db_err(st, stmt_defs[id].name);
-	done_with(s);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return rc == SQLITE_DONE ? 0 : db_err(st, stmt_defs[id].name);
 }
 
 int
@@ -1261,16 +1068,13 @@ store_get_job(struct store *st, const char *id, struct job *out, char **output_f
 	if (output_file)
 		*output_file = NULL;
 	rc = find_by_id(st, S_GET_JOB, id);
-	if (rc != 1)
-		return rc;
-	if (row_to_job(st, s, out) != 0) {
+	if (rc == 1 && row_to_job(st, s, out) != 0)
 		rc = -1;
-	} else if (output_file) {
+	if (rc == 1 && output_file)
 		*output_file = col_dup(s, JC_OUTPUT, NULL, &failed);
-		if (failed) {
-			sched_job_clear(out);
-			rc = oom(st, "reading job");
-		}
+	if (failed) {
+		sched_job_clear(out);
+		rc = oom(st, "reading job");
 	}
 	done_with(s);
 	return rc;
@@ -1279,17 +1083,12 @@ store_get_job(struct store *st, const char *id, struct job *out, char **output_f
 int
 store_get_env(struct store *st, const char *id, char **env_json)
 {
-	sqlite3_stmt *s = st->stmt[S_GET_ENV];
 	bool failed = false;
-	int rc;
+	int rc = find_by_id(st, S_GET_ENV, id);
 
-	*env_json = NULL;
-	rc = find_by_id(st, S_GET_ENV, id);
-	if (rc != 1)
-		return rc;
-	*env_json = col_dup(s, 0, NULL, &failed);
-	done_with(s);
-	return failed ? oom(st, "reading env") : 1;
+	*env_json = rc == 1 ? col_dup(st->stmt[S_GET_ENV], 0, NULL, &failed) : NULL;
+	done_with(st->stmt[S_GET_ENV]);
+	return failed ? oom(st, "reading env") : rc;
 }
 
 int
@@ -1297,19 +1096,16 @@ store_find_key(struct store *st, const char *key, long long owner, char id[33])
 {
 	sqlite3_stmt *s = st->stmt[S_FIND_KEY];
 	const char *v;
-	int rc = owner >= 0 ? sqlite3_bind_int64(s, 2, owner) : sqlite3_bind_null(s, 2);
+	int rc;
 
-	if (rc != SQLITE_OK) {
-		db_err(st, stmt_defs[S_FIND_KEY].name);
-		done_with(s);
-		return -1;
+	if (owner >= 0) /* else NULL, as done_with left it */
+		sqlite3_bind_int64(s, 2, owner);
+	if ((rc = find_by_id(st, S_FIND_KEY, key)) == 1) {
+		v = (const char *)sqlite3_column_text(s, 0);
+		snprintf(id, 33, "%s", v ? v : "");
 	}
-	if ((rc = find_by_id(st, S_FIND_KEY, key)) != 1)
-		return rc;
-	v = (const char *)sqlite3_column_text(s, 0);
-	snprintf(id, 33, "%s", v ? v : "");
 	done_with(s);
-	return 1;
+	return rc;
 }
 
 double
@@ -1330,111 +1126,42 @@ store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), v
 	return load_rows(st, S_CARDS, NULL, cb, ctx);
 }
 
-/* A growable list of heap id strings. */
-struct idlist {
-	char **v;
-	size_t n, cap;
-};
-
-static void
-idlist_free(struct idlist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-}
-
-static int
-idlist_add(struct idlist *l, const char *id)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		l->v = v;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(id)))
-		return -1;
-	l->n++;
-	return 0;
-}
-
-/* Inside the retention transaction: the ids of the completed jobs to delete. */
-static int
-retention_select(struct store *st, double older_than, long long keep, struct idlist *ids)
-{
-	sqlite3_stmt *s = st->stmt[S_RET_SELECT];
-	int rc;
-
-	rc = older_than > 0 ? sqlite3_bind_double(s, 1, older_than) : sqlite3_bind_null(s, 1);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(s, 2, keep >= 0 ? keep : INT64_MAX);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *id = (const char *)sqlite3_column_text(s, 0);
-
-		rc = SQLITE_OK;
-		if (id && idlist_add(ids, id) != 0) {
-			oom(st, "retention");
-			rc = SQLITE_NOMEM;
-			break;
-		}
-	}
-	if (rc != SQLITE_DONE && rc != SQLITE_NOMEM)
-		db_err(st, "retention");
-	done_with(s);
-	return rc == SQLITE_DONE ? 0 : -1;
-}
-
 /*
- * Inside the retention transaction: each job's folder first, then its row once the folder is
- * gone (d NULL: no folders); cb is told of each. The rows deleted, or -1.
+ * Each job's folder first, then its row once the folder is gone (d NULL: no folders); cb is told
+ * of each. A row is deleted while the select is stepped: its UNION is computed whole into a
+ * temporary table before the first row comes, so the deletes do not disturb it.
  */
-static int
-retention_delete(struct store *st, const struct store_dir *d, const struct idlist *ids,
-                 void (*cb)(void *ctx, const char *id, int err), void *ctx)
-{
-	sqlite3_stmt *s = st->stmt[S_RET_DELETE];
-	int n = 0, e;
-
-	for (size_t i = 0; i < ids->n; i++) {
-		e = d && store_remove_job_dir(d, ids->v[i]) < 0 ? (errno ? errno : EIO) : 0;
-		if (cb)
-			cb(ctx, ids->v[i], e);
-		if (e)
-			continue; /* its row stays for the next pass */
-		if (sqlite3_bind_text(s, 1, ids->v[i], -1, SQLITE_STATIC) != SQLITE_OK) {
-			done_with(s);
-			return db_err(st, "retention");
-		}
-		if (step_done(st, S_RET_DELETE) != 0)
-			return -1;
-		n++;
-	}
-	return n;
-}
-
 int
 store_retention(struct store *st, const struct store_dir *d, double older_than, long long keep,
                 void (*cb)(void *ctx, const char *id, int err), void *ctx)
 {
-	struct idlist ids = {NULL, 0, 0};
-	int n = -1;
+	sqlite3_stmt *s = st->stmt[S_RET_SELECT];
+	const char *id;
+	int n = 0, rc = SQLITE_DONE, e;
 
-	if (st->in_txn)
-		return set_err(st, "retention: a transaction is already open");
 	if (store_begin(st) != 0)
 		return -1;
-	if (retention_select(st, older_than, keep, &ids) == 0)
-		n = retention_delete(st, d, &ids, cb, ctx);
-	if (n >= 0 && store_commit(st) != 0)
-		n = -1;
-	else if (n < 0)
-		rollback_quiet(st);
-	idlist_free(&ids);
-	return n;
+	if (older_than > 0) /* else NULL: no age limit */
+		sqlite3_bind_double(s, 1, older_than);
+	sqlite3_bind_int64(s, 2, keep >= 0 ? keep : INT64_MAX);
+	while (n >= 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (!(id = (const char *)sqlite3_column_text(s, 0)))
+			break; /* out of memory */
+		e = d && store_remove_job_dir(d, id) < 0 ? errno : 0;
+		if (cb)
+			cb(ctx, id, e);
+		if (e)
+			continue; /* its row stays for the next pass */
+		e = sqlite3_bind_text(st->stmt[S_RET_DELETE], 1, id, -1, SQLITE_STATIC);
+		n = write_step(st, S_RET_DELETE, e) == 0 ? n + 1 : -1;
+	}
+	if (n >= 0 && rc != SQLITE_DONE)
+		n = db_err(st, "retention");
+	done_with(s);
+	if (n >= 0 && store_commit(st) == 0)
+		return n;
+	rollback_quiet(st);
+	return -1;
 }
 
 int
@@ -1442,9 +1169,8 @@ store_copy_to(struct store *st, const char *path)
 {
 	static const char *const suffix[] = {"-wal", "-shm"};
 	char tmp[PATH_MAX], name[PATH_MAX];
-	sqlite3_stmt *s = NULL;
 	struct stat sb;
-	int rc, fd, e, one = 1;
+	int fd = -1, one = 1;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.copy", path) >= (int)sizeof(tmp))
 		return set_err(st, "copying the database: the path is too long");
@@ -1461,39 +1187,30 @@ store_copy_to(struct store *st, const char *path)
 		if (snprintf(name, sizeof(name), "%s%s", path, suffix[i]) < (int)sizeof(name))
 			(void)unlink(name);
 	sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
-	rc = sqlite3_prepare_v2(st->db, "VACUUM INTO ?1", -1, &s, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(s, 1, tmp, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE)
-		db_err(st, "copying the database");
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE) {
-		(void)unlink(tmp);
-		return -1;
-	}
+	if (query(st, "copying the database", "VACUUM INTO ?1", tmp, NULL, NULL, NULL, 0) != 0)
+		goto out;
 	/* VACUUM INTO syncs nothing: the copy is on disk before it takes the database's name. */
 	fd = open(tmp, O_RDWR | O_CLOEXEC);
 	if (fd < 0 || fchmod(fd, 0600) < 0 || fsync(fd) < 0 ||
 	    renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
-		e = errno;
-		if (fd >= 0)
-			close(fd);
-		(void)unlink(tmp);
-		return set_err(st, "copying the database: %s%s", strerror(e),
-		               e == EEXIST ? " (a database is already there; it is not replaced)" : "");
+		set_err(st, "copying the database: %s", strerror(errno));
+		goto out;
 	}
 	close(fd);
 	sync_parent(path);
 	return 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	(void)unlink(tmp);
+	return -1;
 }
 
 /* ------------------------------------------------------------------------------ the log dir */
 
 struct store_dir {
-	char *path;     /* absolute (realpath at open) */
-	char *db;       /* path + "/" STORE_DB_FILE */
+	char path[PATH_MAX]; /* absolute (realpath at open) */
+	char db[PATH_MAX + sizeof("/" STORE_DB_FILE)];
 	int fd;         /* the folder, locked (flock), close-on-exec; -1 before it is */
 	struct stat st; /* what fd is, and what path must still name */
 	double changed_at; /* the folder's mtime when store_dir_open locked it */
@@ -1586,6 +1303,7 @@ struct store_dir *
 store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t warnlen)
 {
 	struct store_dir *d = calloc(1, sizeof(*d));
+	int e;
 
 	warn[0] = '\0';
 	if (!d) {
@@ -1595,29 +1313,20 @@ store_dir_open(const char *path, char *err, size_t errlen, char *warn, size_t wa
 	d->fd = d->notify_fd = d->wd = -1;
 	if (mkdir_p(path, 0700) < 0) {
 		snprintf(err, errlen, "cannot create it: %s", strerror(errno));
-		free(d);
-		return NULL;
+	} else {
+		/* Clients are told output file paths: absolute, they mean the same anywhere. */
+		if (!realpath(path, d->path))
+			snprintf(d->path, sizeof(d->path), "%s", path);
+		snprintf(d->db, sizeof(d->db), "%s/" STORE_DB_FILE, d->path);
+		if (lock_dir(d, err, errlen, warn, warnlen) == 0) {
+			d->changed_at = (double)d->st.st_mtim.tv_sec + d->st.st_mtim.tv_nsec / 1e9;
+			return d;
+		}
 	}
-	/* Clients are told output file paths: absolute, they mean the same from any directory. */
-	d->path = realpath(path, NULL);
-	if (!d->path)
-		d->path = strdup(path);
-	if (d->path && asprintf(&d->db, "%s/" STORE_DB_FILE, d->path) < 0)
-		d->db = NULL;
-	if (!d->path || !d->db) {
-		snprintf(err, errlen, "out of memory");
-		store_dir_close(d);
-		return NULL;
-	}
-	if (lock_dir(d, err, errlen, warn, warnlen) < 0) {
-		int e = errno;
-
-		store_dir_close(d);
-		errno = e;
-		return NULL;
-	}
-	d->changed_at = (double)d->st.st_mtim.tv_sec + (double)d->st.st_mtim.tv_nsec / 1e9;
-	return d;
+	e = errno;
+	store_dir_close(d);
+	errno = e;
+	return NULL;
 }
 
 void
@@ -1629,8 +1338,6 @@ store_dir_close(struct store_dir *d)
 		close(d->fd);
 	if (d->notify_fd >= 0)
 		close(d->notify_fd);
-	free(d->path);
-	free(d->db);
 	free(d);
 }
 
@@ -1668,7 +1375,7 @@ bool
 store_dir_in_place(const struct store_dir *d, const struct store *st)
 {
 	return path_is(d->path, d->st.st_dev, d->st.st_ino) &&
-	       (!st || (st->file_known && path_is(d->db, st->file_dev, st->file_ino)));
+	       (!st || path_is(d->db, st->file.st_dev, st->file.st_ino));
 }
 
 int
@@ -1734,7 +1441,7 @@ store_restore(const struct store_dir *d, struct store **st, char *err, size_t er
 		return -1;
 	}
 	copy = store_open(d->db, true, why, sizeof(why), NULL);
-	if (!copy || !copy->file_known) {
+	if (!copy || !store_dir_in_place(d, copy)) {
 		snprintf(err, errlen, "the restored database cannot be opened: %s",
 		         copy ? "it was removed again" : why);
 		store_close(copy);
@@ -1773,11 +1480,29 @@ store_output_mtime(const struct store_dir *d, const char *id)
 	return t;
 }
 
+/*
+ * Write data[0..len) to fd (fsync'd when sync) and close it: 0, or the errno of the failure
+ * (ENOSPC for a short write: the disk is full).
+ */
+static int
+write_close(int fd, const void *data, size_t len, bool sync)
+{
+	int e = 0;
+
+	errno = 0;
+	if (write(fd, data, len) != (ssize_t)len)
+		e = errno ? errno : ENOSPC;
+	else if (sync && fsync(fd) < 0)
+		e = errno;
+	close(fd);
+	return e;
+}
+
 int
 store_write_whole(const char *path, const void *data, size_t len)
 {
 	char tmp[PATH_MAX + 8];
-	int fd, e = 0;
+	int fd, e;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
 		errno = ENAMETOOLONG;
@@ -1785,20 +1510,13 @@ store_write_whole(const char *path, const void *data, size_t len)
 	}
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
 		return -1;
-	errno = 0;
-	if (write(fd, data, len) != (ssize_t)len)
-		e = errno ? errno : ENOSPC;
-	else if (fsync(fd) < 0)
-		e = errno;
-	close(fd);
+	e = write_close(fd, data, len, true);
 	if (!e && rename(tmp, path) < 0)
 		e = errno;
-	if (e) {
+	if (e)
 		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	return 0;
+	errno = e;
+	return e ? -1 : 0;
 }
 
 /* The job's folder (made first when make) as an O_PATH descriptor, never through a link. */
@@ -1826,30 +1544,21 @@ int
 store_write_meta(const struct store_dir *d, const char *id, const char *text, size_t len)
 {
 	int dfd = job_folder_open(d, id, false), fd, e;
-	ssize_t n;
 
 	if (dfd < 0)
 		return -1; /* its folder removed (ENOENT) or a link (ELOOP) */
 	fd = openat(dfd, "meta.json", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	e = errno;
+	e = errno; /* no inode left (ENOSPC), or meta.json a link (ELOOP) */
 	close(dfd);
-	if (fd < 0) {
-		errno = e; /* no inode left (ENOSPC), or meta.json a link (ELOOP) */
-		return -1;
-	}
-	errno = 0;
-	n = write(fd, text, len);
-	e = n == (ssize_t)len ? 0 : errno ? errno : ENOSPC; /* short: disk full */
-	close(fd);
-	errno = e;
-	return e ? -1 : 0;
+	errno = fd < 0 ? e : write_close(fd, text, len, false);
+	return errno ? -1 : 0;
 }
 
 int
 store_remove_job_dir(const struct store_dir *d, const char *id)
 {
 	static const char *const files[] = {STORE_OUTPUT_FILE, "meta.json"};
-	char path[PATH_MAX];
+	char path[PATH_MAX + 64];
 	int fd, e = 0;
 
 	if (!sched_job_id_valid(id, strlen(id)))

@@ -153,9 +153,9 @@ int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c
  * Before a row goes, its job's folder in d is removed (store_remove_job_dir; d NULL removes
  * none), and a job whose folder stays keeps its row for the next pass: so a folder never
  * outlives its row, even when its removal fails or the daemon dies before the commit.
- * cb(ctx, id, err), when not NULL, is told of each job while its row still exists: err 0 when
- * its folder is gone and its row goes with this commit, else the errno saying why the folder
- * (and the row) stays. Returns the number of rows deleted, or -1 (none deleted; folders
+ * cb(ctx, id, err), when not NULL (and not using st), is told of each job while its row still
+ * exists: err 0 when its folder is gone and its row goes with this commit, else the errno
+ * saying why the folder (and the row) stays. Returns the number of rows deleted, or -1 (none deleted; folders
  * already removed stay removed, their rows are found again by the next pass).
  */
 int store_retention(struct store *st, const struct store_dir *d, double older_than,

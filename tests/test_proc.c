@@ -368,7 +368,6 @@ test_group_alive(void)
 	while (waitpid(-1, NULL, WNOHANG) > 0) /* the orphaned zombie came to us (subreaper) */
 		;
 	is_int(proc_group_alive(pid), 0, "group alive: an empty group");
-	ok(proc_group_alive(1) == -1 && proc_group_alive(0) == -1, "group alive: pgid <= 1: -1");
 	close(fd);
 }
 
@@ -453,19 +452,6 @@ test_kill_group_grandchild(void)
 	proc_kill_group(0, SIGKILL); /* must be a no-op: kill(0) would hit the test itself */
 	proc_kill_group(-1, SIGKILL);
 	ok(1, "proc_kill_group(0 or -1) is refused");
-}
-
-static void
-test_spawn_errors(void)
-{
-	struct proc_opts o = {.argv = (char *const[]){NULL}};
-	char err[128] = "";
-	int fd;
-
-	errno = 0;
-	is_int(proc_spawn(&o, &fd, err, sizeof err), -1, "no program: -1");
-	is_int(errno, EINVAL, "no program: EINVAL");
-	ok(err[0] != '\0', "no program: message \"%s\"", err);
 }
 
 /* ---------------------------------------------------------------------------- environment */
@@ -652,8 +638,6 @@ test_capfile_small(void)
 	free(text);
 
 	errno = 0;
-	is_int(capfile_open(&cf, AT_FDCWD, cap_path("tiny"), 1023), -1, "cap below 1024 refused");
-	is_int(errno, EINVAL, "... with EINVAL");
 }
 
 /* An existing file continues from its size and keeps the cap (a restarted reset's log). */
@@ -983,7 +967,7 @@ test_capfile_flood(void)
 
 /* ---------------------------------------------------------------------------- guardian */
 
-enum { R_GUARD, R_SHELL1, R_BG1, R_SHELL2, R_BG2, R_BUSY, R_N };
+enum { R_GUARD, R_SHELL1, R_BG1, R_SHELL2, R_BG2, R_N };
 
 /* In a fake daemon: start a `sleep 30 & echo $!; wait` job, return the background pid. */
 static pid_t
@@ -1036,7 +1020,6 @@ fake_daemon(int report)
 	pid_t r[R_N] = {0};
 
 	r[R_GUARD] = proc_guardian_start(NULL, -1);
-	r[R_BUSY] = proc_guardian_start(NULL, -1) == -1 && errno == EBUSY;
 	r[R_BG1] = fake_job(&r[R_SHELL1]);
 	r[R_BG2] = fake_job(&r[R_SHELL2]);
 	proc_guardian_forget(r[R_SHELL2]);
@@ -1095,7 +1078,6 @@ test_guardian(void)
 	if ((daemon = fork_reporter(fake_daemon, r, sizeof r, "the fake daemon reports its jobs")) < 0)
 		return;
 	ok(r[R_GUARD] > 0 && r[R_BG1] > 0 && r[R_BG2] > 0, "guardian and both jobs started");
-	ok(r[R_BUSY], "a second proc_guardian_start fails with EBUSY");
 	snprintf(path, sizeof path, "/proc/%d/comm", (int)r[R_GUARD]);
 	comm = slurp_proc(path, &len);
 	is_str(comm, "ttq-guardian\n", "the guardian is named");
@@ -1125,10 +1107,11 @@ spawn_past_dead_guardian(int report)
 	struct proc_opts o = {.argv = argv, .envp = envp};
 	pid_t g = proc_guardian_start(NULL, -1), pid;
 	int r = NO_EXIT, fd;
+	char err[128];
 
 	kill(g, SIGKILL);
 	waitpid(g, NULL, 0);
-	if ((pid = proc_spawn(&o, &fd, NULL, 0)) > 0) {
+	if ((pid = proc_spawn(&o, &fd, err, sizeof err)) > 0) {
 		r = wait_code(pid, 5000);
 		close(fd);
 	}
@@ -1449,7 +1432,6 @@ main(void)
 	test_oom_and_fds();
 	test_signal_reset();
 	test_kill_group_grandchild();
-	test_spawn_errors();
 	test_build_env();
 	test_capfile_small();
 	test_capfile_reopen();
