@@ -202,7 +202,7 @@ unescape(const unsigned char *s, size_t *i, size_t n, unsigned char *out, const 
 	return utf8_put(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00), out);
 }
 
-/* A reader of a string token's decoded bytes, one at a time, for comparisons. */
+/* A reader of a string token's decoded bytes, one at a time: for comparisons and decoding. */
 struct dec {
 	const unsigned char *s;
 	size_t pos, end;
@@ -210,13 +210,12 @@ struct dec {
 	int nbuf, ibuf;
 };
 
-static void
-dec_init(struct dec *d, const char *src, const struct json_tok *t)
+/* A reader of token t's decoded bytes: none when t is not a string. */
+static struct dec
+dec_at(const char *src, const struct json_tok *t)
 {
-	d->s = (const unsigned char *)src;
-	d->pos = t->start;
-	d->end = t->end;
-	d->nbuf = d->ibuf = 0;
+	return (struct dec){.s = (const unsigned char *)src, .pos = t->start,
+			    .end = t->type == JSON_STRING ? t->end : 0};
 }
 
 /* The next decoded byte, or -1 at the end. */
@@ -229,14 +228,9 @@ dec_next(struct dec *d)
 		return d->buf[d->ibuf++];
 	if (d->pos >= d->end)
 		return -1;
-	if (d->s[d->pos] != '\\')
-		return d->s[d->pos++];
-	if ((d->nbuf = unescape(d->s, &d->pos, d->end, d->buf, &why)) < 0) {
-		d->nbuf = 0; /* not from json_parse: take the backslash literally */
-		return d->s[d->pos++];
-	}
 	d->ibuf = 1;
-	return d->buf[0];
+	d->nbuf = d->s[d->pos] == '\\' ? unescape(d->s, &d->pos, d->end, d->buf, &why) : -1;
+	return d->nbuf > 0 ? d->buf[0] : d->s[d->pos++]; /* -1: a byte as it is */
 }
 
 /* ------------------------------------------------------------------- reader */
@@ -275,13 +269,12 @@ tok(struct parser *p, unsigned i)
 
 /* The next token: a value at [start, end); a container's end, size and next come later. */
 static unsigned
-new_tok(struct parser *p, int type, size_t start, size_t end, uint8_t flags)
+new_tok(struct parser *p, int type, size_t start, size_t end)
 {
 	unsigned i = p->n++;
 
-	*tok(p, i) = (struct json_tok){.type = (uint8_t)type, .flags = flags,
-				       .start = (uint32_t)start, .end = (uint32_t)end,
-				       .next = i + 1};
+	*tok(p, i) = (struct json_tok){.type = (uint8_t)type, .start = (uint32_t)start,
+				       .end = (uint32_t)end, .next = i + 1};
 	return i;
 }
 
@@ -311,49 +304,32 @@ plain(unsigned char c)
 	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
-/* Scan string content from pos (just past the quote) to the closing quote, left at pos. */
-static int
-scan_string(struct parser *p, uint8_t *flags)
-{
-	const unsigned char *s = p->s;
-	unsigned char scratch[4];
-	size_t i = p->pos, n = p->len;
-	const char *why;
-	unsigned k, need;
-
-	for (;;) {
-		while (i < n && plain(s[i]))
-			i++;
-		if (i >= n)
-			return fail(p, i, "unterminated string");
-		if (s[i] == '"')
-			break;
-		if (s[i] == '\\') {
-			*flags |= JSON_F_ESCAPED;
-			if (unescape(s, &i, n, scratch, &why) < 0)
-				return fail(p, i, why);
-			continue;
-		}
-		if (s[i] < 0x20)
-			return fail(p, i, "control character in string");
-		if ((k = utf8_prefix(s + i, n - i, &need)) != need)
-			return fail(p, i, "invalid UTF-8 in string");
-		i += k;
-	}
-	p->pos = i;
-	return 0;
-}
-
+/* A string at pos (its opening quote): RFC 8259 section 7, and UTF-8 (section 8.1). */
 static int
 parse_string(struct parser *p)
 {
-	size_t start = ++p->pos;
-	uint8_t flags = 0;
+	const unsigned char *s = p->s;
+	size_t start = ++p->pos, i = start;
+	unsigned char scratch[4];
+	const char *why;
+	unsigned need;
 
-	if (scan_string(p, &flags) < 0)
-		return -1;
-	new_tok(p, JSON_STRING, start, p->pos, flags);
-	p->pos++; /* the closing quote */
+	while (i < p->len && s[i] != '"') {
+		if (s[i] == '\\') {
+			if (unescape(s, &i, p->len, scratch, &why) < 0)
+				return fail(p, i, why);
+		} else if (s[i] < 0x20) {
+			return fail(p, i, "control character in string");
+		} else if (utf8_prefix(s + i, p->len - i, &need) != need) {
+			return fail(p, i, "invalid UTF-8 in string");
+		} else {
+			i += need;
+		}
+	}
+	if (i >= p->len)
+		return fail(p, i, "unterminated string");
+	new_tok(p, JSON_STRING, start, i);
+	p->pos = i + 1; /* past the closing quote */
 	return 0;
 }
 
@@ -373,7 +349,6 @@ static int
 parse_number(struct parser *p)
 {
 	size_t start = p->pos;
-	uint8_t flags = JSON_F_INT;
 
 	if (peek(p) == '-')
 		p->pos++;
@@ -386,19 +361,17 @@ parse_number(struct parser *p)
 	}
 	if (peek(p) == '.') {
 		p->pos++;
-		flags = 0;
 		if (digits(p) < 0)
 			return fail(p, p->pos, "digit expected after '.'");
 	}
 	if (peek(p) == 'e' || peek(p) == 'E') {
 		p->pos++;
-		flags = 0;
 		if (peek(p) == '+' || peek(p) == '-')
 			p->pos++;
 		if (digits(p) < 0)
 			return fail(p, p->pos, "digit expected in exponent");
 	}
-	new_tok(p, JSON_NUMBER, start, p->pos, flags);
+	new_tok(p, JSON_NUMBER, start, p->pos);
 	return 0;
 }
 
@@ -409,7 +382,7 @@ parse_literal(struct parser *p, const char *word, int type)
 
 	if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
 		return fail(p, p->pos, "invalid literal");
-	new_tok(p, type, p->pos, p->pos + n, 0);
+	new_tok(p, type, p->pos, p->pos + n);
 	p->pos += n;
 	return 0;
 }
@@ -418,21 +391,13 @@ parse_literal(struct parser *p, const char *word, int type)
 static int
 key_cmp(struct parser *p, unsigned a, unsigned b)
 {
-	const struct json_tok *x = &p->toks[a], *y = &p->toks[b];
-	size_t lx = x->end - x->start, ly = y->end - y->start;
-	struct dec dx, dy;
-	int c, cx, cy;
+	struct dec x = dec_at((const char *)p->s, &p->toks[a]);
+	struct dec y = dec_at((const char *)p->s, &p->toks[b]);
+	int cx, cy;
 
-	if (!((x->flags | y->flags) & JSON_F_ESCAPED)) {
-		/* no escapes: the raw bytes are the decoded bytes */
-		c = memcmp(p->s + x->start, p->s + y->start, lx < ly ? lx : ly);
-		return c ? c : (lx > ly) - (lx < ly);
-	}
-	dec_init(&dx, (const char *)p->s, x);
-	dec_init(&dy, (const char *)p->s, y);
 	do {
-		cx = dec_next(&dx);
-		cy = dec_next(&dy);
+		cx = dec_next(&x);
+		cy = dec_next(&y);
 	} while (cx == cy && cx >= 0);
 	return cx - cy;
 }
@@ -517,7 +482,7 @@ static int
 parse_container(struct parser *p, unsigned depth, int type)
 {
 	int close = type == JSON_OBJECT ? '}' : ']', c, rc;
-	unsigned i = new_tok(p, type, p->pos, p->pos, 0), count = 0;
+	unsigned i = new_tok(p, type, p->pos, p->pos), count = 0;
 
 	if (depth > JSON_MAX_DEPTH)
 		return fail(p, p->pos, "nesting too deep");
@@ -616,90 +581,62 @@ json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, cha
 
 /* ---------------------------------------------------------------- accessors */
 
-/* Decoded key token k equals key[0..klen)? */
+/* Decoded key token k equals the C string key? */
 static int
-key_eq(const char *src, const struct json_tok *k, const char *key, size_t klen)
+key_eq(const char *src, const struct json_tok *k, const char *key)
 {
-	struct dec d;
-	size_t i;
+	struct dec d = dec_at(src, k);
 	int c;
 
-	if (!(k->flags & JSON_F_ESCAPED))
-		return k->end - k->start == klen && memcmp(src + k->start, key, klen) == 0;
-	dec_init(&d, src, k);
-	for (i = 0; (c = dec_next(&d)) >= 0; i++)
-		if (i >= klen || c != (unsigned char)key[i])
-			return 0;
-	return i == klen;
+	while ((c = dec_next(&d)) >= 0 && *key && c == (unsigned char)*key)
+		key++;
+	return c < 0 && !*key;
 }
 
 int
 json_obj_get(const char *src, const struct json_tok *toks, int obj, const char *key)
 {
-	size_t klen = strlen(key);
 	uint32_t j, k;
 
 	if (obj < 0 || toks[obj].type != JSON_OBJECT)
 		return -1;
 	for (j = 0, k = (uint32_t)obj + 1; j < toks[obj].size; j++, k = toks[k + 1].next)
-		if (key_eq(src, &toks[k], key, klen))
+		if (key_eq(src, &toks[k], key))
 			return (int)k + 1;
 	return -1;
-}
-
-/* Copy what fits of s[0..n) to out[*len..cap); *len counts every byte, fitting or not. */
-static void
-emit(char *out, size_t cap, size_t *len, const void *s, size_t n)
-{
-	if (*len < cap)
-		memcpy(out + *len, s, cap - *len < n ? cap - *len : n);
-	*len += n;
 }
 
 size_t
 json_str_decode(const char *src, const struct json_tok *t, char *out, size_t cap)
 {
-	const unsigned char *s = (const unsigned char *)src;
-	size_t pos = t->start, end = t->end, len = 0;
-	const unsigned char *bs;
-	unsigned char u[4];
-	const char *why;
-	int k;
+	struct dec d = dec_at(src, t);
+	size_t len = 0;
+	int c;
 
-	if (t->type != JSON_STRING)
-		return 0;
-	while (pos < end) {
-		/* copy the run up to the next backslash in one go */
-		bs = memchr(s + pos, '\\', end - pos);
-		emit(out, cap, &len, s + pos, bs ? (size_t)(bs - s) - pos : end - pos);
-		if (!bs)
-			break;
-		pos = (size_t)(bs - s);
-		if ((k = unescape(s, &pos, end, u, &why)) < 0) {
-			emit(out, cap, &len, "\\", 1); /* not from json_parse: keep it literal */
-			pos++;
-		} else {
-			emit(out, cap, &len, u, (size_t)k);
-		}
-	}
+	for (; (c = dec_next(&d)) >= 0; len++)
+		if (len < cap)
+			out[len] = (char)c;
 	return len;
 }
 
-/* A valid integer token has no leading zero: one of more than 20 bytes cannot fit. */
+/*
+ * A valid integer token has no leading zero: one of more than 20 bytes cannot fit. A fraction
+ * or an exponent stops strtoll short of the end.
+ */
 int
 json_tok_int(const char *src, const struct json_tok *t, long long *out)
 {
-	char buf[24];
+	char buf[24], *end;
 	size_t n = t->end - t->start;
 	long long v;
 
-	if (t->type != JSON_NUMBER || !(t->flags & JSON_F_INT) || n >= sizeof(buf))
+	if (t->type != JSON_NUMBER || n >= sizeof(buf))
 		return -1;
 	memcpy(buf, src + t->start, n);
 	buf[n] = '\0';
 	errno = 0;
-	v = strtoll(buf, NULL, 10);
-	if (errno != 0)
+	v = strtoll(buf, &end, 10);
+	if (errno != 0 || *end != '\0')
 		return -1;
 	*out = v;
 	return 0;

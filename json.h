@@ -38,13 +38,8 @@ enum json_type {
 	JSON_NULL,
 };
 
-/* Token flags. */
-#define JSON_F_ESCAPED 0x01 /* string: contains at least one backslash escape */
-#define JSON_F_INT 0x02     /* number: no fraction and no exponent */
-
 struct json_tok {
 	uint8_t type;   /* enum json_type */
-	uint8_t flags;  /* JSON_F_* */
 	uint32_t start; /* byte offset of the value; strings: first byte after the quote */
 	uint32_t end;   /* byte offset one past the value; strings: the closing quote */
 	uint32_t size;  /* object: member count; array: element count; else 0 */
@@ -79,7 +74,7 @@ size_t json_str_decode(const char *src, const struct json_tok *t, char *out, siz
 
 /*
  * Read the number token t as an integer. Returns 0 and sets *out when t is a JSON number
- * without fraction or exponent (JSON_F_INT) that fits in long long; -1 otherwise (1.5, 1e3,
+ * without fraction or exponent that fits in long long; -1 otherwise (1.5, 1e3,
  * true, "3", overflow).
  */
 int json_tok_int(const char *src, const struct json_tok *t, long long *out);
