@@ -40,6 +40,7 @@
 #include <string.h>
 
 #define NIL 0 /* end of a key list; token 0 is the root and never a key */
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* --------------------------------------------------------------------- UTF-8 */
 
@@ -61,14 +62,8 @@ utf8_prefix(const unsigned char *s, size_t n, unsigned *need)
 		return 0;
 	*need = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
 	/* the second byte's range excludes overlongs (E0, F0), surrogates (ED), > U+10FFFF (F4) */
-	if (c == 0xE0)
-		lo = 0xA0;
-	else if (c == 0xED)
-		hi = 0x9F;
-	else if (c == 0xF0)
-		lo = 0x90;
-	else if (c == 0xF4)
-		hi = 0x8F;
+	lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : lo;
+	hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : hi;
 	for (k = 1; k < *need && k < n; k++) {
 		if (s[k] < lo || s[k] > hi)
 			break;
@@ -255,8 +250,7 @@ static int parse_value(struct parser *p, unsigned depth);
 static int
 fail(struct parser *p, size_t at, const char *msg)
 {
-	if (p->errlen > 0)
-		snprintf(p->err, p->errlen, "%s at byte %zu", msg, at);
+	snprintf(p->err, p->errlen, "%s at byte %zu", msg, at); /* errlen 0: err may be NULL */
 	return -1;
 }
 
@@ -536,35 +530,25 @@ parse_value(struct parser *p, unsigned depth)
 	}
 }
 
-/* A parser over src[0..len) into toks[0..cap), its message to err[0..errlen) (json_parse). */
-static struct parser
-parser_at(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
-	  size_t errlen)
+/* json_parse's work, its state left in *p: on a key given twice, p->dup and p->dup_obj. */
+static int
+tokenize(struct parser *p, const char *src, size_t len, struct json_tok *toks, unsigned cap,
+	 char *err, size_t errlen)
 {
 	/* cap: the count is returned as an int; top_key, dup and dup_obj start NIL (0) */
-	struct parser p = {.s = (const unsigned char *)src, .len = len, .toks = toks,
-			   .cap = cap > INT_MAX ? INT_MAX : cap, .err = err, .errlen = errlen};
-
+	*p = (struct parser){.s = (const unsigned char *)src, .len = len, .toks = toks,
+			     .cap = cap > INT_MAX ? INT_MAX : cap, .err = err, .errlen = errlen};
 	if (errlen > 0)
 		err[0] = '\0';
-	return p;
-}
-
-/* json_parse's work; on a key given twice, p->dup and p->dup_obj say which and where. */
-static int
-tokenize(struct parser *p)
-{
-	if (p->len > UINT32_MAX - 1) /* offsets are uint32_t */
+	if (len > UINT32_MAX - 1) /* offsets are uint32_t */
 		return fail(p, 0, "document too large");
 	if (parse_value(p, 0) < 0)
 		return -1;
 	skip_ws(p);
-	if (p->pos != p->len)
+	if (p->pos != len)
 		return fail(p, p->pos, "trailing garbage");
 	if (p->n > p->cap) {
-		if (p->errlen > 0)
-			snprintf(p->err, p->errlen, "document needs %u tokens, only %u available",
-			         p->n, p->cap);
+		snprintf(err, errlen, "document needs %u tokens, only %u available", p->n, p->cap);
 		return -2;
 	}
 	return (int)p->n;
@@ -574,9 +558,9 @@ int
 json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
            size_t errlen)
 {
-	struct parser p = parser_at(src, len, toks, cap, err, errlen);
+	struct parser p;
 
-	return tokenize(&p);
+	return tokenize(&p, src, len, toks, cap, err, errlen);
 }
 
 /* ---------------------------------------------------------------- accessors */
@@ -698,8 +682,8 @@ json_doc_parse(struct json_doc *d, const char *src, size_t len, struct json_tok 
 	       unsigned cap)
 {
 	char err[160];
-	struct parser p = parser_at(src, len, toks, cap, err, sizeof(err));
-	int n = tokenize(&p);
+	struct parser p;
+	int n = tokenize(&p, src, len, toks, cap, err, sizeof(err));
 
 	d->src = src;
 	d->toks = toks;
@@ -746,18 +730,12 @@ edit_distance(const char *a, const char *b)
 
 	for (i = 0; i <= na; i++)
 		for (j = 0; j <= nb; j++) {
-			int v = i + j;
-
-			if (i > 0 && j > 0) {
-				int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-
-				v = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
-				v = sub < v ? sub : v;
-				if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-				    d[i - 2][j - 2] + 1 < v)
-					v = d[i - 2][j - 2] + 1;
-			}
-			d[i][j] = v;
+			d[i][j] = i + j;
+			if (i > 0 && j > 0)
+				d[i][j] = MIN(MIN(d[i - 1][j], d[i][j - 1]) + 1,
+					      d[i - 1][j - 1] + (a[i - 1] != b[j - 1]));
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+				d[i][j] = MIN(d[i][j], d[i - 2][j - 2] + 1);
 		}
 	return d[na][nb];
 }
@@ -931,18 +909,15 @@ json_buf_reserve(struct json_buf *b, size_t n)
 		return -1;
 	if (b->cap - b->len >= n)
 		return 0;
-	if (n > SIZE_MAX - b->len)
-		goto oom;
-	while (cap - b->len < n)
-		cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2; /* doubling: amortized O(1) */
-	if ((p = realloc(b->p, cap)) == NULL)
-		goto oom;
+	while (cap - b->len < n && cap <= SIZE_MAX / 2)
+		cap *= 2; /* doubling: amortized O(1) */
+	if (cap - b->len < n || (p = realloc(b->p, cap)) == NULL) {
+		b->oom = 1;
+		return -1;
+	}
 	b->p = p;
 	b->cap = cap;
 	return 0;
-oom:
-	b->oom = 1;
-	return -1;
 }
 
 void
