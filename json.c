@@ -807,17 +807,17 @@ json_doc_known(struct json_doc *d, const char *const *known)
 {
 	const struct json_tok *toks = d->toks;
 	char key[64];
+	unsigned j;
 	size_t n;
 	int k, m;
-	unsigned j;
 
 	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
-		n = json_str_decode(d->src, &toks[k], key, sizeof(key));
-		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
+		for (j = 0; known[j] && !key_eq(d->src, &toks[k], known[j]); j++)
 			;
 		if (known[j])
 			continue;
 		d->status = 400;
+		n = json_str_decode(d->src, &toks[k], key, sizeof(key));
 		json_unknown_name(d->why, sizeof(d->why), "field", key, n, known, d->synonyms);
 		return -1;
 	}
@@ -842,6 +842,8 @@ int
 json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **out)
 {
 	int i = json_doc_field(d, key), nul;
+	size_t chars;
+	const char *c;
 
 	*out = NULL;
 	if (i < 0)
@@ -850,7 +852,9 @@ json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **out)
 		return doc_fail(d, 400, "%s must be a string", key);
 	if (!(*out = json_str_dup(d->src, &d->toks[i], &nul)))
 		return doc_fail(d, 500, "out of memory");
-	if (nul || json_utf8_chars(*out) > max_chars) {
+	for (chars = 0, c = *out; *c; c++)
+		chars += ((unsigned char)*c & 0xC0) != 0x80; /* not a continuation byte */
+	if (nul || chars > max_chars) {
 		free(*out);
 		*out = NULL;
 		return nul ? doc_fail(d, 400, "%s must not contain NUL", key)
@@ -872,16 +876,6 @@ json_str_dup(const char *src, const struct json_tok *t, int *has_nul)
 	s[n] = '\0';
 	*has_nul = memchr(s, '\0', n) != NULL;
 	return s;
-}
-
-size_t
-json_utf8_chars(const char *s)
-{
-	size_t n = 0;
-
-	for (; *s; s++)
-		n += ((unsigned char)*s & 0xC0) != 0x80;
-	return n;
 }
 
 /* ------------------------------------------------------------------- writer */
@@ -973,34 +967,25 @@ put_escape(struct json_buf *b, unsigned char c)
 static void
 put_str(struct json_buf *b, const unsigned char *s, size_t n)
 {
-	size_t i = 0, run = 0;
-	unsigned k, need;
+	size_t i, run = 0;
+	unsigned k, need = 1;
 
 	json_buf_reserve(b, n + 2); /* the common case: nothing to escape */
 	json_buf_add(b, "\"", 1);
-	while (i < n) {
-		if (plain(s[i])) {
-			i++;
-			continue;
-		}
-		k = s[i] < 0x80 ? 0 : utf8_prefix(s + i, n - i, &need);
-		if (k > 0 && k == need) {
-			i += k; /* well-formed: part of the run */
-			continue;
-		}
-		if (i > run) /* also keeps s + run from being computed for s == NULL */
-			json_buf_add(b, s + run, i - run);
-		if (s[i] < 0x80) {
-			put_escape(b, s[i]);
-			i++;
-		} else {
-			json_buf_add(b, "\xEF\xBF\xBD", 3); /* one U+FFFD per maximal subpart */
-			i += k > 0 ? k : 1;
-		}
-		run = i;
-	}
-	if (i > run)
+	for (i = 0; i < n; i += k) {
+		k = s[i] < 0x80 ? 1 : utf8_prefix(s + i, n - i, &need);
+		if (s[i] < 0x80 ? plain(s[i]) : k == need)
+			continue; /* part of the run */
 		json_buf_add(b, s + run, i - run);
+		if (s[i] < 0x80)
+			put_escape(b, s[i]);
+		else
+			json_buf_add(b, "\xEF\xBF\xBD", 3); /* one U+FFFD per maximal subpart */
+		k = k > 0 ? k : 1;
+		run = i + k;
+	}
+	if (run < n) /* also keeps s + run from being computed for s == NULL */
+		json_buf_add(b, s + run, n - run);
 	json_buf_add(b, "\"", 1);
 }
 

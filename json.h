@@ -168,9 +168,6 @@ int json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **o
  */
 char *json_str_dup(const char *src, const struct json_tok *t, int *has_nul);
 
-/* Characters (code points) in the UTF-8 C string s. */
-size_t json_utf8_chars(const char *s);
-
 /* ------------------------------------------------------------------------ writer */
 
 struct json_buf {

@@ -912,7 +912,6 @@ test_doc(void)
 	ok(json_doc_int(&d, "timeout", 1, 12, &v) == 0 && v == 12, "doc: in range read");
 	ok(json_doc_str(&d, "timeout", 100, &s) < 0 && strcmp(d.why, "timeout must be a string") == 0,
 	   "doc: a number is no string");
-	is_int(json_utf8_chars("a\xc3\xa9\xe2\x82\xac"), 3, "utf8_chars counts code points");
 	test_doc_duplicates();
 	{
 		static const char *const none[] = {NULL}, *const logs[] = {"offset", "limit", NULL};
