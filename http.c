@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "json.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -837,19 +838,13 @@ http_format_head(char *out, size_t cap, int status, const char *content_type, si
 #define IN_SLACK 65536 /* bytes read beyond a maximal request, so pipelining is not throttled */
 #define OUT_KEEP 65536 /* an output buffer bigger than this is freed once written */
 
-/* A growable byte buffer (the connection's input and output). */
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
 struct http_conn {
 	struct http_server *srv;
 	void *owner;
 	int fd;
 	enum http_conn_state state;
-	struct buf in;        /* request bytes: the one being read, then pipelined ones */
-	struct buf out;       /* the answer, written from out_off on */
+	struct json_buf in;   /* request bytes: the one being read, then pipelined ones */
+	struct json_buf out;  /* the answer, written from out_off on */
 	size_t out_off;
 	double deadline;      /* monotonic s, 0 for none: what this state waits for at most */
 	short told_events;    /* what the owner was last told (watch) */
@@ -858,75 +853,21 @@ struct http_conn {
 	int minor;            /* its HTTP minor version */
 	bool continue_sent;   /* 100 Continue already sent for it */
 	bool peer_eof;        /* the client closed its side (half-close): nothing more comes */
-	bool in_ready, in_flush; /* on srv->ready / srv->flush */
-	struct http_conn *anext, *aprev; /* in the list of open connections */
+	bool ready, flush;    /* to run at http_server_process, to write at http_server_flush */
 };
 
-/* A list of connections, for the work of one turn. */
-struct list {
-	struct http_conn **v;
-	size_t n, cap;
-};
-
+/*
+ * The connections, open or CLOSED (until the sweep), in one array: a turn's work (process,
+ * flush, sweep) walks it for the flags, as the owner's poll walks every descriptor anyway.
+ */
 struct http_server {
 	struct http_server_config cfg;
 	struct http_callbacks cb;
-	long long nconns;
-	struct list ready;     /* requests to run at http_server_process */
-	struct list flush;     /* answers to write at http_server_flush */
-	struct list graveyard; /* CLOSED, freed at http_server_sweep */
-	struct http_conn *open; /* every connection not CLOSED */
+	struct http_conn **conns;
+	size_t n, cap;
+	long long open; /* connections not CLOSED */
+	bool ready;     /* some connection is ready */
 };
-
-/* Out of memory for a work list: the server's bookkeeping would be lost, so stop here. */
-static void
-list_push(struct list *l, struct http_conn *c)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		struct http_conn **v = realloc(l->v, sizeof(*v) * cap);
-
-		if (!v)
-			abort();
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = c;
-}
-
-static void
-list_free(struct list *l)
-{
-	free(l->v);
-	l->v = NULL;
-	l->n = l->cap = 0;
-}
-
-/* Room for n more bytes; -1 when out of memory. */
-static int
-buf_reserve(struct buf *b, size_t n, size_t min_cap)
-{
-	size_t cap;
-	char *p;
-
-	if (b->cap - b->len >= n)
-		return 0;
-	for (cap = b->cap ? b->cap : min_cap; cap - b->len < n; cap *= 2)
-		;
-	if (!(p = realloc(b->p, cap)))
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static void
-buf_free(struct buf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
-}
 
 /*
  * The connection's phases: which change may follow which. Everything that moves a connection
@@ -1005,27 +946,7 @@ set_state(struct http_conn *c, enum http_conn_state to)
 	tell_owner(c);
 }
 
-/* ---- work lists */
-
 static void conn_close(struct http_conn *c);
-
-static void
-ready_later(struct http_conn *c)
-{
-	if (!c->in_ready) {
-		c->in_ready = true;
-		list_push(&c->srv->ready, c);
-	}
-}
-
-static void
-flush_later(struct http_conn *c)
-{
-	if (!c->in_flush) {
-		c->in_flush = true;
-		list_push(&c->srv->flush, c);
-	}
-}
 
 /* ---- answers */
 
@@ -1046,22 +967,18 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 		  size_t len, const char *extra)
 {
 	char head[1024];
-	size_t n;
 
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
-	n = http_format_head(head, sizeof(head), status, content_type, len, c->keep_alive, c->minor,
-			     extra);
-	if (buf_reserve(&c->out, n + len, n + len) < 0) {
+	json_buf_add(&c->out, head, http_format_head(head, sizeof(head), status, content_type, len,
+						     c->keep_alive, c->minor, extra));
+	json_buf_add(&c->out, body, len);
+	if (c->out.oom) {
 		conn_close(c);
 		return;
 	}
-	memcpy(c->out.p + c->out.len, head, n);
-	if (len > 0)
-		memcpy(c->out.p + c->out.len + n, body, len);
-	c->out.len += n + len;
 	set_state(c, c->keep_alive ? HTTP_CONN_WRITING : HTTP_CONN_CLOSING);
-	flush_later(c);
+	c->flush = true;
 }
 
 void
@@ -1176,7 +1093,7 @@ conn_read(struct http_conn *c)
 	for (;;) {
 		ssize_t n;
 
-		if (buf_reserve(&c->in, 4096, 8192) < 0) {
+		if (json_buf_reserve(&c->in, 4096) < 0) {
 			conn_close(c);
 			return false;
 		}
@@ -1217,7 +1134,7 @@ http_conn_event(struct http_conn *c, short revents)
 		process(c);
 	}
 	if (c->state != HTTP_CONN_CLOSED && (revents & POLLOUT))
-		flush_later(c);
+		c->flush = true;
 	tell_owner(c);
 }
 
@@ -1257,14 +1174,14 @@ answered(struct http_conn *c)
 {
 	c->out.len = c->out_off = 0;
 	if (c->out.cap > OUT_KEEP)
-		buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
+		json_buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
 	if (c->state == HTTP_CONN_CLOSING) {
 		conn_close(c);
 		return;
 	}
 	if (c->in.len > 0) {
 		set_state(c, HTTP_CONN_READING);
-		ready_later(c);
+		c->ready = c->srv->ready = true;
 	} else if (c->peer_eof) {
 		conn_close(c); /* answered a client that half-closed (nc -N): nothing more comes */
 	} else {
@@ -1304,13 +1221,11 @@ http_server_flush(struct http_server *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->flush.n; i++) {
-		struct http_conn *c = s->flush.v[i];
-
-		c->in_flush = false;
-		conn_flush(c);
-	}
-	s->flush.n = 0;
+	for (i = 0; i < s->n; i++)
+		if (s->conns[i]->flush) {
+			s->conns[i]->flush = false;
+			conn_flush(s->conns[i]);
+		}
 }
 
 /* Only a written answer (http_server_flush) makes a connection ready, never a handler. */
@@ -1319,20 +1234,19 @@ http_server_process(struct http_server *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->ready.n; i++) {
-		struct http_conn *c = s->ready.v[i];
-
-		c->in_ready = false;
-		process(c);
-		tell_owner(c);
-	}
-	s->ready.n = 0;
+	s->ready = false;
+	for (i = 0; i < s->n; i++)
+		if (s->conns[i]->ready) {
+			s->conns[i]->ready = false;
+			process(s->conns[i]);
+			tell_owner(s->conns[i]);
+		}
 }
 
 bool
 http_server_ready(const struct http_server *s)
 {
-	return s->ready.n > 0;
+	return s->ready;
 }
 
 /* ---- a connection's life */
@@ -1340,38 +1254,31 @@ http_server_ready(const struct http_server *s)
 static void
 conn_close(struct http_conn *c)
 {
-	struct http_server *s = c->srv;
-
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
 	set_state(c, HTTP_CONN_CLOSED);
-	if (c->aprev)
-		c->aprev->anext = c->anext;
-	else
-		s->open = c->anext;
-	if (c->anext)
-		c->anext->aprev = c->aprev;
-	s->nconns--;
-	s->cb.closed(c);
+	c->srv->open--;
+	c->srv->cb.closed(c);
 	close(c->fd);
 	c->fd = -1;
-	list_push(&s->graveyard, c);
 }
 
 struct http_conn *
 http_conn_new(struct http_server *s, int fd, void *owner)
 {
-	struct http_conn *c = malloc(sizeof(*c));
+	struct http_conn *c = malloc(sizeof(*c)), **v = s->conns;
+	size_t cap = s->n < s->cap ? s->cap : s->cap * 2 + 32;
 
-	if (!c)
+	if (!c || (cap > s->cap && !(v = realloc(s->conns, cap * sizeof(*v))))) {
+		free(c);
 		return NULL;
+	}
+	s->conns = v;
+	s->cap = cap;
+	s->conns[s->n++] = c;
+	s->open++;
 	*c = (struct http_conn){.srv = s, .owner = owner, .fd = fd, .state = HTTP_CONN_IDLE,
-				.keep_alive = true, .minor = 1, .told_events = -1,
-				.anext = s->open};
-	if (s->open)
-		s->open->aprev = c;
-	s->open = c;
-	s->nconns++;
+				.keep_alive = true, .minor = 1, .told_events = -1};
 	c->deadline = state_deadline(c, HTTP_CONN_IDLE);
 	tell_owner(c);
 	return c;
@@ -1392,7 +1299,7 @@ http_conn_state(const struct http_conn *c)
 long long
 http_server_connections(const struct http_server *s)
 {
-	return s->nconns;
+	return s->open;
 }
 
 void
@@ -1400,20 +1307,18 @@ http_server_sweep(struct http_server *s)
 {
 	size_t i, k;
 
-	/* The ready list must not name a connection freed here (the owner may sweep before it
-	 * processes). */
-	for (i = k = 0; i < s->ready.n; i++)
-		if (s->ready.v[i]->state != HTTP_CONN_CLOSED)
-			s->ready.v[k++] = s->ready.v[i];
-	s->ready.n = k;
-	for (i = 0; i < s->graveyard.n; i++) {
-		struct http_conn *c = s->graveyard.v[i];
+	for (i = k = 0; i < s->n; i++) {
+		struct http_conn *c = s->conns[i];
 
-		buf_free(&c->in);
-		buf_free(&c->out);
+		if (c->state != HTTP_CONN_CLOSED) {
+			s->conns[k++] = c;
+			continue;
+		}
+		json_buf_free(&c->in);
+		json_buf_free(&c->out);
 		free(c);
 	}
-	s->graveyard.n = 0;
+	s->n = k;
 }
 
 struct http_server *
@@ -1431,14 +1336,13 @@ http_server_new(const struct http_server_config *cfg, const struct http_callback
 void
 http_server_free(struct http_server *s)
 {
+	size_t i;
+
 	if (!s)
 		return;
-	while (s->open)
-		conn_close(s->open);
-	s->flush.n = 0;
+	for (i = 0; i < s->n; i++)
+		conn_close(s->conns[i]);
 	http_server_sweep(s);
-	list_free(&s->ready);
-	list_free(&s->flush);
-	list_free(&s->graveyard);
+	free(s->conns);
 	free(s);
 }
