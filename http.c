@@ -11,8 +11,8 @@
  *   valid head yields 0, and every prefix of a malformed one yields 0 or the same error.
  * - Errors are detected as soon as the bytes in hand prove them (a bad byte, a complete bad
  *   line, a bad header field as soon as its CRLF is seen, an absolute-form target's authority
- *   as soon as its end is); only "HTTP/1.1 without Host" waits for the blank line. Errors are
- *   -status with a static message.
+ *   as soon as the target's end is); only "HTTP/1.1 without Host" waits for the blank line.
+ *   Errors are -status with a static message.
  * - Views point into buf; nothing is allocated, nothing is written outside the result struct.
  * - Leading empty lines (CRLF) before a request line are skipped (RFC 9112 2.2) and counted
  *   in the returned length and against HTTP_MAX_HEAD.
@@ -243,24 +243,9 @@ uri_chars(const char *s, size_t n, const char *more, bool pct)
 	return true;
 }
 
-/* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) (RFC 3986 3.2.2). */
-static bool
-ipvfuture_ok(const char *s, size_t n)
-{
-	size_t i = 1;
-
-	if (n == 0 || lower(s[0]) != 'v')
-		return false;
-	while (i < n && is_hex(s[i]))
-		i++;
-	if (i == 1 || i + 1 >= n || s[i] != '.')
-		return false;
-	return uri_chars(s + i + 1, n - i - 1, SUB_DELIMS ":", false);
-}
-
 /*
- * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture, or IPv6address with an
- * optional zone (RFC 6874: "%25" then the zone; its section 4 asks to take a bare "%" too,
+ * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture ("v" 1*HEXDIG "."
+ * 1*( unreserved / sub-delims / ":" )), or IPv6address with an optional zone (RFC 6874: "%25" then the zone; its section 4 asks to take a bare "%" too,
  * which is what a client given "fe80::1%eth0" sends). inet_pton takes the text forms of RFC
  * 4291 2.2, which are RFC 3986's IPv6address; the longest has INET6_ADDRSTRLEN - 1 bytes.
  */
@@ -270,9 +255,14 @@ ip_literal_ok(const char *s, size_t n)
 	char text[INET6_ADDRSTRLEN];
 	struct in6_addr addr;
 	const char *zone;
+	size_t i = 1;
 
-	if (n > 0 && lower(s[0]) == 'v')
-		return ipvfuture_ok(s, n);
+	if (n > 0 && lower(s[0]) == 'v') {
+		while (i < n && is_hex(s[i]))
+			i++;
+		return i > 1 && i + 1 < n && s[i] == '.' &&
+		       uri_chars(s + i + 1, n - i - 1, SUB_DELIMS ":", false);
+	}
 	if ((zone = memchr(s, '%', n)) &&
 	    (zone + 1 == s + n || !uri_chars(zone + 1, (size_t)(s + n - zone - 1), "", true)))
 		return false;
@@ -314,84 +304,54 @@ host_port_ok(const char *s, size_t n, size_t *host_len)
 }
 
 /*
- * An absolute-form target's authority, up to '/', '?' or SP: host [ ":" port ] (RFC 3986
- * 3.2). No userinfo (RFC 9110 4.2.4: treat it as an error) and not an empty host (RFC 9110
- * 4.2.1: reject the URI as invalid).
- */
-static int
-parse_authority(struct cursor *c)
-{
-	const char *s = c->p;
-	size_t host_len;
-
-	for (; c->p < c->end && *c->p != '/' && *c->p != '?' && *c->p != ' '; c->p++)
-		if ((unsigned char)*c->p < 0x21 || (unsigned char)*c->p > 0x7e)
-			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
-	if (c->p == c->end)
-		return 0;
-	if (memchr(s, '@', (size_t)(c->p - s)))
-		return fail(c, HTTP_BAD_REQUEST, "userinfo in the request target is not allowed");
-	if (!host_port_ok(s, (size_t)(c->p - s), &host_len) || host_len == 0)
-		return fail(c, HTTP_BAD_REQUEST, "invalid host in the request target");
-	return 1;
-}
-
-/*
- * path [ "?" query ] up to SP, visible ASCII, split at the first '?' (RFC 9112 3.2). An
- * empty path, which only an absolute-form target has, means "/" (RFC 9110 4.2.3): the view
- * is then `slash`, a '/' of buf.
- */
-static int
-parse_path_query(struct cursor *c, struct http_request *req, const char *slash)
-{
-	const char *s = c->p, *q = NULL;
-
-	for (; c->p < c->end && *c->p != ' '; c->p++) {
-		unsigned char ch = (unsigned char)*c->p;
-
-		if (ch < 0x21 || ch > 0x7e)
-			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
-		if (ch == '?' && !q)
-			q = c->p;
-	}
-	if (c->p == c->end)
-		return 0;
-	req->path = s;
-	req->path_len = (size_t)((q ? q : c->p) - s);
-	if (req->path_len == 0) {
-		req->path = slash;
-		req->path_len = 1;
-	}
-	req->query = q ? q + 1 : c->p;
-	req->query_len = (size_t)(c->p - req->query);
-	c->p++;
-	return 1;
-}
-
-/*
- * request-target (RFC 9112 3.2): origin-form ('/' first), or absolute-form, which is served
- * as its path and query; its authority wins over Host (RFC 9112 3.2.2), which nothing here
- * reads, so the two are not compared.
+ * request-target (RFC 9112 3.2), visible ASCII up to SP: origin-form ('/' first), or
+ * absolute-form, which is served as its path and query. Its authority (up to '/' or '?') is
+ * host [ ":" port ] (RFC 3986 3.2) with no userinfo (RFC 9110 4.2.4: treat it as an error) and
+ * not an empty host (RFC 9110 4.2.1: reject the URI as invalid); it wins over Host (RFC 9112
+ * 3.2.2), which nothing here reads, so the two are not compared. The path is split at the
+ * first '?'; an empty one, which only an absolute-form target has, means "/" (RFC 9110 4.2.3):
+ * the view is then a '/' of "://".
  */
 static int
 parse_target(struct cursor *c, struct http_request *req)
 {
-	const char *slash;
+	const char *slash = c->p, *s, *t, *q;
+	bool absolute;
+	size_t host_len;
 	int rc;
 
 	if (c->p == c->end)
 		return 0;
-	if (*c->p == '/')
-		return parse_path_query(c, req, NULL);
 	/* "http://" in any case (RFC 3986 3.1): not https (this is no TLS connection), not
 	 * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes */
-	rc = match(c, "http://", true, "request target must be a path or an http:// URI");
-	if (rc <= 0)
-		return rc;
-	slash = c->p - 1; /* the second '/' of "://" */
-	if ((rc = parse_authority(c)) <= 0)
-		return rc;
-	return parse_path_query(c, req, slash);
+	if ((absolute = *c->p != '/')) {
+		rc = match(c, "http://", true, "request target must be a path or an http:// URI");
+		if (rc <= 0)
+			return rc;
+		slash = c->p - 1;
+	}
+	for (t = c->p; t < c->end && *t != ' '; t++)
+		if ((unsigned char)*t < 0x21 || (unsigned char)*t > 0x7e)
+			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
+	if (t == c->end)
+		return 0;
+	for (s = c->p; absolute && c->p < t && *c->p != '/' && *c->p != '?'; c->p++)
+		; /* the authority */
+	if (memchr(s, '@', (size_t)(c->p - s)))
+		return fail(c, HTTP_BAD_REQUEST, "userinfo in the request target is not allowed");
+	if (absolute && (!host_port_ok(s, (size_t)(c->p - s), &host_len) || host_len == 0))
+		return fail(c, HTTP_BAD_REQUEST, "invalid host in the request target");
+	q = memchr(c->p, '?', (size_t)(t - c->p));
+	req->path = c->p;
+	req->path_len = (size_t)((q ? q : t) - c->p);
+	if (req->path_len == 0) {
+		req->path = slash;
+		req->path_len = 1;
+	}
+	req->query = q ? q + 1 : t;
+	req->query_len = (size_t)(t - req->query);
+	c->p = t + 1;
+	return 1;
 }
 
 /*
