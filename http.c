@@ -49,6 +49,7 @@
 #include "json.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define BARE_LF "bare LF in the head (lines must end in CRLF)"
 
 /* Reason phrases indexed by status (RFC 9110 15). */
 static const char *const reasons[] = {
@@ -144,13 +145,6 @@ fail(struct cursor *c, int status, const char *msg)
 	return -status;
 }
 
-static const char *
-msg_bare_lf(const struct cursor *c)
-{
-	return c->response ? "bare LF in response head (lines must end in CRLF)"
-	                   : "bare LF in request head (lines must end in CRLF)";
-}
-
 /* At a CR: consume CRLF (RFC 9112 2.2: a CR not followed by LF is invalid). */
 static int
 parse_crlf(struct cursor *c)
@@ -158,8 +152,7 @@ parse_crlf(struct cursor *c)
 	if (c->end - c->p < 2)
 		return 0;
 	if (c->p[1] != '\n')
-		return fail(c, HTTP_BAD_REQUEST,
-		            c->response ? "bare CR in response head" : "bare CR in request head");
+		return fail(c, HTTP_BAD_REQUEST, "bare CR in the head");
 	c->p += 2;
 	return 1;
 }
@@ -190,7 +183,7 @@ skip_empty_lines(struct cursor *c)
 		if ((rc = parse_crlf(c)) <= 0)
 			return rc;
 	if (c->p < c->end && *c->p == '\n')
-		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+		return fail(c, HTTP_BAD_REQUEST, BARE_LF);
 	return 1;
 }
 
@@ -245,8 +238,9 @@ uri_chars(const char *s, size_t n, const char *more, bool pct)
 
 /*
  * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture ("v" 1*HEXDIG "."
- * 1*( unreserved / sub-delims / ":" )), or IPv6address with an optional zone (RFC 6874: "%25" then the zone; its section 4 asks to take a bare "%" too,
- * which is what a client given "fe80::1%eth0" sends). inet_pton takes the text forms of RFC
+ * 1*( unreserved / sub-delims / ":" )), or IPv6address with an optional zone (RFC 6874: "%25"
+ * then the zone; its section 4 asks to take a bare "%" too, which is what a client given
+ * "fe80::1%eth0" sends). inet_pton takes the text forms of RFC
  * 4291 2.2, which are RFC 3986's IPv6address; the longest has INET6_ADDRSTRLEN - 1 bytes.
  */
 static bool
@@ -384,7 +378,7 @@ parse_version(struct cursor *c, struct http_request *req)
 	if (c->p == c->end)
 		return 0;
 	if (*c->p == '\n')
-		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+		return fail(c, HTTP_BAD_REQUEST, BARE_LF);
 	if (*c->p != '\r')
 		return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
 	if ((rc = parse_crlf(c)) <= 0)
@@ -394,19 +388,6 @@ parse_version(struct cursor *c, struct http_request *req)
 	if (req->minor_version > 1)
 		req->minor_version = 1;
 	return 1;
-}
-
-/* request-line = method SP request-target SP HTTP-version CRLF (RFC 9112 3). */
-static int
-parse_request_line(struct cursor *c, struct http_request *req)
-{
-	int rc;
-
-	if ((rc = parse_method(c, req)) <= 0)
-		return rc;
-	if ((rc = parse_target(c, req)) <= 0)
-		return rc;
-	return parse_version(c, req);
 }
 
 /* field-name = token, then ':' with no whitespace before it (RFC 9112 5.1). */
@@ -432,9 +413,26 @@ parse_field_name(struct cursor *c, struct http_header *h)
 }
 
 /*
- * OWS field-value OWS CRLF (RFC 9110 5.5, RFC 9112 5): value bytes are VCHAR, SP, HTAB or
- * obs-text (0x80-0xFF); NUL, DEL and other controls are rejected. The view excludes the OWS.
+ * The rest of a line, then its CRLF: HTAB, SP, VCHAR or obs-text (0x80-0xFF), what a field
+ * value and a reason phrase hold (RFC 9110 5.5, RFC 9112 4); NUL, DEL and other controls are
+ * msg. *last is set past the last byte that is neither SP nor HTAB.
  */
+static int
+parse_line_end(struct cursor *c, const char *msg, const char **last)
+{
+	for (*last = c->p; c->p < c->end && *c->p != '\r'; c->p++) {
+		unsigned char ch = (unsigned char)*c->p;
+
+		if (ch == ' ' || ch == '\t')
+			continue;
+		if (ch < 0x20 || ch == 0x7f)
+			return fail(c, HTTP_BAD_REQUEST, ch == '\n' ? BARE_LF : msg);
+		*last = c->p + 1;
+	}
+	return c->p == c->end ? 0 : parse_crlf(c);
+}
+
+/* OWS field-value OWS CRLF (RFC 9110 5.5, RFC 9112 5): the view excludes the OWS. */
 static int
 parse_field_value(struct cursor *c, struct http_header *h)
 {
@@ -443,20 +441,8 @@ parse_field_value(struct cursor *c, struct http_header *h)
 
 	while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
 		c->p++;
-	s = last = c->p;
-	for (; c->p < c->end && *c->p != '\r'; c->p++) {
-		unsigned char ch = (unsigned char)*c->p;
-
-		if (ch == ' ' || ch == '\t')
-			continue;
-		if (ch < 0x20 || ch == 0x7f)
-			return fail(c, HTTP_BAD_REQUEST,
-			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in header field value");
-		last = c->p + 1;
-	}
-	if (c->p == c->end)
-		return 0;
-	if ((rc = parse_crlf(c)) <= 0)
+	s = c->p;
+	if ((rc = parse_line_end(c, "invalid byte in header field value", &last)) <= 0)
 		return rc;
 	h->value = s;
 	h->value_len = (size_t)(last - s);
@@ -565,9 +551,8 @@ apply_field(struct cursor *c, const struct http_header *h, struct fields *f)
 	if (ieq(h->name, h->name_len, "Content-Length"))
 		return parse_content_length(c, h, f);
 	if (ieq(h->name, h->name_len, "Transfer-Encoding"))
-		return fail(c, HTTP_LENGTH_REQUIRED,
-		            c->response ? "Transfer-Encoding is not supported"
-		                        : "Transfer-Encoding is not supported; send Content-Length");
+		return fail(c, HTTP_LENGTH_REQUIRED, "Transfer-Encoding is not supported: a body "
+						     "needs Content-Length");
 	if (ieq(h->name, h->name_len, "Connection"))
 		return parse_connection(c, h, f);
 	if (c->response)
@@ -592,7 +577,7 @@ parse_fields(struct cursor *c, struct http_header *hs, size_t *n, struct fields 
 		if (*c->p == '\r')
 			return parse_crlf(c);
 		if (*c->p == '\n')
-			return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+			return fail(c, HTTP_BAD_REQUEST, BARE_LF);
 		if (*c->p == ' ' || *c->p == '\t') /* obs-fold, or whitespace after the start line */
 			return fail(c, HTTP_BAD_REQUEST, "header line folding is not allowed");
 		if (*n == HTTP_MAX_HEADERS)
@@ -615,28 +600,6 @@ persists(int minor_version, const struct fields *f)
 	return minor_version >= 1 ? !f->close : f->keep_alive && !f->close;
 }
 
-/* Checks that need the whole head, and the connection's fate. */
-static int
-finish_request(struct cursor *c, struct http_request *req, const struct fields *f)
-{
-	if (req->minor_version == 1 && f->hosts == 0)
-		return fail(c, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
-	req->content_length = f->content_length;
-	req->keep_alive = persists(req->minor_version, f);
-	/* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
-	req->expect_continue = req->minor_version == 1 && f->expect_continue;
-	return 1;
-}
-
-/* A cursor over buf[0..min(len, HTTP_MAX_HEAD)) whose failures go to *error. */
-static struct cursor
-cursor_at(const char *buf, size_t len, const char **error, bool response)
-{
-	struct cursor c = {buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), error, response};
-
-	return c;
-}
-
 int
 http_parse_request(const char *buf, size_t len, struct http_request *req)
 {
@@ -647,16 +610,24 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 	*req = (struct http_request){.content_length = -1};
 	if (len == 0)
 		return 0;
-	c = cursor_at(buf, len, &req->error, false);
-	if ((rc = skip_empty_lines(&c)) <= 0 || (rc = parse_request_line(&c, req)) <= 0 ||
+	/* nothing at or past HTTP_MAX_HEAD is read */
+	c = (struct cursor){buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), &req->error,
+			    false};
+	/* request-line = method SP request-target SP HTTP-version CRLF (RFC 9112 3), fields */
+	if ((rc = skip_empty_lines(&c)) <= 0 || (rc = parse_method(&c, req)) <= 0 ||
+	    (rc = parse_target(&c, req)) <= 0 || (rc = parse_version(&c, req)) <= 0 ||
 	    (rc = parse_fields(&c, req->headers, &req->num_headers, &f)) <= 0) {
 		/* out of bytes: more may come, unless the window is already full (431) */
 		if (rc == 0 && len >= HTTP_MAX_HEAD)
 			return fail(&c, HTTP_HEADER_FIELDS_TOO_LARGE, "request head too large");
 		return rc;
 	}
-	if ((rc = finish_request(&c, req, &f)) < 0)
-		return rc;
+	if (req->minor_version == 1 && f.hosts == 0)
+		return fail(&c, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
+	req->content_length = f.content_length;
+	req->keep_alive = persists(req->minor_version, &f);
+	/* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
+	req->expect_continue = req->minor_version == 1 && f.expect_continue;
 	return (int)(c.p - buf);
 }
 
@@ -667,6 +638,7 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 static int
 parse_status_line(struct cursor *c, struct http_response *res)
 {
+	const char *last;
 	int major, rc;
 
 	if ((rc = parse_http_version(c, &major, &res->minor_version)) <= 0)
@@ -684,18 +656,7 @@ parse_status_line(struct cursor *c, struct http_response *res)
 		c->p++;
 	else if (*c->p != '\r')
 		return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
-	res->reason = c->p;
-	for (; c->p < c->end && *c->p != '\r'; c->p++) {
-		unsigned char ch = (unsigned char)*c->p;
-
-		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-			return fail(c, HTTP_BAD_GATEWAY,
-			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in reason phrase");
-	}
-	if (c->p == c->end)
-		return 0;
-	res->reason_len = (size_t)(c->p - res->reason);
-	return parse_crlf(c);
+	return parse_line_end(c, "invalid byte in reason phrase", &last);
 }
 
 int
@@ -708,7 +669,8 @@ http_parse_response(const char *buf, size_t len, struct http_response *res)
 	*res = (struct http_response){.content_length = -1};
 	if (len == 0)
 		return 0;
-	c = cursor_at(buf, len, &res->error, true);
+	c = (struct cursor){buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), &res->error,
+			    true};
 	if ((rc = parse_status_line(&c, res)) <= 0 ||
 	    (rc = parse_fields(&c, res->headers, &res->num_headers, &f)) <= 0) {
 		if (rc == 0 && len >= HTTP_MAX_HEAD)
