@@ -737,21 +737,17 @@ http_query_uint(const char *query, size_t query_len, const char *name, unsigned 
 	return http_parse_uint(val, vlen, max, out) < 0 ? -1 : 1;
 }
 
-/* Status lines are always HTTP/1.1 (RFC 9110 6.2); a status outside 100..999 gives 0. */
+/* Status lines are always HTTP/1.1 (RFC 9110 6.2). */
 size_t
 http_format_head(char *out, size_t cap, int status, const char *content_type, size_t content_length,
                  bool keep_alive, int minor_version, const char *extra)
 {
 	const char *conn = !keep_alive ? "Connection: close\r\n"
 			   : minor_version == 0 ? "Connection: keep-alive\r\n" : "";
-	int n;
-
-	if (status < 100 || status > 999)
-		return 0;
-	n = snprintf(out, cap, "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n"
-		     "Cache-Control: no-store\r\n%s%s\r\n", status, http_reason(status),
-		     content_type ? "Content-Type: " : "", content_type ? content_type : "",
-		     content_type ? "\r\n" : "", content_length, conn, extra ? extra : "");
+	int n = snprintf(out, cap, "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n"
+			 "Cache-Control: no-store\r\n%s%s\r\n", status, http_reason(status),
+			 content_type ? "Content-Type: " : "", content_type ? content_type : "",
+			 content_type ? "\r\n" : "", content_length, conn, extra ? extra : "");
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
@@ -840,21 +836,6 @@ tell_owner(struct http_conn *c)
 	c->srv->cb.watch(c, ev, c->deadline);
 }
 
-/* The deadline a state starts with. */
-static double
-state_deadline(const struct http_conn *c, enum http_conn_state to)
-{
-	switch (to) {
-	case HTTP_CONN_IDLE:
-	case HTTP_CONN_READING:
-		return *c->srv->cfg.now + HTTP_IDLE_TIMEOUT;
-	case HTTP_CONN_HELD:
-		return c->deadline; /* the owner's, set by http_conn_hold */
-	default:
-		return 0; /* answering: none; writing: the write timeout once a write must wait */
-	}
-}
-
 static void
 set_state(struct http_conn *c, enum http_conn_state to)
 {
@@ -864,7 +845,12 @@ set_state(struct http_conn *c, enum http_conn_state to)
 		abort();
 	}
 	c->state = to;
-	c->deadline = state_deadline(c, to);
+	/* idle and reading: the idle timeout; held: the owner's (http_conn_hold); answering: none;
+	 * writing: the write timeout, once a write must wait (conn_flush) */
+	if (to == HTTP_CONN_IDLE || to == HTTP_CONN_READING)
+		c->deadline = *c->srv->cfg.now + HTTP_IDLE_TIMEOUT;
+	else if (to != HTTP_CONN_HELD)
+		c->deadline = 0;
 	tell_owner(c);
 }
 
@@ -906,14 +892,13 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 void
 http_conn_last(struct http_conn *c)
 {
-	if (c->state != HTTP_CONN_CLOSED)
-		c->keep_alive = false; /* http_conn_respond: Connection: close, then CLOSING */
+	c->keep_alive = false; /* http_conn_respond: Connection: close, then CLOSING */
 }
 
 void
 http_conn_hold(struct http_conn *c, double until)
 {
-	c->deadline = until; /* the state's deadline (state_deadline) */
+	c->deadline = until; /* the state's deadline (set_state) */
 	set_state(c, HTTP_CONN_HELD);
 }
 
@@ -962,43 +947,35 @@ static void
 process(struct http_conn *c)
 {
 	struct http_request req;
+	char why[80];
 	size_t need;
 	int r;
 
 	if (c->state != HTTP_CONN_READING)
 		return;
+	/* an incomplete request has no Content-Length nor Expect yet: need is 0, no 413, no 100 */
 	r = http_parse_request(c->in.p, c->in.len, &req);
-	if (r == 0) {
-		if (c->peer_eof)
-			conn_close(c);
-		return;
-	}
+	need = (size_t)r + (size_t)(req.content_length > 0 ? req.content_length : 0);
 	if (r < 0) {
-		c->minor = 1;
-		refuse(c, -r, req.error ? req.error : http_reason(-r));
+		refuse(c, -r, req.error);
 		return;
 	}
-	c->keep_alive = req.keep_alive;
-	c->minor = req.minor_version;
-	/* HEAD is never served, and its refusal has a body a HEAD client does not read (RFC 9110
-	 * 9.3.2): close after it, or that body would be taken for the next answer's start. */
-	if (req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0)
-		c->keep_alive = false;
 	if (req.content_length > (long long)c->srv->cfg.max_body) {
-		char why[80];
-
 		snprintf(why, sizeof(why), "Request body over %zu bytes", c->srv->cfg.max_body);
 		refuse(c, HTTP_PAYLOAD_TOO_LARGE, why);
 		return;
 	}
-	need = (size_t)r + (size_t)(req.content_length > 0 ? req.content_length : 0);
-	if (c->in.len < need) {
+	if (r == 0 || c->in.len < need) {
 		if (req.expect_continue && !c->continue_sent)
 			send_continue(c);
-		if (c->peer_eof && c->state != HTTP_CONN_CLOSED)
-			conn_close(c);
+		if (c->peer_eof)
+			conn_close(c); /* what is here can never be answered */
 		return;
 	}
+	/* HEAD is never served, and its refusal has a body a HEAD client does not read (RFC 9110
+	 * 9.3.2): close after it, or that body would be taken for the next answer's start. */
+	c->keep_alive = req.keep_alive && !(req.method_len == 4 && !memcmp(req.method, "HEAD", 4));
+	c->minor = req.minor_version;
 	set_state(c, HTTP_CONN_ANSWERING);
 	c->srv->cb.request(c, &req, c->in.p + r, need - (size_t)r);
 	if (c->state == HTTP_CONN_CLOSED)
@@ -1015,28 +992,22 @@ conn_read(struct http_conn *c)
 	for (;;) {
 		ssize_t n;
 
-		if (json_buf_reserve(&c->in, 4096) < 0) {
-			conn_close(c);
-			return false;
-		}
+		if (json_buf_reserve(&c->in, 4096) < 0)
+			break;
 		n = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
-		if (n > 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			break;
+		if (n > 0)
 			c->in.len += (size_t)n;
-			if (!(conn_events(c) & POLLIN))
-				return true;
-			continue;
-		}
-		if (n == 0) {
+		else if (n == 0)
 			c->peer_eof = true;
+		if (n <= 0 || !(conn_events(c) & POLLIN))
 			return true;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN)
-			return true;
-		conn_close(c);
-		return false;
 	}
+	conn_close(c);
+	return false;
 }
 
 void
@@ -1060,30 +1031,21 @@ http_conn_event(struct http_conn *c, short revents)
 	tell_owner(c);
 }
 
+/* Only IDLE, READING, HELD, WRITING and CLOSING have a deadline (set_state, conn_flush). */
 void
 http_conn_timeout(struct http_conn *c)
 {
-	switch (c->state) {
-	case HTTP_CONN_IDLE:    /* an idle keep-alive connection */
-	case HTTP_CONN_WRITING: /* a reader that stalled */
-	case HTTP_CONN_CLOSING:
-		conn_close(c);
-		break;
-	case HTTP_CONN_READING: {
-		char why[80];
+	char why[80];
 
+	if (c->state == HTTP_CONN_HELD) {
+		c->srv->cb.hold_expired(c);
+	} else if (c->state == HTTP_CONN_READING) {
 		snprintf(why, sizeof(why), "Request not completed within %.0f seconds",
 			 HTTP_IDLE_TIMEOUT);
 		c->keep_alive = false;
 		respond_error(c, HTTP_REQUEST_TIMEOUT, why);
-		break;
-	}
-	case HTTP_CONN_HELD:
-		c->srv->cb.hold_expired(c);
-		break;
-	case HTTP_CONN_ANSWERING:
-	case HTTP_CONN_CLOSED:
-		break;
+	} else {
+		conn_close(c); /* an idle keep-alive connection, or a reader that stalled */
 	}
 	tell_owner(c);
 }
@@ -1123,17 +1085,14 @@ conn_flush(struct http_conn *c)
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
+		} else if (n < 0 && errno == EAGAIN) {
 			c->deadline = *c->srv->cfg.now + HTTP_WRITE_TIMEOUT;
 			tell_owner(c);
 			return;
+		} else if (n == 0 || errno != EINTR) {
+			conn_close(c);
+			return;
 		}
-		conn_close(c);
-		return;
 	}
 	answered(c);
 }
@@ -1200,8 +1159,8 @@ http_conn_new(struct http_server *s, int fd, void *owner)
 	s->conns[s->n++] = c;
 	s->open++;
 	*c = (struct http_conn){.srv = s, .owner = owner, .fd = fd, .state = HTTP_CONN_IDLE,
-				.keep_alive = true, .minor = 1, .told_events = -1};
-	c->deadline = state_deadline(c, HTTP_CONN_IDLE);
+				.keep_alive = true, .minor = 1, .told_events = -1,
+				.deadline = *s->cfg.now + HTTP_IDLE_TIMEOUT};
 	tell_owner(c);
 	return c;
 }

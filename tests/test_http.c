@@ -644,10 +644,6 @@ test_format(void)
 	head_is(n, buf,
 	        "HTTP/1.1 299 Unknown\r\nContent-Length: 0\r\nCache-Control: no-store\r\n\r\n",
 	        "format: unknown status");
-	is_int(http_format_head(buf, sizeof(buf), 42, NULL, 0, true, 1, NULL), 0,
-	       "format: status below 100");
-	is_int(http_format_head(buf, sizeof(buf), -400, NULL, 0, true, 1, NULL), 0,
-	       "format: negative status");
 
 	/* head and NUL fit exactly, and one short, writing right up to the guard page */
 	g = region + REGION - (len + 1);
