@@ -275,13 +275,8 @@ new_tok(struct parser *p, int type, size_t start, size_t end)
 static void
 skip_ws(struct parser *p)
 {
-	while (p->pos < p->len) {
-		unsigned char c = p->s[p->pos];
-
-		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-			return;
+	while (p->pos < p->len && memchr(" \t\n\r", p->s[p->pos], 4)) /* memchr: NUL is no space */
 		p->pos++;
-	}
 }
 
 /* The byte at pos, or -1 at the end of input. */
@@ -289,13 +284,6 @@ static int
 peek(const struct parser *p)
 {
 	return p->pos < p->len ? p->s[p->pos] : -1;
-}
-
-/* Unescaped string bytes that need no further look: printable ASCII but '"' and '\\'. */
-static int
-plain(unsigned char c)
-{
-	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
 /* A string at pos (its opening quote): RFC 8259 section 7, and UTF-8 (section 8.1). */
@@ -926,25 +914,22 @@ json_buf_add(struct json_buf *b, const void *s, size_t n)
 void
 json_buf_printf(struct json_buf *b, const char *fmt, ...)
 {
-	va_list ap, ap2;
-	size_t avail = b->cap - b->len;
+	va_list ap;
 	int n;
 
-	if (b->oom)
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	/* vsnprintf needs room for its NUL, which is not kept */
+	if (n < 0 || json_buf_reserve(b, (size_t)n + 1) < 0)
 		return;
 	va_start(ap, fmt);
-	va_copy(ap2, ap);
-	/* try in the free space first; vsnprintf needs room for its NUL, which is not kept */
-	n = vsnprintf(b->p ? b->p + b->len : NULL, avail, fmt, ap);
-	if (n >= 0 && (size_t)n >= avail && json_buf_reserve(b, (size_t)n + 1) == 0)
-		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
-	if (n >= 0 && !b->oom)
-		b->len += (size_t)n;
-	va_end(ap2);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
+	b->len += (size_t)n;
 }
 
-/* The escape of an ASCII byte that plain() refuses: \n and friends, else \u00XX. */
+/* The escape of an ASCII control, '"' or '\\': \n and friends, else \u00XX. */
 static void
 put_escape(struct json_buf *b, unsigned char c)
 {
@@ -974,8 +959,8 @@ put_str(struct json_buf *b, const unsigned char *s, size_t n)
 	json_buf_add(b, "\"", 1);
 	for (i = 0; i < n; i += k) {
 		k = s[i] < 0x80 ? 1 : utf8_prefix(s + i, n - i, &need);
-		if (s[i] < 0x80 ? plain(s[i]) : k == need)
-			continue; /* part of the run */
+		if (s[i] < 0x80 ? s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' : k == need)
+			continue; /* part of the run: printable ASCII, or well-formed UTF-8 */
 		json_buf_add(b, s + run, i - run);
 		if (s[i] < 0x80)
 			put_escape(b, s[i]);
@@ -1118,18 +1103,14 @@ round_ll(double x)
 static char *
 fmt_milli(char *end, unsigned long long a)
 {
-	unsigned frac = (unsigned)(a % 1000);
-	/* three digits keep the leading zeros of 1.05; the trailing ones are dropped */
-	char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
-	             (char)('0' + frac % 10)};
-	size_t nd = 4;
+	unsigned frac = (unsigned)(a % 1000), nd = 3, k;
 
-	if (frac != 0) {
-		while (d[nd - 1] == '0')
-			nd--; /* stops at a digit: frac != 0 */
-		end -= nd;
-		memcpy(end, d, nd);
-	}
+	for (; nd > 0 && frac % 10 == 0; nd--)
+		frac /= 10; /* trailing zeros dropped */
+	for (k = 0; k < nd; k++, frac /= 10)
+		*--end = (char)('0' + frac % 10); /* the leading zeros of 1.05 kept */
+	if (nd > 0)
+		*--end = '.';
 	return fmt_u(end, a / 1000);
 }
 
