@@ -4,17 +4,16 @@
  *
  * Invariants of the reader:
  * - It never reads outside src[0..len): every index is compared with len before the byte is
- *   read. It allocates nothing and keeps no state outside the caller's stack and token array.
+ *   read. It keeps no state outside the caller's stack and token array, and allocates only
+ *   an object's list of keys while it checks them.
  * - Recursion depth is bounded by JSON_MAX_DEPTH (64), so the stack use is bounded too.
  * - Token i is written only when i < cap. Past cap the parser keeps validating and counting,
  *   so -1 (malformed) wins over -2 (too many tokens) and the -2 message says how many tokens
  *   the document needs. The one exception: duplicate keys are only detected in objects whose
  *   tokens all fit, because detection reads the key tokens back.
- * - Duplicate keys are found by sorting an object's keys by their decoded bytes (merge sort
- *   on a linked list, recursing log2(m) deep). The list links live in the key tokens' `size` field, which is
- *   0 for every string and is restored to 0 before the object is finished, so detection needs
- *   no memory and costs O(m log m) comparisons for m members, whatever the keys are (a hash
- *   table with a public hash function can be driven to O(m^2) by chosen keys).
+ * - Duplicate keys are found by sorting an object's keys by their decoded bytes (glibc's
+ *   qsort_r, a merge sort), which costs O(m log m) comparisons for m members whatever the keys
+ *   are (a hash table with a public hash function can be driven to O(m^2) by chosen keys).
  *
  * Invariants of the writer:
  * - Output is valid UTF-8 whatever the input. A byte sequence that is not well-formed UTF-8
@@ -39,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIL 0 /* end of a key list; token 0 is the root and never a key */
+#define NIL 0 /* no key; token 0 is the root and never a key */
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* --------------------------------------------------------------------- UTF-8 */
@@ -384,61 +383,35 @@ key_cmp(struct parser *p, unsigned a, unsigned b)
 	return cx - cy;
 }
 
-/*
- * Sort the list of n keys at *list (linked through `size`) by their decoded bytes: split it in
- * halves, sort each, merge. Two keys that compare equal are a duplicate: p->dup gets one of
- * them, the (now broken) list is abandoned, -1. No duplicate escapes: a comparison sort must
- * compare every two neighbours of its output directly, and some two equal keys end up
- * neighbours.
- */
+/* qsort_r's order of key token indices: by the keys' decoded bytes. */
 static int
-sort_keys(struct parser *p, uint32_t *list, uint32_t n)
+key_order(const void *a, const void *b, void *p)
 {
-	struct json_tok *t = p->toks;
-	uint32_t a = *list, b, last = a, *tail = list, *from, i;
-	int c;
-
-	if (n < 2)
-		return 0;
-	for (i = 1; i < n / 2; i++)
-		last = t[last].size;
-	b = t[last].size;
-	t[last].size = NIL;
-	if (sort_keys(p, &a, n / 2) < 0 || sort_keys(p, &b, n - n / 2) < 0)
-		return -1;
-	while (a != NIL && b != NIL) {
-		if ((c = key_cmp(p, a, b)) == 0) {
-			p->dup = b;
-			return -1;
-		}
-		from = c < 0 ? &a : &b;
-		*tail = *from;
-		tail = &t[*from].size;
-		*from = *tail;
-	}
-	*tail = a != NIL ? a : b;
-	return 0;
+	return key_cmp(p, *(const uint32_t *)a, *(const uint32_t *)b);
 }
 
-/* Object obj (all of its tokens stored) with count > 1 members: -1 on a duplicate key. */
+/*
+ * Object obj (all of its tokens stored) with count > 1 members: -1 on a duplicate key, which
+ * sorting the keys puts next to its twin; p->dup is the later of the two in the document.
+ */
 static int
 check_dup_keys(struct parser *p, unsigned obj, unsigned count)
 {
-	struct json_tok *t = p->toks;
-	uint32_t k, j, list = obj + 1;
-	int rc;
+	uint32_t *keys = malloc(count * sizeof(*keys)), k, j;
 
-	/* link the keys in document order; a member's value token knows where the next key is */
-	for (k = obj + 1, j = 1; j < count; j++, k = t[k].size)
-		t[k].size = t[k + 1].next;
-	t[k].size = NIL;
-	rc = sort_keys(p, &list, count);
-	for (k = obj + 1, j = 0; j < count; j++, k = t[k + 1].next)
-		t[k].size = 0; /* a string's size, as promised */
-	if (rc == 0)
+	if (!keys)
+		return fail(p, p->toks[obj].start, "out of memory");
+	for (k = obj + 1, j = 0; j < count; j++, k = p->toks[k + 1].next)
+		keys[j] = k; /* a member's value token knows where the next key is */
+	qsort_r(keys, count, sizeof(*keys), key_order, p);
+	for (j = 1; j < count && key_cmp(p, keys[j - 1], keys[j]) != 0; j++)
+		;
+	p->dup = j == count ? NIL : keys[j - 1] > keys[j] ? keys[j - 1] : keys[j];
+	free(keys);
+	if (p->dup == NIL)
 		return 0;
 	p->dup_obj = obj;
-	return fail(p, t[p->dup].start - 1, "duplicate key");
+	return fail(p, p->toks[p->dup].start - 1, "duplicate key");
 }
 
 /* "key": value, starting at (or before whitespace before) the key. */

@@ -3,8 +3,8 @@
  * that always emits valid UTF-8.
  *
  * Reader: a jsmn-style tokenizer. json_parse() fills a caller-owned array of tokens whose
- * offsets point into the caller's source buffer; it allocates nothing and keeps no state
- * between calls. Tokens are in document order (pre-order); each token's `next` is the index of
+ * offsets point into the caller's source buffer; it allocates only while it checks an object's
+ * keys and keeps no state between calls. Tokens are in document order (pre-order); each token's `next` is the index of
  * the token after its whole subtree, so a consumer skips any value in O(1). An object's members
  * are a key token (JSON_STRING) followed by the value's subtree.
  *
@@ -49,8 +49,9 @@ struct json_tok {
 /*
  * Tokenize src[0..len) (len < 4 GiB) into toks[0..cap).
  * Returns the number of tokens used (>= 1; toks[0] is the root), -1 when the text is not
- * strict JSON (err gets a short human message with the byte offset, always NUL-terminated when
- * errlen > 0), or -2 when the document needs more than cap tokens (err says so).
+ * strict JSON or memory for checking an object's keys ran out (err gets a short human message
+ * with the byte offset, always NUL-terminated when errlen > 0), or -2 when the document needs
+ * more than cap tokens (err says so).
  * Never reads outside src[0..len); src need not be NUL-terminated. RFC 8259.
  */
 int json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
