@@ -329,17 +329,15 @@ digits(struct parser *p)
 static int
 parse_number(struct parser *p)
 {
-	size_t start = p->pos;
+	size_t start = p->pos, int_start;
 
 	if (peek(p) == '-')
 		p->pos++;
-	if (peek(p) == '0') {
-		p->pos++;
-		if (peek(p) >= '0' && peek(p) <= '9')
-			return fail(p, start, "leading zero in number");
-	} else if (digits(p) < 0) {
+	int_start = p->pos;
+	if (digits(p) < 0)
 		return fail(p, p->pos, p->pos > start ? "digit expected" : "unexpected character");
-	}
+	if (p->s[int_start] == '0' && p->pos - int_start > 1)
+		return fail(p, start, "leading zero in number");
 	if (peek(p) == '.') {
 		p->pos++;
 		if (digits(p) < 0)
@@ -670,9 +668,9 @@ json_doc_field(const struct json_doc *d, const char *key)
 
 /*
  * A member name as compared for suggestions: lowercase, without '_' and '-' (deviceId,
- * Device-ID and device_id are one name), cut to cap - 1 bytes.
+ * Device-ID and device_id are one name), cut to cap - 1 bytes. Returns its length.
  */
-static void
+static size_t
 name_norm(const char *s, size_t n, char *out, size_t cap)
 {
 	size_t i, k = 0;
@@ -681,6 +679,7 @@ name_norm(const char *s, size_t n, char *out, size_t cap)
 		if (s[i] != '_' && s[i] != '-')
 			out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
 	out[k] = '\0';
+	return k;
 }
 
 /* Edits (insert, delete, replace, swap two neighbours) from a to b; both under 40 bytes. */
@@ -710,13 +709,10 @@ static int
 name_distance(const char *key, size_t n, const char *known)
 {
 	char a[40], b[40];
-	size_t na, nb;
+	size_t na = name_norm(key, n, a, sizeof(a));
+	size_t nb = name_norm(known, strlen(known), b, sizeof(b));
 	int d;
 
-	name_norm(key, n, a, sizeof(a));
-	name_norm(known, strlen(known), b, sizeof(b));
-	na = strlen(a);
-	nb = strlen(b);
 	if (na >= 3 && nb >= 3 && strncmp(a, b, na < nb ? na : nb) == 0)
 		return 0;
 	d = edit_distance(a, b);
@@ -755,12 +751,9 @@ json_unknown_name(char *out, size_t cap, const char *what, const char *name, siz
 	for (j = 0; known[j]; j++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
 					known[j]);
-	if (meant)
-		snprintf(out, cap, "Unknown %s \"%s\"; did you mean \"%s\"? (known %ss: %s)", what,
-			 shown, meant, what, list);
-	else
-		snprintf(out, cap, "Unknown %s \"%s\" (known %ss: %s)", what, shown, what,
-			 len ? list : "none");
+	snprintf(out, cap, "Unknown %s \"%s\"%s%s%s (known %ss: %s)", what, shown,
+		 meant ? "; did you mean \"" : "", meant ? meant : "", meant ? "\"?" : "", what,
+		 len ? list : "none");
 }
 
 int
@@ -902,22 +895,6 @@ json_buf_printf(struct json_buf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
-/* The escape of an ASCII control, '"' or '\\': \n and friends, else \u00XX. */
-static void
-put_escape(struct json_buf *b, unsigned char c)
-{
-	static const char hex[] = "0123456789abcdef", from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
-	char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-	const char *e = memchr(from, c, sizeof from - 1); /* memchr: c may be NUL */
-
-	if (e != NULL) {
-		esc[1] = to[e - from];
-		json_buf_add(b, esc, 2);
-	} else {
-		json_buf_add(b, esc, 6);
-	}
-}
-
 /*
  * Append the quoted, escaped string s[0..n). Runs of bytes that need no escape (printable
  * ASCII and well-formed UTF-8) are copied with one memcpy each.
@@ -925,6 +902,8 @@ put_escape(struct json_buf *b, unsigned char c)
 static void
 put_str(struct json_buf *b, const unsigned char *s, size_t n)
 {
+	static const char from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
+	const char *e;
 	size_t i, run = 0;
 	unsigned k, need = 1;
 
@@ -935,10 +914,12 @@ put_str(struct json_buf *b, const unsigned char *s, size_t n)
 		if (s[i] < 0x80 ? s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' : k == need)
 			continue; /* part of the run: printable ASCII, or well-formed UTF-8 */
 		json_buf_add(b, s + run, i - run);
-		if (s[i] < 0x80)
-			put_escape(b, s[i]);
-		else
+		if (s[i] >= 0x80)
 			json_buf_add(b, "\xEF\xBF\xBD", 3); /* one U+FFFD per maximal subpart */
+		else if ((e = memchr(from, s[i], sizeof(from) - 1))) /* memchr: s[i] may be NUL */
+			json_buf_add(b, (const char[2]){'\\', to[e - from]}, 2);
+		else
+			json_buf_printf(b, "\\u%04x", s[i]);
 		k = k > 0 ? k : 1;
 		run = i + k;
 	}
@@ -959,13 +940,10 @@ sep(struct json_w *w)
 {
 	uint64_t bit = (uint64_t)1 << (w->depth & 63);
 
-	if (w->after_key) {
-		w->after_key = 0;
-		return;
-	}
-	if (w->need_comma & bit)
+	if (!w->after_key && (w->need_comma & bit))
 		json_buf_add(w->b, ",", 1);
-	w->need_comma |= bit;
+	w->need_comma |= bit; /* after a key: set already, by the key */
+	w->after_key = 0;
 }
 
 static void
@@ -1035,30 +1013,6 @@ json_w_cstr(struct json_w *w, const char *s)
 		json_w_null(w);
 }
 
-/* Write v's decimal digits so that they end just before `end`; returns their start. */
-static char *
-fmt_u(char *end, unsigned long long v)
-{
-	do
-		*--end = (char)('0' + v % 10);
-	while (v /= 10);
-	return end;
-}
-
-void
-json_w_int(struct json_w *w, long long v)
-{
-	char buf[24], *p;
-	/* the magnitude in unsigned arithmetic, so LLONG_MIN does not overflow */
-	unsigned long long m = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
-
-	p = fmt_u(buf + sizeof buf, m);
-	if (v < 0)
-		*--p = '-';
-	sep(w);
-	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
-}
-
 /* Round x to the nearest integer, halves away from zero; |x| < 2^63. No libm needed. */
 static long long
 round_ll(double x)
@@ -1070,44 +1024,51 @@ round_ll(double x)
 }
 
 /*
- * Write a / 1000 (a count of thousandths) so that it ends just before `end`: at most three
- * decimals, trailing zeros dropped, no point when there is no fraction. Returns the start.
+ * The integer m in decimal, or when milli m thousandths: at most three decimals, trailing zeros
+ * dropped, no point when there is no fraction. Digits are written from the end of buf back.
  */
-static char *
-fmt_milli(char *end, unsigned long long a)
+static void
+put_number(struct json_w *w, long long m, int milli)
 {
-	unsigned frac = (unsigned)(a % 1000), nd = 3, k;
+	char buf[32], *p = buf + sizeof buf;
+	/* the magnitude in unsigned arithmetic, so LLONG_MIN does not overflow */
+	unsigned long long a = m < 0 ? 0 - (unsigned long long)m : (unsigned long long)m;
+	unsigned frac = milli ? (unsigned)(a % 1000) : 0, nd = milli ? 3 : 0, k;
 
 	for (; nd > 0 && frac % 10 == 0; nd--)
 		frac /= 10; /* trailing zeros dropped */
 	for (k = 0; k < nd; k++, frac /= 10)
-		*--end = (char)('0' + frac % 10); /* the leading zeros of 1.05 kept */
+		*--p = (char)('0' + frac % 10); /* the leading zeros of 1.05 kept */
 	if (nd > 0)
-		*--end = '.';
-	return fmt_u(end, a / 1000);
+		*--p = '.';
+	a = milli ? a / 1000 : a;
+	do
+		*--p = (char)('0' + a % 10);
+	while (a /= 10);
+	if (m < 0)
+		*--p = '-'; /* m == 0 prints "0", never "-0" */
+	sep(w);
+	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
+}
+
+void
+json_w_int(struct json_w *w, long long v)
+{
+	put_number(w, v, 0);
 }
 
 void
 json_w_num(struct json_w *w, double v)
 {
-	char buf[32], *p;
-	long long m;
-
 	if (!isfinite(v)) {
 		json_w_null(w);
-		return;
-	}
-	sep(w);
-	if (v >= 9e15 || v <= -9e15) {
+	} else if (v >= 9e15 || v <= -9e15) {
 		/* every double this large is an integer; %.0f has no decimal point to localize */
+		sep(w);
 		json_buf_printf(w->b, "%.0f", v);
-		return;
+	} else {
+		put_number(w, round_ll(v * 1000), 1); /* thousandths; |m| < 9e18 fits */
 	}
-	m = round_ll(v * 1000); /* thousandths; |m| < 9e18 fits */
-	p = fmt_milli(buf + sizeof buf, m < 0 ? 0 - (unsigned long long)m : (unsigned long long)m);
-	if (m < 0)
-		*--p = '-'; /* m == 0 prints "0", never "-0" */
-	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
 }
 
 void
