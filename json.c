@@ -766,12 +766,13 @@ json_doc_known(struct json_doc *d, const char *const *known)
 	int k, m;
 
 	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
-		for (j = 0; known[j] && !key_eq(d->src, &toks[k], known[j]); j++)
+		/* decoded once, compared with each known name */
+		n = json_str_decode(d->src, &toks[k], key, sizeof(key));
+		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
 			;
 		if (known[j])
 			continue;
 		d->status = 400;
-		n = json_str_decode(d->src, &toks[k], key, sizeof(key));
 		json_unknown_name(d->why, sizeof(d->why), "field", key, n, known, d->synonyms);
 		return -1;
 	}
@@ -823,7 +824,6 @@ json_str_dup(const char *src, const struct json_tok *t, int *has_nul)
 	size_t n = json_str_decode(src, t, NULL, 0);
 	char *s = malloc(n + 1);
 
-	*has_nul = 0;
 	if (!s)
 		return NULL;
 	json_str_decode(src, t, s, n);
@@ -910,9 +910,11 @@ put_str(struct json_buf *b, const unsigned char *s, size_t n)
 	json_buf_reserve(b, n + 2); /* the common case: nothing to escape */
 	json_buf_add(b, "\"", 1);
 	for (i = 0; i < n; i += k) {
-		k = s[i] < 0x80 ? 1 : utf8_prefix(s + i, n - i, &need);
-		if (s[i] < 0x80 ? s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' : k == need)
-			continue; /* part of the run: printable ASCII, or well-formed UTF-8 */
+		k = 1;
+		if (s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
+			continue; /* part of the run: printable ASCII */
+		if (s[i] >= 0x80 && (k = utf8_prefix(s + i, n - i, &need)) == need)
+			continue; /* well-formed UTF-8 */
 		json_buf_add(b, s + run, i - run);
 		if (s[i] >= 0x80)
 			json_buf_add(b, "\xEF\xBF\xBD", 3); /* one U+FFFD per maximal subpart */

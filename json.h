@@ -165,7 +165,8 @@ int json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **o
 
 /*
  * String token t decoded into a fresh heap C string (the caller frees it); *has_nul tells
- * whether the text held a NUL (\u0000), which a C string cannot carry. NULL when out of memory.
+ * whether the text held a NUL (\u0000), which a C string cannot carry. NULL when out of memory
+ * (*has_nul then unset).
  */
 char *json_str_dup(const char *src, const struct json_tok *t, int *has_nul);
 
