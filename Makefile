@@ -48,7 +48,7 @@ build/link.$(LINK):
 	mkdir -p build && rm -f build/link.* && touch $@
 
 ttq.o: ttq.c http.h json.h sched.h store.h proc.h cli.h health_check.inc
-http.o: http.c http.h
+http.o: http.c http.h json.h
 json.o: json.c json.h
 sched.o: sched.c sched.h
 store.o: store.c store.h sched.h
@@ -73,8 +73,8 @@ tests/bin:
 
 tests/bin/test_json: tests/test_json.c json.o tests/tap.h tests/guard.h tests/utf8ref.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_json.c json.o
-tests/bin/test_http: tests/test_http.c http.o tests/tap.h tests/guard.h | tests/bin
-	$(CC) $(CFLAGS) -I. -o $@ tests/test_http.c http.o
+tests/bin/test_http: tests/test_http.c http.o json.o tests/tap.h tests/guard.h | tests/bin
+	$(CC) $(CFLAGS) -I. -o $@ tests/test_http.c http.o json.o
 tests/bin/test_sched: tests/test_sched.c sched.o tests/tap.h | tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ tests/test_sched.c sched.o
 tests/bin/test_store: tests/test_store.c store.o sched.o tests/tap.h | tests/bin
@@ -201,10 +201,10 @@ tests/bin/fuzz_json: tests/fuzz_json.c tests/utf8ref.h json.c json.h | tests/bin
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_json.c json.c
 tests/bin/fuzz_utf8: tests/fuzz_utf8.c tests/utf8ref.h json.c json.h | tests/bin
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_utf8.c json.c
-tests/bin/fuzz_http: tests/fuzz_http.c http.c http.h | tests/bin
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_http.c http.c
-tests/bin/fuzz_query: tests/fuzz_query.c http.c http.h | tests/bin
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_query.c http.c
+tests/bin/fuzz_http: tests/fuzz_http.c http.c http.h json.c json.h | tests/bin
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_http.c http.c json.c
+tests/bin/fuzz_query: tests/fuzz_query.c http.c http.h json.c json.h | tests/bin
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_query.c http.c json.c
 
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do \

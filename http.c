@@ -11,8 +11,8 @@
  *   valid head yields 0, and every prefix of a malformed one yields 0 or the same error.
  * - Errors are detected as soon as the bytes in hand prove them (a bad byte, a complete bad
  *   line, a bad header field as soon as its CRLF is seen, an absolute-form target's authority
- *   as soon as its end is); only "HTTP/1.1 without Host" waits for the blank line. Errors are
- *   -status with a static message.
+ *   as soon as the target's end is); only "HTTP/1.1 without Host" waits for the blank line.
+ *   Errors are -status with a static message.
  * - Views point into buf; nothing is allocated, nothing is written outside the result struct.
  * - Leading empty lines (CRLF) before a request line are skipped (RFC 9112 2.2) and counted
  *   in the returned length and against HTTP_MAX_HEAD.
@@ -46,8 +46,10 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "json.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define BARE_LF "bare LF in the head (lines must end in CRLF)"
 
 /* Reason phrases indexed by status (RFC 9110 15). */
 static const char *const reasons[] = {
@@ -143,13 +145,6 @@ fail(struct cursor *c, int status, const char *msg)
 	return -status;
 }
 
-static const char *
-msg_bare_lf(const struct cursor *c)
-{
-	return c->response ? "bare LF in response head (lines must end in CRLF)"
-	                   : "bare LF in request head (lines must end in CRLF)";
-}
-
 /* At a CR: consume CRLF (RFC 9112 2.2: a CR not followed by LF is invalid). */
 static int
 parse_crlf(struct cursor *c)
@@ -157,8 +152,7 @@ parse_crlf(struct cursor *c)
 	if (c->end - c->p < 2)
 		return 0;
 	if (c->p[1] != '\n')
-		return fail(c, HTTP_BAD_REQUEST,
-		            c->response ? "bare CR in response head" : "bare CR in request head");
+		return fail(c, HTTP_BAD_REQUEST, "bare CR in the head");
 	c->p += 2;
 	return 1;
 }
@@ -189,7 +183,7 @@ skip_empty_lines(struct cursor *c)
 		if ((rc = parse_crlf(c)) <= 0)
 			return rc;
 	if (c->p < c->end && *c->p == '\n')
-		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+		return fail(c, HTTP_BAD_REQUEST, BARE_LF);
 	return 1;
 }
 
@@ -242,25 +236,11 @@ uri_chars(const char *s, size_t n, const char *more, bool pct)
 	return true;
 }
 
-/* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) (RFC 3986 3.2.2). */
-static bool
-ipvfuture_ok(const char *s, size_t n)
-{
-	size_t i = 1;
-
-	if (n == 0 || lower(s[0]) != 'v')
-		return false;
-	while (i < n && is_hex(s[i]))
-		i++;
-	if (i == 1 || i + 1 >= n || s[i] != '.')
-		return false;
-	return uri_chars(s + i + 1, n - i - 1, SUB_DELIMS ":", false);
-}
-
 /*
- * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture, or IPv6address with an
- * optional zone (RFC 6874: "%25" then the zone; its section 4 asks to take a bare "%" too,
- * which is what a client given "fe80::1%eth0" sends). inet_pton takes the text forms of RFC
+ * What is between an IP-literal's brackets (RFC 3986 3.2.2): IPvFuture ("v" 1*HEXDIG "."
+ * 1*( unreserved / sub-delims / ":" )), or IPv6address with an optional zone (RFC 6874: "%25"
+ * then the zone; its section 4 asks to take a bare "%" too, which is what a client given
+ * "fe80::1%eth0" sends). inet_pton takes the text forms of RFC
  * 4291 2.2, which are RFC 3986's IPv6address; the longest has INET6_ADDRSTRLEN - 1 bytes.
  */
 static bool
@@ -269,9 +249,14 @@ ip_literal_ok(const char *s, size_t n)
 	char text[INET6_ADDRSTRLEN];
 	struct in6_addr addr;
 	const char *zone;
+	size_t i = 1;
 
-	if (n > 0 && lower(s[0]) == 'v')
-		return ipvfuture_ok(s, n);
+	if (n > 0 && lower(s[0]) == 'v') {
+		while (i < n && is_hex(s[i]))
+			i++;
+		return i > 1 && i + 1 < n && s[i] == '.' &&
+		       uri_chars(s + i + 1, n - i - 1, SUB_DELIMS ":", false);
+	}
 	if ((zone = memchr(s, '%', n)) &&
 	    (zone + 1 == s + n || !uri_chars(zone + 1, (size_t)(s + n - zone - 1), "", true)))
 		return false;
@@ -313,84 +298,54 @@ host_port_ok(const char *s, size_t n, size_t *host_len)
 }
 
 /*
- * An absolute-form target's authority, up to '/', '?' or SP: host [ ":" port ] (RFC 3986
- * 3.2). No userinfo (RFC 9110 4.2.4: treat it as an error) and not an empty host (RFC 9110
- * 4.2.1: reject the URI as invalid).
- */
-static int
-parse_authority(struct cursor *c)
-{
-	const char *s = c->p;
-	size_t host_len;
-
-	for (; c->p < c->end && *c->p != '/' && *c->p != '?' && *c->p != ' '; c->p++)
-		if ((unsigned char)*c->p < 0x21 || (unsigned char)*c->p > 0x7e)
-			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
-	if (c->p == c->end)
-		return 0;
-	if (memchr(s, '@', (size_t)(c->p - s)))
-		return fail(c, HTTP_BAD_REQUEST, "userinfo in the request target is not allowed");
-	if (!host_port_ok(s, (size_t)(c->p - s), &host_len) || host_len == 0)
-		return fail(c, HTTP_BAD_REQUEST, "invalid host in the request target");
-	return 1;
-}
-
-/*
- * path [ "?" query ] up to SP, visible ASCII, split at the first '?' (RFC 9112 3.2). An
- * empty path, which only an absolute-form target has, means "/" (RFC 9110 4.2.3): the view
- * is then `slash`, a '/' of buf.
- */
-static int
-parse_path_query(struct cursor *c, struct http_request *req, const char *slash)
-{
-	const char *s = c->p, *q = NULL;
-
-	for (; c->p < c->end && *c->p != ' '; c->p++) {
-		unsigned char ch = (unsigned char)*c->p;
-
-		if (ch < 0x21 || ch > 0x7e)
-			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
-		if (ch == '?' && !q)
-			q = c->p;
-	}
-	if (c->p == c->end)
-		return 0;
-	req->path = s;
-	req->path_len = (size_t)((q ? q : c->p) - s);
-	if (req->path_len == 0) {
-		req->path = slash;
-		req->path_len = 1;
-	}
-	req->query = q ? q + 1 : c->p;
-	req->query_len = (size_t)(c->p - req->query);
-	c->p++;
-	return 1;
-}
-
-/*
- * request-target (RFC 9112 3.2): origin-form ('/' first), or absolute-form, which is served
- * as its path and query; its authority wins over Host (RFC 9112 3.2.2), which nothing here
- * reads, so the two are not compared.
+ * request-target (RFC 9112 3.2), visible ASCII up to SP: origin-form ('/' first), or
+ * absolute-form, which is served as its path and query. Its authority (up to '/' or '?') is
+ * host [ ":" port ] (RFC 3986 3.2) with no userinfo (RFC 9110 4.2.4: treat it as an error) and
+ * not an empty host (RFC 9110 4.2.1: reject the URI as invalid); it wins over Host (RFC 9112
+ * 3.2.2), which nothing here reads, so the two are not compared. The path is split at the
+ * first '?'; an empty one, which only an absolute-form target has, means "/" (RFC 9110 4.2.3):
+ * the view is then a '/' of "://".
  */
 static int
 parse_target(struct cursor *c, struct http_request *req)
 {
-	const char *slash;
+	const char *slash = c->p, *s, *t, *q;
+	bool absolute;
+	size_t host_len;
 	int rc;
 
 	if (c->p == c->end)
 		return 0;
-	if (*c->p == '/')
-		return parse_path_query(c, req, NULL);
 	/* "http://" in any case (RFC 3986 3.1): not https (this is no TLS connection), not
 	 * asterisk-form (OPTIONS *) nor authority-form (CONNECT), which no route takes */
-	rc = match(c, "http://", true, "request target must be a path or an http:// URI");
-	if (rc <= 0)
-		return rc;
-	slash = c->p - 1; /* the second '/' of "://" */
-	if ((rc = parse_authority(c)) <= 0)
-		return rc;
-	return parse_path_query(c, req, slash);
+	if ((absolute = *c->p != '/')) {
+		rc = match(c, "http://", true, "request target must be a path or an http:// URI");
+		if (rc <= 0)
+			return rc;
+		slash = c->p - 1;
+	}
+	for (t = c->p; t < c->end && *t != ' '; t++)
+		if ((unsigned char)*t < 0x21 || (unsigned char)*t > 0x7e)
+			return fail(c, HTTP_BAD_REQUEST, "invalid byte in request target");
+	if (t == c->end)
+		return 0;
+	for (s = c->p; absolute && c->p < t && *c->p != '/' && *c->p != '?'; c->p++)
+		; /* the authority */
+	if (memchr(s, '@', (size_t)(c->p - s)))
+		return fail(c, HTTP_BAD_REQUEST, "userinfo in the request target is not allowed");
+	if (absolute && (!host_port_ok(s, (size_t)(c->p - s), &host_len) || host_len == 0))
+		return fail(c, HTTP_BAD_REQUEST, "invalid host in the request target");
+	q = memchr(c->p, '?', (size_t)(t - c->p));
+	req->path = c->p;
+	req->path_len = (size_t)((q ? q : t) - c->p);
+	if (req->path_len == 0) {
+		req->path = slash;
+		req->path_len = 1;
+	}
+	req->query = q ? q + 1 : t;
+	req->query_len = (size_t)(t - req->query);
+	c->p = t + 1;
+	return 1;
 }
 
 /*
@@ -423,7 +378,7 @@ parse_version(struct cursor *c, struct http_request *req)
 	if (c->p == c->end)
 		return 0;
 	if (*c->p == '\n')
-		return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+		return fail(c, HTTP_BAD_REQUEST, BARE_LF);
 	if (*c->p != '\r')
 		return fail(c, HTTP_BAD_REQUEST, "invalid HTTP version");
 	if ((rc = parse_crlf(c)) <= 0)
@@ -433,19 +388,6 @@ parse_version(struct cursor *c, struct http_request *req)
 	if (req->minor_version > 1)
 		req->minor_version = 1;
 	return 1;
-}
-
-/* request-line = method SP request-target SP HTTP-version CRLF (RFC 9112 3). */
-static int
-parse_request_line(struct cursor *c, struct http_request *req)
-{
-	int rc;
-
-	if ((rc = parse_method(c, req)) <= 0)
-		return rc;
-	if ((rc = parse_target(c, req)) <= 0)
-		return rc;
-	return parse_version(c, req);
 }
 
 /* field-name = token, then ':' with no whitespace before it (RFC 9112 5.1). */
@@ -471,9 +413,26 @@ parse_field_name(struct cursor *c, struct http_header *h)
 }
 
 /*
- * OWS field-value OWS CRLF (RFC 9110 5.5, RFC 9112 5): value bytes are VCHAR, SP, HTAB or
- * obs-text (0x80-0xFF); NUL, DEL and other controls are rejected. The view excludes the OWS.
+ * The rest of a line, then its CRLF: HTAB, SP, VCHAR or obs-text (0x80-0xFF), what a field
+ * value and a reason phrase hold (RFC 9110 5.5, RFC 9112 4); NUL, DEL and other controls are
+ * msg. *last is set past the last byte that is neither SP nor HTAB.
  */
+static int
+parse_line_end(struct cursor *c, const char *msg, const char **last)
+{
+	for (*last = c->p; c->p < c->end && *c->p != '\r'; c->p++) {
+		unsigned char ch = (unsigned char)*c->p;
+
+		if (ch == ' ' || ch == '\t')
+			continue;
+		if (ch < 0x20 || ch == 0x7f)
+			return fail(c, HTTP_BAD_REQUEST, ch == '\n' ? BARE_LF : msg);
+		*last = c->p + 1;
+	}
+	return c->p == c->end ? 0 : parse_crlf(c);
+}
+
+/* OWS field-value OWS CRLF (RFC 9110 5.5, RFC 9112 5): the view excludes the OWS. */
 static int
 parse_field_value(struct cursor *c, struct http_header *h)
 {
@@ -482,20 +441,8 @@ parse_field_value(struct cursor *c, struct http_header *h)
 
 	while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
 		c->p++;
-	s = last = c->p;
-	for (; c->p < c->end && *c->p != '\r'; c->p++) {
-		unsigned char ch = (unsigned char)*c->p;
-
-		if (ch == ' ' || ch == '\t')
-			continue;
-		if (ch < 0x20 || ch == 0x7f)
-			return fail(c, HTTP_BAD_REQUEST,
-			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in header field value");
-		last = c->p + 1;
-	}
-	if (c->p == c->end)
-		return 0;
-	if ((rc = parse_crlf(c)) <= 0)
+	s = c->p;
+	if ((rc = parse_line_end(c, "invalid byte in header field value", &last)) <= 0)
 		return rc;
 	h->value = s;
 	h->value_len = (size_t)(last - s);
@@ -604,9 +551,8 @@ apply_field(struct cursor *c, const struct http_header *h, struct fields *f)
 	if (ieq(h->name, h->name_len, "Content-Length"))
 		return parse_content_length(c, h, f);
 	if (ieq(h->name, h->name_len, "Transfer-Encoding"))
-		return fail(c, HTTP_LENGTH_REQUIRED,
-		            c->response ? "Transfer-Encoding is not supported"
-		                        : "Transfer-Encoding is not supported; send Content-Length");
+		return fail(c, HTTP_LENGTH_REQUIRED, "Transfer-Encoding is not supported: a body "
+						     "needs Content-Length");
 	if (ieq(h->name, h->name_len, "Connection"))
 		return parse_connection(c, h, f);
 	if (c->response)
@@ -631,7 +577,7 @@ parse_fields(struct cursor *c, struct http_header *hs, size_t *n, struct fields 
 		if (*c->p == '\r')
 			return parse_crlf(c);
 		if (*c->p == '\n')
-			return fail(c, HTTP_BAD_REQUEST, msg_bare_lf(c));
+			return fail(c, HTTP_BAD_REQUEST, BARE_LF);
 		if (*c->p == ' ' || *c->p == '\t') /* obs-fold, or whitespace after the start line */
 			return fail(c, HTTP_BAD_REQUEST, "header line folding is not allowed");
 		if (*n == HTTP_MAX_HEADERS)
@@ -654,28 +600,6 @@ persists(int minor_version, const struct fields *f)
 	return minor_version >= 1 ? !f->close : f->keep_alive && !f->close;
 }
 
-/* Checks that need the whole head, and the connection's fate. */
-static int
-finish_request(struct cursor *c, struct http_request *req, const struct fields *f)
-{
-	if (req->minor_version == 1 && f->hosts == 0)
-		return fail(c, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
-	req->content_length = f->content_length;
-	req->keep_alive = persists(req->minor_version, f);
-	/* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
-	req->expect_continue = req->minor_version == 1 && f->expect_continue;
-	return 1;
-}
-
-/* A cursor over buf[0..min(len, HTTP_MAX_HEAD)) whose failures go to *error. */
-static struct cursor
-cursor_at(const char *buf, size_t len, const char **error, bool response)
-{
-	struct cursor c = {buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), error, response};
-
-	return c;
-}
-
 int
 http_parse_request(const char *buf, size_t len, struct http_request *req)
 {
@@ -686,16 +610,24 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 	*req = (struct http_request){.content_length = -1};
 	if (len == 0)
 		return 0;
-	c = cursor_at(buf, len, &req->error, false);
-	if ((rc = skip_empty_lines(&c)) <= 0 || (rc = parse_request_line(&c, req)) <= 0 ||
+	/* nothing at or past HTTP_MAX_HEAD is read */
+	c = (struct cursor){buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), &req->error,
+			    false};
+	/* request-line = method SP request-target SP HTTP-version CRLF (RFC 9112 3), fields */
+	if ((rc = skip_empty_lines(&c)) <= 0 || (rc = parse_method(&c, req)) <= 0 ||
+	    (rc = parse_target(&c, req)) <= 0 || (rc = parse_version(&c, req)) <= 0 ||
 	    (rc = parse_fields(&c, req->headers, &req->num_headers, &f)) <= 0) {
 		/* out of bytes: more may come, unless the window is already full (431) */
 		if (rc == 0 && len >= HTTP_MAX_HEAD)
 			return fail(&c, HTTP_HEADER_FIELDS_TOO_LARGE, "request head too large");
 		return rc;
 	}
-	if ((rc = finish_request(&c, req, &f)) < 0)
-		return rc;
+	if (req->minor_version == 1 && f.hosts == 0)
+		return fail(&c, HTTP_BAD_REQUEST, "missing Host header"); /* RFC 9112 3.2 */
+	req->content_length = f.content_length;
+	req->keep_alive = persists(req->minor_version, &f);
+	/* RFC 9110 10.1.1: ignore it from HTTP/1.0 */
+	req->expect_continue = req->minor_version == 1 && f.expect_continue;
 	return (int)(c.p - buf);
 }
 
@@ -706,6 +638,7 @@ http_parse_request(const char *buf, size_t len, struct http_request *req)
 static int
 parse_status_line(struct cursor *c, struct http_response *res)
 {
+	const char *last;
 	int major, rc;
 
 	if ((rc = parse_http_version(c, &major, &res->minor_version)) <= 0)
@@ -723,18 +656,7 @@ parse_status_line(struct cursor *c, struct http_response *res)
 		c->p++;
 	else if (*c->p != '\r')
 		return fail(c, HTTP_BAD_GATEWAY, "invalid status line");
-	res->reason = c->p;
-	for (; c->p < c->end && *c->p != '\r'; c->p++) {
-		unsigned char ch = (unsigned char)*c->p;
-
-		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-			return fail(c, HTTP_BAD_GATEWAY,
-			            ch == '\n' ? msg_bare_lf(c) : "invalid byte in reason phrase");
-	}
-	if (c->p == c->end)
-		return 0;
-	res->reason_len = (size_t)(c->p - res->reason);
-	return parse_crlf(c);
+	return parse_line_end(c, "invalid byte in reason phrase", &last);
 }
 
 int
@@ -747,7 +669,8 @@ http_parse_response(const char *buf, size_t len, struct http_response *res)
 	*res = (struct http_response){.content_length = -1};
 	if (len == 0)
 		return 0;
-	c = cursor_at(buf, len, &res->error, true);
+	c = (struct cursor){buf, buf + (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD), &res->error,
+			    true};
 	if ((rc = parse_status_line(&c, res)) <= 0 ||
 	    (rc = parse_fields(&c, res->headers, &res->num_headers, &f)) <= 0) {
 		if (rc == 0 && len >= HTTP_MAX_HEAD)
@@ -814,21 +737,17 @@ http_query_uint(const char *query, size_t query_len, const char *name, unsigned 
 	return http_parse_uint(val, vlen, max, out) < 0 ? -1 : 1;
 }
 
-/* Status lines are always HTTP/1.1 (RFC 9110 6.2); a status outside 100..999 gives 0. */
+/* Status lines are always HTTP/1.1 (RFC 9110 6.2). */
 size_t
 http_format_head(char *out, size_t cap, int status, const char *content_type, size_t content_length,
                  bool keep_alive, int minor_version, const char *extra)
 {
 	const char *conn = !keep_alive ? "Connection: close\r\n"
 			   : minor_version == 0 ? "Connection: keep-alive\r\n" : "";
-	int n;
-
-	if (status < 100 || status > 999)
-		return 0;
-	n = snprintf(out, cap, "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n"
-		     "Cache-Control: no-store\r\n%s%s\r\n", status, http_reason(status),
-		     content_type ? "Content-Type: " : "", content_type ? content_type : "",
-		     content_type ? "\r\n" : "", content_length, conn, extra ? extra : "");
+	int n = snprintf(out, cap, "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n"
+			 "Cache-Control: no-store\r\n%s%s\r\n", status, http_reason(status),
+			 content_type ? "Content-Type: " : "", content_type ? content_type : "",
+			 content_type ? "\r\n" : "", content_length, conn, extra ? extra : "");
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
@@ -837,19 +756,13 @@ http_format_head(char *out, size_t cap, int status, const char *content_type, si
 #define IN_SLACK 65536 /* bytes read beyond a maximal request, so pipelining is not throttled */
 #define OUT_KEEP 65536 /* an output buffer bigger than this is freed once written */
 
-/* A growable byte buffer (the connection's input and output). */
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
 struct http_conn {
 	struct http_server *srv;
 	void *owner;
 	int fd;
 	enum http_conn_state state;
-	struct buf in;        /* request bytes: the one being read, then pipelined ones */
-	struct buf out;       /* the answer, written from out_off on */
+	struct json_buf in;   /* request bytes: the one being read, then pipelined ones */
+	struct json_buf out;  /* the answer, written from out_off on */
 	size_t out_off;
 	double deadline;      /* monotonic s, 0 for none: what this state waits for at most */
 	short told_events;    /* what the owner was last told (watch) */
@@ -858,75 +771,21 @@ struct http_conn {
 	int minor;            /* its HTTP minor version */
 	bool continue_sent;   /* 100 Continue already sent for it */
 	bool peer_eof;        /* the client closed its side (half-close): nothing more comes */
-	bool in_ready, in_flush; /* on srv->ready / srv->flush */
-	struct http_conn *anext, *aprev; /* in the list of open connections */
+	bool ready, flush;    /* to run at http_server_process, to write at http_server_flush */
 };
 
-/* A list of connections, for the work of one turn. */
-struct list {
-	struct http_conn **v;
-	size_t n, cap;
-};
-
+/*
+ * The connections, open or CLOSED (until the sweep), in one array: a turn's work (process,
+ * flush, sweep) walks it for the flags, as the owner's poll walks every descriptor anyway.
+ */
 struct http_server {
 	struct http_server_config cfg;
 	struct http_callbacks cb;
-	long long nconns;
-	struct list ready;     /* requests to run at http_server_process */
-	struct list flush;     /* answers to write at http_server_flush */
-	struct list graveyard; /* CLOSED, freed at http_server_sweep */
-	struct http_conn *open; /* every connection not CLOSED */
+	struct http_conn **conns;
+	size_t n, cap;
+	long long open; /* connections not CLOSED */
+	bool ready;     /* some connection is ready */
 };
-
-/* Out of memory for a work list: the server's bookkeeping would be lost, so stop here. */
-static void
-list_push(struct list *l, struct http_conn *c)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		struct http_conn **v = realloc(l->v, sizeof(*v) * cap);
-
-		if (!v)
-			abort();
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = c;
-}
-
-static void
-list_free(struct list *l)
-{
-	free(l->v);
-	l->v = NULL;
-	l->n = l->cap = 0;
-}
-
-/* Room for n more bytes; -1 when out of memory. */
-static int
-buf_reserve(struct buf *b, size_t n, size_t min_cap)
-{
-	size_t cap;
-	char *p;
-
-	if (b->cap - b->len >= n)
-		return 0;
-	for (cap = b->cap ? b->cap : min_cap; cap - b->len < n; cap *= 2)
-		;
-	if (!(p = realloc(b->p, cap)))
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static void
-buf_free(struct buf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
-}
 
 /*
  * The connection's phases: which change may follow which. Everything that moves a connection
@@ -977,21 +836,6 @@ tell_owner(struct http_conn *c)
 	c->srv->cb.watch(c, ev, c->deadline);
 }
 
-/* The deadline a state starts with. */
-static double
-state_deadline(const struct http_conn *c, enum http_conn_state to)
-{
-	switch (to) {
-	case HTTP_CONN_IDLE:
-	case HTTP_CONN_READING:
-		return *c->srv->cfg.now + HTTP_IDLE_TIMEOUT;
-	case HTTP_CONN_HELD:
-		return c->deadline; /* the owner's, set by http_conn_hold */
-	default:
-		return 0; /* answering: none; writing: the write timeout once a write must wait */
-	}
-}
-
 static void
 set_state(struct http_conn *c, enum http_conn_state to)
 {
@@ -1001,31 +845,16 @@ set_state(struct http_conn *c, enum http_conn_state to)
 		abort();
 	}
 	c->state = to;
-	c->deadline = state_deadline(c, to);
+	/* idle and reading: the idle timeout; held: the owner's (http_conn_hold); answering: none;
+	 * writing: the write timeout, once a write must wait (conn_flush) */
+	if (to == HTTP_CONN_IDLE || to == HTTP_CONN_READING)
+		c->deadline = *c->srv->cfg.now + HTTP_IDLE_TIMEOUT;
+	else if (to != HTTP_CONN_HELD)
+		c->deadline = 0;
 	tell_owner(c);
 }
 
-/* ---- work lists */
-
 static void conn_close(struct http_conn *c);
-
-static void
-ready_later(struct http_conn *c)
-{
-	if (!c->in_ready) {
-		c->in_ready = true;
-		list_push(&c->srv->ready, c);
-	}
-}
-
-static void
-flush_later(struct http_conn *c)
-{
-	if (!c->in_flush) {
-		c->in_flush = true;
-		list_push(&c->srv->flush, c);
-	}
-}
 
 /* ---- answers */
 
@@ -1046,35 +875,30 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 		  size_t len, const char *extra)
 {
 	char head[1024];
-	size_t n;
 
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
-	n = http_format_head(head, sizeof(head), status, content_type, len, c->keep_alive, c->minor,
-			     extra);
-	if (buf_reserve(&c->out, n + len, n + len) < 0) {
+	json_buf_add(&c->out, head, http_format_head(head, sizeof(head), status, content_type, len,
+						     c->keep_alive, c->minor, extra));
+	json_buf_add(&c->out, body, len);
+	if (c->out.oom) {
 		conn_close(c);
 		return;
 	}
-	memcpy(c->out.p + c->out.len, head, n);
-	if (len > 0)
-		memcpy(c->out.p + c->out.len + n, body, len);
-	c->out.len += n + len;
 	set_state(c, c->keep_alive ? HTTP_CONN_WRITING : HTTP_CONN_CLOSING);
-	flush_later(c);
+	c->flush = true;
 }
 
 void
 http_conn_last(struct http_conn *c)
 {
-	if (c->state != HTTP_CONN_CLOSED)
-		c->keep_alive = false; /* http_conn_respond: Connection: close, then CLOSING */
+	c->keep_alive = false; /* http_conn_respond: Connection: close, then CLOSING */
 }
 
 void
 http_conn_hold(struct http_conn *c, double until)
 {
-	c->deadline = until; /* the state's deadline (state_deadline) */
+	c->deadline = until; /* the state's deadline (set_state) */
 	set_state(c, HTTP_CONN_HELD);
 }
 
@@ -1123,43 +947,35 @@ static void
 process(struct http_conn *c)
 {
 	struct http_request req;
+	char why[80];
 	size_t need;
 	int r;
 
 	if (c->state != HTTP_CONN_READING)
 		return;
+	/* an incomplete request has no Content-Length nor Expect yet: need is 0, no 413, no 100 */
 	r = http_parse_request(c->in.p, c->in.len, &req);
-	if (r == 0) {
-		if (c->peer_eof)
-			conn_close(c);
-		return;
-	}
+	need = (size_t)r + (size_t)(req.content_length > 0 ? req.content_length : 0);
 	if (r < 0) {
-		c->minor = 1;
-		refuse(c, -r, req.error ? req.error : http_reason(-r));
+		refuse(c, -r, req.error);
 		return;
 	}
-	c->keep_alive = req.keep_alive;
-	c->minor = req.minor_version;
-	/* HEAD is never served, and its refusal has a body a HEAD client does not read (RFC 9110
-	 * 9.3.2): close after it, or that body would be taken for the next answer's start. */
-	if (req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0)
-		c->keep_alive = false;
 	if (req.content_length > (long long)c->srv->cfg.max_body) {
-		char why[80];
-
 		snprintf(why, sizeof(why), "Request body over %zu bytes", c->srv->cfg.max_body);
 		refuse(c, HTTP_PAYLOAD_TOO_LARGE, why);
 		return;
 	}
-	need = (size_t)r + (size_t)(req.content_length > 0 ? req.content_length : 0);
-	if (c->in.len < need) {
+	if (r == 0 || c->in.len < need) {
 		if (req.expect_continue && !c->continue_sent)
 			send_continue(c);
-		if (c->peer_eof && c->state != HTTP_CONN_CLOSED)
-			conn_close(c);
+		if (c->peer_eof)
+			conn_close(c); /* what is here can never be answered */
 		return;
 	}
+	/* HEAD is never served, and its refusal has a body a HEAD client does not read (RFC 9110
+	 * 9.3.2): close after it, or that body would be taken for the next answer's start. */
+	c->keep_alive = req.keep_alive && !(req.method_len == 4 && !memcmp(req.method, "HEAD", 4));
+	c->minor = req.minor_version;
 	set_state(c, HTTP_CONN_ANSWERING);
 	c->srv->cb.request(c, &req, c->in.p + r, need - (size_t)r);
 	if (c->state == HTTP_CONN_CLOSED)
@@ -1176,28 +992,22 @@ conn_read(struct http_conn *c)
 	for (;;) {
 		ssize_t n;
 
-		if (buf_reserve(&c->in, 4096, 8192) < 0) {
-			conn_close(c);
-			return false;
-		}
+		if (json_buf_reserve(&c->in, 4096) < 0)
+			break;
 		n = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
-		if (n > 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			break;
+		if (n > 0)
 			c->in.len += (size_t)n;
-			if (!(conn_events(c) & POLLIN))
-				return true;
-			continue;
-		}
-		if (n == 0) {
+		else if (n == 0)
 			c->peer_eof = true;
+		if (n <= 0 || !(conn_events(c) & POLLIN))
 			return true;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN)
-			return true;
-		conn_close(c);
-		return false;
 	}
+	conn_close(c);
+	return false;
 }
 
 void
@@ -1217,34 +1027,25 @@ http_conn_event(struct http_conn *c, short revents)
 		process(c);
 	}
 	if (c->state != HTTP_CONN_CLOSED && (revents & POLLOUT))
-		flush_later(c);
+		c->flush = true;
 	tell_owner(c);
 }
 
+/* Only IDLE, READING, HELD, WRITING and CLOSING have a deadline (set_state, conn_flush). */
 void
 http_conn_timeout(struct http_conn *c)
 {
-	switch (c->state) {
-	case HTTP_CONN_IDLE:    /* an idle keep-alive connection */
-	case HTTP_CONN_WRITING: /* a reader that stalled */
-	case HTTP_CONN_CLOSING:
-		conn_close(c);
-		break;
-	case HTTP_CONN_READING: {
-		char why[80];
+	char why[80];
 
+	if (c->state == HTTP_CONN_HELD) {
+		c->srv->cb.hold_expired(c);
+	} else if (c->state == HTTP_CONN_READING) {
 		snprintf(why, sizeof(why), "Request not completed within %.0f seconds",
 			 HTTP_IDLE_TIMEOUT);
 		c->keep_alive = false;
 		respond_error(c, HTTP_REQUEST_TIMEOUT, why);
-		break;
-	}
-	case HTTP_CONN_HELD:
-		c->srv->cb.hold_expired(c);
-		break;
-	case HTTP_CONN_ANSWERING:
-	case HTTP_CONN_CLOSED:
-		break;
+	} else {
+		conn_close(c); /* an idle keep-alive connection, or a reader that stalled */
 	}
 	tell_owner(c);
 }
@@ -1257,14 +1058,14 @@ answered(struct http_conn *c)
 {
 	c->out.len = c->out_off = 0;
 	if (c->out.cap > OUT_KEEP)
-		buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
+		json_buf_free(&c->out); /* do not keep a big answer's buffer per idle connection */
 	if (c->state == HTTP_CONN_CLOSING) {
 		conn_close(c);
 		return;
 	}
 	if (c->in.len > 0) {
 		set_state(c, HTTP_CONN_READING);
-		ready_later(c);
+		c->ready = c->srv->ready = true;
 	} else if (c->peer_eof) {
 		conn_close(c); /* answered a client that half-closed (nc -N): nothing more comes */
 	} else {
@@ -1284,17 +1085,14 @@ conn_flush(struct http_conn *c)
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
+		} else if (n < 0 && errno == EAGAIN) {
 			c->deadline = *c->srv->cfg.now + HTTP_WRITE_TIMEOUT;
 			tell_owner(c);
 			return;
+		} else if (n == 0 || errno != EINTR) {
+			conn_close(c);
+			return;
 		}
-		conn_close(c);
-		return;
 	}
 	answered(c);
 }
@@ -1304,13 +1102,11 @@ http_server_flush(struct http_server *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->flush.n; i++) {
-		struct http_conn *c = s->flush.v[i];
-
-		c->in_flush = false;
-		conn_flush(c);
-	}
-	s->flush.n = 0;
+	for (i = 0; i < s->n; i++)
+		if (s->conns[i]->flush) {
+			s->conns[i]->flush = false;
+			conn_flush(s->conns[i]);
+		}
 }
 
 /* Only a written answer (http_server_flush) makes a connection ready, never a handler. */
@@ -1319,20 +1115,19 @@ http_server_process(struct http_server *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->ready.n; i++) {
-		struct http_conn *c = s->ready.v[i];
-
-		c->in_ready = false;
-		process(c);
-		tell_owner(c);
-	}
-	s->ready.n = 0;
+	s->ready = false;
+	for (i = 0; i < s->n; i++)
+		if (s->conns[i]->ready) {
+			s->conns[i]->ready = false;
+			process(s->conns[i]);
+			tell_owner(s->conns[i]);
+		}
 }
 
 bool
 http_server_ready(const struct http_server *s)
 {
-	return s->ready.n > 0;
+	return s->ready;
 }
 
 /* ---- a connection's life */
@@ -1340,39 +1135,32 @@ http_server_ready(const struct http_server *s)
 static void
 conn_close(struct http_conn *c)
 {
-	struct http_server *s = c->srv;
-
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
 	set_state(c, HTTP_CONN_CLOSED);
-	if (c->aprev)
-		c->aprev->anext = c->anext;
-	else
-		s->open = c->anext;
-	if (c->anext)
-		c->anext->aprev = c->aprev;
-	s->nconns--;
-	s->cb.closed(c);
+	c->srv->open--;
+	c->srv->cb.closed(c);
 	close(c->fd);
 	c->fd = -1;
-	list_push(&s->graveyard, c);
 }
 
 struct http_conn *
 http_conn_new(struct http_server *s, int fd, void *owner)
 {
-	struct http_conn *c = malloc(sizeof(*c));
+	struct http_conn *c = malloc(sizeof(*c)), **v = s->conns;
+	size_t cap = s->n < s->cap ? s->cap : s->cap * 2 + 32;
 
-	if (!c)
+	if (!c || (cap > s->cap && !(v = realloc(s->conns, cap * sizeof(*v))))) {
+		free(c);
 		return NULL;
+	}
+	s->conns = v;
+	s->cap = cap;
+	s->conns[s->n++] = c;
+	s->open++;
 	*c = (struct http_conn){.srv = s, .owner = owner, .fd = fd, .state = HTTP_CONN_IDLE,
 				.keep_alive = true, .minor = 1, .told_events = -1,
-				.anext = s->open};
-	if (s->open)
-		s->open->aprev = c;
-	s->open = c;
-	s->nconns++;
-	c->deadline = state_deadline(c, HTTP_CONN_IDLE);
+				.deadline = *s->cfg.now + HTTP_IDLE_TIMEOUT};
 	tell_owner(c);
 	return c;
 }
@@ -1392,7 +1180,7 @@ http_conn_state(const struct http_conn *c)
 long long
 http_server_connections(const struct http_server *s)
 {
-	return s->nconns;
+	return s->open;
 }
 
 void
@@ -1400,20 +1188,18 @@ http_server_sweep(struct http_server *s)
 {
 	size_t i, k;
 
-	/* The ready list must not name a connection freed here (the owner may sweep before it
-	 * processes). */
-	for (i = k = 0; i < s->ready.n; i++)
-		if (s->ready.v[i]->state != HTTP_CONN_CLOSED)
-			s->ready.v[k++] = s->ready.v[i];
-	s->ready.n = k;
-	for (i = 0; i < s->graveyard.n; i++) {
-		struct http_conn *c = s->graveyard.v[i];
+	for (i = k = 0; i < s->n; i++) {
+		struct http_conn *c = s->conns[i];
 
-		buf_free(&c->in);
-		buf_free(&c->out);
+		if (c->state != HTTP_CONN_CLOSED) {
+			s->conns[k++] = c;
+			continue;
+		}
+		json_buf_free(&c->in);
+		json_buf_free(&c->out);
 		free(c);
 	}
-	s->graveyard.n = 0;
+	s->n = k;
 }
 
 struct http_server *
@@ -1431,14 +1217,13 @@ http_server_new(const struct http_server_config *cfg, const struct http_callback
 void
 http_server_free(struct http_server *s)
 {
+	size_t i;
+
 	if (!s)
 		return;
-	while (s->open)
-		conn_close(s->open);
-	s->flush.n = 0;
+	for (i = 0; i < s->n; i++)
+		conn_close(s->conns[i]);
 	http_server_sweep(s);
-	list_free(&s->ready);
-	list_free(&s->flush);
-	list_free(&s->graveyard);
+	free(s->conns);
 	free(s);
 }

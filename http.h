@@ -91,8 +91,6 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req);
 struct http_response {
 	int minor_version; /* HTTP/1.x */
 	int status;        /* 100..599 */
-	const char *reason; /* view: the reason phrase, possibly empty */
-	size_t reason_len;
 	struct http_header headers[HTTP_MAX_HEADERS];
 	size_t num_headers;
 	long long content_length; /* -1 when the response has no Content-Length */

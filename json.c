@@ -4,17 +4,16 @@
  *
  * Invariants of the reader:
  * - It never reads outside src[0..len): every index is compared with len before the byte is
- *   read. It allocates nothing and keeps no state outside the caller's stack and token array.
+ *   read. It keeps no state outside the caller's stack and token array, and allocates only
+ *   an object's list of keys while it checks them.
  * - Recursion depth is bounded by JSON_MAX_DEPTH (64), so the stack use is bounded too.
  * - Token i is written only when i < cap. Past cap the parser keeps validating and counting,
  *   so -1 (malformed) wins over -2 (too many tokens) and the -2 message says how many tokens
  *   the document needs. The one exception: duplicate keys are only detected in objects whose
  *   tokens all fit, because detection reads the key tokens back.
- * - Duplicate keys are found by sorting an object's keys by their decoded bytes (merge sort
- *   on a linked list, recursing log2(m) deep). The list links live in the key tokens' `size` field, which is
- *   0 for every string and is restored to 0 before the object is finished, so detection needs
- *   no memory and costs O(m log m) comparisons for m members, whatever the keys are (a hash
- *   table with a public hash function can be driven to O(m^2) by chosen keys).
+ * - Duplicate keys are found by sorting an object's keys by their decoded bytes (glibc's
+ *   qsort_r, a merge sort), which costs O(m log m) comparisons for m members whatever the keys
+ *   are (a hash table with a public hash function can be driven to O(m^2) by chosen keys).
  *
  * Invariants of the writer:
  * - Output is valid UTF-8 whatever the input. A byte sequence that is not well-formed UTF-8
@@ -39,7 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIL 0 /* end of a key list; token 0 is the root and never a key */
+#define NIL 0 /* no key; token 0 is the root and never a key */
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* --------------------------------------------------------------------- UTF-8 */
 
@@ -61,14 +61,8 @@ utf8_prefix(const unsigned char *s, size_t n, unsigned *need)
 		return 0;
 	*need = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
 	/* the second byte's range excludes overlongs (E0, F0), surrogates (ED), > U+10FFFF (F4) */
-	if (c == 0xE0)
-		lo = 0xA0;
-	else if (c == 0xED)
-		hi = 0x9F;
-	else if (c == 0xF0)
-		lo = 0x90;
-	else if (c == 0xF4)
-		hi = 0x8F;
+	lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : lo;
+	hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : hi;
 	for (k = 1; k < *need && k < n; k++) {
 		if (s[k] < lo || s[k] > hi)
 			break;
@@ -202,7 +196,7 @@ unescape(const unsigned char *s, size_t *i, size_t n, unsigned char *out, const 
 	return utf8_put(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00), out);
 }
 
-/* A reader of a string token's decoded bytes, one at a time, for comparisons. */
+/* A reader of a string token's decoded bytes, one at a time: for comparisons and decoding. */
 struct dec {
 	const unsigned char *s;
 	size_t pos, end;
@@ -210,13 +204,12 @@ struct dec {
 	int nbuf, ibuf;
 };
 
-static void
-dec_init(struct dec *d, const char *src, const struct json_tok *t)
+/* A reader of token t's decoded bytes: none when t is not a string. */
+static struct dec
+dec_at(const char *src, const struct json_tok *t)
 {
-	d->s = (const unsigned char *)src;
-	d->pos = t->start;
-	d->end = t->end;
-	d->nbuf = d->ibuf = 0;
+	return (struct dec){.s = (const unsigned char *)src, .pos = t->start,
+			    .end = t->type == JSON_STRING ? t->end : 0};
 }
 
 /* The next decoded byte, or -1 at the end. */
@@ -229,14 +222,9 @@ dec_next(struct dec *d)
 		return d->buf[d->ibuf++];
 	if (d->pos >= d->end)
 		return -1;
-	if (d->s[d->pos] != '\\')
-		return d->s[d->pos++];
-	if ((d->nbuf = unescape(d->s, &d->pos, d->end, d->buf, &why)) < 0) {
-		d->nbuf = 0; /* not from json_parse: take the backslash literally */
-		return d->s[d->pos++];
-	}
 	d->ibuf = 1;
-	return d->buf[0];
+	d->nbuf = d->s[d->pos] == '\\' ? unescape(d->s, &d->pos, d->end, d->buf, &why) : -1;
+	return d->nbuf > 0 ? d->buf[0] : d->s[d->pos++]; /* -1: a byte as it is */
 }
 
 /* ------------------------------------------------------------------- reader */
@@ -261,8 +249,7 @@ static int parse_value(struct parser *p, unsigned depth);
 static int
 fail(struct parser *p, size_t at, const char *msg)
 {
-	if (p->errlen > 0)
-		snprintf(p->err, p->errlen, "%s at byte %zu", msg, at);
+	snprintf(p->err, p->errlen, "%s at byte %zu", msg, at); /* errlen 0: err may be NULL */
 	return -1;
 }
 
@@ -275,26 +262,20 @@ tok(struct parser *p, unsigned i)
 
 /* The next token: a value at [start, end); a container's end, size and next come later. */
 static unsigned
-new_tok(struct parser *p, int type, size_t start, size_t end, uint8_t flags)
+new_tok(struct parser *p, int type, size_t start, size_t end)
 {
 	unsigned i = p->n++;
 
-	*tok(p, i) = (struct json_tok){.type = (uint8_t)type, .flags = flags,
-				       .start = (uint32_t)start, .end = (uint32_t)end,
-				       .next = i + 1};
+	*tok(p, i) = (struct json_tok){.type = (uint8_t)type, .start = (uint32_t)start,
+				       .end = (uint32_t)end, .next = i + 1};
 	return i;
 }
 
 static void
 skip_ws(struct parser *p)
 {
-	while (p->pos < p->len) {
-		unsigned char c = p->s[p->pos];
-
-		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-			return;
+	while (p->pos < p->len && memchr(" \t\n\r", p->s[p->pos], 4)) /* memchr: NUL is no space */
 		p->pos++;
-	}
 }
 
 /* The byte at pos, or -1 at the end of input. */
@@ -304,56 +285,32 @@ peek(const struct parser *p)
 	return p->pos < p->len ? p->s[p->pos] : -1;
 }
 
-/* Unescaped string bytes that need no further look: printable ASCII but '"' and '\\'. */
-static int
-plain(unsigned char c)
-{
-	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-}
-
-/* Scan string content from pos (just past the quote) to the closing quote, left at pos. */
-static int
-scan_string(struct parser *p, uint8_t *flags)
-{
-	const unsigned char *s = p->s;
-	unsigned char scratch[4];
-	size_t i = p->pos, n = p->len;
-	const char *why;
-	unsigned k, need;
-
-	for (;;) {
-		while (i < n && plain(s[i]))
-			i++;
-		if (i >= n)
-			return fail(p, i, "unterminated string");
-		if (s[i] == '"')
-			break;
-		if (s[i] == '\\') {
-			*flags |= JSON_F_ESCAPED;
-			if (unescape(s, &i, n, scratch, &why) < 0)
-				return fail(p, i, why);
-			continue;
-		}
-		if (s[i] < 0x20)
-			return fail(p, i, "control character in string");
-		if ((k = utf8_prefix(s + i, n - i, &need)) != need)
-			return fail(p, i, "invalid UTF-8 in string");
-		i += k;
-	}
-	p->pos = i;
-	return 0;
-}
-
+/* A string at pos (its opening quote): RFC 8259 section 7, and UTF-8 (section 8.1). */
 static int
 parse_string(struct parser *p)
 {
-	size_t start = ++p->pos;
-	uint8_t flags = 0;
+	const unsigned char *s = p->s;
+	size_t start = ++p->pos, i = start;
+	unsigned char scratch[4];
+	const char *why;
+	unsigned need;
 
-	if (scan_string(p, &flags) < 0)
-		return -1;
-	new_tok(p, JSON_STRING, start, p->pos, flags);
-	p->pos++; /* the closing quote */
+	while (i < p->len && s[i] != '"') {
+		if (s[i] == '\\') {
+			if (unescape(s, &i, p->len, scratch, &why) < 0)
+				return fail(p, i, why);
+		} else if (s[i] < 0x20) {
+			return fail(p, i, "control character in string");
+		} else if (utf8_prefix(s + i, p->len - i, &need) != need) {
+			return fail(p, i, "invalid UTF-8 in string");
+		} else {
+			i += need;
+		}
+	}
+	if (i >= p->len)
+		return fail(p, i, "unterminated string");
+	new_tok(p, JSON_STRING, start, i);
+	p->pos = i + 1; /* past the closing quote */
 	return 0;
 }
 
@@ -372,33 +329,28 @@ digits(struct parser *p)
 static int
 parse_number(struct parser *p)
 {
-	size_t start = p->pos;
-	uint8_t flags = JSON_F_INT;
+	size_t start = p->pos, int_start;
 
 	if (peek(p) == '-')
 		p->pos++;
-	if (peek(p) == '0') {
-		p->pos++;
-		if (peek(p) >= '0' && peek(p) <= '9')
-			return fail(p, start, "leading zero in number");
-	} else if (digits(p) < 0) {
+	int_start = p->pos;
+	if (digits(p) < 0)
 		return fail(p, p->pos, p->pos > start ? "digit expected" : "unexpected character");
-	}
+	if (p->s[int_start] == '0' && p->pos - int_start > 1)
+		return fail(p, start, "leading zero in number");
 	if (peek(p) == '.') {
 		p->pos++;
-		flags = 0;
 		if (digits(p) < 0)
 			return fail(p, p->pos, "digit expected after '.'");
 	}
 	if (peek(p) == 'e' || peek(p) == 'E') {
 		p->pos++;
-		flags = 0;
 		if (peek(p) == '+' || peek(p) == '-')
 			p->pos++;
 		if (digits(p) < 0)
 			return fail(p, p->pos, "digit expected in exponent");
 	}
-	new_tok(p, JSON_NUMBER, start, p->pos, flags);
+	new_tok(p, JSON_NUMBER, start, p->pos);
 	return 0;
 }
 
@@ -409,7 +361,7 @@ parse_literal(struct parser *p, const char *word, int type)
 
 	if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
 		return fail(p, p->pos, "invalid literal");
-	new_tok(p, type, p->pos, p->pos + n, 0);
+	new_tok(p, type, p->pos, p->pos + n);
 	p->pos += n;
 	return 0;
 }
@@ -418,80 +370,46 @@ parse_literal(struct parser *p, const char *word, int type)
 static int
 key_cmp(struct parser *p, unsigned a, unsigned b)
 {
-	const struct json_tok *x = &p->toks[a], *y = &p->toks[b];
-	size_t lx = x->end - x->start, ly = y->end - y->start;
-	struct dec dx, dy;
-	int c, cx, cy;
+	struct dec x = dec_at((const char *)p->s, &p->toks[a]);
+	struct dec y = dec_at((const char *)p->s, &p->toks[b]);
+	int cx, cy;
 
-	if (!((x->flags | y->flags) & JSON_F_ESCAPED)) {
-		/* no escapes: the raw bytes are the decoded bytes */
-		c = memcmp(p->s + x->start, p->s + y->start, lx < ly ? lx : ly);
-		return c ? c : (lx > ly) - (lx < ly);
-	}
-	dec_init(&dx, (const char *)p->s, x);
-	dec_init(&dy, (const char *)p->s, y);
 	do {
-		cx = dec_next(&dx);
-		cy = dec_next(&dy);
+		cx = dec_next(&x);
+		cy = dec_next(&y);
 	} while (cx == cy && cx >= 0);
 	return cx - cy;
 }
 
-/*
- * Sort the list of n keys at *list (linked through `size`) by their decoded bytes: split it in
- * halves, sort each, merge. Two keys that compare equal are a duplicate: p->dup gets one of
- * them, the (now broken) list is abandoned, -1. No duplicate escapes: a comparison sort must
- * compare every two neighbours of its output directly, and some two equal keys end up
- * neighbours.
- */
+/* qsort_r's order of key token indices: by the keys' decoded bytes. */
 static int
-sort_keys(struct parser *p, uint32_t *list, uint32_t n)
+key_order(const void *a, const void *b, void *p)
 {
-	struct json_tok *t = p->toks;
-	uint32_t a = *list, b, last = a, *tail = list, *from, i;
-	int c;
-
-	if (n < 2)
-		return 0;
-	for (i = 1; i < n / 2; i++)
-		last = t[last].size;
-	b = t[last].size;
-	t[last].size = NIL;
-	if (sort_keys(p, &a, n / 2) < 0 || sort_keys(p, &b, n - n / 2) < 0)
-		return -1;
-	while (a != NIL && b != NIL) {
-		if ((c = key_cmp(p, a, b)) == 0) {
-			p->dup = b;
-			return -1;
-		}
-		from = c < 0 ? &a : &b;
-		*tail = *from;
-		tail = &t[*from].size;
-		*from = *tail;
-	}
-	*tail = a != NIL ? a : b;
-	return 0;
+	return key_cmp(p, *(const uint32_t *)a, *(const uint32_t *)b);
 }
 
-/* Object obj (all of its tokens stored) with count > 1 members: -1 on a duplicate key. */
+/*
+ * Object obj (all of its tokens stored) with count > 1 members: -1 on a duplicate key, which
+ * sorting the keys puts next to its twin; p->dup is the later of the two in the document.
+ */
 static int
 check_dup_keys(struct parser *p, unsigned obj, unsigned count)
 {
-	struct json_tok *t = p->toks;
-	uint32_t k, j, list = obj + 1;
-	int rc;
+	uint32_t *keys = malloc(count * sizeof(*keys)), k, j;
 
-	/* link the keys in document order; a member's value token knows where the next key is */
-	for (k = obj + 1, j = 1; j < count; j++, k = t[k].size)
-		t[k].size = t[k + 1].next;
-	t[k].size = NIL;
-	rc = sort_keys(p, &list, count);
-	for (k = obj + 1, j = 0; j < count; j++, k = t[k + 1].next)
-		t[k].size = 0; /* a string's size, as promised */
-	if (rc == 0)
+	if (!keys)
+		return fail(p, p->toks[obj].start, "out of memory");
+	for (k = obj + 1, j = 0; j < count; j++, k = p->toks[k + 1].next)
+		keys[j] = k; /* a member's value token knows where the next key is */
+	qsort_r(keys, count, sizeof(*keys), key_order, p);
+	for (j = 1; j < count && key_cmp(p, keys[j - 1], keys[j]) != 0; j++)
+		;
+	p->dup = j == count ? NIL : keys[j - 1] > keys[j] ? keys[j - 1] : keys[j];
+	free(keys);
+	if (p->dup == NIL)
 		return 0;
 	p->dup_obj = obj;
-	return fail(p, t[p->dup].start - 1, "duplicate key");
+	return fail(p, p->toks[p->dup].start - 1, "duplicate key");
 }
 
 /* "key": value, starting at (or before whitespace before) the key. */
@@ -517,7 +435,7 @@ static int
 parse_container(struct parser *p, unsigned depth, int type)
 {
 	int close = type == JSON_OBJECT ? '}' : ']', c, rc;
-	unsigned i = new_tok(p, type, p->pos, p->pos, 0), count = 0;
+	unsigned i = new_tok(p, type, p->pos, p->pos), count = 0;
 
 	if (depth > JSON_MAX_DEPTH)
 		return fail(p, p->pos, "nesting too deep");
@@ -571,35 +489,25 @@ parse_value(struct parser *p, unsigned depth)
 	}
 }
 
-/* A parser over src[0..len) into toks[0..cap), its message to err[0..errlen) (json_parse). */
-static struct parser
-parser_at(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
-	  size_t errlen)
+/* json_parse's work, its state left in *p: on a key given twice, p->dup and p->dup_obj. */
+static int
+tokenize(struct parser *p, const char *src, size_t len, struct json_tok *toks, unsigned cap,
+	 char *err, size_t errlen)
 {
 	/* cap: the count is returned as an int; top_key, dup and dup_obj start NIL (0) */
-	struct parser p = {.s = (const unsigned char *)src, .len = len, .toks = toks,
-			   .cap = cap > INT_MAX ? INT_MAX : cap, .err = err, .errlen = errlen};
-
+	*p = (struct parser){.s = (const unsigned char *)src, .len = len, .toks = toks,
+			     .cap = cap > INT_MAX ? INT_MAX : cap, .err = err, .errlen = errlen};
 	if (errlen > 0)
 		err[0] = '\0';
-	return p;
-}
-
-/* json_parse's work; on a key given twice, p->dup and p->dup_obj say which and where. */
-static int
-tokenize(struct parser *p)
-{
-	if (p->len > UINT32_MAX - 1) /* offsets are uint32_t */
+	if (len > UINT32_MAX - 1) /* offsets are uint32_t */
 		return fail(p, 0, "document too large");
 	if (parse_value(p, 0) < 0)
 		return -1;
 	skip_ws(p);
-	if (p->pos != p->len)
+	if (p->pos != len)
 		return fail(p, p->pos, "trailing garbage");
 	if (p->n > p->cap) {
-		if (p->errlen > 0)
-			snprintf(p->err, p->errlen, "document needs %u tokens, only %u available",
-			         p->n, p->cap);
+		snprintf(err, errlen, "document needs %u tokens, only %u available", p->n, p->cap);
 		return -2;
 	}
 	return (int)p->n;
@@ -609,97 +517,69 @@ int
 json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
            size_t errlen)
 {
-	struct parser p = parser_at(src, len, toks, cap, err, errlen);
+	struct parser p;
 
-	return tokenize(&p);
+	return tokenize(&p, src, len, toks, cap, err, errlen);
 }
 
 /* ---------------------------------------------------------------- accessors */
 
-/* Decoded key token k equals key[0..klen)? */
+/* Decoded key token k equals the C string key? */
 static int
-key_eq(const char *src, const struct json_tok *k, const char *key, size_t klen)
+key_eq(const char *src, const struct json_tok *k, const char *key)
 {
-	struct dec d;
-	size_t i;
+	struct dec d = dec_at(src, k);
 	int c;
 
-	if (!(k->flags & JSON_F_ESCAPED))
-		return k->end - k->start == klen && memcmp(src + k->start, key, klen) == 0;
-	dec_init(&d, src, k);
-	for (i = 0; (c = dec_next(&d)) >= 0; i++)
-		if (i >= klen || c != (unsigned char)key[i])
-			return 0;
-	return i == klen;
+	while ((c = dec_next(&d)) >= 0 && *key && c == (unsigned char)*key)
+		key++;
+	return c < 0 && !*key;
 }
 
 int
 json_obj_get(const char *src, const struct json_tok *toks, int obj, const char *key)
 {
-	size_t klen = strlen(key);
 	uint32_t j, k;
 
 	if (obj < 0 || toks[obj].type != JSON_OBJECT)
 		return -1;
 	for (j = 0, k = (uint32_t)obj + 1; j < toks[obj].size; j++, k = toks[k + 1].next)
-		if (key_eq(src, &toks[k], key, klen))
+		if (key_eq(src, &toks[k], key))
 			return (int)k + 1;
 	return -1;
-}
-
-/* Copy what fits of s[0..n) to out[*len..cap); *len counts every byte, fitting or not. */
-static void
-emit(char *out, size_t cap, size_t *len, const void *s, size_t n)
-{
-	if (*len < cap)
-		memcpy(out + *len, s, cap - *len < n ? cap - *len : n);
-	*len += n;
 }
 
 size_t
 json_str_decode(const char *src, const struct json_tok *t, char *out, size_t cap)
 {
-	const unsigned char *s = (const unsigned char *)src;
-	size_t pos = t->start, end = t->end, len = 0;
-	const unsigned char *bs;
-	unsigned char u[4];
-	const char *why;
-	int k;
+	struct dec d = dec_at(src, t);
+	size_t len = 0;
+	int c;
 
-	if (t->type != JSON_STRING)
-		return 0;
-	while (pos < end) {
-		/* copy the run up to the next backslash in one go */
-		bs = memchr(s + pos, '\\', end - pos);
-		emit(out, cap, &len, s + pos, bs ? (size_t)(bs - s) - pos : end - pos);
-		if (!bs)
-			break;
-		pos = (size_t)(bs - s);
-		if ((k = unescape(s, &pos, end, u, &why)) < 0) {
-			emit(out, cap, &len, "\\", 1); /* not from json_parse: keep it literal */
-			pos++;
-		} else {
-			emit(out, cap, &len, u, (size_t)k);
-		}
-	}
+	for (; (c = dec_next(&d)) >= 0; len++)
+		if (len < cap)
+			out[len] = (char)c;
 	return len;
 }
 
-/* A valid integer token has no leading zero: one of more than 20 bytes cannot fit. */
+/*
+ * A valid integer token has no leading zero: one of more than 20 bytes cannot fit. A fraction
+ * or an exponent stops strtoll short of the end.
+ */
 int
 json_tok_int(const char *src, const struct json_tok *t, long long *out)
 {
-	char buf[24];
+	char buf[24], *end;
 	size_t n = t->end - t->start;
 	long long v;
 
-	if (t->type != JSON_NUMBER || !(t->flags & JSON_F_INT) || n >= sizeof(buf))
+	if (t->type != JSON_NUMBER || n >= sizeof(buf))
 		return -1;
 	memcpy(buf, src + t->start, n);
 	buf[n] = '\0';
 	errno = 0;
-	v = strtoll(buf, NULL, 10);
-	if (errno != 0)
+	v = strtoll(buf, &end, 10);
+	if (errno != 0 || *end != '\0')
 		return -1;
 	*out = v;
 	return 0;
@@ -761,8 +641,8 @@ json_doc_parse(struct json_doc *d, const char *src, size_t len, struct json_tok 
 	       unsigned cap)
 {
 	char err[160];
-	struct parser p = parser_at(src, len, toks, cap, err, sizeof(err));
-	int n = tokenize(&p);
+	struct parser p;
+	int n = tokenize(&p, src, len, toks, cap, err, sizeof(err));
 
 	d->src = src;
 	d->toks = toks;
@@ -788,9 +668,9 @@ json_doc_field(const struct json_doc *d, const char *key)
 
 /*
  * A member name as compared for suggestions: lowercase, without '_' and '-' (deviceId,
- * Device-ID and device_id are one name), cut to cap - 1 bytes.
+ * Device-ID and device_id are one name), cut to cap - 1 bytes. Returns its length.
  */
-static void
+static size_t
 name_norm(const char *s, size_t n, char *out, size_t cap)
 {
 	size_t i, k = 0;
@@ -799,6 +679,7 @@ name_norm(const char *s, size_t n, char *out, size_t cap)
 		if (s[i] != '_' && s[i] != '-')
 			out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
 	out[k] = '\0';
+	return k;
 }
 
 /* Edits (insert, delete, replace, swap two neighbours) from a to b; both under 40 bytes. */
@@ -809,18 +690,12 @@ edit_distance(const char *a, const char *b)
 
 	for (i = 0; i <= na; i++)
 		for (j = 0; j <= nb; j++) {
-			int v = i + j;
-
-			if (i > 0 && j > 0) {
-				int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-
-				v = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
-				v = sub < v ? sub : v;
-				if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-				    d[i - 2][j - 2] + 1 < v)
-					v = d[i - 2][j - 2] + 1;
-			}
-			d[i][j] = v;
+			d[i][j] = i + j;
+			if (i > 0 && j > 0)
+				d[i][j] = MIN(MIN(d[i - 1][j], d[i][j - 1]) + 1,
+					      d[i - 1][j - 1] + (a[i - 1] != b[j - 1]));
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+				d[i][j] = MIN(d[i][j], d[i - 2][j - 2] + 1);
 		}
 	return d[na][nb];
 }
@@ -834,13 +709,10 @@ static int
 name_distance(const char *key, size_t n, const char *known)
 {
 	char a[40], b[40];
-	size_t na, nb;
+	size_t na = name_norm(key, n, a, sizeof(a));
+	size_t nb = name_norm(known, strlen(known), b, sizeof(b));
 	int d;
 
-	name_norm(key, n, a, sizeof(a));
-	name_norm(known, strlen(known), b, sizeof(b));
-	na = strlen(a);
-	nb = strlen(b);
 	if (na >= 3 && nb >= 3 && strncmp(a, b, na < nb ? na : nb) == 0)
 		return 0;
 	d = edit_distance(a, b);
@@ -879,12 +751,9 @@ json_unknown_name(char *out, size_t cap, const char *what, const char *name, siz
 	for (j = 0; known[j]; j++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", j ? ", " : "",
 					known[j]);
-	if (meant)
-		snprintf(out, cap, "Unknown %s \"%s\"; did you mean \"%s\"? (known %ss: %s)", what,
-			 shown, meant, what, list);
-	else
-		snprintf(out, cap, "Unknown %s \"%s\" (known %ss: %s)", what, shown, what,
-			 len ? list : "none");
+	snprintf(out, cap, "Unknown %s \"%s\"%s%s%s (known %ss: %s)", what, shown,
+		 meant ? "; did you mean \"" : "", meant ? meant : "", meant ? "\"?" : "", what,
+		 len ? list : "none");
 }
 
 int
@@ -892,11 +761,12 @@ json_doc_known(struct json_doc *d, const char *const *known)
 {
 	const struct json_tok *toks = d->toks;
 	char key[64];
+	unsigned j;
 	size_t n;
 	int k, m;
-	unsigned j;
 
 	for (k = 1, m = 0; m < (int)toks[0].size; m++, k = (int)toks[k + 1].next) {
+		/* decoded once, compared with each known name */
 		n = json_str_decode(d->src, &toks[k], key, sizeof(key));
 		for (j = 0; known[j] && (n != strlen(known[j]) || memcmp(key, known[j], n)); j++)
 			;
@@ -927,6 +797,8 @@ int
 json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **out)
 {
 	int i = json_doc_field(d, key), nul;
+	size_t chars;
+	const char *c;
 
 	*out = NULL;
 	if (i < 0)
@@ -935,7 +807,9 @@ json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **out)
 		return doc_fail(d, 400, "%s must be a string", key);
 	if (!(*out = json_str_dup(d->src, &d->toks[i], &nul)))
 		return doc_fail(d, 500, "out of memory");
-	if (nul || json_utf8_chars(*out) > max_chars) {
+	for (chars = 0, c = *out; *c; c++)
+		chars += ((unsigned char)*c & 0xC0) != 0x80; /* not a continuation byte */
+	if (nul || chars > max_chars) {
 		free(*out);
 		*out = NULL;
 		return nul ? doc_fail(d, 400, "%s must not contain NUL", key)
@@ -950,23 +824,12 @@ json_str_dup(const char *src, const struct json_tok *t, int *has_nul)
 	size_t n = json_str_decode(src, t, NULL, 0);
 	char *s = malloc(n + 1);
 
-	*has_nul = 0;
 	if (!s)
 		return NULL;
 	json_str_decode(src, t, s, n);
 	s[n] = '\0';
 	*has_nul = memchr(s, '\0', n) != NULL;
 	return s;
-}
-
-size_t
-json_utf8_chars(const char *s)
-{
-	size_t n = 0;
-
-	for (; *s; s++)
-		n += ((unsigned char)*s & 0xC0) != 0x80;
-	return n;
 }
 
 /* ------------------------------------------------------------------- writer */
@@ -994,18 +857,15 @@ json_buf_reserve(struct json_buf *b, size_t n)
 		return -1;
 	if (b->cap - b->len >= n)
 		return 0;
-	if (n > SIZE_MAX - b->len)
-		goto oom;
-	while (cap - b->len < n)
-		cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2; /* doubling: amortized O(1) */
-	if ((p = realloc(b->p, cap)) == NULL)
-		goto oom;
+	while (cap - b->len < n && cap <= SIZE_MAX / 2)
+		cap *= 2; /* doubling: amortized O(1) */
+	if (cap - b->len < n || (p = realloc(b->p, cap)) == NULL) {
+		b->oom = 1;
+		return -1;
+	}
 	b->p = p;
 	b->cap = cap;
 	return 0;
-oom:
-	b->oom = 1;
-	return -1;
 }
 
 void
@@ -1020,38 +880,19 @@ json_buf_add(struct json_buf *b, const void *s, size_t n)
 void
 json_buf_printf(struct json_buf *b, const char *fmt, ...)
 {
-	va_list ap, ap2;
-	size_t avail = b->cap - b->len;
+	va_list ap;
 	int n;
 
-	if (b->oom)
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	/* vsnprintf needs room for its NUL, which is not kept */
+	if (n < 0 || json_buf_reserve(b, (size_t)n + 1) < 0)
 		return;
 	va_start(ap, fmt);
-	va_copy(ap2, ap);
-	/* try in the free space first; vsnprintf needs room for its NUL, which is not kept */
-	n = vsnprintf(b->p ? b->p + b->len : NULL, avail, fmt, ap);
-	if (n >= 0 && (size_t)n >= avail && json_buf_reserve(b, (size_t)n + 1) == 0)
-		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
-	if (n >= 0 && !b->oom)
-		b->len += (size_t)n;
-	va_end(ap2);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
-}
-
-/* The escape of an ASCII byte that plain() refuses: \n and friends, else \u00XX. */
-static void
-put_escape(struct json_buf *b, unsigned char c)
-{
-	static const char hex[] = "0123456789abcdef", from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
-	char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-	const char *e = memchr(from, c, sizeof from - 1); /* memchr: c may be NUL */
-
-	if (e != NULL) {
-		esc[1] = to[e - from];
-		json_buf_add(b, esc, 2);
-	} else {
-		json_buf_add(b, esc, 6);
-	}
+	b->len += (size_t)n;
 }
 
 /*
@@ -1061,34 +902,31 @@ put_escape(struct json_buf *b, unsigned char c)
 static void
 put_str(struct json_buf *b, const unsigned char *s, size_t n)
 {
-	size_t i = 0, run = 0;
-	unsigned k, need;
+	static const char from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
+	const char *e;
+	size_t i, run = 0;
+	unsigned k, need = 1;
 
 	json_buf_reserve(b, n + 2); /* the common case: nothing to escape */
 	json_buf_add(b, "\"", 1);
-	while (i < n) {
-		if (plain(s[i])) {
-			i++;
-			continue;
-		}
-		k = s[i] < 0x80 ? 0 : utf8_prefix(s + i, n - i, &need);
-		if (k > 0 && k == need) {
-			i += k; /* well-formed: part of the run */
-			continue;
-		}
-		if (i > run) /* also keeps s + run from being computed for s == NULL */
-			json_buf_add(b, s + run, i - run);
-		if (s[i] < 0x80) {
-			put_escape(b, s[i]);
-			i++;
-		} else {
-			json_buf_add(b, "\xEF\xBF\xBD", 3); /* one U+FFFD per maximal subpart */
-			i += k > 0 ? k : 1;
-		}
-		run = i;
-	}
-	if (i > run)
+	for (i = 0; i < n; i += k) {
+		k = 1;
+		if (s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
+			continue; /* part of the run: printable ASCII */
+		if (s[i] >= 0x80 && (k = utf8_prefix(s + i, n - i, &need)) == need)
+			continue; /* well-formed UTF-8 */
 		json_buf_add(b, s + run, i - run);
+		if (s[i] >= 0x80)
+			json_buf_add(b, "\xEF\xBF\xBD", 3); /* one U+FFFD per maximal subpart */
+		else if ((e = memchr(from, s[i], sizeof(from) - 1))) /* memchr: s[i] may be NUL */
+			json_buf_add(b, (const char[2]){'\\', to[e - from]}, 2);
+		else
+			json_buf_printf(b, "\\u%04x", s[i]);
+		k = k > 0 ? k : 1;
+		run = i + k;
+	}
+	if (run < n) /* also keeps s + run from being computed for s == NULL */
+		json_buf_add(b, s + run, n - run);
 	json_buf_add(b, "\"", 1);
 }
 
@@ -1104,13 +942,10 @@ sep(struct json_w *w)
 {
 	uint64_t bit = (uint64_t)1 << (w->depth & 63);
 
-	if (w->after_key) {
-		w->after_key = 0;
-		return;
-	}
-	if (w->need_comma & bit)
+	if (!w->after_key && (w->need_comma & bit))
 		json_buf_add(w->b, ",", 1);
-	w->need_comma |= bit;
+	w->need_comma |= bit; /* after a key: set already, by the key */
+	w->after_key = 0;
 }
 
 static void
@@ -1180,30 +1015,6 @@ json_w_cstr(struct json_w *w, const char *s)
 		json_w_null(w);
 }
 
-/* Write v's decimal digits so that they end just before `end`; returns their start. */
-static char *
-fmt_u(char *end, unsigned long long v)
-{
-	do
-		*--end = (char)('0' + v % 10);
-	while (v /= 10);
-	return end;
-}
-
-void
-json_w_int(struct json_w *w, long long v)
-{
-	char buf[24], *p;
-	/* the magnitude in unsigned arithmetic, so LLONG_MIN does not overflow */
-	unsigned long long m = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
-
-	p = fmt_u(buf + sizeof buf, m);
-	if (v < 0)
-		*--p = '-';
-	sep(w);
-	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
-}
-
 /* Round x to the nearest integer, halves away from zero; |x| < 2^63. No libm needed. */
 static long long
 round_ll(double x)
@@ -1215,48 +1026,51 @@ round_ll(double x)
 }
 
 /*
- * Write a / 1000 (a count of thousandths) so that it ends just before `end`: at most three
- * decimals, trailing zeros dropped, no point when there is no fraction. Returns the start.
+ * The integer m in decimal, or when milli m thousandths: at most three decimals, trailing zeros
+ * dropped, no point when there is no fraction. Digits are written from the end of buf back.
  */
-static char *
-fmt_milli(char *end, unsigned long long a)
+static void
+put_number(struct json_w *w, long long m, int milli)
 {
-	unsigned frac = (unsigned)(a % 1000);
-	/* three digits keep the leading zeros of 1.05; the trailing ones are dropped */
-	char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
-	             (char)('0' + frac % 10)};
-	size_t nd = 4;
+	char buf[32], *p = buf + sizeof buf;
+	/* the magnitude in unsigned arithmetic, so LLONG_MIN does not overflow */
+	unsigned long long a = m < 0 ? 0 - (unsigned long long)m : (unsigned long long)m;
+	unsigned frac = milli ? (unsigned)(a % 1000) : 0, nd = milli ? 3 : 0, k;
 
-	if (frac != 0) {
-		while (d[nd - 1] == '0')
-			nd--; /* stops at a digit: frac != 0 */
-		end -= nd;
-		memcpy(end, d, nd);
-	}
-	return fmt_u(end, a / 1000);
+	for (; nd > 0 && frac % 10 == 0; nd--)
+		frac /= 10; /* trailing zeros dropped */
+	for (k = 0; k < nd; k++, frac /= 10)
+		*--p = (char)('0' + frac % 10); /* the leading zeros of 1.05 kept */
+	if (nd > 0)
+		*--p = '.';
+	a = milli ? a / 1000 : a;
+	do
+		*--p = (char)('0' + a % 10);
+	while (a /= 10);
+	if (m < 0)
+		*--p = '-'; /* m == 0 prints "0", never "-0" */
+	sep(w);
+	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
+}
+
+void
+json_w_int(struct json_w *w, long long v)
+{
+	put_number(w, v, 0);
 }
 
 void
 json_w_num(struct json_w *w, double v)
 {
-	char buf[32], *p;
-	long long m;
-
 	if (!isfinite(v)) {
 		json_w_null(w);
-		return;
-	}
-	sep(w);
-	if (v >= 9e15 || v <= -9e15) {
+	} else if (v >= 9e15 || v <= -9e15) {
 		/* every double this large is an integer; %.0f has no decimal point to localize */
+		sep(w);
 		json_buf_printf(w->b, "%.0f", v);
-		return;
+	} else {
+		put_number(w, round_ll(v * 1000), 1); /* thousandths; |m| < 9e18 fits */
 	}
-	m = round_ll(v * 1000); /* thousandths; |m| < 9e18 fits */
-	p = fmt_milli(buf + sizeof buf, m < 0 ? 0 - (unsigned long long)m : (unsigned long long)m);
-	if (m < 0)
-		*--p = '-'; /* m == 0 prints "0", never "-0" */
-	json_buf_add(w->b, p, (size_t)(buf + sizeof buf - p));
 }
 
 void

@@ -3,8 +3,8 @@
  * that always emits valid UTF-8.
  *
  * Reader: a jsmn-style tokenizer. json_parse() fills a caller-owned array of tokens whose
- * offsets point into the caller's source buffer; it allocates nothing and keeps no state
- * between calls. Tokens are in document order (pre-order); each token's `next` is the index of
+ * offsets point into the caller's source buffer; it allocates only while it checks an object's
+ * keys and keeps no state between calls. Tokens are in document order (pre-order); each token's `next` is the index of
  * the token after its whole subtree, so a consumer skips any value in O(1). An object's members
  * are a key token (JSON_STRING) followed by the value's subtree.
  *
@@ -38,13 +38,8 @@ enum json_type {
 	JSON_NULL,
 };
 
-/* Token flags. */
-#define JSON_F_ESCAPED 0x01 /* string: contains at least one backslash escape */
-#define JSON_F_INT 0x02     /* number: no fraction and no exponent */
-
 struct json_tok {
 	uint8_t type;   /* enum json_type */
-	uint8_t flags;  /* JSON_F_* */
 	uint32_t start; /* byte offset of the value; strings: first byte after the quote */
 	uint32_t end;   /* byte offset one past the value; strings: the closing quote */
 	uint32_t size;  /* object: member count; array: element count; else 0 */
@@ -54,8 +49,9 @@ struct json_tok {
 /*
  * Tokenize src[0..len) (len < 4 GiB) into toks[0..cap).
  * Returns the number of tokens used (>= 1; toks[0] is the root), -1 when the text is not
- * strict JSON (err gets a short human message with the byte offset, always NUL-terminated when
- * errlen > 0), or -2 when the document needs more than cap tokens (err says so).
+ * strict JSON or memory for checking an object's keys ran out (err gets a short human message
+ * with the byte offset, always NUL-terminated when errlen > 0), or -2 when the document needs
+ * more than cap tokens (err says so).
  * Never reads outside src[0..len); src need not be NUL-terminated. RFC 8259.
  */
 int json_parse(const char *src, size_t len, struct json_tok *toks, unsigned cap, char *err,
@@ -79,7 +75,7 @@ size_t json_str_decode(const char *src, const struct json_tok *t, char *out, siz
 
 /*
  * Read the number token t as an integer. Returns 0 and sets *out when t is a JSON number
- * without fraction or exponent (JSON_F_INT) that fits in long long; -1 otherwise (1.5, 1e3,
+ * without fraction or exponent that fits in long long; -1 otherwise (1.5, 1e3,
  * true, "3", overflow).
  */
 int json_tok_int(const char *src, const struct json_tok *t, long long *out);
@@ -169,12 +165,10 @@ int json_doc_str(struct json_doc *d, const char *key, size_t max_chars, char **o
 
 /*
  * String token t decoded into a fresh heap C string (the caller frees it); *has_nul tells
- * whether the text held a NUL (\u0000), which a C string cannot carry. NULL when out of memory.
+ * whether the text held a NUL (\u0000), which a C string cannot carry. NULL when out of memory
+ * (*has_nul then unset).
  */
 char *json_str_dup(const char *src, const struct json_tok *t, int *has_nul);
-
-/* Characters (code points) in the UTF-8 C string s. */
-size_t json_utf8_chars(const char *s);
 
 /* ------------------------------------------------------------------------ writer */
 

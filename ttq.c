@@ -50,7 +50,8 @@
  *
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
  * into it or into each other (store.h uses sched.h's plain records; proc.c json.c's reader and
- * UTF-8 helpers, a leaf that knows nothing else) but through the callbacks
+ * UTF-8 helpers, http.c its growable buffer: json.c is a leaf that knows nothing else) but
+ * through the callbacks
  * this file registers (http.c's struct http_callbacks, proc.c's struct proc_callbacks).
  * A job's iterations, stop reasons and timeout and a reset's steps are carried out here, not
  * in proc.c: they write the job's record (sched.h's struct job) and log, commit and answer

@@ -92,8 +92,6 @@ check_response(const char *buf, size_t len, int r, const struct http_response *r
 		return;
 	CHECK(res->status >= 100 && res->status <= 599);
 	CHECK(res->content_length >= -1 && res->content_length < 1000000000000000000LL);
-	if (res->reason_len)
-		check_view(res->reason, res->reason_len, buf, r);
 	for (i = 0; i < res->num_headers; i++) {
 		check_view(res->headers[i].name, res->headers[i].name_len, buf, r);
 		if (res->headers[i].value_len)

@@ -60,16 +60,16 @@ check_number(const char *src, const struct json_tok *t)
 	int rc = json_tok_int(src, t, &v);
 
 	CHECK(rc == 0 || rc == -1);
-	if (!(t->flags & JSON_F_INT)) {
-		CHECK(rc == -1);
-		return;
-	}
 	if (n >= sizeof buf) {
 		CHECK(rc == -1); /* no leading zeros: 64 characters is far out of range */
 		return;
 	}
 	memcpy(buf, src + t->start, n);
 	buf[n] = '\0';
+	if (strpbrk(buf, ".eE")) {
+		CHECK(rc == -1); /* a fraction or an exponent: no integer */
+		return;
+	}
 	errno = 0;
 	ref = strtoll(buf, NULL, 10);
 	CHECK((rc == 0) == (errno == 0));
