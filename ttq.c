@@ -209,18 +209,16 @@ env_int(const char *var, long long def, long long min, long long max)
 static double
 env_seconds(const char *var, double def, double min, double max)
 {
-	const char *v = getenv(var), *p;
+	const char *v = getenv(var);
 	char *end;
 	double x;
 
 	if (!v)
 		return def;
-	for (p = v; *p; p++)
-		if (!(*p >= '0' && *p <= '9') && *p != '.')
-			config_fail(var, "'%s' is not a number of seconds from %g to %g", v, min, max);
 	errno = 0;
 	x = strtod(v, &end);
-	if (!*v || *end || errno || !(x >= min && x <= max))
+	/* digits and a point only: strtod alone takes "inf", "1e3" and hex */
+	if (!*v || *end || v[strspn(v, "0123456789.")] || errno || !(x >= min && x <= max))
 		config_fail(var, "'%s' is not a number of seconds from %g to %g", v, min, max);
 	return x;
 }
@@ -243,6 +241,7 @@ env_bool(const char *var, bool def)
 	config_fail(var, "'%s' is not a boolean (true/false, yes/no, on/off, 1/0)", v);
 }
 
+/* ids[] with id added at n, unless already there; the new count. */
 static int
 add_card_id(int *ids, int n, long long id)
 {
@@ -261,29 +260,24 @@ static int
 parse_device_ids(const char *v, int *ids)
 {
 	const char *p = v;
-	int n = 0, i;
+	int n = 0;
 
 	while (*p) {
 		char *end;
 		long long id;
 
-		while (*p == ' ')
-			p++;
+		p += strspn(p, " ");
 		if (!(*p >= '0' && *p <= '9'))
 			config_fail("TT_DEVICE_IDS", "'%s' is not a comma-separated list of card numbers", v);
-		errno = 0;
 		id = strtoll(p, &end, 10);
-		if (errno || id > 1000000 || end - p > 7)
+		if (id > 1000000 || end - p > 7)
 			config_fail("TT_DEVICE_IDS", "card number out of range in '%s'", v);
 		/* A card written twice is most likely a typo for another card (0,0 for 0,1): one
 		 * queue fewer than meant would pass unnoticed, so it is an error, not merged. */
-		for (i = 0; i < n; i++)
-			if (ids[i] == id)
-				config_fail("TT_DEVICE_IDS", "card %lld is listed twice in '%s'", id, v);
-		n = add_card_id(ids, n, id);
-		p = end;
-		while (*p == ' ')
-			p++;
+		if (add_card_id(ids, n, id) == n)
+			config_fail("TT_DEVICE_IDS", "card %lld is listed twice in '%s'", id, v);
+		n++;
+		p = end + strspn(end, " ");
 		if (*p == ',' && p[1])
 			p++;
 		else if (*p)
@@ -352,15 +346,11 @@ config_repo_dir(void)
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	char *slash;
 
-	if (n <= 0) {
-		snprintf(cfg.repo, sizeof(cfg.repo), ".");
-		return;
-	}
-	exe[n] = '\0';
+	exe[n > 0 ? n : 0] = '\0';
 	slash = strrchr(exe, '/');
 	if (slash)
 		*slash = '\0';
-	snprintf(cfg.repo, sizeof(cfg.repo), "%s", exe[0] ? exe : "/");
+	snprintf(cfg.repo, sizeof(cfg.repo), "%s", slash == exe ? "/" : slash ? exe : ".");
 }
 
 static char *
@@ -375,16 +365,13 @@ static void
 config_load(void)
 {
 	const char *v;
+	struct in_addr ia;
 
 	config_repo_dir();
 	v = getenv("TT_DEVICE_HOST");
 	snprintf(cfg.host, sizeof(cfg.host), "%s", v && *v ? v : "127.0.0.1");
-	{
-		struct in_addr ia;
-
-		if (inet_pton(AF_INET, cfg.host, &ia) != 1)
-			config_fail("TT_DEVICE_HOST", "'%s' is not an IPv4 address", cfg.host);
-	}
+	if (inet_pton(AF_INET, cfg.host, &ia) != 1)
+		config_fail("TT_DEVICE_HOST", "'%s' is not an IPv4 address", cfg.host);
 	cfg.port = (int)env_int("TT_DEVICE_PORT", 5741, 1, 65535);
 	v = getenv("TT_DEVICE_LOG_DIR");
 	cfg.log_dir = v && *v ? xstrdup(v) : xasprintf("%s/logs-v2", cfg.repo);
@@ -424,8 +411,8 @@ config_load(void)
 	cfg.allow_anonymous = env_bool("TT_DEVICE_ALLOW_ANONYMOUS", false);
 	cfg.reset_cmd = env_str("TT_DEVICE_RESET_CMD",
 				"~/tenstorrent/.venv/bin/tt-smi -r /dev/tenstorrent/{device} --no_reinit");
-	cfg.health_cmd = getenv("TT_DEVICE_HEALTH_CHECK_CMD") ? env_str("TT_DEVICE_HEALTH_CHECK_CMD", "")
-							      : NULL; /* default set at start-up */
+	v = getenv("TT_DEVICE_HEALTH_CHECK_CMD");
+	cfg.health_cmd = v ? xstrdup(v) : NULL; /* NULL: the default, set at start-up */
 	cfg.deep_reset_cmd = env_str("TT_DEVICE_DEEP_RESET_CMD", "");
 	cfg.reset_retries = env_int("TT_DEVICE_RESET_RETRIES", 1, 0, 1000);
 	cfg.health_cmd_timeout = env_seconds("TT_DEVICE_HEALTH_CMD_TIMEOUT", 60, 0.001, 86400);
