@@ -7,7 +7,7 @@
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
  *     job output pipes, the signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP). Timers (job
  *     deadlines, a running job's silence watchdog, each job process's and each connection's
- *     one deadline, store retries, retention) live in one min-heap and the earliest becomes
+ *     one deadline, store retries, retention) live in one list and the earliest becomes
  *     the poll timeout. No busy waiting.
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining,
  *     their phases); this file polls and times each as it asks (client_watch)
@@ -463,25 +463,29 @@ iso8601(double t, char *out, size_t cap)
 
 /*
  * Watches: a pollfd array with a parallel array of callbacks. A removed watch is only marked
- * (fd -1) and swept after the dispatch pass, so no callback frees what the loop is walking
- * (the redis ae pattern). Owners keep their slot index through `slot`, updated on sweep.
+ * (fd -1, no callback), so no callback frees what the loop is walking; its slot is taken by
+ * the next watch added, and the array shrinks when its last slots are free. An owner keeps its
+ * watch's index in its `slot`, which never changes while the watch lives.
  */
 typedef void (*watch_fn)(void *arg, short revents);
 
 struct watch {
 	watch_fn fn;
 	void *arg;
-	int *slot; /* the owner's copy of this watch's index */
 };
 
 static struct pollfd *pfds;
 static struct watch *watches;
-static int nwatch, capwatch, nwatch_dead;
+static int nwatch, capwatch;
 
 static int
 watch_add(int fd, short events, watch_fn fn, void *arg, int *slot)
 {
-	if (nwatch == capwatch) {
+	int i = 0;
+
+	while (i < nwatch && watches[i].fn)
+		i++;
+	if (i == capwatch) {
 		int cap = capwatch ? capwatch * 2 : 64;
 		struct pollfd *p = realloc(pfds, sizeof(*p) * (size_t)cap);
 		struct watch *w;
@@ -495,10 +499,12 @@ watch_add(int fd, short events, watch_fn fn, void *arg, int *slot)
 		watches = w;
 		capwatch = cap;
 	}
-	pfds[nwatch] = (struct pollfd){.fd = fd, .events = events};
-	watches[nwatch] = (struct watch){.fn = fn, .arg = arg, .slot = slot};
-	*slot = nwatch;
-	return nwatch++;
+	/* revents 0: a slot freed in this pass is not dispatched the old descriptor's events */
+	pfds[i] = (struct pollfd){.fd = fd, .events = events};
+	watches[i] = (struct watch){.fn = fn, .arg = arg};
+	nwatch += i == nwatch;
+	*slot = i;
+	return i;
 }
 
 static void
@@ -513,51 +519,28 @@ watch_del(int *slot)
 {
 	if (*slot < 0)
 		return;
-	pfds[*slot].fd = -1;
-	pfds[*slot].events = 0;
+	pfds[*slot] = (struct pollfd){.fd = -1};
 	watches[*slot].fn = NULL;
-	watches[*slot].slot = NULL;
-	nwatch_dead++;
 	*slot = -1;
-}
-
-static void
-watch_sweep(void)
-{
-	int i = 0;
-
-	if (!nwatch_dead)
-		return;
-	while (i < nwatch) {
-		if (watches[i].fn) {
-			i++;
-			continue;
-		}
+	while (nwatch > 0 && !watches[nwatch - 1].fn)
 		nwatch--;
-		if (i != nwatch) {
-			pfds[i] = pfds[nwatch];
-			watches[i] = watches[nwatch];
-			if (watches[i].slot)
-				*watches[i].slot = i;
-		}
-	}
-	nwatch_dead = 0;
 }
 
 /*
- * Timers: a binary min-heap on the monotonic deadline. Every timer of the daemon lives here
- * and the earliest one is the poll timeout.
+ * Timers: an unordered array of the armed ones. Every timer of the daemon lives here and the
+ * earliest one is the poll timeout. Finding it is a walk over the armed timers, as poll() walks
+ * every watch anyway: a few per running job and one per connection.
  */
 typedef void (*timer_fn)(void *arg);
 
 struct timer {
 	double when; /* monotonic seconds */
-	int idx;     /* heap index, -1 when not armed */
+	int idx;     /* index in timers[], -1 when not armed */
 	timer_fn fn;
 	void *arg;
 };
 
-static struct timer **theap;
+static struct timer **timers;
 static int ntimer, captimer;
 
 static void
@@ -570,79 +553,37 @@ timer_init(struct timer *t, timer_fn fn, void *arg)
 }
 
 static void
-heap_swap(int a, int b)
-{
-	struct timer *t = theap[a];
-
-	theap[a] = theap[b];
-	theap[b] = t;
-	theap[a]->idx = a;
-	theap[b]->idx = b;
-}
-
-static void
-heap_up(int i)
-{
-	while (i > 0 && theap[(i - 1) / 2]->when > theap[i]->when) {
-		heap_swap(i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-}
-
-static void
-heap_down(int i)
-{
-	for (;;) {
-		int l = 2 * i + 1, r = l + 1, m = i;
-
-		if (l < ntimer && theap[l]->when < theap[m]->when)
-			m = l;
-		if (r < ntimer && theap[r]->when < theap[m]->when)
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(i, m);
-		i = m;
-	}
-}
-
-static void
 timer_stop(struct timer *t)
 {
 	int i = t->idx;
 
 	if (i < 0)
 		return;
-	ntimer--;
+	timers[i] = timers[--ntimer];
+	timers[i]->idx = i;
 	t->idx = -1;
-	if (i == ntimer)
-		return;
-	theap[i] = theap[ntimer];
-	theap[i]->idx = i;
-	heap_up(i);
-	heap_down(theap[i]->idx);
 }
 
 /* Arm (or re-arm) t for monotonic time `when`. Aborts on ENOMEM: a lost timer would wedge. */
 static void
 timer_set(struct timer *t, double when)
 {
-	timer_stop(t);
+	t->when = when;
+	if (t->idx >= 0)
+		return;
 	if (ntimer == captimer) {
 		int cap = captimer ? captimer * 2 : 64;
-		struct timer **h = realloc(theap, sizeof(*h) * (size_t)cap);
+		struct timer **h = realloc(timers, sizeof(*h) * (size_t)cap);
 
 		if (!h) {
 			fprintf(stderr, "tt-device-queue: out of memory for timers\n");
 			abort();
 		}
-		theap = h;
+		timers = h;
 		captimer = cap;
 	}
-	t->when = when;
 	t->idx = ntimer;
-	theap[ntimer++] = t;
-	heap_up(t->idx);
+	timers[ntimer++] = t;
 }
 
 static bool
@@ -651,12 +592,26 @@ timer_armed(const struct timer *t)
 	return t->idx >= 0;
 }
 
+/* The armed timer due first, or NULL. */
+static struct timer *
+timer_first(void)
+{
+	struct timer *first = NULL;
+	int i;
+
+	for (i = 0; i < ntimer; i++)
+		if (!first || timers[i]->when < first->when)
+			first = timers[i];
+	return first;
+}
+
+/* Fire every timer that is due, earliest first. */
 static void
 timers_run(void)
 {
-	while (ntimer > 0 && theap[0]->when <= mono_now) {
-		struct timer *t = theap[0];
+	struct timer *t;
 
+	while ((t = timer_first()) && t->when <= mono_now) {
 		timer_stop(t);
 		t->fn(t->arg);
 	}
@@ -666,11 +621,12 @@ timers_run(void)
 static int
 timers_timeout(void)
 {
+	struct timer *t = timer_first();
 	double ms;
 
-	if (ntimer == 0)
+	if (!t)
 		return -1;
-	ms = ceil((theap[0]->when - clock_mono()) * 1000.0);
+	ms = ceil((t->when - clock_mono()) * 1000.0);
 	if (ms <= 0)
 		return 0;
 	return ms > INT_MAX ? INT_MAX : (int)ms;
@@ -5627,7 +5583,6 @@ loop_after(void)
 		spawn_pending();
 		http_server_flush(D.http);
 	} while (http_server_ready(D.http) && ++rounds < 8);
-	watch_sweep();
 	http_server_sweep(D.http);
 }
 
