@@ -819,43 +819,33 @@ log_write(const char *buf, size_t n)
 	ssize_t w = log_out.socket ? send(STDERR_FILENO, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)
 				   : write(STDERR_FILENO, buf, n);
 
-	if (w < 0 && errno == ENOTSOCK) {
-		log_out.socket = false;
-		w = write(STDERR_FILENO, buf, n);
-	}
 	return w == (ssize_t)n;
 }
 
 static void __attribute__((format(printf, 1, 2)))
 logmsg(const char *fmt, ...)
 {
-	char buf[2048], note[128];
+	char buf[2176];
 	va_list ap;
-	int n;
+	int k = 0, n;
 
+	/* the count of the lines dropped before goes out first, in the same write */
+	if (log_out.unsaid > 0)
+		k = snprintf(buf, 128, "tt-device-queue: %lld log lines were dropped: stderr was not "
+			     "taking them\n", log_out.unsaid);
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = vsnprintf(buf + k, 2047, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
+	n = k + (n > 2046 ? 2046 : n);
 	buf[n++] = '\n';
-	if (log_out.unsaid > 0) {
-		int k = snprintf(note, sizeof(note), "tt-device-queue: %lld log lines were dropped: "
-				 "stderr was not taking them\n", log_out.unsaid);
-
-		if (!log_write(note, (size_t)k)) {
-			log_out.unsaid++;
-			log_out.dropped++;
-			return;
-		}
+	if (log_write(buf, (size_t)n)) {
 		log_out.unsaid = 0;
+		return;
 	}
-	if (!log_write(buf, (size_t)n)) {
-		log_out.unsaid++;
-		log_out.dropped++;
-	}
+	log_out.unsaid++;
+	log_out.dropped++;
 }
 
 static bool
