@@ -4421,17 +4421,10 @@ dispatch_pass(void)
 		struct job *j;
 		enum sched_action act = sched_next(&D.sched, c, !D.degraded, &j);
 
-		switch (act) {
-		case SCHED_START_JOB:
+		if (act == SCHED_START_JOB)
 			job_start(active_of(j));
-			break;
-		case SCHED_START_RESET:
-		case SCHED_START_CHECK:
+		else if (act == SCHED_START_RESET || act == SCHED_START_CHECK)
 			reset_start(c, act == SCHED_START_CHECK);
-			break;
-		default:
-			break;
-		}
 	}
 	holders_timer_arm();
 }
@@ -4655,24 +4648,20 @@ store_unwind(void)
 		struct ack *ack = &D.acks[i];
 		struct active *a = ack->a;
 
-		if (ack->replay) { /* its job goes with the first submission's ack, below */
-			http_conn_retract(ack->conn);
-			respond_refused(ack->conn, a->card,
-					"The job store is degraded; the job was not queued", NULL);
-			continue;
-		}
-		if (a->job.phase == JOB_PHASE_DONE) {
+		if (!ack->replay) { /* a replay's job goes with the first submission's ack */
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
-			count_outcome_by(a, -1);
-			store_remove_job_dir(D.dir, a->job.id);
-		} else {
-			sched_unlink(&D.sched, &a->job);
+			if (a->job.phase == JOB_PHASE_DONE) {
+				count_outcome_by(a, -1);
+				store_remove_job_dir(D.dir, a->job.id);
+			} else {
+				sched_unlink(&D.sched, &a->job);
+			}
+			vec_push(&drop, a);
 		}
 		http_conn_retract(ack->conn);
 		respond_refused(ack->conn, a->card,
 				"The job store is degraded; the job was not queued", NULL);
-		vec_push(&drop, a);
 	}
 	D.nacks = 0;
 	for (i = 0; i < drop.n; i++)
@@ -4684,9 +4673,8 @@ store_unwind(void)
 			D.dirty.v[k++] = a;
 	}
 	D.dirty.n = k;
-	for (i = 0; i < drop.n; i++) {
+	for (i = 0; i < drop.n; i++)
 		active_free(drop.v[i]);
-	}
 	drop.n = 0;
 }
 
@@ -4704,36 +4692,37 @@ store_failed(const char *why)
 
 /*
  * Commit every dirty record and extra (store_write_dirty), into a log dir in place
- * (log_dir_restore). 0, or -1 with why[0..cap) filled and nothing written.
+ * (log_dir_restore). False when it could not be written: the store is then degraded
+ * (store_failed) and nothing was written.
  */
-static int
-commit_dirty(const struct job *extra, char *why, size_t cap)
+static bool
+commit_dirty(const struct job *extra)
 {
-	if (!log_dir_in_place() && log_dir_restore(why, cap) < 0)
-		return -1;
-	if (store_write_dirty(extra) == 0)
-		return 0;
-	snprintf(why, cap, "%s", store_errmsg(D.store));
-	store_rollback(D.store);
-	return -1;
+	char why[sizeof(D.degraded_reason)];
+
+	if (!log_dir_in_place() && log_dir_restore(why, sizeof(why)) < 0) {
+		store_failed(why);
+		return false;
+	}
+	if (store_write_dirty(extra) < 0) {
+		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
+		store_rollback(D.store);
+		store_failed(why);
+		return false;
+	}
+	store_committed();
+	return true;
 }
 
 static void
 store_sync(void)
 {
-	char why[sizeof(D.degraded_reason)];
-
 	if (D.dirty.n == 0 && !D.cards_dirty)
 		return;
-	if (D.degraded && timer_armed(&D.store_retry)) {
+	if (D.degraded && timer_armed(&D.store_retry))
 		store_unwind(); /* not yet time to try again */
-		return;
-	}
-	if (commit_dirty(NULL, why, sizeof(why)) < 0) {
-		store_failed(why);
-		return;
-	}
-	store_committed();
+	else
+		commit_dirty(NULL);
 }
 
 /*
@@ -4746,16 +4735,7 @@ store_sync(void)
 static bool
 store_sync_now(const struct job *extra)
 {
-	char why[sizeof(D.degraded_reason)];
-
-	if (D.degraded)
-		return false;
-	if (commit_dirty(extra, why, sizeof(why)) == 0) {
-		store_committed();
-		return true;
-	}
-	store_failed(why);
-	return false;
+	return !D.degraded && commit_dirty(extra);
 }
 
 static void
