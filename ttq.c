@@ -4824,7 +4824,7 @@ retention_fired(void *arg)
  * state change is one datagram of NAME=VALUE lines: READY=1 once the socket listens and
  * recovery is done, STOPPING=1 when shutdown begins. WATCHDOG_USEC (meant for WATCHDOG_PID,
  * or for us when that is unset) asks for WATCHDOG=1 at least that often: a timer in the loop's
- * heap sends it at half the interval, so a wedged loop is exactly what stops the pings. Without
+ * list sends it at half the interval, so a wedged loop is exactly what stops the pings. Without
  * the variables nothing is sent and no timer is armed. The variables are removed from our
  * environment so jobs and control commands never inherit them.
  */
@@ -4867,7 +4867,6 @@ notify_setup(void)
 	const char *pid = getenv("WATCHDOG_PID");
 	size_t n = path ? strlen(path) : 0;
 	unsigned long long us = 0;
-	char *end = NULL;
 
 	timer_init(&notify_sock.watchdog, notify_watchdog_fired, NULL);
 	if (n >= 2 && n < sizeof(notify_sock.addr.sun_path) && (path[0] == '/' || path[0] == '@')) {
@@ -4883,43 +4882,33 @@ notify_setup(void)
 		logmsg("tt-device-queue: NOTIFY_SOCKET '%s' is not a unix socket path; not notifying",
 		       path);
 	}
-	errno = 0;
-	if (usec && usec[0] >= '0' && usec[0] <= '9')
-		us = strtoull(usec, &end, 10);
-	if (notify_sock.fd >= 0 && us > 0 && errno == 0 && end && !*end &&
-	    (!pid || strtoll(pid, NULL, 10) == (long long)getpid()))
+	if (usec && !usec[strspn(usec, "0123456789")])
+		us = strtoull(usec, NULL, 10);
+	if (notify_sock.fd >= 0 && us > 0 && (!pid || strtoll(pid, NULL, 10) == (long long)getpid()))
 		notify_sock.watchdog_every = (double)us / 2e6;
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
 	unsetenv("WATCHDOG_PID");
 }
 
-/* What the daemon does, for its log and systemd's STATUS=. */
-static void
-serving_status(char *out, size_t cap)
+/*
+ * Send systemd pre (a state, such as "READY=1\n", or "") and STATUS=, what the daemon does;
+ * that STATUS text is returned for the log.
+ */
+static const char *
+notify_status(const char *pre)
 {
+	static char msg[800];
+	int k = snprintf(msg, sizeof(msg), "%sSTATUS=", pre);
+
 	if (D.store)
-		snprintf(out, cap, "serving %d card%s on %s:%d", D.sched.ncards,
+		snprintf(msg + k, sizeof(msg) - (size_t)k, "serving %d card%s on %s:%d", D.sched.ncards,
 			 D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
 	else
-		snprintf(out, cap, "serving on %s:%d without the job store (degraded)", cfg.host,
-			 cfg.port);
-}
-
-/*
- * READY=1: the listener accepts and start-up recovery is committed, or the store could not be
- * opened (then systemd must see the start succeed all the same, or it would restart us).
- */
-static void
-notify_ready(void)
-{
-	char msg[800];
-
-	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=");
-	serving_status(msg + strlen(msg), sizeof(msg) - strlen(msg));
+		snprintf(msg + k, sizeof(msg) - (size_t)k, "serving on %s:%d without the job store "
+			 "(degraded)", cfg.host, cfg.port);
 	notify_send(msg);
-	if (notify_sock.watchdog_every > 0)
-		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
+	return msg + k;
 }
 
 /* ------------------------------------------------------------------------ signals, shutdown */
@@ -5386,17 +5375,12 @@ start_from_store(void)
 static void
 reopen_store(void)
 {
-	char msg[800];
-
 	if (D.shutting_down || open_store(true) < 0)
 		return;
 	D.degraded = false;
 	logmsg("tt-device-queue: job store opened; recovering as at start-up");
 	start_from_store();
-	snprintf(msg, sizeof(msg), "STATUS=");
-	serving_status(msg + strlen(msg), sizeof(msg) - strlen(msg));
-	notify_send(msg);
-	logmsg("tt-device-queue: %s", msg + strlen("STATUS="));
+	logmsg("tt-device-queue: %s", notify_status(""));
 }
 
 /*
@@ -5596,28 +5580,22 @@ setup_mode(void)
 		       proc_user_name(D.self_uid, name, sizeof(name)), name);
 }
 
-static void
-serve_usage(FILE *f)
-{
-	fprintf(f, "usage: tt-device-queue serve\n"
-		   "Run the daemon in the foreground. Configuration comes from the environment:\n"
-		   "  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
-		   "  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
-		   "  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
-		   "  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
-		   "man tt-device-queue lists every variable.\n");
-}
-
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700], start_id[33], instance_id[PATH_MAX + 40];
+	char start_id[33], instance_id[PATH_MAX + 40];
 	int opened;
 
 	if (argc > 1) {
 		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
 
-		serve_usage(help ? stdout : stderr);
+		fprintf(help ? stdout : stderr, "usage: tt-device-queue serve\n"
+			"Run the daemon in the foreground. Configuration comes from the environment:\n"
+			"  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
+			"  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
+			"  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
+			"  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
+			"man tt-device-queue lists every variable.\n");
 		return help ? 0 : 2;
 	}
 	tzset();
@@ -5657,9 +5635,14 @@ serve_main(int argc, char **argv)
 		start_from_store();
 	raise_fd_limit();
 	open_listener();
-	serving_status(status, sizeof(status));
-	logmsg("tt-device-queue %s: %s, log dir %s", TTQ_VERSION, status, cfg.log_dir);
-	notify_ready();
+	/*
+	 * READY=1: the listener accepts and start-up recovery is committed, or the store could not
+	 * be opened (then systemd must see the start succeed all the same, or it would restart us).
+	 */
+	logmsg("tt-device-queue %s: %s, log dir %s", TTQ_VERSION, notify_status("READY=1\n"),
+	       cfg.log_dir);
+	if (notify_sock.watchdog_every > 0)
+		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
 	/* Recovered queues and pending resets start now: unprompted, the first poll may sleep
 	 * until the retention pass. */
 	loop_after();
