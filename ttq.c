@@ -1719,23 +1719,20 @@ client_new(int fd)
 	struct client *cl = calloc(1, sizeof(*cl));
 	int one = 1;
 
-	if (!cl || watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) < 0) {
-		free(cl);
-		close(fd);
-		return false;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	cl->uid = UID_UNASKED;
-	timer_init(&cl->timer, client_timer_fired, cl);
-	cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
-	if (!(cl->http = http_conn_new(D.http, fd, cl))) {
+	if (cl && watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) >= 0) {
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		cl->uid = UID_UNASKED;
+		timer_init(&cl->timer, client_timer_fired, cl);
+		cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
+		if ((cl->http = http_conn_new(D.http, fd, cl))) {
+			D.over += cl->over;
+			return true;
+		}
 		watch_del(&cl->slot);
-		free(cl);
-		close(fd);
-		return false;
 	}
-	D.over += cl->over;
-	return true;
+	free(cl);
+	close(fd);
+	return false;
 }
 
 static void
