@@ -4963,11 +4963,9 @@ signal_event(void *arg, short revents)
 	while (read(D.sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
 			shutdown_begin((int)si.ssi_signo);
-		else if (si.ssi_signo == SIGHUP)
-			logmsg("tt-device-queue: SIGHUP ignored (restart the service to reconfigure)");
-		else if (si.ssi_signo != SIGCHLD)
-			logmsg("tt-device-queue: %s from pid %u ignored", strsignal((int)si.ssi_signo),
-			       si.ssi_pid);
+		else if (si.ssi_signo != SIGCHLD) /* SIGHUP too: a restart reconfigures */
+			logmsg("tt-device-queue: SIG%s from pid %u ignored (restart the service to "
+			       "reconfigure)", sigabbrev_np((int)si.ssi_signo), si.ssi_pid);
 	}
 	/* Signals coalesce: reap every child that has exited. */
 	for (;;) {
@@ -5164,21 +5162,18 @@ recover_card_gone(struct active *a, int device, double now)
 static void
 recover_interrupted(struct active *a, double now)
 {
-	bool reset = a->job.mode == JOB_MODE_RESET;
+	const char *what = a->job.mode == JOB_MODE_RESET ? "during the reset; it runs again"
+							 : "while the job ran; it is not run again";
+	char err[120], trailer[160];
 
 	sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
 	/* Output dropped before the crash was counted only up to the last save. */
 	if (a->job.log_truncated && open_log(a) == 0)
 		a->log.dropped_floor = 1;
-	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1,
-		      reset ? "Interrupted: the service stopped during the reset (crash or "
-			      "shutdown); it runs again at this start"
-			    : "Interrupted: the service stopped while the job was running (crash "
-			      "or shutdown); it is not run again",
-		      reset ? PROC_MARKER " interrupted: the service stopped during this reset; "
-					  "it runs again\n"
-			    : PROC_MARKER " interrupted: the service stopped while this job was "
-					  "running; it is not run again\n");
+	snprintf(err, sizeof(err), "Interrupted: the service stopped (crash or shutdown) %s", what);
+	snprintf(trailer, sizeof(trailer), PROC_MARKER " interrupted: the service stopped %s\n",
+		 what);
+	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, trailer);
 }
 
 /*
