@@ -307,15 +307,24 @@ discover_device_ids(const char *dir, int *ids)
 	return n;
 }
 
+/*
+ * Out of memory where going on would lose a timer, a record or a watch (a job would run
+ * unbounded, or its end go unsaid): abort, leaving a core to look at.
+ */
+static void __attribute__((noreturn))
+die_oom(void)
+{
+	fprintf(stderr, "tt-device-queue: out of memory\n");
+	abort();
+}
+
 static char *
 xstrdup(const char *s)
 {
 	char *p = strdup(s ? s : "");
 
-	if (!p) {
-		perror("tt-device-queue");
-		exit(1);
-	}
+	if (!p)
+		die_oom();
 	return p;
 }
 
@@ -332,10 +341,8 @@ xasprintf(const char *fmt, ...)
 	va_start(ap, fmt);
 	r = vasprintf(&p, fmt, ap);
 	va_end(ap);
-	if (r < 0) {
-		perror("tt-device-queue");
-		exit(1);
-	}
+	if (r < 0)
+		die_oom();
 	return p;
 }
 
@@ -575,10 +582,8 @@ timer_set(struct timer *t, double when)
 		int cap = captimer ? captimer * 2 : 64;
 		struct timer **h = realloc(timers, sizeof(*h) * (size_t)cap);
 
-		if (!h) {
-			fprintf(stderr, "tt-device-queue: out of memory for timers\n");
-			abort();
-		}
+		if (!h)
+			die_oom();
 		timers = h;
 		captimer = cap;
 	}
@@ -714,10 +719,8 @@ vec_push(struct vec *x, void *p)
 		int cap = x->cap ? x->cap * 2 : 32;
 		void **v = realloc(x->v, sizeof(*v) * (size_t)cap);
 
-		if (!v) {
-			fprintf(stderr, "tt-device-queue: out of memory\n");
-			abort();
-		}
+		if (!v)
+			die_oom();
 		x->v = v;
 		x->cap = cap;
 	}
@@ -866,10 +869,8 @@ job_output_path(const char *id)
 {
 	char *p = store_output_path(D.dir, id);
 
-	if (!p) {
-		perror("tt-device-queue");
-		exit(1);
-	}
+	if (!p)
+		die_oom();
 	return p;
 }
 
@@ -970,10 +971,8 @@ watch_of(struct active *a)
 {
 	if (a->watch)
 		return a->watch;
-	if (!(a->watch = calloc(1, sizeof(*a->watch)))) {
-		fprintf(stderr, "tt-device-queue: out of memory\n");
-		abort();
-	}
+	if (!(a->watch = calloc(1, sizeof(*a->watch))))
+		die_oom();
 	timer_init(&a->watch->deadline, job_timeout_fired, a);
 	timer_init(&a->watch->proc_timer, job_proc_timer_fired, a);
 	timer_init(&a->watch->silence, job_silence_fired, a);
@@ -1657,10 +1656,8 @@ clients_init(void)
 	    .now = &mono_now,
 	};
 
-	if (!(D.http = http_server_new(&hc, &cb))) {
-		fprintf(stderr, "tt-device-queue serve: out of memory\n");
-		exit(1);
-	}
+	if (!(D.http = http_server_new(&hc, &cb)))
+		die_oom();
 }
 
 /* ---- the listening socket */
