@@ -880,17 +880,11 @@ new_job_id(char out[33])
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char r[16];
-	size_t got = 0;
 	int i;
 
-	while (got < sizeof(r)) {
-		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-
-		if (n < 0 && errno != EINTR)
-			return -1;
-		if (n > 0)
-			got += (size_t)n;
-	}
+	/* up to 256 bytes come whole and are not interrupted (getrandom(2)) */
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -1;
 	for (i = 0; i < 16; i++) {
 		out[2 * i] = hex[r[i] >> 4];
 		out[2 * i + 1] = hex[r[i] & 15];
@@ -4954,6 +4948,8 @@ static void
 signal_event(void *arg, short revents)
 {
 	struct signalfd_siginfo si;
+	pid_t pid;
+	int st;
 
 	(void)arg;
 	(void)revents;
@@ -4965,15 +4961,9 @@ signal_event(void *arg, short revents)
 			       "reconfigure)", sigabbrev_np((int)si.ssi_signo), si.ssi_pid);
 	}
 	/* Signals coalesce: reap every child that has exited. */
-	for (;;) {
-		int st;
-		pid_t pid = waitpid(-1, &st, WNOHANG);
-
-		if (pid <= 0)
-			break;
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
 		if (proc_reaped(pid, st) == PROC_REAPED_GUARDIAN)
 			guardian_died(st);
-	}
 }
 
 static bool
@@ -5492,19 +5482,16 @@ open_listener(void)
 static void
 setup_signals(void)
 {
+	/* SIGUSR1, SIGUSR2, SIGALRM by default end a process on the spot: a stray `kill -USR1`
+	 * (a log rotation's postrotate) would be a crash that interrupts every running job */
+	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
 	sigset_t set;
+	size_t i;
 
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	/* by default these end a process on the spot: a stray `kill -USR1` (a log rotation's
-	 * postrotate) would be a crash that interrupts every running job */
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGUSR2);
-	sigaddset(&set, SIGALRM);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&set, sigs[i]);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	D.sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (D.sig_fd < 0 || watch_add(D.sig_fd, POLLIN, signal_event, NULL, &D.sig_slot) < 0) {
