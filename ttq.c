@@ -680,7 +680,7 @@ struct job_watch {
 struct active {
 	struct job job;
 	struct card *card;
-	struct active *anext, *aprev; /* in actives */
+	struct active *anext; /* in actives */
 	struct proc_job *proc; /* its process (proc.c), made at its first spawn, else NULL */
 	int out_slot;          /* watch slot of the process's output pipe */
 	struct capfile log;    /* log.fd -1 when not open */
@@ -925,22 +925,20 @@ active_new(void)
 	a->out_slot = -1;
 	a->log.fd = -1;
 	a->anext = actives;
-	if (actives)
-		actives->aprev = a;
 	actives = a;
 	return a;
 }
 
+/* Forget a: a walk to its place in actives, as short as a lookup (active_find). */
 static void
 active_free(struct active *a)
 {
+	struct active **p = &actives;
+
 	sched_job_transition(&a->job, JOB_PHASE_FORGOTTEN);
-	if (a->aprev)
-		a->aprev->anext = a->anext;
-	else
-		actives = a->anext;
-	if (a->anext)
-		a->anext->aprev = a->aprev;
+	while (*p != a)
+		p = &(*p)->anext;
+	*p = a->anext;
 	if (a->watch) {
 		timer_stop(&a->watch->deadline);
 		timer_stop(&a->watch->silence);
