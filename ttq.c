@@ -4415,17 +4415,6 @@ dispatch_pass(void)
 	holders_timer_arm();
 }
 
-/*
- * Whether the log dir and the database in it are still those this daemon opened
- * (store_dir_in_place). Checked before every commit (commit_dirty), when inotify reports a
- * change, and every LOG_DIR_CHECK seconds where it cannot.
- */
-static bool
-log_dir_in_place(void)
-{
-	return !D.dir || store_dir_in_place(D.dir, D.store);
-}
-
 /* What lived in the old log dir and is made again in the new one as it is needed. */
 static void
 log_dir_forget_files(void)
@@ -4452,7 +4441,7 @@ log_dir_forget_files(void)
 }
 
 /*
- * The log dir or its database is gone or replaced (log_dir_in_place): make the folder again
+ * The log dir or its database is gone or replaced (store_dir_in_place): make the folder again
  * and lock it (store_dir_remake), then write the database there from the open handle, the one
  * place its records still live, before anything more is committed (store_restore). Once a
  * new folder is locked, the old one's files are forgotten (log_dir_forget_files) and the new
@@ -4486,25 +4475,23 @@ log_dir_restore(char *why, size_t cap)
 	return 0;
 }
 
-/* A log dir found gone makes this turn commit, which restores it (commit_dirty). */
-static void
-dir_look(void)
-{
-	int i;
-
-	if (D.store && !log_dir_in_place())
-		for (i = 0; i < D.sched.ncards; i++)
-			card_dirty(&D.sched.cards[i]);
-}
-
-/* Every LOG_DIR_CHECK s where inotify cannot watch the log dir; else DIR_SETTLE after news. */
+/*
+ * Every LOG_DIR_CHECK s where inotify cannot watch the log dir; else DIR_SETTLE after news.
+ * Whether the log dir and the database in it are still those this daemon opened
+ * (store_dir_in_place) is also checked before every commit (commit_dirty): one found gone
+ * makes this turn commit, which restores it.
+ */
 static void
 dir_check_fired(void *arg)
 {
+	int i;
+
 	(void)arg;
 	if (!D.dir_watched)
 		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
-	dir_look();
+	if (D.store && !store_dir_in_place(D.dir, D.store))
+		for (i = 0; i < D.sched.ncards; i++)
+			card_dirty(&D.sched.cards[i]);
 }
 
 /* The log dir itself went or moved, or its database's name was removed or replaced. */
@@ -4686,7 +4673,7 @@ commit_dirty(const struct job *extra)
 {
 	char why[sizeof(D.degraded_reason)];
 
-	if (!log_dir_in_place() && log_dir_restore(why, sizeof(why)) < 0) {
+	if (!store_dir_in_place(D.dir, D.store) && log_dir_restore(why, sizeof(why)) < 0) {
 		store_failed(why);
 		return false;
 	}
@@ -4978,7 +4965,7 @@ shutdown_done(void)
 	 * The jobs are over. Clients still connected (a `run` about to ask for the final result
 	 * of the job the stop just ended) are answered for a moment longer.
 	 */
-	if (!timer_armed(&D.linger) && D.linger_until == 0) {
+	if (D.linger_until == 0) {
 		struct job *j;
 
 		D.linger_until = mono_now + SHUTDOWN_LINGER;
