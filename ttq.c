@@ -1616,9 +1616,9 @@ client_closed(struct http_conn *c)
 	if (cl->over)
 		D.over--;
 	free(cl);
-	/* Below the limit again: take connections from the listen backlog. */
-	if (D.listen_fd >= 0 && !D.shutting_down)
-		watch_events(D.listen_slot, POLLIN);
+	/* Below the limit again: take connections from the listen backlog (none once its watch
+	 * is gone at shutdown: watch_events on slot -1 does nothing). */
+	watch_events(D.listen_slot, POLLIN);
 }
 
 static void
@@ -1673,8 +1673,8 @@ static void
 accept_resume_fired(void *arg)
 {
 	(void)arg;
-	if (D.listen_fd >= 0 && !D.shutting_down && accepting())
-		watch_events(D.listen_slot, POLLIN);
+	if (accepting())
+		watch_events(D.listen_slot, POLLIN); /* slot -1 once closed at shutdown */
 }
 
 static struct timer accept_resume = {.idx = -1, .fn = accept_resume_fired};
@@ -4889,29 +4889,28 @@ notify_status(const char *pre)
 static void
 shutdown_begin(int signo)
 {
+	bool again = D.shutting_down; /* a second request: no more grace */
 	int i;
 
-	if (D.shutting_down) {
-		/* A second request: no more grace. */
-		for (i = 0; i < D.sched.ncards; i++)
-			if (D.sched.cards[i].current)
-				proc_job_kill(active_of(D.sched.cards[i].current)->proc);
-		return;
-	}
-	D.shutting_down = true;
-	notify_send("STOPPING=1\nSTATUS=stopping: interrupting running jobs, keeping queued ones");
-	logmsg("tt-device-queue: shutting down on SIG%s: stopping running jobs, queued jobs are "
-	       "kept",
-	       sigabbrev_np(signo) ? sigabbrev_np(signo) : "?");
-	if (D.listen_fd >= 0) {
+	if (!again) {
+		D.shutting_down = true;
+		notify_send("STOPPING=1\nSTATUS=stopping: interrupting running jobs, keeping queued "
+			    "ones");
+		logmsg("tt-device-queue: shutting down on SIG%s: stopping running jobs, queued jobs "
+		       "are kept", sigabbrev_np(signo));
 		watch_del(&D.listen_slot);
 		close(D.listen_fd);
 		D.listen_fd = -1;
+		timer_set(&D.shutdown_deadline, mono_now + cfg.stop_grace + 4.0);
 	}
-	for (i = 0; i < D.sched.ncards; i++)
-		if (D.sched.cards[i].current)
-			job_stop(active_of(D.sched.cards[i].current), STOP_SHUTDOWN);
-	timer_set(&D.shutdown_deadline, mono_now + cfg.stop_grace + 4.0);
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct job *j = D.sched.cards[i].current;
+
+		if (j && again)
+			proc_job_kill(active_of(j)->proc);
+		else if (j)
+			job_stop(active_of(j), STOP_SHUTDOWN);
+	}
 }
 
 /* A timer whose only job is to end the poll at its deadline. */
@@ -5456,14 +5455,6 @@ bind_listener(void)
 		       cfg.host);
 }
 
-/* Start taking connections from the backlog. */
-static void
-open_listener(void)
-{
-	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
-		exit(1);
-}
-
 static void
 setup_signals(void)
 {
@@ -5595,7 +5586,9 @@ serve_main(int argc, char **argv)
 	if (opened == 0)
 		start_from_store();
 	raise_fd_limit();
-	open_listener();
+	/* Start taking connections from the backlog. */
+	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
+		die_oom();
 	/*
 	 * READY=1: the listener accepts and start-up recovery is committed, or the store could not
 	 * be opened (then systemd must see the start succeed all the same, or it would restart us).
