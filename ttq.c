@@ -175,18 +175,22 @@ struct config {
 
 static struct config cfg;
 
+/* Start-up cannot go on: "tt-device-queue serve: " and the message on stderr, then exit. */
 static void __attribute__((noreturn, format(printf, 2, 3)))
-config_fail(const char *var, const char *fmt, ...)
+serve_fail(int status, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "tt-device-queue serve: %s: ", var);
+	fputs("tt-device-queue serve: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	exit(2);
+	exit(status);
 }
+
+/* A setting that cannot be used: its name and why, exit status 2. */
+#define config_fail(var, fmt, ...) serve_fail(2, "%s: " fmt, var, __VA_ARGS__)
 
 /* A decimal integer in [min, max] from the environment, else def; anything else exits 2. */
 static long long
@@ -5054,20 +5058,16 @@ setup_cards(void)
 	static struct card_rows rows;
 	int ids[MAX_CARDS * 2], n = cfg.nids, i;
 
-	if (store_load_cards(D.store, card_row_cb, &rows) < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot read cards: %s\n", store_errmsg(D.store));
-		exit(1);
-	}
+	if (store_load_cards(D.store, card_row_cb, &rows) < 0)
+		serve_fail(1, "cannot read cards: %s", store_errmsg(D.store));
 	memcpy(ids, cfg.ids, sizeof(int) * (size_t)cfg.nids);
 	/* A card dead in this boot stays listed even when its node vanished. */
 	for (i = 0; i < rows.n; i++)
 		if (sched_stays_dead(rows.rows[i].state, same_boot_as(rows.rows[i].boot_id)) &&
 		    n < MAX_CARDS)
 			ids[n++] = rows.rows[i].device;
-	if (sched_init(&D.sched, ids, n) < 0) {
-		perror("tt-device-queue serve");
-		exit(1);
-	}
+	if (sched_init(&D.sched, ids, n) < 0)
+		serve_fail(1, "%s", strerror(errno));
 	for (i = 0; i < rows.n; i++) {
 		struct card *c = sched_card(&D.sched, rows.rows[i].device);
 
@@ -5193,10 +5193,8 @@ recover(void)
 {
 	int counts[3] = {0, 0, 0};
 
-	if (store_load_active(D.store, recover_cb, counts) < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot load jobs: %s\n", store_errmsg(D.store));
-		exit(1);
-	}
+	if (store_load_active(D.store, recover_cb, counts) < 0)
+		serve_fail(1, "cannot load jobs: %s", store_errmsg(D.store));
 	/*
 	 * A failed commit here (disk full at start-up) does not stop the start: the daemon
 	 * serves degraded, with the recovered transitions kept and retried like any others, so
@@ -5220,25 +5218,20 @@ prepare_log_dir(void)
 
 	struct timespec pause = {0, 10000000};
 	double t0 = clock_mono(), next = 0;
-	bool said = false;
 	sigset_t pending;
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
+	/* EINPROGRESS: a dead daemon's guardian holds it (waited for, said every 10 s);
+	 * EWOULDBLOCK: another holds it (waited for LOG_DIR_LOCK_WAIT s, then an error) */
 	while (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
-		if (errno == EINPROGRESS && clock_mono() - t0 >= next) {
-			logmsg("tt-device-queue: waiting for the processes of the previous instance to "
-			       "end (its guardian holds the log dir's lock)");
+		double waited = clock_mono() - t0;
+
+		if (errno != EINPROGRESS && (errno != EWOULDBLOCK || waited >= LOG_DIR_LOCK_WAIT))
+			serve_fail(1, "TT_DEVICE_LOG_DIR %s: %s", cfg.log_dir, why);
+		if (waited >= next) {
+			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting: %s", cfg.log_dir,
+			       why);
 			next += 10;
-		} else if (errno != EINPROGRESS &&
-			   (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT)) {
-			fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir,
-				why);
-			exit(1);
-		} else if (errno == EWOULDBLOCK && !said) {
-			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting up to %.0f s "
-			       "for a process of a daemon just stopped to let it go", cfg.log_dir,
-			       LOG_DIR_LOCK_WAIT);
-			said = true;
 		}
 		sigpending(&pending); /* blocked (setup_signals): looked at, not delivered */
 		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))
@@ -5408,14 +5401,10 @@ claim_cards(void)
 			logmsg("tt-device-queue: card %d has no device node at %s: a queue name "
 			       "only, not claimed", cfg.ids[i], node);
 		} else if (errno == EADDRINUSE) {
-			fprintf(stderr, "tt-device-queue serve: card %d (%s) is served by another "
-				"instance: %s; stop that instance, or name other cards in "
-				"TT_DEVICE_IDS\n", cfg.ids[i], node, why);
-			exit(2);
+			serve_fail(2, "card %d (%s) is served by another instance: %s; stop that "
+				   "instance, or name other cards in TT_DEVICE_IDS", cfg.ids[i], node, why);
 		} else {
-			fprintf(stderr, "tt-device-queue serve: card %d (%s): %s\n", cfg.ids[i],
-				node, why);
-			exit(1);
+			serve_fail(1, "card %d (%s): %s", cfg.ids[i], node, why);
 		}
 	}
 }
@@ -5444,11 +5433,8 @@ bind_listener(void)
 	while (D.listen_fd >= 0 && (r = bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa))) < 0 &&
 	       errno == EADDRINUSE && clock_mono() - t0 < LISTEN_WAIT)
 		nanosleep(&pause, NULL);
-	if (D.listen_fd < 0 || r < 0 || listen(D.listen_fd, SOMAXCONN) < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot listen on %s:%d: %s\n", cfg.host, cfg.port,
-			strerror(errno));
-		exit(1);
-	}
+	if (D.listen_fd < 0 || r < 0 || listen(D.listen_fd, SOMAXCONN) < 0)
+		serve_fail(1, "cannot listen on %s:%d: %s", cfg.host, cfg.port, strerror(errno));
 	if (strncmp(cfg.host, "127.", 4) != 0)
 		logmsg("tt-device-queue: WARNING: listening on %s: the API has no authentication; "
 		       "anyone who can reach this port can run commands as this user",
@@ -5470,10 +5456,8 @@ setup_signals(void)
 		sigaddset(&set, sigs[i]);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	D.sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (D.sig_fd < 0 || watch_add(D.sig_fd, POLLIN, signal_event, NULL, &D.sig_slot) < 0) {
-		perror("tt-device-queue serve: signalfd");
-		exit(1);
-	}
+	if (D.sig_fd < 0 || watch_add(D.sig_fd, POLLIN, signal_event, NULL, &D.sig_slot) < 0)
+		serve_fail(1, "signalfd: %s", strerror(errno));
 }
 
 /* One loop iteration after the events: answer, dispatch, commit, start, write. */
@@ -5571,16 +5555,12 @@ serve_main(int argc, char **argv)
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
-	if (new_job_id(start_id) < 0) {
-		perror("tt-device-queue serve: getrandom");
-		return 1;
-	}
+	if (new_job_id(start_id) < 0)
+		serve_fail(1, "getrandom: %s", strerror(errno));
 	snprintf(instance_id, sizeof(instance_id), "%s/%s", cfg.log_dir, start_id);
 	procs_init(instance_id);
-	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0) {
-		perror("tt-device-queue serve: cannot start the guardian process");
-		return 1;
-	}
+	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0)
+		serve_fail(1, "cannot start the guardian process: %s", strerror(errno));
 	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
 	dir_watch();
 	if (opened == 0)
@@ -5604,16 +5584,11 @@ serve_main(int argc, char **argv)
 		int n = poll(pfds, (nfds_t)nwatch, http_server_ready(D.http) ? 0 : timers_timeout()), i;
 
 		mono_now = clock_mono();
-		if (n < 0 && errno != EINTR) {
-			perror("tt-device-queue serve: poll");
-			return 1;
-		}
-		for (i = 0; n > 0 && i < nwatch; i++) {
-			short re = pfds[i].revents;
-
-			if (re && watches[i].fn && pfds[i].fd >= 0)
-				watches[i].fn(watches[i].arg, re);
-		}
+		if (n < 0 && errno != EINTR)
+			serve_fail(1, "poll: %s", strerror(errno));
+		for (i = 0; n > 0 && i < nwatch; i++)
+			if (pfds[i].revents && watches[i].fn) /* not one removed in this pass */
+				watches[i].fn(watches[i].arg, pfds[i].revents);
 		timers_run();
 		loop_after();
 	}
