@@ -4655,11 +4655,14 @@ store_unwind(void)
 	drop.n = 0;
 }
 
-/* A commit failed: degraded until one succeeds, retried every STORE_RETRY seconds. */
+/*
+ * A commit failed, or the store could not be opened (open_store): degraded until one succeeds,
+ * retried every STORE_RETRY seconds. Logged when it begins and when the reason changes.
+ */
 static void
 store_failed(const char *why)
 {
-	if (!D.degraded)
+	if (!D.degraded || strcmp(why, D.degraded_reason) != 0)
 		logmsg("tt-device-queue: job store degraded: %s", why);
 	D.degraded = true;
 	snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
@@ -5264,18 +5267,10 @@ open_store(bool serving)
 		D.prev_last_write = store_last_write(D.store); /* before this start writes */
 		return 0;
 	}
-	if (refused) {
-		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
-		exit(1);
-	}
-	snprintf(reason, sizeof(reason), "cannot open the job store: %s", err);
-	if (!D.degraded || strcmp(reason, D.degraded_reason) != 0)
-		logmsg("tt-device-queue: job store degraded: %s (%s); serving without it, retried "
-		       "every second",
-		       reason, path);
-	D.degraded = true;
-	memcpy(D.degraded_reason, reason, sizeof(reason));
-	timer_set(&D.store_retry, mono_now + STORE_RETRY);
+	if (refused)
+		serve_fail(1, "%s: %s", path, err);
+	snprintf(reason, sizeof(reason), "cannot open the job store %s: %s", path, err);
+	store_failed(reason);
 	return -1;
 }
 
