@@ -750,7 +750,7 @@ static struct {
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
-	struct timer store_retry, retention, shutdown_deadline, linger;
+	struct timer store_retry, retention, shutdown_deadline;
 	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
 	double heartbeat_mono;
@@ -4920,17 +4920,12 @@ shutdown_begin(int signo)
 	}
 }
 
-/* A timer whose only job is to end the poll at its deadline. */
-static void
-wake_fired(void *arg)
-{
-	(void)arg;
-}
-
 static void
 shutdown_deadline_fired(void *arg)
 {
 	(void)arg;
+	if (D.linger_until > 0)
+		return; /* the jobs stopped: it only woke the loop to end the linger (shutdown_done) */
 	logmsg("tt-device-queue: jobs did not stop in time; exiting anyway");
 	exit(1); /* the guardian kills what is left */
 }
@@ -4975,7 +4970,7 @@ shutdown_done(void)
 		struct job *j;
 
 		D.linger_until = mono_now + SHUTDOWN_LINGER;
-		timer_set(&D.linger, D.linger_until);
+		timer_set(&D.shutdown_deadline, D.linger_until);
 		/* Long-polls on queued jobs get their answer ("queued") instead of a closed
 		 * connection: the client learns the job is kept and can wait for the restart. */
 		for (j = D.sched.oldest; j; j = j->newer)
@@ -5539,12 +5534,10 @@ serve_main(int argc, char **argv)
 	setup_signals();
 	mono_now = clock_mono();
 	started_mono = mono_now;
-	D.heartbeat_mono = mono_now;
 	timer_init(&D.store_retry, store_retry_fired, NULL);
 	timer_init(&D.dir_check, dir_check_fired, NULL);
 	timer_init(&D.retention, retention_fired, NULL);
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
-	timer_init(&D.linger, wake_fired, NULL);
 	clients_init();
 	claim_cards();
 	bind_listener();
