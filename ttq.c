@@ -332,10 +332,7 @@ xstrdup(const char *s)
 	return p;
 }
 
-static char *
-xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *
+static char *__attribute__((format(printf, 1, 2)))
 xasprintf(const char *fmt, ...)
 {
 	va_list ap;
@@ -557,7 +554,6 @@ static int ntimer, captimer;
 static void
 timer_init(struct timer *t, timer_fn fn, void *arg)
 {
-	t->when = 0;
 	t->idx = -1;
 	t->fn = fn;
 	t->arg = arg;
@@ -4423,23 +4419,20 @@ dispatch_pass(void)
 static void
 log_dir_forget_files(void)
 {
-	int i;
+	struct active *a;
 
-	D.health_script_written = false;            /* written again before the next reset */
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct card *c = &D.sched.cards[i];
+	D.health_script_written = false; /* written again before the next reset */
+	for (a = actives; a; a = a->anext) { /* a job's log is open while it runs */
+		long long dropped = a->log.dropped;
 
-		if (c->current && active_of(c->current)->log.fd >= 0) {
-			struct active *a = active_of(c->current);
-			long long dropped = a->log.dropped;
-
-			close(a->log.fd);
-			a->log.fd = -1;
-			if (open_log(a) == 0) {
-				a->log.dropped = dropped;
-				capfile_marker(&a->log, "the log dir was removed while this ran; its output "
-					       "before this line is lost");
-			}
+		if (a->log.fd < 0)
+			continue;
+		close(a->log.fd);
+		a->log.fd = -1;
+		if (open_log(a) == 0) {
+			a->log.dropped = dropped;
+			capfile_marker(&a->log, "the log dir was removed while this ran; its output "
+				       "before this line is lost");
 		}
 	}
 }
@@ -5153,7 +5146,6 @@ static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
 {
 	struct active *a = active_new();
-	struct card *c = sched_card(&D.sched, j->device);
 	int *counts = ctx, device;
 	double now = clock_wall();
 
@@ -5163,7 +5155,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		return -1;
 	}
 	a->job = *j;
-	a->card = c;
+	a->card = sched_card(&D.sched, j->device);
 	switch (sched_recover_job(&D.sched, &a->job, &device)) {
 	case RECOVER_CARD_GONE:
 		recover_card_gone(a, device, now);
@@ -5381,7 +5373,6 @@ claim_cards(void)
 
 	for (i = 0; i < cfg.nids; i++) {
 		snprintf(node, sizeof(node), "%s/%d", cfg.dev_dir, cfg.ids[i]);
-		claims[i].slot = -1;
 		claims[i].fd = proc_claim_node(node, why, sizeof(why));
 		if (claims[i].fd >= 0) {
 			if (watch_add(claims[i].fd, POLLIN, claim_event, &claims[i].fd,
