@@ -4995,27 +4995,6 @@ read_boot_id(void)
 	}
 }
 
-struct card_rows {
-	struct store_card rows[MAX_CARDS];
-	int n;
-};
-
-static int
-card_row_cb(void *ctx, struct store_card *c)
-{
-	struct card_rows *r = ctx;
-
-	if (r->n >= MAX_CARDS) {
-		free(c->dead_reason);
-		free(c->boot_id);
-		free(c->held_by);
-		free(c->hold_reason);
-		return 0;
-	}
-	r->rows[r->n++] = *c;
-	return 0;
-}
-
 /* Was a card row written in this boot (sched_same_boot: unknown counts as yes)? */
 static bool
 same_boot_as(const char *row_boot_id)
@@ -5023,52 +5002,67 @@ same_boot_as(const char *row_boot_id)
 	return sched_same_boot(row_boot_id, D.boot_known ? D.boot_id : NULL);
 }
 
-/* Give c its stored row (the strings change owner), then what a restart makes of it. */
 static void
-apply_card_row(struct card *c, struct store_card *row)
+card_row_free(struct store_card *row)
 {
-	c->reset_epoch = row->reset_epoch;
-	c->last_reset_at = row->last_reset_at;
-	c->reset_pending = row->reset_pending;
-	c->state = row->state;
-	c->dead_since = row->dead_since;
-	c->dead_reason = row->dead_reason;
-	c->held = row->held;
-	c->held_at = row->held ? row->held_at : NAN;
-	c->held_by = row->held_by;
-	c->hold_reason = row->hold_reason;
-	c->check_pending = row->check_pending;
-	row->dead_reason = row->held_by = row->hold_reason = NULL;
-	if (sched_card_restore(c, same_boot_as(row->boot_id)))
-		logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again", c->device);
+	free(row->dead_reason);
+	free(row->boot_id);
+	free(row->held_by);
+	free(row->hold_reason);
+}
+
+/* The first look at the stored cards: one dead in this boot stays served (listed in cfg.ids)
+ * even when its node vanished. */
+static int
+dead_card_cb(void *ctx, struct store_card *row)
+{
+	(void)ctx;
+	if (sched_stays_dead(row->state, same_boot_as(row->boot_id)) && cfg.nids < MAX_CARDS)
+		cfg.nids = add_card_id(cfg.ids, cfg.nids, row->device);
+	card_row_free(row);
+	return 0;
+}
+
+/* The second: a served card gets its stored row (the strings change owner), then what a
+ * restart makes of it; the rows of cards not served are dropped. */
+static int
+card_row_cb(void *ctx, struct store_card *row)
+{
+	struct card *c = sched_card(&D.sched, row->device);
+
+	(void)ctx;
+	if (c) {
+		c->reset_epoch = row->reset_epoch;
+		c->last_reset_at = row->last_reset_at;
+		c->reset_pending = row->reset_pending;
+		c->state = row->state;
+		c->dead_since = row->dead_since;
+		c->dead_reason = row->dead_reason;
+		c->held = row->held;
+		c->held_at = row->held ? row->held_at : NAN;
+		c->held_by = row->held_by;
+		c->hold_reason = row->hold_reason;
+		c->check_pending = row->check_pending;
+		row->dead_reason = row->held_by = row->hold_reason = NULL;
+		if (sched_card_restore(c, same_boot_as(row->boot_id)))
+			logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again",
+			       c->device);
+	}
+	card_row_free(row);
+	return 0;
 }
 
 static void
 setup_cards(void)
 {
-	static struct card_rows rows;
-	int ids[MAX_CARDS * 2], n = cfg.nids, i;
+	int i;
 
-	if (store_load_cards(D.store, card_row_cb, &rows) < 0)
+	if (store_load_cards(D.store, dead_card_cb, NULL) < 0)
 		serve_fail(1, "cannot read cards: %s", store_errmsg(D.store));
-	memcpy(ids, cfg.ids, sizeof(int) * (size_t)cfg.nids);
-	/* A card dead in this boot stays listed even when its node vanished. */
-	for (i = 0; i < rows.n; i++)
-		if (sched_stays_dead(rows.rows[i].state, same_boot_as(rows.rows[i].boot_id)) &&
-		    n < MAX_CARDS)
-			ids[n++] = rows.rows[i].device;
-	if (sched_init(&D.sched, ids, n) < 0)
+	if (sched_init(&D.sched, cfg.ids, cfg.nids) < 0)
 		serve_fail(1, "%s", strerror(errno));
-	for (i = 0; i < rows.n; i++) {
-		struct card *c = sched_card(&D.sched, rows.rows[i].device);
-
-		if (c)
-			apply_card_row(c, &rows.rows[i]);
-		free(rows.rows[i].dead_reason);
-		free(rows.rows[i].boot_id);
-		free(rows.rows[i].held_by);
-		free(rows.rows[i].hold_reason);
-	}
+	if (store_load_cards(D.store, card_row_cb, NULL) < 0)
+		serve_fail(1, "cannot read cards: %s", store_errmsg(D.store));
 	for (i = 0; i < D.sched.ncards; i++)
 		card_dirty(&D.sched.cards[i]); /* rows for new cards, this boot's id, restore's changes */
 }
