@@ -801,28 +801,15 @@ log_setup(void)
 	struct stat st;
 	int fd;
 
-	if (fstat(STDERR_FILENO, &st) < 0)
-		return;
+	fstat(STDERR_FILENO, &st); /* open, if only on /dev/null (stdio_open) */
 	log_out.socket = S_ISSOCK(st.st_mode);
 	if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
 		return;
 	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return; /* a pipe without a reader (ENXIO): writes fail at once anyway */
-	if (fd != STDERR_FILENO) {
-		dup2(fd, STDERR_FILENO);
-		close(fd);
-	}
-}
-
-/* Write one whole line to stderr without waiting; false when it was not written whole. */
-static bool
-log_write(const char *buf, size_t n)
-{
-	ssize_t w = log_out.socket ? send(STDERR_FILENO, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)
-				   : write(STDERR_FILENO, buf, n);
-
-	return w == (ssize_t)n;
+	dup2(fd, STDERR_FILENO); /* fd is above 2: stdio_open left none of 0-2 free */
+	close(fd);
 }
 
 static void __attribute__((format(printf, 1, 2)))
@@ -843,7 +830,9 @@ logmsg(const char *fmt, ...)
 		return;
 	n = k + (n > 2046 ? 2046 : n);
 	buf[n++] = '\n';
-	if (log_write(buf, (size_t)n)) {
+	/* the line whole, without waiting (log_setup), or it counts as dropped */
+	if ((log_out.socket ? send(STDERR_FILENO, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL)
+			    : write(STDERR_FILENO, buf, (size_t)n)) == n) {
 		log_out.unsaid = 0;
 		return;
 	}
