@@ -298,16 +298,15 @@ discover_device_ids(const char *dir, int *ids)
 	struct dirent *e;
 	int n = 0;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
+	while (d && (e = readdir(d))) {
 		const char *s = e->d_name;
 		size_t len = strspn(s, "0123456789");
 
 		if (len > 0 && len < 8 && s[len] == '\0')
 			n = add_card_id(ids, n, atoll(s));
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
 	return n;
 }
 
@@ -496,12 +495,10 @@ watch_add(int fd, short events, watch_fn fn, void *arg, int *slot)
 	if (i == capwatch) {
 		int cap = capwatch ? capwatch * 2 : 64;
 		struct pollfd *p = realloc(pfds, sizeof(*p) * (size_t)cap);
-		struct watch *w;
+		struct watch *w = p ? realloc(watches, sizeof(*w) * (size_t)cap) : NULL;
 
-		if (!p)
-			return -1;
-		pfds = p;
-		w = realloc(watches, sizeof(*w) * (size_t)cap);
+		if (p)
+			pfds = p; /* grown, even if watches[] could not be: capwatch stays */
 		if (!w)
 			return -1;
 		watches = w;
@@ -867,18 +864,14 @@ job_output_path(const char *id)
 static int
 new_job_id(char out[33])
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char r[16];
 	int i;
 
 	/* up to 256 bytes come whole and are not interrupted (getrandom(2)) */
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		return -1;
-	for (i = 0; i < 16; i++) {
-		out[2 * i] = hex[r[i] >> 4];
-		out[2 * i + 1] = hex[r[i] & 15];
-	}
-	out[32] = '\0';
+	for (i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
 	return 0;
 }
 
@@ -1602,8 +1595,7 @@ client_closed(struct http_conn *c)
 	waiter_unlink(cl);
 	timer_stop(&cl->timer);
 	watch_del(&cl->slot);
-	if (cl->over)
-		D.over--;
+	D.over -= cl->over;
 	free(cl);
 	/* Below the limit again: take connections from the listen backlog (none once its watch
 	 * is gone at shutdown: watch_events on slot -1 does nothing). */
@@ -4625,12 +4617,9 @@ store_unwind(void)
 	D.nacks = 0;
 	for (i = 0; i < drop.n; i++)
 		((struct active *)drop.v[i])->job.dirty = false;
-	for (i = 0, k = 0; i < D.dirty.n; i++) {
-		struct active *a = D.dirty.v[i];
-
-		if (a->job.dirty)
-			D.dirty.v[k++] = a;
-	}
+	for (i = 0, k = 0; i < D.dirty.n; i++)
+		if (((struct active *)D.dirty.v[i])->job.dirty)
+			D.dirty.v[k++] = D.dirty.v[i];
 	D.dirty.n = k;
 	for (i = 0; i < drop.n; i++)
 		active_free(drop.v[i]);
@@ -4661,19 +4650,18 @@ static bool
 commit_dirty(const struct job *extra)
 {
 	char why[sizeof(D.degraded_reason)];
+	bool in_place = store_dir_in_place(D.dir, D.store) || log_dir_restore(why, sizeof(why)) == 0;
 
-	if (!store_dir_in_place(D.dir, D.store) && log_dir_restore(why, sizeof(why)) < 0) {
-		store_failed(why);
-		return false;
+	if (in_place && store_write_dirty(extra) == 0) {
+		store_committed();
+		return true;
 	}
-	if (store_write_dirty(extra) < 0) {
+	if (in_place) {
 		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
 		store_rollback(D.store);
-		store_failed(why);
-		return false;
 	}
-	store_committed();
-	return true;
+	store_failed(why);
+	return false;
 }
 
 static void
