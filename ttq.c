@@ -4816,7 +4816,6 @@ notify_setup(void)
 	const char *path = getenv("NOTIFY_SOCKET"), *usec = getenv("WATCHDOG_USEC");
 	const char *pid = getenv("WATCHDOG_PID");
 	size_t n = path ? strlen(path) : 0;
-	unsigned long long us = 0;
 
 	timer_init(&notify_sock.watchdog, notify_watchdog_fired, NULL);
 	if (n >= 2 && n < sizeof(notify_sock.addr.sun_path) && (path[0] == '/' || path[0] == '@')) {
@@ -4832,10 +4831,10 @@ notify_setup(void)
 		logmsg("tt-device-queue: NOTIFY_SOCKET '%s' is not a unix socket path; not notifying",
 		       path);
 	}
-	if (usec && !usec[strspn(usec, "0123456789")])
-		us = strtoull(usec, NULL, 10);
-	if (notify_sock.fd >= 0 && us > 0 && (!pid || strtoll(pid, NULL, 10) == (long long)getpid()))
-		notify_sock.watchdog_every = (double)us / 2e6;
+	/* a watchdog that is 0 or not a number of microseconds is none */
+	if (notify_sock.fd >= 0 && usec && !usec[strspn(usec, "0123456789")] &&
+	    (!pid || strtoll(pid, NULL, 10) == (long long)getpid()))
+		notify_sock.watchdog_every = (double)strtoull(usec, NULL, 10) / 2e6;
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
 	unsetenv("WATCHDOG_PID");
@@ -4957,7 +4956,6 @@ read_boot_id(void)
 	FILE *f = fopen(cfg.boot_id_file, "re");
 	int e = errno;
 
-	D.boot_id[0] = '\0';
 	if (f) {
 		if (fgets(D.boot_id, sizeof(D.boot_id), f))
 			D.boot_id[strcspn(D.boot_id, "\r\n")] = '\0';
@@ -5252,17 +5250,16 @@ static void
 setup_health_check(void)
 {
 	char path[PATH_MAX + 32];
+	bool built_in;
 
 	if (cfg.health_cmd)
 		return; /* the operator's command is used: no default script is needed */
 	snprintf(path, sizeof(path), "%s/health_check.py", cfg.repo);
-	if (access(path, R_OK) == 0) {
-		D.health_check_path = xstrdup(path);
-		return;
-	}
-	snprintf(path, sizeof(path), "%s/health_check.py", cfg.log_dir);
+	built_in = access(path, R_OK) != 0;
+	if (built_in) /* written at every start: an older build's copy is replaced */
+		snprintf(path, sizeof(path), "%s/health_check.py", cfg.log_dir);
 	D.health_check_path = xstrdup(path);
-	D.health_script_written = write_health_script() == 0;
+	D.health_script_written = built_in && write_health_script() == 0;
 }
 
 /* What every start does once the store is open: cards, recovery of the jobs, retention. */
@@ -5472,7 +5469,6 @@ static int
 serve_main(int argc, char **argv)
 {
 	char start_id[33], instance_id[PATH_MAX + 40];
-	int opened;
 
 	if (argc > 1) {
 		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
@@ -5511,9 +5507,8 @@ serve_main(int argc, char **argv)
 	procs_init(instance_id);
 	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0)
 		serve_fail(1, "cannot start the guardian process: %s", strerror(errno));
-	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
 	dir_watch();
-	if (opened == 0)
+	if (open_store(false) == 0) /* a refused database exits here, leaving the dir as it was */
 		start_from_store();
 	raise_fd_limit();
 	/* Start taking connections from the backlog. */
