@@ -629,9 +629,7 @@ timers_timeout(void)
 	if (!t)
 		return -1;
 	ms = ceil((t->when - clock_mono()) * 1000.0);
-	if (ms <= 0)
-		return 0;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
+	return (int)fmin(fmax(ms, 0), INT_MAX);
 }
 
 /* ------------------------------------------------------------------------ daemon state */
@@ -818,8 +816,8 @@ logmsg(const char *fmt, ...)
 
 	/* the count of the lines dropped before goes out first, in the same write */
 	if (log_out.unsaid > 0)
-		k = snprintf(buf, 128, "tt-device-queue: %lld log lines were dropped: stderr was not "
-			     "taking them\n", log_out.unsaid);
+		k = snprintf(buf, 128, "tt-device-queue: %lld log lines were dropped: stderr was "
+			     "not taking them\n", log_out.unsaid);
 	va_start(ap, fmt);
 	n = vsnprintf(buf + k, 2047, fmt, ap);
 	va_end(ap);
@@ -1369,13 +1367,12 @@ static void held_release(struct client *cl);
 static void
 respond_json(struct http_conn *c, int status, const struct json_buf *b, const char *extra)
 {
-	if (b->oom) {
-		static const char oom[] = "{\"error\": \"out of memory\"}";
+	static const char oom[] = "{\"error\": \"out of memory\"}";
 
+	if (b->oom) /* the body could not be built whole */
 		http_conn_respond(c, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1, NULL);
-		return;
-	}
-	http_conn_respond(c, status, "application/json; charset=utf-8", b->p, b->len, extra);
+	else
+		http_conn_respond(c, status, "application/json; charset=utf-8", b->p, b->len, extra);
 }
 
 static struct json_w
@@ -4650,13 +4647,13 @@ static bool
 commit_dirty(const struct job *extra)
 {
 	char why[sizeof(D.degraded_reason)];
-	bool in_place = store_dir_in_place(D.dir, D.store) || log_dir_restore(why, sizeof(why)) == 0;
+	bool placed = store_dir_in_place(D.dir, D.store) || log_dir_restore(why, sizeof(why)) == 0;
 
-	if (in_place && store_write_dirty(extra) == 0) {
+	if (placed && store_write_dirty(extra) == 0) {
 		store_committed();
 		return true;
 	}
-	if (in_place) {
+	if (placed) {
 		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
 		store_rollback(D.store);
 	}
@@ -4713,17 +4710,16 @@ store_retry_fired(void *arg)
 	int i;
 
 	(void)arg; /* the loop's after-phase commits again */
-	if (!D.store) {
-		reopen_store(); /* started without it (open_store) */
-		return;
-	}
 	/*
-	 * Degraded with nothing left to save (only refused submissions failed): rewrite the card
-	 * rows, so a real write finds out that the store is writable again. Without it store_sync
-	 * has nothing to commit and the store would stay degraded for good. (Not degraded: this
-	 * was store_committed's wake-up, so the dispatch pass runs.)
+	 * Started without the store (open_store): open it. Degraded with nothing left to save
+	 * (only refused submissions failed): rewrite the card rows, so a real write finds out that
+	 * the store is writable again. Without it store_sync has nothing to commit and the store
+	 * would stay degraded for good. (Not degraded: this was store_committed's wake-up, so the
+	 * dispatch pass runs.)
 	 */
-	if (D.degraded && D.dirty.n == 0 && !D.cards_dirty)
+	if (!D.store)
+		reopen_store();
+	else if (D.degraded && D.dirty.n == 0 && !D.cards_dirty)
 		for (i = 0; i < D.sched.ncards; i++)
 			card_dirty(&D.sched.cards[i]);
 }
@@ -4757,12 +4753,10 @@ retention_fired(void *arg)
 		return;
 	D.maintenance_warning[0] = '\0'; /* before the pass: retention_cb may set it */
 	n = store_retention(D.store, D.dir, cutoff, cfg.max_completed, retention_cb, NULL);
-	if (n < 0) {
+	if (n < 0)
 		snprintf(D.maintenance_warning, sizeof(D.maintenance_warning), "retention failed: %s",
 			 store_errmsg(D.store));
-		return;
-	}
-	if (n > 0)
+	else if (n > 0)
 		logmsg("tt-device-queue: retention deleted %d completed jobs", n);
 }
 
@@ -4790,10 +4784,9 @@ static struct {
 static void
 notify_send(const char *msg)
 {
-	if (notify_sock.fd < 0)
-		return;
 	/* MSG_DONTWAIT: a full receive queue loses a message rather than stall the loop. */
-	if (sendto(notify_sock.fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL,
+	if (notify_sock.fd >= 0 &&
+	    sendto(notify_sock.fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL,
 		   (const struct sockaddr *)&notify_sock.addr, notify_sock.addr_len) < 0 &&
 	    !notify_sock.warned) {
 		notify_sock.warned = true; /* once: a vanished systemd must not flood the journal */
@@ -4851,8 +4844,8 @@ notify_status(const char *pre)
 	int k = snprintf(msg, sizeof(msg), "%sSTATUS=", pre);
 
 	if (D.store)
-		snprintf(msg + k, sizeof(msg) - (size_t)k, "serving %d card%s on %s:%d", D.sched.ncards,
-			 D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
+		snprintf(msg + k, sizeof(msg) - (size_t)k, "serving %d card%s on %s:%d",
+			 D.sched.ncards, D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
 	else
 		snprintf(msg + k, sizeof(msg) - (size_t)k, "serving on %s:%d without the job store "
 			 "(degraded)", cfg.host, cfg.port);
@@ -4894,7 +4887,7 @@ shutdown_deadline_fired(void *arg)
 {
 	(void)arg;
 	if (D.linger_until > 0)
-		return; /* the jobs stopped: it only woke the loop to end the linger (shutdown_done) */
+		return; /* the jobs stopped: it only ends the linger (shutdown_done) */
 	logmsg("tt-device-queue: jobs did not stop in time; exiting anyway");
 	exit(1); /* the guardian kills what is left */
 }
@@ -4956,11 +4949,10 @@ read_boot_id(void)
 	FILE *f = fopen(cfg.boot_id_file, "re");
 	int e = errno;
 
-	if (f) {
-		if (fgets(D.boot_id, sizeof(D.boot_id), f))
-			D.boot_id[strcspn(D.boot_id, "\r\n")] = '\0';
+	if (f && fgets(D.boot_id, sizeof(D.boot_id), f))
+		D.boot_id[strcspn(D.boot_id, "\r\n")] = '\0';
+	if (f)
 		fclose(f);
-	}
 	D.boot_known = D.boot_id[0] != '\0';
 	if (!D.boot_known) {
 		logmsg("tt-device-queue: WARNING: cannot read the boot id from %s (%s): cards found "
@@ -5188,8 +5180,8 @@ prepare_log_dir(void)
 		if (errno != EINPROGRESS && (errno != EWOULDBLOCK || waited >= LOG_DIR_LOCK_WAIT))
 			serve_fail(1, "TT_DEVICE_LOG_DIR %s: %s", cfg.log_dir, why);
 		if (waited >= next) {
-			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting: %s", cfg.log_dir,
-			       why);
+			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting: %s",
+			       cfg.log_dir, why);
 			next += 10;
 		}
 		sigpending(&pending); /* blocked (setup_signals): looked at, not delivered */
@@ -5342,19 +5334,17 @@ claim_cards(void)
 	for (i = 0; i < cfg.nids; i++) {
 		snprintf(node, sizeof(node), "%s/%d", cfg.dev_dir, cfg.ids[i]);
 		claims[i].fd = proc_claim_node(node, why, sizeof(why));
-		if (claims[i].fd >= 0) {
-			if (watch_add(claims[i].fd, POLLIN, claim_event, &claims[i].fd,
-				      &claims[i].slot) < 0)
-				exit(1);
-		} else if (errno == ENOENT) {
+		if (claims[i].fd < 0 && errno == EADDRINUSE)
+			serve_fail(2, "card %d (%s) is served by another instance: %s; stop it, or "
+				   "name other cards in TT_DEVICE_IDS", cfg.ids[i], node, why);
+		if (claims[i].fd < 0 && errno != ENOENT)
+			serve_fail(1, "card %d (%s): %s", cfg.ids[i], node, why);
+		if (claims[i].fd < 0)
 			logmsg("tt-device-queue: card %d has no device node at %s: a queue name "
 			       "only, not claimed", cfg.ids[i], node);
-		} else if (errno == EADDRINUSE) {
-			serve_fail(2, "card %d (%s) is served by another instance: %s; stop that "
-				   "instance, or name other cards in TT_DEVICE_IDS", cfg.ids[i], node, why);
-		} else {
-			serve_fail(1, "card %d (%s): %s", cfg.ids[i], node, why);
-		}
+		else if (watch_add(claims[i].fd, POLLIN, claim_event, &claims[i].fd,
+				   &claims[i].slot) < 0)
+			die_oom();
 	}
 }
 
