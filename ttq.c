@@ -7,7 +7,7 @@
  *   - One thread, one poll() loop. Everything that can block is non-blocking: client sockets,
  *     job output pipes, the signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP). Timers (job
  *     deadlines, a running job's silence watchdog, each job process's and each connection's
- *     one deadline, store retries, retention) live in one min-heap and the earliest becomes
+ *     one deadline, store retries, retention) live in one list and the earliest becomes
  *     the poll timeout. No busy waiting.
  *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining,
  *     their phases); this file polls and times each as it asks (client_watch)
@@ -176,18 +176,22 @@ struct config {
 
 static struct config cfg;
 
+/* Start-up cannot go on: "tt-device-queue serve: " and the message on stderr, then exit. */
 static void __attribute__((noreturn, format(printf, 2, 3)))
-config_fail(const char *var, const char *fmt, ...)
+serve_fail(int status, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "tt-device-queue serve: %s: ", var);
+	fputs("tt-device-queue serve: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	exit(2);
+	exit(status);
 }
+
+/* A setting that cannot be used: its name and why, exit status 2. */
+#define config_fail(var, fmt, ...) serve_fail(2, "%s: " fmt, var, __VA_ARGS__)
 
 /* A decimal integer in [min, max] from the environment, else def; anything else exits 2. */
 static long long
@@ -210,18 +214,16 @@ env_int(const char *var, long long def, long long min, long long max)
 static double
 env_seconds(const char *var, double def, double min, double max)
 {
-	const char *v = getenv(var), *p;
+	const char *v = getenv(var);
 	char *end;
 	double x;
 
 	if (!v)
 		return def;
-	for (p = v; *p; p++)
-		if (!(*p >= '0' && *p <= '9') && *p != '.')
-			config_fail(var, "'%s' is not a number of seconds from %g to %g", v, min, max);
 	errno = 0;
 	x = strtod(v, &end);
-	if (!*v || *end || errno || !(x >= min && x <= max))
+	/* digits and a point only: strtod alone takes "inf", "1e3" and hex */
+	if (!*v || *end || v[strspn(v, "0123456789.")] || errno || !(x >= min && x <= max))
 		config_fail(var, "'%s' is not a number of seconds from %g to %g", v, min, max);
 	return x;
 }
@@ -244,6 +246,7 @@ env_bool(const char *var, bool def)
 	config_fail(var, "'%s' is not a boolean (true/false, yes/no, on/off, 1/0)", v);
 }
 
+/* ids[] with id added at n, unless already there; the new count. */
 static int
 add_card_id(int *ids, int n, long long id)
 {
@@ -262,29 +265,24 @@ static int
 parse_device_ids(const char *v, int *ids)
 {
 	const char *p = v;
-	int n = 0, i;
+	int n = 0;
 
 	while (*p) {
 		char *end;
 		long long id;
 
-		while (*p == ' ')
-			p++;
+		p += strspn(p, " ");
 		if (!(*p >= '0' && *p <= '9'))
 			config_fail("TT_DEVICE_IDS", "'%s' is not a comma-separated list of card numbers", v);
-		errno = 0;
 		id = strtoll(p, &end, 10);
-		if (errno || id > 1000000 || end - p > 7)
+		if (id > 1000000 || end - p > 7)
 			config_fail("TT_DEVICE_IDS", "card number out of range in '%s'", v);
 		/* A card written twice is most likely a typo for another card (0,0 for 0,1): one
 		 * queue fewer than meant would pass unnoticed, so it is an error, not merged. */
-		for (i = 0; i < n; i++)
-			if (ids[i] == id)
-				config_fail("TT_DEVICE_IDS", "card %lld is listed twice in '%s'", id, v);
-		n = add_card_id(ids, n, id);
-		p = end;
-		while (*p == ' ')
-			p++;
+		if (add_card_id(ids, n, id) == n)
+			config_fail("TT_DEVICE_IDS", "card %lld is listed twice in '%s'", id, v);
+		n++;
+		p = end + strspn(end, " ");
 		if (*p == ',' && p[1])
 			p++;
 		else if (*p)
@@ -301,17 +299,27 @@ discover_device_ids(const char *dir, int *ids)
 	struct dirent *e;
 	int n = 0;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
+	while (d && (e = readdir(d))) {
 		const char *s = e->d_name;
 		size_t len = strspn(s, "0123456789");
 
 		if (len > 0 && len < 8 && s[len] == '\0')
 			n = add_card_id(ids, n, atoll(s));
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
 	return n;
+}
+
+/*
+ * Out of memory where going on would lose a timer, a record or a watch (a job would run
+ * unbounded, or its end go unsaid): abort, leaving a core to look at.
+ */
+static void __attribute__((noreturn))
+die_oom(void)
+{
+	fprintf(stderr, "tt-device-queue: out of memory\n");
+	abort();
 }
 
 static char *
@@ -319,17 +327,12 @@ xstrdup(const char *s)
 {
 	char *p = strdup(s ? s : "");
 
-	if (!p) {
-		perror("tt-device-queue");
-		exit(1);
-	}
+	if (!p)
+		die_oom();
 	return p;
 }
 
-static char *
-xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *
+static char *__attribute__((format(printf, 1, 2)))
 xasprintf(const char *fmt, ...)
 {
 	va_list ap;
@@ -339,10 +342,8 @@ xasprintf(const char *fmt, ...)
 	va_start(ap, fmt);
 	r = vasprintf(&p, fmt, ap);
 	va_end(ap);
-	if (r < 0) {
-		perror("tt-device-queue");
-		exit(1);
-	}
+	if (r < 0)
+		die_oom();
 	return p;
 }
 
@@ -353,15 +354,11 @@ config_repo_dir(void)
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	char *slash;
 
-	if (n <= 0) {
-		snprintf(cfg.repo, sizeof(cfg.repo), ".");
-		return;
-	}
-	exe[n] = '\0';
+	exe[n > 0 ? n : 0] = '\0';
 	slash = strrchr(exe, '/');
 	if (slash)
 		*slash = '\0';
-	snprintf(cfg.repo, sizeof(cfg.repo), "%s", exe[0] ? exe : "/");
+	snprintf(cfg.repo, sizeof(cfg.repo), "%s", slash == exe ? "/" : slash ? exe : ".");
 }
 
 static char *
@@ -376,16 +373,13 @@ static void
 config_load(void)
 {
 	const char *v;
+	struct in_addr ia;
 
 	config_repo_dir();
 	v = getenv("TT_DEVICE_HOST");
 	snprintf(cfg.host, sizeof(cfg.host), "%s", v && *v ? v : "127.0.0.1");
-	{
-		struct in_addr ia;
-
-		if (inet_pton(AF_INET, cfg.host, &ia) != 1)
-			config_fail("TT_DEVICE_HOST", "'%s' is not an IPv4 address", cfg.host);
-	}
+	if (inet_pton(AF_INET, cfg.host, &ia) != 1)
+		config_fail("TT_DEVICE_HOST", "'%s' is not an IPv4 address", cfg.host);
 	cfg.port = (int)env_int("TT_DEVICE_PORT", 5741, 1, 65535);
 	v = getenv("TT_DEVICE_LOG_DIR");
 	cfg.log_dir = v && *v ? xstrdup(v) : xasprintf("%s/logs-v2", cfg.repo);
@@ -425,8 +419,8 @@ config_load(void)
 	cfg.allow_anonymous = env_bool("TT_DEVICE_ALLOW_ANONYMOUS", false);
 	cfg.reset_cmd = env_str("TT_DEVICE_RESET_CMD",
 				"~/tenstorrent/.venv/bin/tt-smi -r /dev/tenstorrent/{device} --no_reinit");
-	cfg.health_cmd = getenv("TT_DEVICE_HEALTH_CHECK_CMD") ? env_str("TT_DEVICE_HEALTH_CHECK_CMD", "")
-							      : NULL; /* default set at start-up */
+	v = getenv("TT_DEVICE_HEALTH_CHECK_CMD");
+	cfg.health_cmd = v ? xstrdup(v) : NULL; /* NULL: the default, set at start-up */
 	cfg.deep_reset_cmd = env_str("TT_DEVICE_DEEP_RESET_CMD", "");
 	cfg.reset_retries = env_int("TT_DEVICE_RESET_RETRIES", 1, 0, 1000);
 	cfg.health_cmd_timeout = env_seconds("TT_DEVICE_HEALTH_CMD_TIMEOUT", 60, 0.001, 86400);
@@ -477,42 +471,46 @@ iso8601(double t, char *out, size_t cap)
 
 /*
  * Watches: a pollfd array with a parallel array of callbacks. A removed watch is only marked
- * (fd -1) and swept after the dispatch pass, so no callback frees what the loop is walking
- * (the redis ae pattern). Owners keep their slot index through `slot`, updated on sweep.
+ * (fd -1, no callback), so no callback frees what the loop is walking; its slot is taken by
+ * the next watch added, and the array shrinks when its last slots are free. An owner keeps its
+ * watch's index in its `slot`, which never changes while the watch lives.
  */
 typedef void (*watch_fn)(void *arg, short revents);
 
 struct watch {
 	watch_fn fn;
 	void *arg;
-	int *slot; /* the owner's copy of this watch's index */
 };
 
 static struct pollfd *pfds;
 static struct watch *watches;
-static int nwatch, capwatch, nwatch_dead;
+static int nwatch, capwatch;
 
 static int
 watch_add(int fd, short events, watch_fn fn, void *arg, int *slot)
 {
-	if (nwatch == capwatch) {
+	int i = 0;
+
+	while (i < nwatch && watches[i].fn)
+		i++;
+	if (i == capwatch) {
 		int cap = capwatch ? capwatch * 2 : 64;
 		struct pollfd *p = realloc(pfds, sizeof(*p) * (size_t)cap);
-		struct watch *w;
+		struct watch *w = p ? realloc(watches, sizeof(*w) * (size_t)cap) : NULL;
 
-		if (!p)
-			return -1;
-		pfds = p;
-		w = realloc(watches, sizeof(*w) * (size_t)cap);
+		if (p)
+			pfds = p; /* grown, even if watches[] could not be: capwatch stays */
 		if (!w)
 			return -1;
 		watches = w;
 		capwatch = cap;
 	}
-	pfds[nwatch] = (struct pollfd){.fd = fd, .events = events};
-	watches[nwatch] = (struct watch){.fn = fn, .arg = arg, .slot = slot};
-	*slot = nwatch;
-	return nwatch++;
+	/* revents 0: a slot freed in this pass is not dispatched the old descriptor's events */
+	pfds[i] = (struct pollfd){.fd = fd, .events = events};
+	watches[i] = (struct watch){.fn = fn, .arg = arg};
+	nwatch += i == nwatch;
+	*slot = i;
+	return i;
 }
 
 static void
@@ -527,97 +525,36 @@ watch_del(int *slot)
 {
 	if (*slot < 0)
 		return;
-	pfds[*slot].fd = -1;
-	pfds[*slot].events = 0;
+	pfds[*slot] = (struct pollfd){.fd = -1};
 	watches[*slot].fn = NULL;
-	watches[*slot].slot = NULL;
-	nwatch_dead++;
 	*slot = -1;
-}
-
-static void
-watch_sweep(void)
-{
-	int i = 0;
-
-	if (!nwatch_dead)
-		return;
-	while (i < nwatch) {
-		if (watches[i].fn) {
-			i++;
-			continue;
-		}
+	while (nwatch > 0 && !watches[nwatch - 1].fn)
 		nwatch--;
-		if (i != nwatch) {
-			pfds[i] = pfds[nwatch];
-			watches[i] = watches[nwatch];
-			if (watches[i].slot)
-				*watches[i].slot = i;
-		}
-	}
-	nwatch_dead = 0;
 }
 
 /*
- * Timers: a binary min-heap on the monotonic deadline. Every timer of the daemon lives here
- * and the earliest one is the poll timeout.
+ * Timers: an unordered array of the armed ones. Every timer of the daemon lives here and the
+ * earliest one is the poll timeout. Finding it is a walk over the armed timers, as poll() walks
+ * every watch anyway: a few per running job and one per connection.
  */
 typedef void (*timer_fn)(void *arg);
 
 struct timer {
 	double when; /* monotonic seconds */
-	int idx;     /* heap index, -1 when not armed */
+	int idx;     /* index in timers[], -1 when not armed */
 	timer_fn fn;
 	void *arg;
 };
 
-static struct timer **theap;
+static struct timer **timers;
 static int ntimer, captimer;
 
 static void
 timer_init(struct timer *t, timer_fn fn, void *arg)
 {
-	t->when = 0;
 	t->idx = -1;
 	t->fn = fn;
 	t->arg = arg;
-}
-
-static void
-heap_swap(int a, int b)
-{
-	struct timer *t = theap[a];
-
-	theap[a] = theap[b];
-	theap[b] = t;
-	theap[a]->idx = a;
-	theap[b]->idx = b;
-}
-
-static void
-heap_up(int i)
-{
-	while (i > 0 && theap[(i - 1) / 2]->when > theap[i]->when) {
-		heap_swap(i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-}
-
-static void
-heap_down(int i)
-{
-	for (;;) {
-		int l = 2 * i + 1, r = l + 1, m = i;
-
-		if (l < ntimer && theap[l]->when < theap[m]->when)
-			m = l;
-		if (r < ntimer && theap[r]->when < theap[m]->when)
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(i, m);
-		i = m;
-	}
 }
 
 static void
@@ -627,36 +564,29 @@ timer_stop(struct timer *t)
 
 	if (i < 0)
 		return;
-	ntimer--;
+	timers[i] = timers[--ntimer];
+	timers[i]->idx = i;
 	t->idx = -1;
-	if (i == ntimer)
-		return;
-	theap[i] = theap[ntimer];
-	theap[i]->idx = i;
-	heap_up(i);
-	heap_down(theap[i]->idx);
 }
 
 /* Arm (or re-arm) t for monotonic time `when`. Aborts on ENOMEM: a lost timer would wedge. */
 static void
 timer_set(struct timer *t, double when)
 {
-	timer_stop(t);
+	t->when = when;
+	if (t->idx >= 0)
+		return;
 	if (ntimer == captimer) {
 		int cap = captimer ? captimer * 2 : 64;
-		struct timer **h = realloc(theap, sizeof(*h) * (size_t)cap);
+		struct timer **h = realloc(timers, sizeof(*h) * (size_t)cap);
 
-		if (!h) {
-			fprintf(stderr, "tt-device-queue: out of memory for timers\n");
-			abort();
-		}
-		theap = h;
+		if (!h)
+			die_oom();
+		timers = h;
 		captimer = cap;
 	}
-	t->when = when;
 	t->idx = ntimer;
-	theap[ntimer++] = t;
-	heap_up(t->idx);
+	timers[ntimer++] = t;
 }
 
 static bool
@@ -665,12 +595,26 @@ timer_armed(const struct timer *t)
 	return t->idx >= 0;
 }
 
+/* The armed timer due first, or NULL. */
+static struct timer *
+timer_first(void)
+{
+	struct timer *first = NULL;
+	int i;
+
+	for (i = 0; i < ntimer; i++)
+		if (!first || timers[i]->when < first->when)
+			first = timers[i];
+	return first;
+}
+
+/* Fire every timer that is due, earliest first. */
 static void
 timers_run(void)
 {
-	while (ntimer > 0 && theap[0]->when <= mono_now) {
-		struct timer *t = theap[0];
+	struct timer *t;
 
+	while ((t = timer_first()) && t->when <= mono_now) {
 		timer_stop(t);
 		t->fn(t->arg);
 	}
@@ -680,14 +624,13 @@ timers_run(void)
 static int
 timers_timeout(void)
 {
+	struct timer *t = timer_first();
 	double ms;
 
-	if (ntimer == 0)
+	if (!t)
 		return -1;
-	ms = ceil((theap[0]->when - clock_mono()) * 1000.0);
-	if (ms <= 0)
-		return 0;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
+	ms = ceil((t->when - clock_mono()) * 1000.0);
+	return (int)fmin(fmax(ms, 0), INT_MAX);
 }
 
 /* ------------------------------------------------------------------------ daemon state */
@@ -733,7 +676,7 @@ struct job_watch {
 struct active {
 	struct job job;
 	struct card *card;
-	struct active *anext, *aprev; /* in actives */
+	struct active *anext; /* in actives */
 	struct proc_job *proc; /* its process (proc.c), made at its first spawn, else NULL */
 	int out_slot;          /* watch slot of the process's output pipe */
 	struct capfile log;    /* log.fd -1 when not open */
@@ -772,10 +715,8 @@ vec_push(struct vec *x, void *p)
 		int cap = x->cap ? x->cap * 2 : 32;
 		void **v = realloc(x->v, sizeof(*v) * (size_t)cap);
 
-		if (!v) {
-			fprintf(stderr, "tt-device-queue: out of memory\n");
-			abort();
-		}
+		if (!v)
+			die_oom();
 		x->v = v;
 		x->cap = cap;
 	}
@@ -801,7 +742,7 @@ static struct {
 	bool degraded;
 	char degraded_reason[512];
 	char maintenance_warning[512];
-	struct timer store_retry, retention, shutdown_deadline, linger;
+	struct timer store_retry, retention, shutdown_deadline;
 	double linger_until; /* monotonic end of the answers after the jobs stopped */
 	bool shutting_down;
 	double heartbeat_mono;
@@ -856,64 +797,43 @@ log_setup(void)
 	struct stat st;
 	int fd;
 
-	if (fstat(STDERR_FILENO, &st) < 0)
-		return;
+	fstat(STDERR_FILENO, &st); /* open, if only on /dev/null (stdio_open) */
 	log_out.socket = S_ISSOCK(st.st_mode);
 	if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
 		return;
 	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return; /* a pipe without a reader (ENXIO): writes fail at once anyway */
-	if (fd != STDERR_FILENO) {
-		dup2(fd, STDERR_FILENO);
-		close(fd);
-	}
-}
-
-/* Write one whole line to stderr without waiting; false when it was not written whole. */
-static bool
-log_write(const char *buf, size_t n)
-{
-	ssize_t w = log_out.socket ? send(STDERR_FILENO, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)
-				   : write(STDERR_FILENO, buf, n);
-
-	if (w < 0 && errno == ENOTSOCK) {
-		log_out.socket = false;
-		w = write(STDERR_FILENO, buf, n);
-	}
-	return w == (ssize_t)n;
+	dup2(fd, STDERR_FILENO); /* fd is above 2: stdio_open left none of 0-2 free */
+	close(fd);
 }
 
 static void __attribute__((format(printf, 1, 2)))
 logmsg(const char *fmt, ...)
 {
-	char buf[2048], note[128];
+	char buf[2176];
 	va_list ap;
-	int n;
+	int k = 0, n;
 
+	/* the count of the lines dropped before goes out first, in the same write */
+	if (log_out.unsaid > 0)
+		k = snprintf(buf, 128, "tt-device-queue: %lld log lines were dropped: stderr was "
+			     "not taking them\n", log_out.unsaid);
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = vsnprintf(buf + k, 2047, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
+	n = k + (n > 2046 ? 2046 : n);
 	buf[n++] = '\n';
-	if (log_out.unsaid > 0) {
-		int k = snprintf(note, sizeof(note), "tt-device-queue: %lld log lines were dropped: "
-				 "stderr was not taking them\n", log_out.unsaid);
-
-		if (!log_write(note, (size_t)k)) {
-			log_out.unsaid++;
-			log_out.dropped++;
-			return;
-		}
+	/* the line whole, without waiting (log_setup), or it counts as dropped */
+	if ((log_out.socket ? send(STDERR_FILENO, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL)
+			    : write(STDERR_FILENO, buf, (size_t)n)) == n) {
 		log_out.unsaid = 0;
+		return;
 	}
-	if (!log_write(buf, (size_t)n)) {
-		log_out.unsaid++;
-		log_out.dropped++;
-	}
+	log_out.unsaid++;
+	log_out.dropped++;
 }
 
 static bool
@@ -934,10 +854,8 @@ job_output_path(const char *id)
 {
 	char *p = store_output_path(D.dir, id);
 
-	if (!p) {
-		perror("tt-device-queue");
-		exit(1);
-	}
+	if (!p)
+		die_oom();
 	return p;
 }
 
@@ -945,24 +863,14 @@ job_output_path(const char *id)
 static int
 new_job_id(char out[33])
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char r[16];
-	size_t got = 0;
 	int i;
 
-	while (got < sizeof(r)) {
-		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-
-		if (n < 0 && errno != EINTR)
-			return -1;
-		if (n > 0)
-			got += (size_t)n;
-	}
-	for (i = 0; i < 16; i++) {
-		out[2 * i] = hex[r[i] >> 4];
-		out[2 * i + 1] = hex[r[i] & 15];
-	}
-	out[32] = '\0';
+	/* up to 256 bytes come whole and are not interrupted (getrandom(2)) */
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -1;
+	for (i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
 	return 0;
 }
 
@@ -998,22 +906,20 @@ active_new(void)
 	a->out_slot = -1;
 	a->log.fd = -1;
 	a->anext = actives;
-	if (actives)
-		actives->aprev = a;
 	actives = a;
 	return a;
 }
 
+/* Forget a: a walk to its place in actives, as short as a lookup (active_find). */
 static void
 active_free(struct active *a)
 {
+	struct active **p = &actives;
+
 	sched_job_transition(&a->job, JOB_PHASE_FORGOTTEN);
-	if (a->aprev)
-		a->aprev->anext = a->anext;
-	else
-		actives = a->anext;
-	if (a->anext)
-		a->anext->aprev = a->aprev;
+	while (*p != a)
+		p = &(*p)->anext;
+	*p = a->anext;
 	if (a->watch) {
 		timer_stop(&a->watch->deadline);
 		timer_stop(&a->watch->silence);
@@ -1038,10 +944,8 @@ watch_of(struct active *a)
 {
 	if (a->watch)
 		return a->watch;
-	if (!(a->watch = calloc(1, sizeof(*a->watch)))) {
-		fprintf(stderr, "tt-device-queue: out of memory\n");
-		abort();
-	}
+	if (!(a->watch = calloc(1, sizeof(*a->watch))))
+		die_oom();
 	timer_init(&a->watch->deadline, job_timeout_fired, a);
 	timer_init(&a->watch->proc_timer, job_proc_timer_fired, a);
 	timer_init(&a->watch->silence, job_silence_fired, a);
@@ -1464,13 +1368,12 @@ static void held_release(struct client *cl);
 static void
 respond_json(struct http_conn *c, int status, const struct json_buf *b, const char *extra)
 {
-	if (b->oom) {
-		static const char oom[] = "{\"error\": \"out of memory\"}";
+	static const char oom[] = "{\"error\": \"out of memory\"}";
 
+	if (b->oom) /* the body could not be built whole */
 		http_conn_respond(c, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1, NULL);
-		return;
-	}
-	http_conn_respond(c, status, "application/json; charset=utf-8", b->p, b->len, extra);
+	else
+		http_conn_respond(c, status, "application/json; charset=utf-8", b->p, b->len, extra);
 }
 
 static struct json_w
@@ -1690,12 +1593,11 @@ client_closed(struct http_conn *c)
 	waiter_unlink(cl);
 	timer_stop(&cl->timer);
 	watch_del(&cl->slot);
-	if (cl->over)
-		D.over--;
+	D.over -= cl->over;
 	free(cl);
-	/* Below the limit again: take connections from the listen backlog. */
-	if (D.listen_fd >= 0 && !D.shutting_down)
-		watch_events(D.listen_slot, POLLIN);
+	/* Below the limit again: take connections from the listen backlog (none once its watch
+	 * is gone at shutdown: watch_events on slot -1 does nothing). */
+	watch_events(D.listen_slot, POLLIN);
 }
 
 static void
@@ -1725,10 +1627,8 @@ clients_init(void)
 	    .now = &mono_now,
 	};
 
-	if (!(D.http = http_server_new(&hc, &cb))) {
-		fprintf(stderr, "tt-device-queue serve: out of memory\n");
-		exit(1);
-	}
+	if (!(D.http = http_server_new(&hc, &cb)))
+		die_oom();
 }
 
 /* ---- the listening socket */
@@ -1752,8 +1652,8 @@ static void
 accept_resume_fired(void *arg)
 {
 	(void)arg;
-	if (D.listen_fd >= 0 && !D.shutting_down && accepting())
-		watch_events(D.listen_slot, POLLIN);
+	if (accepting())
+		watch_events(D.listen_slot, POLLIN); /* slot -1 once closed at shutdown */
 }
 
 static struct timer accept_resume = {.idx = -1, .fn = accept_resume_fired};
@@ -1787,23 +1687,20 @@ client_new(int fd)
 	struct client *cl = calloc(1, sizeof(*cl));
 	int one = 1;
 
-	if (!cl || watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) < 0) {
-		free(cl);
-		close(fd);
-		return false;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	cl->uid = UID_UNASKED;
-	timer_init(&cl->timer, client_timer_fired, cl);
-	cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
-	if (!(cl->http = http_conn_new(D.http, fd, cl))) {
+	if (cl && watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) >= 0) {
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		cl->uid = UID_UNASKED;
+		timer_init(&cl->timer, client_timer_fired, cl);
+		cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
+		if ((cl->http = http_conn_new(D.http, fd, cl))) {
+			D.over += cl->over;
+			return true;
+		}
 		watch_del(&cl->slot);
-		free(cl);
-		close(fd);
-		return false;
 	}
-	D.over += cl->over;
-	return true;
+	free(cl);
+	close(fd);
+	return false;
 }
 
 static void
@@ -4489,59 +4386,38 @@ dispatch_pass(void)
 		struct job *j;
 		enum sched_action act = sched_next(&D.sched, c, !D.degraded, &j);
 
-		switch (act) {
-		case SCHED_START_JOB:
+		if (act == SCHED_START_JOB)
 			job_start(active_of(j));
-			break;
-		case SCHED_START_RESET:
-		case SCHED_START_CHECK:
+		else if (act == SCHED_START_RESET || act == SCHED_START_CHECK)
 			reset_start(c, act == SCHED_START_CHECK);
-			break;
-		default:
-			break;
-		}
 	}
 	holders_timer_arm();
-}
-
-/*
- * Whether the log dir and the database in it are still those this daemon opened
- * (store_dir_in_place). Checked before every commit (commit_dirty), when inotify reports a
- * change, and every LOG_DIR_CHECK seconds where it cannot.
- */
-static bool
-log_dir_in_place(void)
-{
-	return !D.dir || store_dir_in_place(D.dir, D.store);
 }
 
 /* What lived in the old log dir and is made again in the new one as it is needed. */
 static void
 log_dir_forget_files(void)
 {
-	int i;
+	struct active *a;
 
-	D.health_script_written = false;            /* written again before the next reset */
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct card *c = &D.sched.cards[i];
+	D.health_script_written = false; /* written again before the next reset */
+	for (a = actives; a; a = a->anext) { /* a job's log is open while it runs */
+		long long dropped = a->log.dropped;
 
-		if (c->current && active_of(c->current)->log.fd >= 0) {
-			struct active *a = active_of(c->current);
-			long long dropped = a->log.dropped;
-
-			close(a->log.fd);
-			a->log.fd = -1;
-			if (open_log(a) == 0) {
-				a->log.dropped = dropped;
-				capfile_marker(&a->log, "the log dir was removed while this ran; its output "
-					       "before this line is lost");
-			}
+		if (a->log.fd < 0)
+			continue;
+		close(a->log.fd);
+		a->log.fd = -1;
+		if (open_log(a) == 0) {
+			a->log.dropped = dropped;
+			capfile_marker(&a->log, "the log dir was removed while this ran; its output "
+				       "before this line is lost");
 		}
 	}
 }
 
 /*
- * The log dir or its database is gone or replaced (log_dir_in_place): make the folder again
+ * The log dir or its database is gone or replaced (store_dir_in_place): make the folder again
  * and lock it (store_dir_remake), then write the database there from the open handle, the one
  * place its records still live, before anything more is committed (store_restore). Once a
  * new folder is locked, the old one's files are forgotten (log_dir_forget_files) and the new
@@ -4575,25 +4451,23 @@ log_dir_restore(char *why, size_t cap)
 	return 0;
 }
 
-/* A log dir found gone makes this turn commit, which restores it (commit_dirty). */
-static void
-dir_look(void)
-{
-	int i;
-
-	if (D.store && !log_dir_in_place())
-		for (i = 0; i < D.sched.ncards; i++)
-			card_dirty(&D.sched.cards[i]);
-}
-
-/* Every LOG_DIR_CHECK s where inotify cannot watch the log dir; else DIR_SETTLE after news. */
+/*
+ * Every LOG_DIR_CHECK s where inotify cannot watch the log dir; else DIR_SETTLE after news.
+ * Whether the log dir and the database in it are still those this daemon opened
+ * (store_dir_in_place) is also checked before every commit (commit_dirty): one found gone
+ * makes this turn commit, which restores it.
+ */
 static void
 dir_check_fired(void *arg)
 {
+	int i;
+
 	(void)arg;
 	if (!D.dir_watched)
 		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
-	dir_look();
+	if (D.store && !store_dir_in_place(D.dir, D.store))
+		for (i = 0; i < D.sched.ncards; i++)
+			card_dirty(&D.sched.cards[i]);
 }
 
 /* The log dir itself went or moved, or its database's name was removed or replaced. */
@@ -4723,46 +4597,41 @@ store_unwind(void)
 		struct ack *ack = &D.acks[i];
 		struct active *a = ack->a;
 
-		if (ack->replay) { /* its job goes with the first submission's ack, below */
-			http_conn_retract(ack->conn);
-			respond_refused(ack->conn, a->card,
-					"The job store is degraded; the job was not queued", NULL);
-			continue;
-		}
-		if (a->job.phase == JOB_PHASE_DONE) {
+		if (!ack->replay) { /* a replay's job goes with the first submission's ack */
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
-			count_outcome_by(a, -1);
-			store_remove_job_dir(D.dir, a->job.id);
-		} else {
-			sched_unlink(&D.sched, &a->job);
+			if (a->job.phase == JOB_PHASE_DONE) {
+				count_outcome_by(a, -1);
+				store_remove_job_dir(D.dir, a->job.id);
+			} else {
+				sched_unlink(&D.sched, &a->job);
+			}
+			vec_push(&drop, a);
 		}
 		http_conn_retract(ack->conn);
 		respond_refused(ack->conn, a->card,
 				"The job store is degraded; the job was not queued", NULL);
-		vec_push(&drop, a);
 	}
 	D.nacks = 0;
 	for (i = 0; i < drop.n; i++)
 		((struct active *)drop.v[i])->job.dirty = false;
-	for (i = 0, k = 0; i < D.dirty.n; i++) {
-		struct active *a = D.dirty.v[i];
-
-		if (a->job.dirty)
-			D.dirty.v[k++] = a;
-	}
+	for (i = 0, k = 0; i < D.dirty.n; i++)
+		if (((struct active *)D.dirty.v[i])->job.dirty)
+			D.dirty.v[k++] = D.dirty.v[i];
 	D.dirty.n = k;
-	for (i = 0; i < drop.n; i++) {
+	for (i = 0; i < drop.n; i++)
 		active_free(drop.v[i]);
-	}
 	drop.n = 0;
 }
 
-/* A commit failed: degraded until one succeeds, retried every STORE_RETRY seconds. */
+/*
+ * A commit failed, or the store could not be opened (open_store): degraded until one succeeds,
+ * retried every STORE_RETRY seconds. Logged when it begins and when the reason changes.
+ */
 static void
 store_failed(const char *why)
 {
-	if (!D.degraded)
+	if (!D.degraded || strcmp(why, D.degraded_reason) != 0)
 		logmsg("tt-device-queue: job store degraded: %s", why);
 	D.degraded = true;
 	snprintf(D.degraded_reason, sizeof(D.degraded_reason), "%s", why);
@@ -4772,36 +4641,36 @@ store_failed(const char *why)
 
 /*
  * Commit every dirty record and extra (store_write_dirty), into a log dir in place
- * (log_dir_restore). 0, or -1 with why[0..cap) filled and nothing written.
+ * (log_dir_restore). False when it could not be written: the store is then degraded
+ * (store_failed) and nothing was written.
  */
-static int
-commit_dirty(const struct job *extra, char *why, size_t cap)
+static bool
+commit_dirty(const struct job *extra)
 {
-	if (!log_dir_in_place() && log_dir_restore(why, cap) < 0)
-		return -1;
-	if (store_write_dirty(extra) == 0)
-		return 0;
-	snprintf(why, cap, "%s", store_errmsg(D.store));
-	store_rollback(D.store);
-	return -1;
+	char why[sizeof(D.degraded_reason)];
+	bool placed = store_dir_in_place(D.dir, D.store) || log_dir_restore(why, sizeof(why)) == 0;
+
+	if (placed && store_write_dirty(extra) == 0) {
+		store_committed();
+		return true;
+	}
+	if (placed) {
+		snprintf(why, sizeof(why), "%s", store_errmsg(D.store));
+		store_rollback(D.store);
+	}
+	store_failed(why);
+	return false;
 }
 
 static void
 store_sync(void)
 {
-	char why[sizeof(D.degraded_reason)];
-
 	if (D.dirty.n == 0 && !D.cards_dirty)
 		return;
-	if (D.degraded && timer_armed(&D.store_retry)) {
+	if (D.degraded && timer_armed(&D.store_retry))
 		store_unwind(); /* not yet time to try again */
-		return;
-	}
-	if (commit_dirty(NULL, why, sizeof(why)) < 0) {
-		store_failed(why);
-		return;
-	}
-	store_committed();
+	else
+		commit_dirty(NULL);
 }
 
 /*
@@ -4814,16 +4683,7 @@ store_sync(void)
 static bool
 store_sync_now(const struct job *extra)
 {
-	char why[sizeof(D.degraded_reason)];
-
-	if (D.degraded)
-		return false;
-	if (commit_dirty(extra, why, sizeof(why)) == 0) {
-		store_committed();
-		return true;
-	}
-	store_failed(why);
-	return false;
+	return !D.degraded && commit_dirty(extra);
 }
 
 static void
@@ -4851,17 +4711,16 @@ store_retry_fired(void *arg)
 	int i;
 
 	(void)arg; /* the loop's after-phase commits again */
-	if (!D.store) {
-		reopen_store(); /* started without it (open_store) */
-		return;
-	}
 	/*
-	 * Degraded with nothing left to save (only refused submissions failed): rewrite the card
-	 * rows, so a real write finds out that the store is writable again. Without it store_sync
-	 * has nothing to commit and the store would stay degraded for good. (Not degraded: this
-	 * was store_committed's wake-up, so the dispatch pass runs.)
+	 * Started without the store (open_store): open it. Degraded with nothing left to save
+	 * (only refused submissions failed): rewrite the card rows, so a real write finds out that
+	 * the store is writable again. Without it store_sync has nothing to commit and the store
+	 * would stay degraded for good. (Not degraded: this was store_committed's wake-up, so the
+	 * dispatch pass runs.)
 	 */
-	if (D.degraded && D.dirty.n == 0 && !D.cards_dirty)
+	if (!D.store)
+		reopen_store();
+	else if (D.degraded && D.dirty.n == 0 && !D.cards_dirty)
 		for (i = 0; i < D.sched.ncards; i++)
 			card_dirty(&D.sched.cards[i]);
 }
@@ -4895,12 +4754,10 @@ retention_fired(void *arg)
 		return;
 	D.maintenance_warning[0] = '\0'; /* before the pass: retention_cb may set it */
 	n = store_retention(D.store, D.dir, cutoff, cfg.max_completed, retention_cb, NULL);
-	if (n < 0) {
+	if (n < 0)
 		snprintf(D.maintenance_warning, sizeof(D.maintenance_warning), "retention failed: %s",
 			 store_errmsg(D.store));
-		return;
-	}
-	if (n > 0)
+	else if (n > 0)
 		logmsg("tt-device-queue: retention deleted %d completed jobs", n);
 }
 
@@ -4912,7 +4769,7 @@ retention_fired(void *arg)
  * state change is one datagram of NAME=VALUE lines: READY=1 once the socket listens and
  * recovery is done, STOPPING=1 when shutdown begins. WATCHDOG_USEC (meant for WATCHDOG_PID,
  * or for us when that is unset) asks for WATCHDOG=1 at least that often: a timer in the loop's
- * heap sends it at half the interval, so a wedged loop is exactly what stops the pings. Without
+ * list sends it at half the interval, so a wedged loop is exactly what stops the pings. Without
  * the variables nothing is sent and no timer is armed. The variables are removed from our
  * environment so jobs and control commands never inherit them.
  */
@@ -4928,10 +4785,9 @@ static struct {
 static void
 notify_send(const char *msg)
 {
-	if (notify_sock.fd < 0)
-		return;
 	/* MSG_DONTWAIT: a full receive queue loses a message rather than stall the loop. */
-	if (sendto(notify_sock.fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL,
+	if (notify_sock.fd >= 0 &&
+	    sendto(notify_sock.fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL,
 		   (const struct sockaddr *)&notify_sock.addr, notify_sock.addr_len) < 0 &&
 	    !notify_sock.warned) {
 		notify_sock.warned = true; /* once: a vanished systemd must not flood the journal */
@@ -4954,8 +4810,6 @@ notify_setup(void)
 	const char *path = getenv("NOTIFY_SOCKET"), *usec = getenv("WATCHDOG_USEC");
 	const char *pid = getenv("WATCHDOG_PID");
 	size_t n = path ? strlen(path) : 0;
-	unsigned long long us = 0;
-	char *end = NULL;
 
 	timer_init(&notify_sock.watchdog, notify_watchdog_fired, NULL);
 	if (n >= 2 && n < sizeof(notify_sock.addr.sun_path) && (path[0] == '/' || path[0] == '@')) {
@@ -4971,43 +4825,33 @@ notify_setup(void)
 		logmsg("tt-device-queue: NOTIFY_SOCKET '%s' is not a unix socket path; not notifying",
 		       path);
 	}
-	errno = 0;
-	if (usec && usec[0] >= '0' && usec[0] <= '9')
-		us = strtoull(usec, &end, 10);
-	if (notify_sock.fd >= 0 && us > 0 && errno == 0 && end && !*end &&
+	/* a watchdog that is 0 or not a number of microseconds is none */
+	if (notify_sock.fd >= 0 && usec && !usec[strspn(usec, "0123456789")] &&
 	    (!pid || strtoll(pid, NULL, 10) == (long long)getpid()))
-		notify_sock.watchdog_every = (double)us / 2e6;
+		notify_sock.watchdog_every = (double)strtoull(usec, NULL, 10) / 2e6;
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
 	unsetenv("WATCHDOG_PID");
 }
 
-/* What the daemon does, for its log and systemd's STATUS=. */
-static void
-serving_status(char *out, size_t cap)
-{
-	if (D.store)
-		snprintf(out, cap, "serving %d card%s on %s:%d", D.sched.ncards,
-			 D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
-	else
-		snprintf(out, cap, "serving on %s:%d without the job store (degraded)", cfg.host,
-			 cfg.port);
-}
-
 /*
- * READY=1: the listener accepts and start-up recovery is committed, or the store could not be
- * opened (then systemd must see the start succeed all the same, or it would restart us).
+ * Send systemd pre (a state, such as "READY=1\n", or "") and STATUS=, what the daemon does;
+ * that STATUS text is returned for the log.
  */
-static void
-notify_ready(void)
+static const char *
+notify_status(const char *pre)
 {
-	char msg[800];
+	static char msg[800];
+	int k = snprintf(msg, sizeof(msg), "%sSTATUS=", pre);
 
-	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=");
-	serving_status(msg + strlen(msg), sizeof(msg) - strlen(msg));
+	if (D.store)
+		snprintf(msg + k, sizeof(msg) - (size_t)k, "serving %d card%s on %s:%d",
+			 D.sched.ncards, D.sched.ncards == 1 ? "" : "s", cfg.host, cfg.port);
+	else
+		snprintf(msg + k, sizeof(msg) - (size_t)k, "serving on %s:%d without the job store "
+			 "(degraded)", cfg.host, cfg.port);
 	notify_send(msg);
-	if (notify_sock.watchdog_every > 0)
-		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
+	return msg + k;
 }
 
 /* ------------------------------------------------------------------------ signals, shutdown */
@@ -5015,42 +4859,36 @@ notify_ready(void)
 static void
 shutdown_begin(int signo)
 {
+	bool again = D.shutting_down; /* a second request: no more grace */
 	int i;
 
-	if (D.shutting_down) {
-		/* A second request: no more grace. */
-		for (i = 0; i < D.sched.ncards; i++)
-			if (D.sched.cards[i].current)
-				proc_job_kill(active_of(D.sched.cards[i].current)->proc);
-		return;
-	}
-	D.shutting_down = true;
-	notify_send("STOPPING=1\nSTATUS=stopping: interrupting running jobs, keeping queued ones");
-	logmsg("tt-device-queue: shutting down on SIG%s: stopping running jobs, queued jobs are "
-	       "kept",
-	       sigabbrev_np(signo) ? sigabbrev_np(signo) : "?");
-	if (D.listen_fd >= 0) {
+	if (!again) {
+		D.shutting_down = true;
+		notify_send("STOPPING=1\nSTATUS=stopping: interrupting running jobs, keeping queued "
+			    "ones");
+		logmsg("tt-device-queue: shutting down on SIG%s: stopping running jobs, queued jobs "
+		       "are kept", sigabbrev_np(signo));
 		watch_del(&D.listen_slot);
 		close(D.listen_fd);
 		D.listen_fd = -1;
+		timer_set(&D.shutdown_deadline, mono_now + cfg.stop_grace + 4.0);
 	}
-	for (i = 0; i < D.sched.ncards; i++)
-		if (D.sched.cards[i].current)
-			job_stop(active_of(D.sched.cards[i].current), STOP_SHUTDOWN);
-	timer_set(&D.shutdown_deadline, mono_now + cfg.stop_grace + 4.0);
-}
+	for (i = 0; i < D.sched.ncards; i++) {
+		struct job *j = D.sched.cards[i].current;
 
-/* A timer whose only job is to end the poll at its deadline. */
-static void
-wake_fired(void *arg)
-{
-	(void)arg;
+		if (j && again)
+			proc_job_kill(active_of(j)->proc);
+		else if (j)
+			job_stop(active_of(j), STOP_SHUTDOWN);
+	}
 }
 
 static void
 shutdown_deadline_fired(void *arg)
 {
 	(void)arg;
+	if (D.linger_until > 0)
+		return; /* the jobs stopped: it only ends the linger (shutdown_done) */
 	logmsg("tt-device-queue: jobs did not stop in time; exiting anyway");
 	exit(1); /* the guardian kills what is left */
 }
@@ -5059,28 +4897,22 @@ static void
 signal_event(void *arg, short revents)
 {
 	struct signalfd_siginfo si;
+	pid_t pid;
+	int st;
 
 	(void)arg;
 	(void)revents;
 	while (read(D.sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
 			shutdown_begin((int)si.ssi_signo);
-		else if (si.ssi_signo == SIGHUP)
-			logmsg("tt-device-queue: SIGHUP ignored (restart the service to reconfigure)");
-		else if (si.ssi_signo != SIGCHLD)
-			logmsg("tt-device-queue: %s from pid %u ignored", strsignal((int)si.ssi_signo),
-			       si.ssi_pid);
+		else if (si.ssi_signo != SIGCHLD) /* SIGHUP too: a restart reconfigures */
+			logmsg("tt-device-queue: SIG%s from pid %u ignored (restart the service to "
+			       "reconfigure)", sigabbrev_np((int)si.ssi_signo), si.ssi_pid);
 	}
 	/* Signals coalesce: reap every child that has exited. */
-	for (;;) {
-		int st;
-		pid_t pid = waitpid(-1, &st, WNOHANG);
-
-		if (pid <= 0)
-			break;
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
 		if (proc_reaped(pid, st) == PROC_REAPED_GUARDIAN)
 			guardian_died(st);
-	}
 }
 
 static bool
@@ -5097,11 +4929,11 @@ shutdown_done(void)
 	 * The jobs are over. Clients still connected (a `run` about to ask for the final result
 	 * of the job the stop just ended) are answered for a moment longer.
 	 */
-	if (!timer_armed(&D.linger) && D.linger_until == 0) {
+	if (D.linger_until == 0) {
 		struct job *j;
 
 		D.linger_until = mono_now + SHUTDOWN_LINGER;
-		timer_set(&D.linger, D.linger_until);
+		timer_set(&D.shutdown_deadline, D.linger_until);
 		/* Long-polls on queued jobs get their answer ("queued") instead of a closed
 		 * connection: the client learns the job is kept and can wait for the restart. */
 		for (j = D.sched.oldest; j; j = j->newer)
@@ -5118,12 +4950,10 @@ read_boot_id(void)
 	FILE *f = fopen(cfg.boot_id_file, "re");
 	int e = errno;
 
-	D.boot_id[0] = '\0';
-	if (f) {
-		if (fgets(D.boot_id, sizeof(D.boot_id), f))
-			D.boot_id[strcspn(D.boot_id, "\r\n")] = '\0';
+	if (f && fgets(D.boot_id, sizeof(D.boot_id), f))
+		D.boot_id[strcspn(D.boot_id, "\r\n")] = '\0';
+	if (f)
 		fclose(f);
-	}
 	D.boot_known = D.boot_id[0] != '\0';
 	if (!D.boot_known) {
 		logmsg("tt-device-queue: WARNING: cannot read the boot id from %s (%s): cards found "
@@ -5133,27 +4963,6 @@ read_boot_id(void)
 	}
 }
 
-struct card_rows {
-	struct store_card rows[MAX_CARDS];
-	int n;
-};
-
-static int
-card_row_cb(void *ctx, struct store_card *c)
-{
-	struct card_rows *r = ctx;
-
-	if (r->n >= MAX_CARDS) {
-		free(c->dead_reason);
-		free(c->boot_id);
-		free(c->held_by);
-		free(c->hold_reason);
-		return 0;
-	}
-	r->rows[r->n++] = *c;
-	return 0;
-}
-
 /* Was a card row written in this boot (sched_same_boot: unknown counts as yes)? */
 static bool
 same_boot_as(const char *row_boot_id)
@@ -5161,56 +4970,67 @@ same_boot_as(const char *row_boot_id)
 	return sched_same_boot(row_boot_id, D.boot_known ? D.boot_id : NULL);
 }
 
-/* Give c its stored row (the strings change owner), then what a restart makes of it. */
 static void
-apply_card_row(struct card *c, struct store_card *row)
+card_row_free(struct store_card *row)
 {
-	c->reset_epoch = row->reset_epoch;
-	c->last_reset_at = row->last_reset_at;
-	c->reset_pending = row->reset_pending;
-	c->state = row->state;
-	c->dead_since = row->dead_since;
-	c->dead_reason = row->dead_reason;
-	c->held = row->held;
-	c->held_at = row->held ? row->held_at : NAN;
-	c->held_by = row->held_by;
-	c->hold_reason = row->hold_reason;
-	c->check_pending = row->check_pending;
-	row->dead_reason = row->held_by = row->hold_reason = NULL;
-	if (sched_card_restore(c, same_boot_as(row->boot_id)))
-		logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again", c->device);
+	free(row->dead_reason);
+	free(row->boot_id);
+	free(row->held_by);
+	free(row->hold_reason);
+}
+
+/* The first look at the stored cards: one dead in this boot stays served (listed in cfg.ids)
+ * even when its node vanished. */
+static int
+dead_card_cb(void *ctx, struct store_card *row)
+{
+	(void)ctx;
+	if (sched_stays_dead(row->state, same_boot_as(row->boot_id)) && cfg.nids < MAX_CARDS)
+		cfg.nids = add_card_id(cfg.ids, cfg.nids, row->device);
+	card_row_free(row);
+	return 0;
+}
+
+/* The second: a served card gets its stored row (the strings change owner), then what a
+ * restart makes of it; the rows of cards not served are dropped. */
+static int
+card_row_cb(void *ctx, struct store_card *row)
+{
+	struct card *c = sched_card(&D.sched, row->device);
+
+	(void)ctx;
+	if (c) {
+		c->reset_epoch = row->reset_epoch;
+		c->last_reset_at = row->last_reset_at;
+		c->reset_pending = row->reset_pending;
+		c->state = row->state;
+		c->dead_since = row->dead_since;
+		c->dead_reason = row->dead_reason;
+		c->held = row->held;
+		c->held_at = row->held ? row->held_at : NAN;
+		c->held_by = row->held_by;
+		c->hold_reason = row->hold_reason;
+		c->check_pending = row->check_pending;
+		row->dead_reason = row->held_by = row->hold_reason = NULL;
+		if (sched_card_restore(c, same_boot_as(row->boot_id)))
+			logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again",
+			       c->device);
+	}
+	card_row_free(row);
+	return 0;
 }
 
 static void
 setup_cards(void)
 {
-	static struct card_rows rows;
-	int ids[MAX_CARDS * 2], n = cfg.nids, i;
+	int i;
 
-	if (store_load_cards(D.store, card_row_cb, &rows) < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot read cards: %s\n", store_errmsg(D.store));
-		exit(1);
-	}
-	memcpy(ids, cfg.ids, sizeof(int) * (size_t)cfg.nids);
-	/* A card dead in this boot stays listed even when its node vanished. */
-	for (i = 0; i < rows.n; i++)
-		if (sched_stays_dead(rows.rows[i].state, same_boot_as(rows.rows[i].boot_id)) &&
-		    n < MAX_CARDS)
-			ids[n++] = rows.rows[i].device;
-	if (sched_init(&D.sched, ids, n) < 0) {
-		perror("tt-device-queue serve");
-		exit(1);
-	}
-	for (i = 0; i < rows.n; i++) {
-		struct card *c = sched_card(&D.sched, rows.rows[i].device);
-
-		if (c)
-			apply_card_row(c, &rows.rows[i]);
-		free(rows.rows[i].dead_reason);
-		free(rows.rows[i].boot_id);
-		free(rows.rows[i].held_by);
-		free(rows.rows[i].hold_reason);
-	}
+	if (store_load_cards(D.store, dead_card_cb, NULL) < 0)
+		serve_fail(1, "cannot read cards: %s", store_errmsg(D.store));
+	if (sched_init(&D.sched, cfg.ids, cfg.nids) < 0)
+		serve_fail(1, "%s", strerror(errno));
+	if (store_load_cards(D.store, card_row_cb, NULL) < 0)
+		serve_fail(1, "cannot read cards: %s", store_errmsg(D.store));
 	for (i = 0; i < D.sched.ncards; i++)
 		card_dirty(&D.sched.cards[i]); /* rows for new cards, this boot's id, restore's changes */
 }
@@ -5266,21 +5086,18 @@ recover_card_gone(struct active *a, int device, double now)
 static void
 recover_interrupted(struct active *a, double now)
 {
-	bool reset = a->job.mode == JOB_MODE_RESET;
+	const char *what = a->job.mode == JOB_MODE_RESET ? "during the reset; it runs again"
+							 : "while the job ran; it is not run again";
+	char err[120], trailer[160];
 
 	sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
 	/* Output dropped before the crash was counted only up to the last save. */
 	if (a->job.log_truncated && open_log(a) == 0)
 		a->log.dropped_floor = 1;
-	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1,
-		      reset ? "Interrupted: the service stopped during the reset (crash or "
-			      "shutdown); it runs again at this start"
-			    : "Interrupted: the service stopped while the job was running (crash "
-			      "or shutdown); it is not run again",
-		      reset ? PROC_MARKER " interrupted: the service stopped during this reset; "
-					  "it runs again\n"
-			    : PROC_MARKER " interrupted: the service stopped while this job was "
-					  "running; it is not run again\n");
+	snprintf(err, sizeof(err), "Interrupted: the service stopped (crash or shutdown) %s", what);
+	snprintf(trailer, sizeof(trailer), PROC_MARKER " interrupted: the service stopped %s\n",
+		 what);
+	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, trailer);
 }
 
 /*
@@ -5291,7 +5108,6 @@ static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
 {
 	struct active *a = active_new();
-	struct card *c = sched_card(&D.sched, j->device);
 	int *counts = ctx, device;
 	double now = clock_wall();
 
@@ -5301,7 +5117,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		return -1;
 	}
 	a->job = *j;
-	a->card = c;
+	a->card = sched_card(&D.sched, j->device);
 	switch (sched_recover_job(&D.sched, &a->job, &device)) {
 	case RECOVER_CARD_GONE:
 		recover_card_gone(a, device, now);
@@ -5329,10 +5145,8 @@ recover(void)
 {
 	int counts[3] = {0, 0, 0};
 
-	if (store_load_active(D.store, recover_cb, counts) < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot load jobs: %s\n", store_errmsg(D.store));
-		exit(1);
-	}
+	if (store_load_active(D.store, recover_cb, counts) < 0)
+		serve_fail(1, "cannot load jobs: %s", store_errmsg(D.store));
 	/*
 	 * A failed commit here (disk full at start-up) does not stop the start: the daemon
 	 * serves degraded, with the recovered transitions kept and retried like any others, so
@@ -5356,25 +5170,20 @@ prepare_log_dir(void)
 
 	struct timespec pause = {0, 10000000};
 	double t0 = clock_mono(), next = 0;
-	bool said = false;
 	sigset_t pending;
 
 	D.job_umask = umask(077); /* files of ours are private; jobs get the caller's umask back */
+	/* EINPROGRESS: a dead daemon's guardian holds it (waited for, said every 10 s);
+	 * EWOULDBLOCK: another holds it (waited for LOG_DIR_LOCK_WAIT s, then an error) */
 	while (!(D.dir = store_dir_open(cfg.log_dir, why, sizeof(why), warn, sizeof(warn)))) {
-		if (errno == EINPROGRESS && clock_mono() - t0 >= next) {
-			logmsg("tt-device-queue: waiting for the processes of the previous instance to "
-			       "end (its guardian holds the log dir's lock)");
+		double waited = clock_mono() - t0;
+
+		if (errno != EINPROGRESS && (errno != EWOULDBLOCK || waited >= LOG_DIR_LOCK_WAIT))
+			serve_fail(1, "TT_DEVICE_LOG_DIR %s: %s", cfg.log_dir, why);
+		if (waited >= next) {
+			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting: %s",
+			       cfg.log_dir, why);
 			next += 10;
-		} else if (errno != EINPROGRESS &&
-			   (errno != EWOULDBLOCK || clock_mono() - t0 >= LOG_DIR_LOCK_WAIT)) {
-			fprintf(stderr, "tt-device-queue serve: TT_DEVICE_LOG_DIR %s: %s\n", cfg.log_dir,
-				why);
-			exit(1);
-		} else if (errno == EWOULDBLOCK && !said) {
-			logmsg("tt-device-queue: TT_DEVICE_LOG_DIR %s is locked; waiting up to %.0f s "
-			       "for a process of a daemon just stopped to let it go", cfg.log_dir,
-			       LOG_DIR_LOCK_WAIT);
-			said = true;
 		}
 		sigpending(&pending); /* blocked (setup_signals): looked at, not delivered */
 		if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))
@@ -5407,18 +5216,10 @@ open_store(bool serving)
 		D.prev_last_write = store_last_write(D.store); /* before this start writes */
 		return 0;
 	}
-	if (refused) {
-		fprintf(stderr, "tt-device-queue serve: %s: %s\n", path, err);
-		exit(1);
-	}
-	snprintf(reason, sizeof(reason), "cannot open the job store: %s", err);
-	if (!D.degraded || strcmp(reason, D.degraded_reason) != 0)
-		logmsg("tt-device-queue: job store degraded: %s (%s); serving without it, retried "
-		       "every second",
-		       reason, path);
-	D.degraded = true;
-	memcpy(D.degraded_reason, reason, sizeof(reason));
-	timer_set(&D.store_retry, mono_now + STORE_RETRY);
+	if (refused)
+		serve_fail(1, "%s: %s", path, err);
+	snprintf(reason, sizeof(reason), "cannot open the job store %s: %s", path, err);
+	store_failed(reason);
 	return -1;
 }
 
@@ -5442,17 +5243,16 @@ static void
 setup_health_check(void)
 {
 	char path[PATH_MAX + 32];
+	bool built_in;
 
 	if (cfg.health_cmd)
 		return; /* the operator's command is used: no default script is needed */
 	snprintf(path, sizeof(path), "%s/health_check.py", cfg.repo);
-	if (access(path, R_OK) == 0) {
-		D.health_check_path = xstrdup(path);
-		return;
-	}
-	snprintf(path, sizeof(path), "%s/health_check.py", cfg.log_dir);
+	built_in = access(path, R_OK) != 0;
+	if (built_in) /* written at every start: an older build's copy is replaced */
+		snprintf(path, sizeof(path), "%s/health_check.py", cfg.log_dir);
 	D.health_check_path = xstrdup(path);
-	D.health_script_written = write_health_script() == 0;
+	D.health_script_written = built_in && write_health_script() == 0;
 }
 
 /* What every start does once the store is open: cards, recovery of the jobs, retention. */
@@ -5474,17 +5274,12 @@ start_from_store(void)
 static void
 reopen_store(void)
 {
-	char msg[800];
-
 	if (D.shutting_down || open_store(true) < 0)
 		return;
 	D.degraded = false;
 	logmsg("tt-device-queue: job store opened; recovering as at start-up");
 	start_from_store();
-	snprintf(msg, sizeof(msg), "STATUS=");
-	serving_status(msg + strlen(msg), sizeof(msg) - strlen(msg));
-	notify_send(msg);
-	logmsg("tt-device-queue: %s", msg + strlen("STATUS="));
+	logmsg("tt-device-queue: %s", notify_status(""));
 }
 
 /*
@@ -5539,25 +5334,18 @@ claim_cards(void)
 
 	for (i = 0; i < cfg.nids; i++) {
 		snprintf(node, sizeof(node), "%s/%d", cfg.dev_dir, cfg.ids[i]);
-		claims[i].slot = -1;
 		claims[i].fd = proc_claim_node(node, why, sizeof(why));
-		if (claims[i].fd >= 0) {
-			if (watch_add(claims[i].fd, POLLIN, claim_event, &claims[i].fd,
-				      &claims[i].slot) < 0)
-				exit(1);
-		} else if (errno == ENOENT) {
+		if (claims[i].fd < 0 && errno == EADDRINUSE)
+			serve_fail(2, "card %d (%s) is served by another instance: %s; stop it, or "
+				   "name other cards in TT_DEVICE_IDS", cfg.ids[i], node, why);
+		if (claims[i].fd < 0 && errno != ENOENT)
+			serve_fail(1, "card %d (%s): %s", cfg.ids[i], node, why);
+		if (claims[i].fd < 0)
 			logmsg("tt-device-queue: card %d has no device node at %s: a queue name "
 			       "only, not claimed", cfg.ids[i], node);
-		} else if (errno == EADDRINUSE) {
-			fprintf(stderr, "tt-device-queue serve: card %d (%s) is served by another "
-				"instance: %s; stop that instance, or name other cards in "
-				"TT_DEVICE_IDS\n", cfg.ids[i], node, why);
-			exit(2);
-		} else {
-			fprintf(stderr, "tt-device-queue serve: card %d (%s): %s\n", cfg.ids[i],
-				node, why);
-			exit(1);
-		}
+		else if (watch_add(claims[i].fd, POLLIN, claim_event, &claims[i].fd,
+				   &claims[i].slot) < 0)
+			die_oom();
 	}
 }
 
@@ -5585,47 +5373,31 @@ bind_listener(void)
 	while (D.listen_fd >= 0 && (r = bind(D.listen_fd, (struct sockaddr *)&sa, sizeof(sa))) < 0 &&
 	       errno == EADDRINUSE && clock_mono() - t0 < LISTEN_WAIT)
 		nanosleep(&pause, NULL);
-	if (D.listen_fd < 0 || r < 0 || listen(D.listen_fd, SOMAXCONN) < 0) {
-		fprintf(stderr, "tt-device-queue serve: cannot listen on %s:%d: %s\n", cfg.host, cfg.port,
-			strerror(errno));
-		exit(1);
-	}
+	if (D.listen_fd < 0 || r < 0 || listen(D.listen_fd, SOMAXCONN) < 0)
+		serve_fail(1, "cannot listen on %s:%d: %s", cfg.host, cfg.port, strerror(errno));
 	if (strncmp(cfg.host, "127.", 4) != 0)
 		logmsg("tt-device-queue: WARNING: listening on %s: the API has no authentication; "
 		       "anyone who can reach this port can run commands as this user",
 		       cfg.host);
 }
 
-/* Start taking connections from the backlog. */
-static void
-open_listener(void)
-{
-	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
-		exit(1);
-}
-
 static void
 setup_signals(void)
 {
+	/* SIGUSR1, SIGUSR2, SIGALRM by default end a process on the spot: a stray `kill -USR1`
+	 * (a log rotation's postrotate) would be a crash that interrupts every running job */
+	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
 	sigset_t set;
+	size_t i;
 
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	/* by default these end a process on the spot: a stray `kill -USR1` (a log rotation's
-	 * postrotate) would be a crash that interrupts every running job */
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGUSR2);
-	sigaddset(&set, SIGALRM);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&set, sigs[i]);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	D.sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (D.sig_fd < 0 || watch_add(D.sig_fd, POLLIN, signal_event, NULL, &D.sig_slot) < 0) {
-		perror("tt-device-queue serve: signalfd");
-		exit(1);
-	}
+	if (D.sig_fd < 0 || watch_add(D.sig_fd, POLLIN, signal_event, NULL, &D.sig_slot) < 0)
+		serve_fail(1, "signalfd: %s", strerror(errno));
 }
 
 /* One loop iteration after the events: answer, dispatch, commit, start, write. */
@@ -5641,7 +5413,6 @@ loop_after(void)
 		spawn_pending();
 		http_server_flush(D.http);
 	} while (http_server_ready(D.http) && ++rounds < 8);
-	watch_sweep();
 	http_server_sweep(D.http);
 }
 
@@ -5685,28 +5456,21 @@ setup_mode(void)
 		       proc_user_name(D.self_uid, name, sizeof(name)), name);
 }
 
-static void
-serve_usage(FILE *f)
-{
-	fprintf(f, "usage: tt-device-queue serve\n"
-		   "Run the daemon in the foreground. Configuration comes from the environment:\n"
-		   "  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
-		   "  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
-		   "  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
-		   "  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
-		   "man tt-device-queue lists every variable.\n");
-}
-
 static int
 serve_main(int argc, char **argv)
 {
-	char status[700], start_id[33], instance_id[PATH_MAX + 40];
-	int opened;
+	char start_id[33], instance_id[PATH_MAX + 40];
 
 	if (argc > 1) {
 		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
 
-		serve_usage(help ? stdout : stderr);
+		fprintf(help ? stdout : stderr, "usage: tt-device-queue serve\n"
+			"Run the daemon in the foreground. Configuration comes from the environment:\n"
+			"  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
+			"  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
+			"  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
+			"  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
+			"man tt-device-queue lists every variable.\n");
 		return help ? 0 : 2;
 	}
 	tzset();
@@ -5719,36 +5483,36 @@ serve_main(int argc, char **argv)
 	setup_signals();
 	mono_now = clock_mono();
 	started_mono = mono_now;
-	D.heartbeat_mono = mono_now;
 	timer_init(&D.store_retry, store_retry_fired, NULL);
 	timer_init(&D.dir_check, dir_check_fired, NULL);
 	timer_init(&D.retention, retention_fired, NULL);
 	timer_init(&D.shutdown_deadline, shutdown_deadline_fired, NULL);
-	timer_init(&D.linger, wake_fired, NULL);
 	clients_init();
 	claim_cards();
 	bind_listener();
 	read_boot_id();
 	prepare_log_dir();
-	if (new_job_id(start_id) < 0) {
-		perror("tt-device-queue serve: getrandom");
-		return 1;
-	}
+	if (new_job_id(start_id) < 0)
+		serve_fail(1, "getrandom: %s", strerror(errno));
 	snprintf(instance_id, sizeof(instance_id), "%s/%s", cfg.log_dir, start_id);
 	procs_init(instance_id);
-	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0) {
-		perror("tt-device-queue serve: cannot start the guardian process");
-		return 1;
-	}
-	opened = open_store(false); /* a refused database exits here, leaving the dir as it was */
+	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0)
+		serve_fail(1, "cannot start the guardian process: %s", strerror(errno));
 	dir_watch();
-	if (opened == 0)
+	if (open_store(false) == 0) /* a refused database exits here, leaving the dir as it was */
 		start_from_store();
 	raise_fd_limit();
-	open_listener();
-	serving_status(status, sizeof(status));
-	logmsg("tt-device-queue %s: %s, log dir %s", TTQ_VERSION, status, cfg.log_dir);
-	notify_ready();
+	/* Start taking connections from the backlog. */
+	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
+		die_oom();
+	/*
+	 * READY=1: the listener accepts and start-up recovery is committed, or the store could not
+	 * be opened (then systemd must see the start succeed all the same, or it would restart us).
+	 */
+	logmsg("tt-device-queue %s: %s, log dir %s", TTQ_VERSION, notify_status("READY=1\n"),
+	       cfg.log_dir);
+	if (notify_sock.watchdog_every > 0)
+		timer_set(&notify_sock.watchdog, clock_mono() + notify_sock.watchdog_every);
 	/* Recovered queues and pending resets start now: unprompted, the first poll may sleep
 	 * until the retention pass. */
 	loop_after();
@@ -5756,16 +5520,11 @@ serve_main(int argc, char **argv)
 		int n = poll(pfds, (nfds_t)nwatch, http_server_ready(D.http) ? 0 : timers_timeout()), i;
 
 		mono_now = clock_mono();
-		if (n < 0 && errno != EINTR) {
-			perror("tt-device-queue serve: poll");
-			return 1;
-		}
-		for (i = 0; n > 0 && i < nwatch; i++) {
-			short re = pfds[i].revents;
-
-			if (re && watches[i].fn && pfds[i].fd >= 0)
-				watches[i].fn(watches[i].arg, re);
-		}
+		if (n < 0 && errno != EINTR)
+			serve_fail(1, "poll: %s", strerror(errno));
+		for (i = 0; n > 0 && i < nwatch; i++)
+			if (pfds[i].revents && watches[i].fn) /* not one removed in this pass */
+				watches[i].fn(watches[i].arg, pfds[i].revents);
 		timers_run();
 		loop_after();
 	}

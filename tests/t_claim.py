@@ -78,7 +78,7 @@ def test_a_second_serve_on_a_claimed_card_exits_2():
     tap.eq(rc, 2, "a second serve (its own log dir) naming card 0 exits 2")
     tap.ok("card 0 (%s/0) is served by another instance: pid %d," % (dev, a.proc.pid) in err
            and names_user(err, os.getuid()) and "tt-device-queue serve'" in err
-           and "stop that instance, or name other cards in TT_DEVICE_IDS" in err,
+           and "stop it, or name other cards in TT_DEVICE_IDS" in err,
            "naming the card, its node, the first one's pid, user and command line, and what "
            "to do", err)
     tap.ok("cannot listen" not in err and not os.path.exists(b.log_dir),

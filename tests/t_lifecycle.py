@@ -410,14 +410,14 @@ def test_start_waits_for_a_dead_daemons_guardian():
     fcntl.flock(fd, fcntl.LOCK_SH)  # as a dead daemon's guardian holds it
     try:
         d.start(wait=False)
-        wait_until(lambda: "waiting for the processes of the previous instance" in d.stderr()
+        wait_until(lambda: "until that daemon's processes are gone" in d.stderr()
                    or d.proc.poll() is not None, 10, "the serve to wait for the guardian")
         time.sleep(2.5)  # past the wait for an exclusive holder
         tap.ok(d.proc.poll() is None, "it waits for a shared lock", d.stderr())
         d.proc.send_signal(signal.SIGTERM)
         tap.eq(d.proc.wait(10), 0, "a SIGTERM ends the wait: exit 0")
         d.start(wait=False)
-        wait_until(lambda: d.stderr().count("waiting for the processes") >= 2, 10,
+        wait_until(lambda: d.stderr().count("until that daemon's processes are gone") >= 2, 10,
                    "the next serve to wait")
     finally:
         os.close(fd)  # the guardian is done
