@@ -4374,71 +4374,57 @@ static void
 handle_metrics(struct http_conn *c, const struct call *call)
 {
 	static const char *const outcomes[] = {"ok", "failed", "timeout", "cancelled"};
+	/* Each family's name, type and help: the daemon's own (values in daemon[]), then the
+	 * per-card gauges (values in card[]), then the per-card families with a second label. */
+	static const char *const fam[][3] = {
+	    {"uptime_seconds", "gauge", "Seconds since the daemon started."},
+	    {"store_degraded", "gauge", "1 while the job store cannot be written."},
+	    {"http_busy_total", "counter", "Requests answered 503 with Retry-After: the connections "
+					   "or the long-polls were at their limit."},
+	    {"http_long_polls", "gauge", "Long-polls held now."},
+	    {"log_lines_dropped_total", "counter", "Log lines stderr could not take without waiting."},
+	    {"queue_depth", "gauge", "Queued jobs per card."},
+	    {"card_held", "gauge", "1 while the card is held for maintenance."},
+	    {"control_error", "gauge", "1 while the card's last reset could not run a control "
+				       "command (a configuration error), until a reset succeeds."},
+	    {"card_foreign_holders", "gauge", "Processes outside the queue that have the card open, "
+					      "at the last look."},
+	    {"running_job_age_seconds", "gauge", "Age of the running job or reset (0 when idle)."},
+	    {"card_state", "gauge", "1 for the card's current state."},
+	    {"jobs_finished_total", "counter", "Jobs finished since start, by outcome."},
+	    {"resets_total", "counter", "Card resets since start, by outcome."},
+	};
+	enum { CARD_FAM = 5, AGE_FAM = 9, STATE_FAM, FINISHED_FAM, RESETS_FAM };
+	double daemon[] = {mono_now - started_mono, D.degraded, D.busy_total, D.held, log_out.dropped};
 	struct json_buf *b = &body_buf;
-	int i, k;
+	int f, i, k;
 
 	(void)call;
 	body_begin();
-	json_buf_printf(b, "# HELP ttq_uptime_seconds Seconds since the daemon started.\n"
-			   "# TYPE ttq_uptime_seconds gauge\nttq_uptime_seconds %.3f\n",
-			mono_now - started_mono);
-	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
-			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
-	json_buf_printf(b, "# HELP ttq_http_busy_total Requests answered 503 with Retry-After: the "
-			   "connections or the long-polls were at their limit.\n"
-			   "# TYPE ttq_http_busy_total counter\nttq_http_busy_total %lld\n",
-			D.busy_total);
-	json_buf_printf(b, "# HELP ttq_http_long_polls Long-polls held now.\n"
-			   "# TYPE ttq_http_long_polls gauge\nttq_http_long_polls %lld\n", D.held);
-	json_buf_printf(b, "# HELP ttq_log_lines_dropped_total Log lines stderr could not take "
-			   "without waiting.\n# TYPE ttq_log_lines_dropped_total counter\n"
-			   "ttq_log_lines_dropped_total %lld\n", log_out.dropped);
-	json_buf_printf(b, "# HELP ttq_queue_depth Queued jobs per card.\n# TYPE ttq_queue_depth gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_queue_depth{device=\"%d\"} %d\n", D.sched.cards[i].device,
-				D.sched.cards[i].queued);
-	json_buf_printf(b, "# HELP ttq_card_state 1 for the card's current state.\n# TYPE ttq_card_state gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		for (k = CARD_HEALTHY; k <= CARD_DEAD; k++)
-			json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
-					D.sched.cards[i].device, sched_state_name(k),
-					D.sched.cards[i].state == k);
-	json_buf_printf(b, "# HELP ttq_card_held 1 while the card is held for maintenance.\n"
-			   "# TYPE ttq_card_held gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_card_held{device=\"%d\"} %d\n", D.sched.cards[i].device,
-				D.sched.cards[i].held);
-	json_buf_printf(b, "# HELP ttq_control_error 1 while the card's last reset could not run a "
-			   "control command (a configuration error), until a reset succeeds.\n"
-			   "# TYPE ttq_control_error gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_control_error{device=\"%d\"} %d\n", D.sched.cards[i].device,
-				D.sched.cards[i].control_error != NULL);
-	json_buf_printf(b, "# HELP ttq_card_foreign_holders Processes outside the queue that have "
-			   "the card open, at the last look.\n# TYPE ttq_card_foreign_holders gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_card_foreign_holders{device=\"%d\"} %d\n",
-				D.sched.cards[i].device, looks[i].n);
-	json_buf_printf(b, "# HELP ttq_running_job_age_seconds Age of the running job or reset (0 when idle).\n"
-			   "# TYPE ttq_running_job_age_seconds gauge\n");
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct job *j = D.sched.cards[i].current;
+	for (f = 0; f <= RESETS_FAM; f++) {
+		json_buf_printf(b, "# HELP ttq_%s %s\n# TYPE ttq_%s %s\n", fam[f][0], fam[f][2],
+				fam[f][0], fam[f][1]);
+		if (f < CARD_FAM)
+			json_buf_printf(b, "ttq_%s %.*f\n", fam[f][0], f ? 0 : 3, daemon[f]);
+		for (i = 0; f >= CARD_FAM && i < D.sched.ncards; i++) {
+			struct card *cd = &D.sched.cards[i];
+			double card[] = {cd->queued, cd->held, cd->control_error != NULL, looks[i].n,
+					 cd->current ? mono_now - active_of(cd->current)->started_mono : 0};
 
-		json_buf_printf(b, "ttq_running_job_age_seconds{device=\"%d\"} %.3f\n",
-				D.sched.cards[i].device, j ? mono_now - active_of(j)->started_mono : 0.0);
+			if (f <= AGE_FAM)
+				json_buf_printf(b, "ttq_%s{device=\"%d\"} %.*f\n", fam[f][0], cd->device,
+						f == AGE_FAM ? 3 : 0, card[f - CARD_FAM]);
+			for (k = CARD_HEALTHY; f == STATE_FAM && k <= CARD_DEAD; k++)
+				json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
+						cd->device, sched_state_name(k), cd->state == k);
+			for (k = 0; f == FINISHED_FAM && k < OUT_N; k++)
+				json_buf_printf(b, "ttq_jobs_finished_total{device=\"%d\",outcome=\"%s\"} "
+						"%lld\n", cd->device, outcomes[k], finished_count[i][k]);
+			for (k = 0; f == RESETS_FAM && k < 2; k++) /* ok, failed */
+				json_buf_printf(b, "ttq_resets_total{device=\"%d\",outcome=\"%s\"} %lld\n",
+						cd->device, outcomes[k], reset_count[i][k]);
+		}
 	}
-	json_buf_printf(b, "# HELP ttq_jobs_finished_total Jobs finished since start, by outcome.\n"
-			   "# TYPE ttq_jobs_finished_total counter\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		for (k = 0; k < OUT_N; k++)
-			json_buf_printf(b, "ttq_jobs_finished_total{device=\"%d\",outcome=\"%s\"} %lld\n",
-					D.sched.cards[i].device, outcomes[k], finished_count[i][k]);
-	json_buf_printf(b, "# HELP ttq_resets_total Card resets since start, by outcome.\n"
-			   "# TYPE ttq_resets_total counter\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		for (k = 0; k < 2; k++)
-			json_buf_printf(b, "ttq_resets_total{device=\"%d\",outcome=\"%s\"} %lld\n",
-					D.sched.cards[i].device, k ? "failed" : "ok", reset_count[i][k]);
 	http_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
 }
 
