@@ -3794,32 +3794,6 @@ static long long finished_count[MAX_CARDS][OUT_N];
 static long long reset_count[MAX_CARDS][2]; /* ok, failed */
 static double started_mono; /* for ttq_uptime_seconds: immune to wall-clock steps */
 
-/* A control command with {device} replaced; reset commands without it get the number last. */
-static char *
-control_command(const char *tmpl, int device, bool append_device)
-{
-	struct json_buf b;
-	const char *p = tmpl, *hit;
-	char num[16];
-
-	snprintf(num, sizeof(num), "%d", device);
-	json_buf_init(&b);
-	while ((hit = strstr(p, "{device}"))) {
-		json_buf_add(&b, p, (size_t)(hit - p));
-		json_buf_add(&b, num, strlen(num));
-		p = hit + 8;
-	}
-	json_buf_add(&b, p, strlen(p));
-	if (append_device && !strstr(tmpl, "{device}")) {
-		json_buf_add(&b, " ", 1);
-		json_buf_add(&b, num, strlen(num));
-	}
-	json_buf_add(&b, "", 1);
-	if (b.oom)
-		abort();
-	return b.p;
-}
-
 static int write_health_script(void);
 
 #define DEFAULT_PYTHON "~/tenstorrent/.venv/bin/python3" /* the default health check's */
@@ -3848,12 +3822,29 @@ step_variable(int step)
 				 : "TT_DEVICE_HEALTH_CHECK_CMD";
 }
 
-/* The command of a reset step as the operator configured it ({device} not yet replaced). */
-static const char *
-step_template(int step)
+/*
+ * The command of a reset step for card device as the operator configured it, {device}
+ * replaced; a reset command without {device} gets the number last.
+ */
+static char *
+step_command(int step, int device)
 {
-	return step == RESET_STEP_RESET ? cfg.reset_cmd : step == RESET_STEP_DEEP ? cfg.deep_reset_cmd
-								   : health_template();
+	const char *tmpl = step == RESET_STEP_RESET  ? cfg.reset_cmd
+			   : step == RESET_STEP_DEEP ? cfg.deep_reset_cmd
+						     : health_template();
+	const char *p = tmpl, *hit;
+	struct json_buf b;
+
+	json_buf_init(&b);
+	for (; (hit = strstr(p, "{device}")); p = hit + 8)
+		json_buf_printf(&b, "%.*s%d", (int)(hit - p), p, device);
+	json_buf_printf(&b, "%s", p);
+	if (p == tmpl && step != RESET_STEP_HEALTH)
+		json_buf_printf(&b, " %d", device);
+	json_buf_add(&b, "", 1);
+	if (b.oom)
+		abort();
+	return b.p;
 }
 
 static void reset_end(struct active *a, enum reset_next how, const char *why);
@@ -3863,7 +3854,7 @@ static void
 reset_run(struct active *a)
 {
 	int step = a->ladder.step;
-	char *cmd = control_command(step_template(step), a->job.device, step != RESET_STEP_HEALTH);
+	char *cmd = step_command(step, a->job.device);
 	char *argv[] = {"/bin/bash", "-c", cmd, NULL}, err[512], why[600];
 
 	if (open_log(a) == 0)
@@ -3916,7 +3907,7 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 				   "reboot or operator recovery (reset --device %d runs it again)",
 				   was_dead ? " again" : "", c->device, c->device);
 	} else if (how == RESET_NEXT_UNRUNNABLE) {
-		cmd = control_command(step_template(step), c->device, step != RESET_STEP_HEALTH);
+		cmd = step_command(step, c->device);
 		reason = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was not "
 				   "reset and %s", step_variable(step), why, cmd, c->device,
 				   was_dead ? "stays dead" : "stays in service");
@@ -4014,8 +4005,7 @@ reset_start(struct card *c, bool check)
 	a->card = c;
 	a->job.device = c->device;
 	a->job.mode = JOB_MODE_RESET;
-	a->job.cmd = check ? control_command(health_template(), c->device, false)
-			   : control_command(cfg.reset_cmd, c->device, true);
+	a->job.cmd = step_command(check ? RESET_STEP_HEALTH : RESET_STEP_RESET, c->device);
 	a->job.cwd = xstrdup("");
 	a->job.client_id = xstrdup("system");
 	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
