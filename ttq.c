@@ -3853,20 +3853,17 @@ static void reset_end(struct active *a, enum reset_next how, const char *why);
 static void
 reset_run(struct active *a)
 {
-	int step = a->ladder.step;
-	char *cmd = step_command(step, a->job.device);
+	char *cmd = step_command(a->ladder.step, a->job.device);
 	char *argv[] = {"/bin/bash", "-c", cmd, NULL}, err[512], why[600];
 
 	if (open_log(a) == 0)
 		capfile_marker(&a->log, "$ %s", cmd);
-	if (spawn_process(a, argv, proc_control_env(environ), NULL, err, sizeof(err)) < 0) {
-		capfile_marker(&a->log, "cannot start: %s", err);
-		free(cmd);
+	if (spawn_process(a, argv, proc_control_env(environ), NULL, err, sizeof(err)) == 0) {
+		timer_set(&watch_of(a)->deadline, mono_now + cfg.health_cmd_timeout);
+	} else {
 		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
 		reset_end(a, RESET_NEXT_UNRUNNABLE, why);
-		return;
 	}
-	timer_set(&watch_of(a)->deadline, mono_now + cfg.health_cmd_timeout);
 	free(cmd);
 }
 
@@ -3896,12 +3893,11 @@ static void
 reset_end(struct active *a, enum reset_next how, const char *why)
 {
 	struct card *c = a->card;
-	bool was_dead = a->ladder.was_dead;
+	bool was_dead = a->ladder.was_dead, ok = how == RESET_NEXT_HEALTHY;
+	bool check = ok && a->ladder.check; /* only its health was read */
 	int step = a->ladder.step;
-	char *reason = NULL, *cmd, *trailer;
+	char *reason = NULL, *cmd, *said, *trailer;
 
-	if (a->watch)
-		timer_stop(&a->watch->deadline);
 	if (how == RESET_NEXT_DEAD) {
 		reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
 				   "reboot or operator recovery (reset --device %d runs it again)",
@@ -3915,30 +3911,21 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	}
 	sched_reset_end(c, &a->ladder, how, reason, clock_wall()); /* c owns reason now */
 	card_dirty(c);
-	if (how == RESET_NEXT_HEALTHY && a->ladder.check) { /* only its health was read */
-		trailer = xasprintf(PROC_MARKER " card %d passed its health check\n", c->device);
-		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
-		logmsg("tt-device-queue: health check of card %d passed", c->device);
-		free(trailer);
-		return;
-	}
-	reset_count[card_index(c)][how != RESET_NEXT_HEALTHY]++;
-	if (how == RESET_NEXT_HEALTHY) {
-		trailer = xasprintf(PROC_MARKER " card %d is healthy (reset epoch %lld)\n", c->device,
-				    c->reset_epoch);
-		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
-		logmsg("tt-device-queue: reset of card %d succeeded: %shealthy, reset epoch %lld",
-		       c->device, was_dead ? "the dead card is " : "", c->reset_epoch);
-	} else {
-		trailer = xasprintf(PROC_MARKER " %s\n", reason);
-		job_finish(a, JOB_END_EXITED, 1, reason, trailer);
-		if (how == RESET_NEXT_DEAD) {
-			logmsg("tt-device-queue: reset of card %d failed", c->device);
-			logmsg("tt-device-queue: card %d is dead: %s", c->device, reason);
-		} else {
-			logmsg("tt-device-queue: reset of card %d failed: %s", c->device, reason);
-		}
-	}
+	if (!check)
+		reset_count[card_index(c)][!ok]++;
+	/* one line for the journal and the reset job's log */
+	if (check)
+		said = xasprintf("health check of card %d passed", c->device);
+	else if (ok)
+		said = xasprintf("reset of card %d succeeded: %shealthy, reset epoch %lld", c->device,
+				 was_dead ? "the dead card is " : "", c->reset_epoch);
+	else
+		said = xasprintf("reset of card %d failed%s: %s", c->device,
+				 how == RESET_NEXT_DEAD ? "; the card is dead" : "", reason);
+	trailer = xasprintf(PROC_MARKER " %s\n", said);
+	job_finish(a, JOB_END_EXITED, !ok, reason, trailer);
+	logmsg("tt-device-queue: %s", said);
+	free(said);
 	free(trailer);
 	card_fail_queue(c); /* dead, or still dead: what was queued meanwhile never runs */
 }
@@ -3948,10 +3935,8 @@ static void
 reset_step_done(struct active *a, int code)
 {
 	enum reset_next next;
-	bool was_check;
+	bool was_check = a->ladder.check;
 
-	if (a->watch)
-		timer_stop(&a->watch->deadline);
 	if (a->stop == STOP_SHUTDOWN) {
 		/* The card stays resetting with the reset pending: it runs again at the next start. */
 		job_finish(a, JOB_END_SERVICE_STOP, -1,
@@ -3961,29 +3946,24 @@ reset_step_done(struct active *a, int code)
 		return;
 	}
 	capfile_marker(&a->log, "exit status %d", code);
-	was_check = a->ladder.check;
-	switch ((next = sched_reset_next(&a->ladder, code, cfg.reset_retries,
-					 cfg.deep_reset_cmd[0] != '\0', !cfg.health_cmd))) {
-	case RESET_NEXT_RUN:
-		if (was_check && !a->ladder.check) { /* it failed its health check alone */
-			sched_check_failed(a->card);
-			card_dirty(a->card);
-			capfile_marker(&a->log, "the health check failed: the card is reset");
-			logmsg("tt-device-queue: card %d failed its health check; reset of card %d "
-			       "started", a->card->device, a->card->device);
-		}
-		reset_run(a);
-		break;
-	case RESET_NEXT_UNRUNNABLE:
+	next = sched_reset_next(&a->ladder, code, cfg.reset_retries, cfg.deep_reset_cmd[0] != '\0',
+				!cfg.health_cmd);
+	if (next != RESET_NEXT_RUN) {
+		/* why, for RESET_NEXT_UNRUNNABLE: a shell's 127, 126, or health_check.py's 2 */
 		reset_end(a, next, code == 127   ? "exit 127: not found"
 				   : code == 126 ? "exit 126: not executable"
 						 : "exit 2: health_check.py could not import tt_umd "
 						   "(its log says why)");
-		break;
-	default:
-		reset_end(a, next, NULL);
-		break;
+		return;
 	}
+	if (was_check && !a->ladder.check) { /* it failed its health check alone */
+		sched_check_failed(a->card);
+		card_dirty(a->card);
+		capfile_marker(&a->log, "the health check failed: the card is reset");
+		logmsg("tt-device-queue: card %d failed its health check; reset of card %d "
+		       "started", a->card->device, a->card->device);
+	}
+	reset_run(a);
 }
 
 /*
