@@ -3353,48 +3353,6 @@ shell_ended(const struct active *a)
 	return st == PROC_JOB_REAPED || st == PROC_JOB_KILLING;
 }
 
-/* The end_reason of a job stopped for a->stop. */
-static int
-stop_end(const struct active *a)
-{
-	switch (a->stop) {
-	case STOP_KILL:
-		return JOB_END_KILLED;
-	case STOP_SHUTDOWN:
-		return JOB_END_SERVICE_STOP;
-	case STOP_PREEMPT:
-		return JOB_END_RESET;
-	case STOP_HUNG:
-		return JOB_END_HUNG;
-	default:
-		return JOB_END_TIMEOUT;
-	}
-}
-
-/*
- * The error (and output marker line) of a job stopped for a->stop, static or written into
- * buf[0..cap); NULL for a timeout, whose timeout_message says it.
- */
-static const char *
-stop_error(const struct active *a, char *buf, size_t cap)
-{
-	switch (a->stop) {
-	case STOP_KILL:
-		return "Stopped by a kill request";
-	case STOP_SHUTDOWN:
-		return "Interrupted: the service stopped while the job was running; it is not run again";
-	case STOP_PREEMPT:
-		return a->job.nmore ? "Interrupted by a reset of one of its cards"
-				    : "Interrupted by a reset of its card";
-	case STOP_HUNG:
-		snprintf(buf, cap, "no output for %d seconds: stopped as hung (SIGINT, then SIGKILL "
-			 "after the grace)", a->job.silence_timeout);
-		return buf;
-	default:
-		return NULL;
-	}
-}
-
 /* a stops for reason (enum stop_reason) from now: its phase, timed_out, when it was asked. */
 static void
 mark_stopping(struct active *a, int reason)
@@ -3409,24 +3367,35 @@ mark_stopping(struct active *a, int reason)
 }
 
 /*
- * Finish a job stopped for a->stop, whose last shell ended with code: a timeout's exit code is
- * -9 whatever its shell did (end_signal says what that died of), its message the log's last line.
+ * Finish a job stopped for a->stop, whose last shell ended with code: its end_reason, and its
+ * error, which is also its output's last line. A timeout's exit code is -9 whatever its shell
+ * did (end_signal says what that died of), its error null (timeout_message says it).
  */
 static void
 finish_stopped(struct active *a, int code)
 {
-	char trailer[256], why[160], *m = NULL;
-	const char *error = a->stop == STOP_TIMEOUT ? (m = timeout_message(&a->job))
-						     : stop_error(a, why, sizeof(why));
+	static const int ends[] = {[STOP_KILL] = JOB_END_KILLED, [STOP_TIMEOUT] = JOB_END_TIMEOUT,
+				   [STOP_SHUTDOWN] = JOB_END_SERVICE_STOP,
+				   [STOP_PREEMPT] = JOB_END_RESET, [STOP_HUNG] = JOB_END_HUNG};
+	const struct job *j = &a->job;
+	int s = a->stop;
+	char *error = s == STOP_TIMEOUT ? timeout_message(j)
+		      : s == STOP_HUNG  ? xasprintf("no output for %d seconds: stopped as hung "
+						    "(SIGINT, then SIGKILL after the grace)",
+						    j->silence_timeout)
+		      : s == STOP_PREEMPT ? xasprintf("Interrupted by a reset of %s",
+						      j->nmore ? "one of its cards" : "its card")
+		      : xstrdup(s == STOP_KILL ? "Stopped by a kill request"
+					       : "Interrupted: the service stopped while the job was "
+						 "running; it is not run again");
+	char *trailer = xasprintf(PROC_MARKER " %s\n", error);
 
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
-	if (a->stop == STOP_TIMEOUT) {
+	if (s == STOP_TIMEOUT)
 		a->job.end_signal = code < 0 ? -code : 0;
-		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
-	} else {
-		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, error, trailer);
-	}
-	free(m);
+	job_finish(a, ends[s], s == STOP_TIMEOUT ? -9 : s == STOP_SHUTDOWN ? -1 : code,
+		   s == STOP_TIMEOUT ? NULL : error, trailer);
+	free(error);
+	free(trailer);
 }
 
 static void
@@ -3524,7 +3493,7 @@ job_silence_fired(void *arg)
 /*
  * Ask a running job (or control command) to stop for reason (enum stop_reason): SIGINT to its
  * group now, SIGKILL after TT_DEVICE_STOP_GRACE_SEC (proc_job_stop; a second stop sends
- * nothing). Its end is recorded when its shell ended (iteration_done: stop_end, stop_error);
+ * nothing). Its end is recorded when its shell ended (iteration_done: finish_stopped);
  * a job stopped for its timeout is timed_out from now on. A run job whose shell ended already
  * keeps its status: the stop ends only the iterations still to come (late_stop).
  */
