@@ -4192,67 +4192,27 @@ handle_reset(struct http_conn *c, const struct call *call)
 }
 
 /*
- * The optional string fields of POST /hold and /release (reason NULL: not taken); answers 400
- * and returns -1 when one is bad.
- */
-static int
-hold_fields(struct http_conn *c, char **by, char **reason)
-{
-	const char *bad = NULL;
-
-	if (json_doc_str(&doc, "client_id", MAX_CLIENT_ID, by) < 0 ||
-	    (reason && json_doc_str(&doc, "reason", MAX_HOLD_REASON, reason) < 0))
-		return doc_refuse(c);
-	/* both are printed by `status` and in the log: no forged lines, no escapes */
-	if (*by && has_control(*by))
-		bad = "client_id";
-	else if (reason && *reason && has_control(*reason))
-		bad = "reason";
-	if (bad) {
-		respond_error(c, 400, "%s must not contain control characters", bad);
-		return -1;
-	}
-	return 0;
-}
-
-/* The answer of /hold and /release: the card's hold as it is now, and what the request did. */
-static void
-respond_hold(struct http_conn *c, const struct card *card, const char *action)
-{
-	struct json_w w = body_begin();
-
-	json_w_obj(&w);
-	w_device(&w, card->device);
-	w_str(&w, "action", action);
-	w_str(&w, "device_state", sched_state_name(card->state));
-	w_bool(&w, "held", card->held);
-	w_str(&w, "held_by", card->held_by);
-	w_time(&w, "held_at", card->held_at);
-	w_str(&w, "hold_reason", card->hold_reason);
-	json_w_obj_end(&w);
-	respond_json(c, 200, &body_buf, NULL);
-}
-
-/*
  * POST /hold {"device_id", "reason", "client_id"} and POST /release {"device_id"}: a held card
  * lets its running job finish and starts nothing more (sched_next) until it is released,
  * while its queue keeps taking jobs; maintenance needs no reset and no stopped service. The
- * change is on disk before the answer. Holding a held card keeps the first hold.
+ * change is on disk before the answer. Holding a held card keeps the first hold. The answer:
+ * the card's hold as it is now, and what the request did.
  */
 static void
-hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
+hold_or_release(struct http_conn *c, const struct call *k, bool hold)
 {
+	static const char *const hold_known[] = {"device_id", "reason", "client_id", NULL},
+			       *const release_known[] = {"device_id", "client_id", NULL};
 	char *by = NULL, *reason = NULL;
+	const char *bad;
 	struct card *card;
 	struct card_hold h = {0};
+	struct json_w w;
 	bool was;
 	int i;
 
-	static const char *const hold_known[] = {"device_id", "reason", "client_id", NULL},
-			       *const release_known[] = {"device_id", "client_id", NULL};
-
-	if (parse_body(c, body, len, hold ? hold_known : release_known) < 0 ||
-	    (i = device_member(c, body)) == -2 ||
+	if (parse_body(c, k->body, k->body_len, hold ? hold_known : release_known) < 0 ||
+	    (i = device_member(c, k->body)) == -2 ||
 	    !admin_only(c, hold ? "hold a card" : "release a card"))
 		return;
 	if (D.shutting_down) {
@@ -4263,9 +4223,20 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 		respond_error(c, 400, "device_id is required: the card to %s", hold ? "hold" : "release");
 		return;
 	}
-	if (!(card = card_from_field(c, body, i)) ||
-	    hold_fields(c, &by, hold ? &reason : NULL) < 0)
+	if (!(card = card_from_field(c, k->body, i)))
+		return;
+	/* a release has no reason: parse_body refused one */
+	if (json_doc_str(&doc, "client_id", MAX_CLIENT_ID, &by) < 0 ||
+	    json_doc_str(&doc, "reason", MAX_HOLD_REASON, &reason) < 0) {
+		doc_refuse(c);
 		goto out;
+	}
+	/* both are printed by `status` and in the log: no forged lines, no escapes */
+	bad = by && has_control(by) ? "client_id" : reason && has_control(reason) ? "reason" : NULL;
+	if (bad) {
+		respond_error(c, 400, "%s must not contain control characters", bad);
+		goto out;
+	}
 	was = card->held;
 	if (was != hold) {
 		h = (struct card_hold){hold, hold ? (by ? by : xstrdup("anon")) : NULL, reason,
@@ -4286,7 +4257,18 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 		       hold ? card->held_by : by ? by : "anon", card->hold_reason ? ": " : "",
 		       card->hold_reason ? card->hold_reason : "");
 	}
-	respond_hold(c, card, hold ? (was ? "already_held" : "held") : (was ? "released" : "not_held"));
+	w = body_begin();
+	json_w_obj(&w);
+	w_device(&w, card->device);
+	w_str(&w, "action", hold ? (was ? "already_held" : "held")
+				 : (was ? "released" : "not_held"));
+	w_str(&w, "device_state", sched_state_name(card->state));
+	w_bool(&w, "held", card->held);
+	w_str(&w, "held_by", card->held_by);
+	w_time(&w, "held_at", card->held_at);
+	w_str(&w, "hold_reason", card->hold_reason);
+	json_w_obj_end(&w);
+	respond_json(c, 200, &body_buf, NULL);
 out:
 	free(by);
 	free(reason);
@@ -4298,14 +4280,14 @@ out:
 static void
 handle_hold(struct http_conn *c, const struct call *k)
 {
-	hold_or_release(c, k->body, k->body_len, true);
+	hold_or_release(c, k, true);
 }
 
 /* POST /release */
 static void
 handle_release(struct http_conn *c, const struct call *k)
 {
-	hold_or_release(c, k->body, k->body_len, false);
+	hold_or_release(c, k, false);
 }
 
 /* GET /metrics: Prometheus text exposition 0.0.4. */
