@@ -4043,8 +4043,8 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
  * The cards of the job named by job_id field i, each with the reset epoch the job recorded for
  * it (at its submission, then at its start): want[k] and epoch[k] for D.sched.cards[k]. A job of
  * several cards names each of them: whichever it wedged, a reset for the job reaches it.
- * Its cards' words ("cards 0,1") go into cards[0..cap). Returns how many, or -1 (answered)
- * when the job is unknown or one of its cards is not configured here.
+ * Its cards' words ("cards 0,1") go into cards[0..cap). 0, or -1 (answered) when the job is
+ * unknown or one of its cards is not configured here.
  */
 static int
 reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool *want,
@@ -4053,53 +4053,48 @@ reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool 
 	struct active *a;
 	struct job stored, *j;
 	char *out;
-	int r, k, n = 0;
+	int r, k;
 
-	if (job_member(c, body, i, id) < 0)
-		return -1;
-	if ((r = find_job(c, id, &a, &stored, &out)) < 0)
+	if (job_member(c, body, i, id) < 0 || (r = find_job(c, id, &a, &stored, &out)) < 0)
 		return -1;
 	j = r == 1 ? &a->job : &stored;
 	job_cards(j, cards, cap);
-	for (k = 0; k < sched_job_ncards(j) && n >= 0; k++) {
+	for (k = 0, r = 0; k < sched_job_ncards(j) && r == 0; k++) {
 		int dev = sched_job_device(j, k);
 		struct card *card = sched_card(&D.sched, dev);
 
 		if (!card) {
 			respond_error(c, 400, "Job %s was queued on card %d, which is not configured here",
 				      id, dev);
-			n = -1;
+			r = -1;
 		} else {
 			want[card_index(card)] = true;
 			epoch[card_index(card)] = sched_job_epoch(j, dev);
-			n++;
 		}
 	}
 	sched_job_clear(&stored);
 	free(out);
-	return n;
+	return r;
 }
 
 /*
  * POST /reset {"device_id"} | {"job_id"} | {"job_id", "device_id"} | {}: a card, every card
  * a job needed (or the one of them named beside it), or every card. One card is answered with
- * its entry, several with {"resets": [...]}.
+ * its entry, several (or every card, however many) with {"resets": [...]}.
  */
 static void
 handle_reset(struct http_conn *c, const struct call *call)
 {
 	const char *body = call->body;
-	size_t len = call->body_len;
 	struct card *card = NULL, *one = NULL;
 	enum reset_action act[MAX_CARDS];
-	bool want[MAX_CARDS] = {false};
+	bool want[MAX_CARDS] = {false}, force;
 	long long epoch[MAX_CARDS];
 	char id[33], cards[256];
-	int ji, di, fi, i, n, targets = 0;
-	bool force;
+	int ji, di, fi, i, n = 0, targets = 0;
 	struct json_w w;
 
-	if (parse_body(c, body, len, reset_fields) < 0 ||
+	if (parse_body(c, body, call->body_len, reset_fields) < 0 ||
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
 	if ((fi = json_doc_field(&doc, "force")) >= 0 && toks[fi].type != JSON_TRUE &&
@@ -4114,7 +4109,7 @@ handle_reset(struct http_conn *c, const struct call *call)
 	}
 	for (i = 0; i < D.sched.ncards; i++)
 		epoch[i] = -1;
-	if (ji >= 0 && (targets = reset_job_cards(c, body, ji, id, want, epoch, cards, sizeof(cards))) < 0)
+	if (ji >= 0 && reset_job_cards(c, body, ji, id, want, epoch, cards, sizeof(cards)) < 0)
 		return;
 	if (di >= 0 && !(card = card_from_field(c, body, di)))
 		return;
@@ -4123,18 +4118,12 @@ handle_reset(struct http_conn *c, const struct call *call)
 			      cards, card->device);
 		return;
 	}
-	if (card) { /* that card alone */
-		for (i = 0; i < D.sched.ncards; i++)
-			want[i] = &D.sched.cards[i] == card;
-		targets = 1;
-	} else if (ji < 0) { /* every card */
-		for (i = 0; i < D.sched.ncards; i++)
-			want[i] = true;
-		targets = D.sched.ncards;
-	}
-	for (i = 0; i < D.sched.ncards; i++) { /* it would stop another user's job: admins only */
+	for (i = 0; i < D.sched.ncards; i++) {
 		struct job *cur = D.sched.cards[i].current;
 
+		if (card || ji < 0) /* that card alone, or every card */
+			want[i] = !card || &D.sched.cards[i] == card;
+		/* it would stop another user's job: admins only */
 		if (want[i] && cur && cur->mode == JOB_MODE_RUN && cfg.reset_preempts &&
 		    cur->owner_uid != acting_uid(c) && !is_admin(acting_uid(c))) {
 			respond_error(c, 403, "A reset of card %d would stop job %s of %s: only its "
@@ -4144,17 +4133,16 @@ handle_reset(struct http_conn *c, const struct call *call)
 			return;
 		}
 	}
-	for (i = 0, n = 0; i < D.sched.ncards; i++) {
+	for (i = 0; i < D.sched.ncards; i++) {
 		if (!want[i])
 			continue;
 		one = &D.sched.cards[i];
+		targets++;
 		look_holders(one);
-		if (one->foreign && !force) { /* a reset under an open card may crash the host */
-			act[i] = RESET_REFUSED;
-			continue;
-		}
-		/* Only a request naming this card alone runs a dead card's recovery again. */
-		act[i] = sched_reset_request(one, epoch[i], card && ji < 0);
+		/* A reset under an open card may crash the host. Only a request naming this card
+		 * alone runs a dead card's recovery again. */
+		act[i] = one->foreign && !force ? RESET_REFUSED
+						: sched_reset_request(one, epoch[i], card && ji < 0);
 		if (act[i] == RESET_SCHEDULED) {
 			card_dirty(one);
 			n++;
@@ -4173,10 +4161,9 @@ handle_reset(struct http_conn *c, const struct call *call)
 	}
 	w = body_begin();
 	if (targets == 1 && (card || ji >= 0)) {
-		reset_request_card(one, act[card_index(one)], ji >= 0 ? id : NULL, &w);
-		respond_json(c, act[card_index(one)] == RESET_DEAD      ? 503
-				: act[card_index(one)] == RESET_REFUSED ? 409
-									: 200,
+		i = card_index(one);
+		reset_request_card(one, act[i], ji >= 0 ? id : NULL, &w);
+		respond_json(c, act[i] == RESET_DEAD ? 503 : act[i] == RESET_REFUSED ? 409 : 200,
 			     &body_buf, NULL);
 		return;
 	}
