@@ -3622,6 +3622,14 @@ holder_own(pid_t pid, void *ctx)
 	return c->current && proc_job_owns(active_of(c->current)->proc, pid);
 }
 
+/* Whether card i is watched and runs a job, which records who opens the card meanwhile. */
+static bool
+watching_job(int i)
+{
+	const struct job *cur = D.sched.cards[i].current;
+
+	return looks[i].watched && cur && cur->mode == JOB_MODE_RUN;
+}
 
 /*
  * Record on c's running job the holders it had not met yet: its foreign_holders (a JSON array
@@ -3631,23 +3639,17 @@ static void
 holders_note(struct card *c, const struct card_look *l)
 {
 	struct active *a = active_of(c->current);
+	struct job_watch *x = watch_of(a);
 	struct json_buf b;
 	struct json_w w;
-	int i, k, added = 0;
-
-	struct job_watch *x = watch_of(a);
+	int i, k;
 
 	for (i = 0; i < l->n && i < MAX_HOLDERS && x->nseen < MAX_SEEN; i++) {
 		for (k = 0; k < x->nseen && x->seen[k].h.pid != l->h[i].pid; k++)
 			;
-		if (k < x->nseen)
-			continue;
-		x->seen[x->nseen].h = l->h[i];
-		x->seen[x->nseen++].since = l->since[i];
-		added = 1;
+		if (k == x->nseen)
+			x->seen[x->nseen++] = (struct seen_holder){l->h[i], l->since[i]};
 	}
-	if (!added)
-		return;
 	json_buf_init(&b);
 	json_w_init(&w, &b);
 	json_w_arr(&w);
@@ -3669,21 +3671,17 @@ holders_note(struct card *c, const struct card_look *l)
 static void
 look_holders(struct card *c)
 {
-	struct card_look *l = &looks[card_index(c)];
-	struct proc_holder prev[MAX_HOLDERS];
-	double since[MAX_HOLDERS], now = clock_wall();
-	int n, pn = l->n < MAX_HOLDERS ? l->n : MAX_HOLDERS, i, k;
+	struct card_look *l = &looks[card_index(c)], was = *l;
+	int n = proc_card_holders(cfg.pids_dir, c->device, holder_own, c, l->h, MAX_HOLDERS);
+	int pn = was.n < MAX_HOLDERS ? was.n : MAX_HOLDERS, i, k;
 	char user[64];
 
-	memcpy(prev, l->h, sizeof(prev));
-	memcpy(since, l->since, sizeof(since));
-	n = proc_card_holders(cfg.pids_dir, c->device, holder_own, c, l->h, MAX_HOLDERS);
 	l->watched = n >= 0;
 	l->n = n > 0 ? n : 0;
 	for (i = 0; i < l->n && i < MAX_HOLDERS; i++) {
-		for (k = 0; k < pn && prev[k].pid != l->h[i].pid; k++)
+		for (k = 0; k < pn && was.h[k].pid != l->h[i].pid; k++)
 			;
-		l->since[i] = k < pn ? since[k] : now;
+		l->since[i] = k < pn ? was.since[k] : clock_wall();
 		if (k == pn)
 			logmsg("tt-device-queue: card %d is open outside the queue: pid %d (%s) %s; "
 			       "nothing starts on it until that ends", c->device, (int)l->h[i].pid,
@@ -3694,7 +3692,7 @@ look_holders(struct card *c)
 	if (pn > 0 && l->n == 0)
 		logmsg("tt-device-queue: card %d is no longer open outside the queue", c->device);
 	c->foreign = l->n > 0;
-	if (l->n > 0 && c->current && c->current->mode == JOB_MODE_RUN)
+	if (l->n > 0 && watching_job(card_index(c)))
 		holders_note(c, l);
 }
 
@@ -3708,16 +3706,9 @@ holders_timer_arm(void)
 {
 	int i;
 
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct card *c = &D.sched.cards[i];
-
-		if ((c->foreign && !c->current) ||
-		    (looks[i].watched && c->current && c->current->mode == JOB_MODE_RUN)) {
-			if (!timer_armed(&holders_timer))
-				timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
-			return;
-		}
-	}
+	for (i = 0; i < D.sched.ncards && !timer_armed(&holders_timer); i++)
+		if ((D.sched.cards[i].foreign && !D.sched.cards[i].current) || watching_job(i))
+			timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
 }
 
 /* The cards of running jobs are looked at here; waiting cards by the dispatch pass after. */
@@ -3727,12 +3718,9 @@ holders_fired(void *arg)
 	int i;
 
 	(void)arg;
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct card *c = &D.sched.cards[i];
-
-		if (looks[i].watched && c->current && c->current->mode == JOB_MODE_RUN)
-			look_holders(c);
-	}
+	for (i = 0; i < D.sched.ncards; i++)
+		if (watching_job(i))
+			look_holders(&D.sched.cards[i]);
 }
 
 /* At start: say once which cards the driver's pids files do not let the daemon watch. */
