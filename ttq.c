@@ -3113,8 +3113,7 @@ job_proc_output(struct proc_job *pj)
 {
 	struct active *a = proc_job_owner(pj);
 
-	if (a->watch)
-		a->watch->last_output_mono = mono_now; /* the silence watchdog reads it */
+	watch_of(a)->last_output_mono = mono_now; /* the silence watchdog reads it */
 	if (a->log.dropped > 0 && !a->job.log_truncated) {
 		/* Saved once when output starts being dropped: after a crash the record then says
 		 * the log is incomplete (at least this much), not that nothing was dropped. */
@@ -3330,27 +3329,12 @@ job_spawn_first(struct active *a)
 		return;
 	}
 	timer_set(&watch_of(a)->deadline, mono_now + a->job.timeout);
-	if (a->job.silence_timeout > 0) { /* silence counts from the start */
-		watch_of(a);
-		a->watch->last_output_mono = mono_now;
+	a->watch->last_output_mono = mono_now; /* silence counts from the start */
+	if (a->job.silence_timeout > 0)
 		timer_set(&a->watch->silence, mono_now + a->job.silence_timeout);
-	}
 	logmsg("tt-device-queue: job %s started on %s", a->job.id,
 	       job_cards(&a->job, cards, sizeof(cards)));
 	run_iteration(a, a->envp);
-}
-
-/*
- * The job's shell has ended (reaped) and only what it left behind is awaited: its pipe's
- * other holders or its killed group. Its exit status is known by then, and a stop arriving
- * now must not rewrite it.
- */
-static bool
-shell_ended(const struct active *a)
-{
-	enum proc_job_state st = proc_job_state(a->proc);
-
-	return st == PROC_JOB_REAPED || st == PROC_JOB_KILLING;
 }
 
 /* a stops for reason (enum stop_reason) from now: its phase, timed_out, when it was asked. */
@@ -3500,10 +3484,14 @@ job_silence_fired(void *arg)
 static void
 job_stop(struct active *a, int reason)
 {
+	enum proc_job_state st = proc_job_state(a->proc);
+
 	if (a->job.status != JOB_RUNNING)
 		return;
-	if (a->job.mode == JOB_MODE_RUN && shell_ended(a)) {
-		/* Too late to change how it ended: it stops only the iterations still to come. */
+	/* The job's shell has ended (reaped) and only what it left behind is awaited: its pipe's
+	 * other holders or its killed group. Its exit status is known by then, too late to
+	 * change how it ended: the stop ends only the iterations still to come. */
+	if (a->job.mode == JOB_MODE_RUN && (st == PROC_JOB_REAPED || st == PROC_JOB_KILLING)) {
 		if (a->late_stop == STOP_NONE || reason == STOP_SHUTDOWN)
 			a->late_stop = reason;
 		return;
@@ -3543,9 +3531,8 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 		timer_stop(&a->watch->silence);
 	sched_job_transition(j, JOB_PHASE_DONE);
 	j->finished_at = end;
-	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
-	if (why == JOB_END_CRASH && !isnan(j->started_at) && end <= j->started_at)
-		j->elapsed = NAN;
+	j->elapsed = why == JOB_END_CRASH && end <= j->started_at ? NAN /* no sign of life */
+		     : isnan(j->started_at) ? 0 : end - j->started_at;
 	j->exit_code = exit_code;
 	j->has_exit_code = true;
 	j->end_reason = why;
