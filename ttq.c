@@ -1835,7 +1835,6 @@ listen_event(void *arg, short revents)
 static struct json_tok toks[MAX_TOKENS];
 
 static void job_stop(struct active *a, int reason);
-static void count_outcome(const struct active *a);
 static void count_outcome_by(const struct active *a, int n);
 static void job_finish(struct active *a, int why, int exit_code, const char *error,
 		       const char *trailer);
@@ -3032,23 +3031,19 @@ extern char **environ;
 static int
 open_log(struct active *a)
 {
-	int dfd, e;
+	int dfd, r, e;
 
 	if (a->log.fd >= 0)
 		return 0;
-	dfd = store_job_folder(D.dir, a->job.id);
-	if (dfd < 0 || capfile_open(&a->log, dfd, STORE_OUTPUT_FILE, cfg.max_log_bytes) < 0) {
-		e = errno;
-		if (dfd >= 0)
-			close(dfd);
-		a->log.fd = -1;
-		errno = e;
+	if ((dfd = store_job_folder(D.dir, a->job.id)) < 0)
 		return -1;
-	}
+	r = capfile_open(&a->log, dfd, STORE_OUTPUT_FILE, cfg.max_log_bytes); /* fd -1 if not */
+	e = errno;
 	close(dfd);
-	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
-	a->log.dropped = a->job.dropped_log_bytes;
-	return 0;
+	errno = e;
+	if (r == 0) /* continue the counts of an earlier run (a restarted reset keeps its log) */
+		a->log.dropped = a->job.dropped_log_bytes;
+	return r;
 }
 
 /*
@@ -3062,19 +3057,15 @@ write_meta(const struct job *j)
 	char *out = job_output_path(j->id);
 	struct json_buf b;
 	struct json_w w;
-	int e = 0;
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
 	render_record(&w, j, NULL, out);
 	json_buf_add(&b, "\n", 1);
 	free(out);
-	if (b.oom)
-		e = ENOMEM;
-	else if (store_write_meta(D.dir, j->id, b.p, b.len) < 0)
-		e = errno;
-	if (e)
-		logmsg("tt-device-queue: job %s: cannot write meta.json: %s", j->id, strerror(e));
+	if (b.oom || store_write_meta(D.dir, j->id, b.p, b.len) < 0)
+		logmsg("tt-device-queue: job %s: cannot write meta.json: %s", j->id,
+		       strerror(b.oom ? ENOMEM : errno));
 	json_buf_free(&b);
 }
 
@@ -3564,7 +3555,7 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 			c->check_pending = true;
 			card_dirty(c);
 		}
-	count_outcome(a);
+	count_outcome_by(a, 1);
 	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
 	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s%s%s%s", j->id,
 	       job_cards(j, cards, sizeof(cards)), exit_code, isnan(j->elapsed) ? 0 : j->elapsed,
@@ -3757,15 +3748,6 @@ health_template(void)
 	return def;
 }
 
-/* The variable that configures the command of a reset step. */
-static const char *
-step_variable(int step)
-{
-	return step == RESET_STEP_RESET ? "TT_DEVICE_RESET_CMD"
-	       : step == RESET_STEP_DEEP ? "TT_DEVICE_DEEP_RESET_CMD"
-				 : "TT_DEVICE_HEALTH_CHECK_CMD";
-}
-
 /*
  * The command of a reset step for card device as the operator configured it, {device}
  * replaced; a reset command without {device} gets the number last.
@@ -3837,6 +3819,9 @@ static void
 reset_end(struct active *a, enum reset_next how, const char *why)
 {
 	struct card *c = a->card;
+	static const char *const variable[] = {[RESET_STEP_RESET] = "TT_DEVICE_RESET_CMD",
+					       [RESET_STEP_DEEP] = "TT_DEVICE_DEEP_RESET_CMD",
+					       [RESET_STEP_HEALTH] = "TT_DEVICE_HEALTH_CHECK_CMD"};
 	bool was_dead = a->ladder.was_dead, ok = how == RESET_NEXT_HEALTHY;
 	bool check = ok && a->ladder.check; /* only its health was read */
 	int step = a->ladder.step;
@@ -3849,7 +3834,7 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	} else if (how == RESET_NEXT_UNRUNNABLE) {
 		cmd = step_command(step, c->device);
 		reason = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was not "
-				   "reset and %s", step_variable(step), why, cmd, c->device,
+				   "reset and %s", variable[step], why, cmd, c->device,
 				   was_dead ? "stays dead" : "stays in service");
 		free(cmd);
 	}
@@ -4309,12 +4294,6 @@ handle_metrics(struct http_conn *c, const struct call *call)
 		}
 	}
 	http_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
-}
-
-static void
-count_outcome(const struct active *a)
-{
-	count_outcome_by(a, 1);
 }
 
 /* Add n (1, or -1 to take a count back) to the /metrics counter of a's outcome. */
