@@ -3259,8 +3259,7 @@ job_env(struct active *a, char **block)
 	    store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
 	if (runs_as_owner(a) && proc_user_lookup((uid_t)a->job.owner_uid, &u) == 0) {
-		free(a->user_env);
-		if (!(a->user_env = user_environ(&u)))
+		if (!(a->user_env = user_environ(&u))) /* made once: at the job's start */
 			return NULL;
 		base = a->user_env;
 	}
@@ -3392,9 +3391,8 @@ iteration_done(struct active *a, int code)
 	if (a->stop != STOP_NONE)
 		finish_stopped(a, code);
 	else if (code != 0 || j->repeat_current >= j->repeat) {
-		job_finish(a, a->start_error ? JOB_END_START_FAILED
-			      : code < 0    ? JOB_END_SIGNAL
-					    : JOB_END_EXITED,
+		job_finish(a, a->start_error ? JOB_END_START_FAILED : code < 0 ? JOB_END_SIGNAL
+									     : JOB_END_EXITED,
 			   code, a->start_error, NULL);
 	} else {
 		j->repeat_current++;
@@ -3930,9 +3928,14 @@ reset_start(struct card *c, bool check)
 	       : a->ladder.was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
-/* What a reset request did to card c (act), for the answer's hint; in a static buffer. */
-static const char *
-reset_hint(enum reset_action act, const struct card *c)
+/*
+ * Carry out a reset request's action on one card (decided by sched_reset_request and, when
+ * scheduled, already on disk): stop the job it preempts (sched_reset_preempts; job_id the job
+ * a job-based request named, else NULL) and write the card's entry of the POST /reset answer,
+ * its hint saying what the request did.
+ */
+static void
+reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w)
 {
 	static const char *const hints[] = {
 	    [RESET_SCHEDULED] = "Reset of card %1$d scheduled; GET /status shows progress and the "
@@ -3947,11 +3950,14 @@ reset_hint(enum reset_action act, const struct card *c)
 			      "reset under it may crash the host or hang the card; end that process, "
 			      "or force the reset (reset --force, \"force\": true)",
 	};
-	static char hint[512];
+	struct job *victim = sched_reset_preempts(c, act, cfg.reset_preempts, job_id);
 	const struct card_look *l = &looks[card_index(c)];
-	char user[64] = "?";
+	char hint[512], user[64] = "?";
 	size_t n;
+	int i;
 
+	if (victim)
+		job_stop(active_of(victim), STOP_PREEMPT);
 	if (act == RESET_REFUSED && l->h[0].uid != (uid_t)-1)
 		proc_user_name(l->h[0].uid, user, sizeof(user));
 	if (act == RESET_SCHEDULED && c->state == CARD_DEAD)
@@ -3965,35 +3971,19 @@ reset_hint(enum reset_action act, const struct card *c)
 	if (c->held && (act == RESET_SCHEDULED || act == RESET_JOINED))
 		snprintf(hint + n, sizeof(hint) - n, "; the card is held: the reset runs once it is "
 			 "released");
-	return hint;
-}
-
-/*
- * Carry out a reset request's action on one card (decided by sched_reset_request and, when
- * scheduled, already on disk): stop the job it preempts (sched_reset_preempts; job_id the job
- * a job-based request named, else NULL) and write the card's entry of the POST /reset answer.
- */
-static void
-reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w)
-{
-	struct job *victim = sched_reset_preempts(c, act, cfg.reset_preempts, job_id);
-	int i;
-
-	if (victim)
-		job_stop(active_of(victim), STOP_PREEMPT);
 	json_w_obj(w);
 	w_device(w, c->device);
 	w_str(w, "action", sched_reset_action_name(act));
 	w_str(w, "device_state", sched_state_name(c->state));
 	w_int(w, "reset_epoch", c->reset_epoch);
-	w_str(w, "hint", reset_hint(act, c));
+	w_str(w, "hint", hint);
 	if (act == RESET_DEAD || act == RESET_REFUSED)
-		w_str(w, "error", reset_hint(act, c));
+		w_str(w, "error", hint);
 	if (act == RESET_REFUSED) {
 		json_w_key(w, "foreign_holders");
 		json_w_arr(w);
-		for (i = 0; i < looks[card_index(c)].n && i < MAX_HOLDERS; i++)
-			w_holder(w, &looks[card_index(c)].h[i], looks[card_index(c)].since[i]);
+		for (i = 0; i < l->n && i < MAX_HOLDERS; i++)
+			w_holder(w, &l->h[i], l->since[i]);
 		json_w_arr_end(w);
 	}
 	json_w_obj_end(w);
