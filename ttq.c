@@ -2882,7 +2882,6 @@ handle_kill(struct http_conn *c, const struct call *k)
 
 static void handle_reset(struct http_conn *c, const struct call *k);
 static void handle_hold(struct http_conn *c, const struct call *k);
-static void handle_release(struct http_conn *c, const struct call *k);
 static void handle_metrics(struct http_conn *c, const struct call *k);
 
 static const char *const no_params[] = {NULL}, *const status_params[] = {"device", NULL},
@@ -2939,7 +2938,7 @@ static const struct route {
     {"/kill", "POST", false, handle_kill, no_params},
     {"/reset", "POST", false, handle_reset, no_params},
     {"/hold", "POST", false, handle_hold, no_params},
-    {"/release", "POST", false, handle_release, no_params},
+    {"/release", "POST", false, handle_hold, no_params},
     {"/status", "GET", true, handle_status, status_params},
     {"/metrics", "GET", true, handle_metrics, no_params},
     {"/job/", "GET", false, handle_job, no_params},
@@ -4136,8 +4135,9 @@ handle_reset(struct http_conn *c, const struct call *call)
  * the card's hold as it is now, and what the request did.
  */
 static void
-hold_or_release(struct http_conn *c, const struct call *k, bool hold)
+handle_hold(struct http_conn *c, const struct call *k)
 {
+	bool hold = k->req->path[1] == 'h'; /* routed here: /hold, else /release */
 	static const char *const hold_known[] = {"device_id", "reason", "client_id", NULL},
 			       *const release_known[] = {"device_id", "client_id", NULL};
 	char *by = NULL, *reason = NULL;
@@ -4211,20 +4211,6 @@ out:
 	free(reason);
 	free(h.by);
 	free(h.reason);
-}
-
-/* POST /hold */
-static void
-handle_hold(struct http_conn *c, const struct call *k)
-{
-	hold_or_release(c, k, true);
-}
-
-/* POST /release */
-static void
-handle_release(struct http_conn *c, const struct call *k)
-{
-	hold_or_release(c, k, false);
 }
 
 /* GET /metrics: Prometheus text exposition 0.0.4. */
