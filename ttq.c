@@ -3186,30 +3186,21 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 
 	/* A job's descendants carry its id (proc_job_env puts it in their environment); the
 	 * stray sweep spares a running job's tagged processes. Control commands carry none. */
-	if (a->job.mode == JOB_MODE_RUN) {
-		snprintf(tag, sizeof(tag), "TT_DEVICE_JOB_ID=%s", a->job.id);
-		o.tag = tag;
-	}
-	if (runs_as_owner(a)) { /* a host-wide queue: the job runs as the user who submitted it */
-		if (proc_user_lookup((uid_t)a->job.owner_uid, &u) < 0) {
-			snprintf(err, errlen, "its owner, uid %lld, is no user of /etc/passwd",
-				 a->job.owner_uid);
-			return -1;
-		}
-		o.user = &u;
-	}
-	if (open_log(a) < 0) {
-		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
-		return -1;
-	}
-	if (!a->proc && !(a->proc = proc_job_new(a))) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	if (proc_job_spawn(a->proc, &o, &a->log, err, errlen) < 0)
-		return -1;
+	snprintf(tag, sizeof(tag), "TT_DEVICE_JOB_ID=%s", a->job.id);
+	o.tag = a->job.mode == JOB_MODE_RUN ? tag : NULL;
+	/* a host-wide queue: the job runs as the user who submitted it */
+	o.user = runs_as_owner(a) ? &u : NULL;
 	a->iter_started_mono = mono_now;
-	return 0;
+	if (o.user && proc_user_lookup((uid_t)a->job.owner_uid, &u) < 0)
+		snprintf(err, errlen, "its owner, uid %lld, is no user of /etc/passwd",
+			 a->job.owner_uid);
+	else if (open_log(a) < 0)
+		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
+	else if (!a->proc && !(a->proc = proc_job_new(a)))
+		snprintf(err, errlen, "out of memory");
+	else
+		return proc_job_spawn(a->proc, &o, &a->log, err, errlen);
+	return -1;
 }
 
 /*
