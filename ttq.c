@@ -3279,21 +3279,20 @@ run_iteration(struct active *a, char *const envp[])
 {
 	/* "--": a command that starts with "-" is a command, not options of bash. */
 	char *argv[] = {"/bin/bash", "-lc", "--", a->job.cmd, NULL}, err[512];
+	int r;
 
 	if (a->job.repeat > 1 && open_log(a) == 0)
 		capfile_marker(&a->log, "Repeat %d/%d", a->job.repeat_current, a->job.repeat);
-	if (spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err)) < 0) {
-		char *e = xasprintf("Cannot start the job: %s", err);
-
-		job_finish(a, JOB_END_START_FAILED, -1, e, NULL);
-		free(e);
-	} else if (err[0]) {
-		/* The child could not chdir or exec (its cwd removed since submission, no
-		 * /bin/bash): it exited 127 and is reaped as usual, and iteration_done gives the
-		 * record the reason its output's marker line gives, or the error would be null. */
+	r = spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err));
+	/* Started but err set: the child could not chdir or exec (its cwd removed since
+	 * submission, no /bin/bash): it exited 127 and is reaped as usual, and iteration_done
+	 * gives the record the reason its output's marker line gives, or the error would be null. */
+	if (r < 0 || err[0]) {
 		free(a->start_error);
 		a->start_error = xasprintf("Cannot start the job: %s", err);
 	}
+	if (r < 0)
+		job_finish(a, JOB_END_START_FAILED, -1, a->start_error, NULL);
 }
 
 static void
@@ -3446,11 +3445,10 @@ job_silence_fired(void *arg)
 
 	if (a->job.status != JOB_RUNNING || a->stop != STOP_NONE)
 		return;
-	if (due > mono_now) {
+	if (due > mono_now)
 		timer_set(&a->watch->silence, due);
-		return;
-	}
-	job_stop(a, STOP_HUNG);
+	else
+		job_stop(a, STOP_HUNG);
 }
 
 /*
@@ -3499,8 +3497,6 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	      const char *trailer)
 {
 	struct job *j = &a->job;
-	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET ||
-			 why == JOB_END_HUNG;
 	char cards[256];
 	int i;
 
@@ -3516,7 +3512,8 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	j->has_exit_code = true;
 	j->end_reason = why;
 	if (why != JOB_END_TIMEOUT) /* a timeout's -9 is no signal: the caller set end_signal */
-		j->end_signal = signalled && exit_code < 0 ? -exit_code : 0;
+		j->end_signal = exit_code < 0 && (why == JOB_END_SIGNAL || why == JOB_END_KILLED ||
+				why == JOB_END_RESET || why == JOB_END_HUNG) ? -exit_code : 0;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
 	if (open_log(a) == 0) {
