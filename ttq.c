@@ -3758,26 +3758,6 @@ step_command(int step, int device)
 	return b.p;
 }
 
-static void reset_end(struct active *a, enum reset_next how, const char *why);
-
-/* Run the command of the reset procedure's current step (a->ladder.step). */
-static void
-reset_run(struct active *a)
-{
-	char *cmd = step_command(a->ladder.step, a->job.device);
-	char *argv[] = {"/bin/bash", "-c", cmd, NULL}, err[512], why[600];
-
-	if (open_log(a) == 0)
-		capfile_marker(&a->log, "$ %s", cmd);
-	if (spawn_process(a, argv, proc_control_env(environ), NULL, err, sizeof(err)) == 0) {
-		timer_set(&watch_of(a)->deadline, mono_now + cfg.health_cmd_timeout);
-	} else {
-		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
-		reset_end(a, RESET_NEXT_UNRUNNABLE, why);
-	}
-	free(cmd);
-}
-
 /* Fail what is queued on c when it is dead (sched_fail_next): those jobs can never run. */
 static void
 card_fail_queue(struct card *c)
@@ -3844,6 +3824,24 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	card_fail_queue(c); /* dead, or still dead: what was queued meanwhile never runs */
 }
 
+/* Run the command of the reset procedure's current step (a->ladder.step). */
+static void
+reset_run(struct active *a)
+{
+	char *cmd = step_command(a->ladder.step, a->job.device);
+	char *argv[] = {"/bin/bash", "-c", cmd, NULL}, err[512], why[600];
+
+	if (open_log(a) == 0)
+		capfile_marker(&a->log, "$ %s", cmd);
+	if (spawn_process(a, argv, proc_control_env(environ), NULL, err, sizeof(err)) == 0) {
+		timer_set(&watch_of(a)->deadline, mono_now + cfg.health_cmd_timeout);
+	} else {
+		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
+		reset_end(a, RESET_NEXT_UNRUNNABLE, why);
+	}
+	free(cmd);
+}
+
 /* One control command of the reset procedure ended. */
 static void
 reset_step_done(struct active *a, int code)
@@ -3889,13 +3887,12 @@ reset_step_done(struct active *a, int code)
 static void
 reset_start(struct card *c, bool check)
 {
-	struct active *a = active_new();
+	struct active *a;
+	char id[33];
 
-	if (!a || new_job_id(a->job.id) < 0) {
-		if (a)
-			active_free(a);
+	if (new_job_id(id) < 0 || !(a = active_new()))
 		return; /* tried again at the next dispatch pass */
-	}
+	memcpy(a->job.id, id, sizeof(id));
 	a->card = c;
 	a->job.device = c->device;
 	a->job.mode = JOB_MODE_RESET;
