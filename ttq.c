@@ -3419,16 +3419,11 @@ job_timeout_fired(void *arg)
 		proc_job_kill(a->proc);
 		return;
 	}
-	if (a->stop != STOP_NONE)
-		return;
-	if (proc_job_state(a->proc) != PROC_JOB_IDLE) {
-		/* A shell that ended already keeps its status: job_stop leaves it a late stop,
-		 * which stops no more than the iterations still to come. */
+	/* Armed by job_spawn_first just before its spawn, so a process exists (or existed: a
+	 * shell that ended already keeps its status, job_stop leaves it a late stop, which stops
+	 * no more than the iterations still to come). */
+	if (a->stop == STOP_NONE)
 		job_stop(a, STOP_TIMEOUT);
-	} else { /* not started yet (its spawn waits for the commit) */
-		mark_stopping(a, STOP_TIMEOUT);
-		finish_stopped(a, 0);
-	}
 }
 
 /*
