@@ -4052,15 +4052,11 @@ handle_reset(struct http_conn *c, const struct call *call)
 
 		if (card || ji < 0) /* that card alone, or every card */
 			want[i] = !card || &D.sched.cards[i] == card;
-		/* it would stop another user's job: admins only */
+		/* A reset that would stop a job is its owner's or an admin's; of an idle card, or
+		 * one running the caller's own job, anyone's. */
 		if (want[i] && cur && cur->mode == JOB_MODE_RUN && cfg.reset_preempts &&
-		    cur->owner_uid != acting_uid(c) && !is_admin(acting_uid(c))) {
-			respond_error(c, 403, "A reset of card %d would stop job %s of %s: only its "
-				      "owner or an admin (%s) may; a reset of an idle card, or of one "
-				      "running your own job, is anyone's", D.sched.cards[i].device,
-				      cur->id, user_of(cur->owner_uid), admins_are());
+		    !may_act_on(c, cur, "reset the card running"))
 			return;
-		}
 	}
 	for (i = 0; i < D.sched.ncards; i++) {
 		if (!want[i])
