@@ -1733,7 +1733,6 @@ listen_event(void *arg, short revents)
 static struct json_tok toks[MAX_TOKENS];
 
 static void job_stop(struct active *a, int reason);
-static void count_outcome(const struct active *a);
 static void count_outcome_by(const struct active *a, int n);
 static void job_finish(struct active *a, int why, int exit_code, const char *error,
 		       const char *trailer);
@@ -2781,7 +2780,6 @@ handle_kill(struct http_conn *c, const struct call *k)
 
 static void handle_reset(struct http_conn *c, const struct call *k);
 static void handle_hold(struct http_conn *c, const struct call *k);
-static void handle_release(struct http_conn *c, const struct call *k);
 static void handle_metrics(struct http_conn *c, const struct call *k);
 
 static const char *const no_params[] = {NULL}, *const status_params[] = {"device", NULL},
@@ -2838,7 +2836,7 @@ static const struct route {
     {"/kill", "POST", false, handle_kill, no_params},
     {"/reset", "POST", false, handle_reset, no_params},
     {"/hold", "POST", false, handle_hold, no_params},
-    {"/release", "POST", false, handle_release, no_params},
+    {"/release", "POST", false, handle_hold, no_params},
     {"/status", "GET", true, handle_status, status_params},
     {"/metrics", "GET", true, handle_metrics, no_params},
     {"/job/", "GET", false, handle_job, no_params},
@@ -2930,23 +2928,19 @@ extern char **environ;
 static int
 open_log(struct active *a)
 {
-	int dfd, e;
+	int dfd, r, e;
 
 	if (a->log.fd >= 0)
 		return 0;
-	dfd = store_job_folder(D.dir, a->job.id);
-	if (dfd < 0 || capfile_open(&a->log, dfd, STORE_OUTPUT_FILE, cfg.max_log_bytes) < 0) {
-		e = errno;
-		if (dfd >= 0)
-			close(dfd);
-		a->log.fd = -1;
-		errno = e;
+	if ((dfd = store_job_folder(D.dir, a->job.id)) < 0)
 		return -1;
-	}
+	r = capfile_open(&a->log, dfd, STORE_OUTPUT_FILE, cfg.max_log_bytes); /* fd -1 if not */
+	e = errno;
 	close(dfd);
-	/* Continue the counts of an earlier run (a restarted reset keeps its log). */
-	a->log.dropped = a->job.dropped_log_bytes;
-	return 0;
+	errno = e;
+	if (r == 0) /* continue the counts of an earlier run (a restarted reset keeps its log) */
+		a->log.dropped = a->job.dropped_log_bytes;
+	return r;
 }
 
 /*
@@ -2960,19 +2954,15 @@ write_meta(const struct job *j)
 	char *out = job_output_path(j->id);
 	struct json_buf b;
 	struct json_w w;
-	int e = 0;
 
 	json_buf_init(&b);
 	json_w_init(&w, &b);
 	render_record(&w, j, NULL, out);
 	json_buf_add(&b, "\n", 1);
 	free(out);
-	if (b.oom)
-		e = ENOMEM;
-	else if (store_write_meta(D.dir, j->id, b.p, b.len) < 0)
-		e = errno;
-	if (e)
-		logmsg("tt-device-queue: job %s: cannot write meta.json: %s", j->id, strerror(e));
+	if (b.oom || store_write_meta(D.dir, j->id, b.p, b.len) < 0)
+		logmsg("tt-device-queue: job %s: cannot write meta.json: %s", j->id,
+		       strerror(b.oom ? ENOMEM : errno));
 	json_buf_free(&b);
 }
 
@@ -3011,8 +3001,7 @@ job_proc_output(struct proc_job *pj)
 {
 	struct active *a = proc_job_owner(pj);
 
-	if (a->watch)
-		a->watch->last_output_mono = mono_now; /* the silence watchdog reads it */
+	watch_of(a)->last_output_mono = mono_now; /* the silence watchdog reads it */
 	if (a->log.dropped > 0 && !a->job.log_truncated) {
 		/* Saved once when output starts being dropped: after a crash the record then says
 		 * the log is incomplete (at least this much), not that nothing was dropped. */
@@ -3095,30 +3084,21 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 
 	/* A job's descendants carry its id (proc_job_env puts it in their environment); the
 	 * stray sweep spares a running job's tagged processes. Control commands carry none. */
-	if (a->job.mode == JOB_MODE_RUN) {
-		snprintf(tag, sizeof(tag), "TT_DEVICE_JOB_ID=%s", a->job.id);
-		o.tag = tag;
-	}
-	if (runs_as_owner(a)) { /* a host-wide queue: the job runs as the user who submitted it */
-		if (proc_user_lookup((uid_t)a->job.owner_uid, &u) < 0) {
-			snprintf(err, errlen, "its owner, uid %lld, is no user of /etc/passwd",
-				 a->job.owner_uid);
-			return -1;
-		}
-		o.user = &u;
-	}
-	if (open_log(a) < 0) {
-		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
-		return -1;
-	}
-	if (!a->proc && !(a->proc = proc_job_new(a))) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	if (proc_job_spawn(a->proc, &o, &a->log, err, errlen) < 0)
-		return -1;
+	snprintf(tag, sizeof(tag), "TT_DEVICE_JOB_ID=%s", a->job.id);
+	o.tag = a->job.mode == JOB_MODE_RUN ? tag : NULL;
+	/* a host-wide queue: the job runs as the user who submitted it */
+	o.user = runs_as_owner(a) ? &u : NULL;
 	a->iter_started_mono = mono_now;
-	return 0;
+	if (o.user && proc_user_lookup((uid_t)a->job.owner_uid, &u) < 0)
+		snprintf(err, errlen, "its owner, uid %lld, is no user of /etc/passwd",
+			 a->job.owner_uid);
+	else if (open_log(a) < 0)
+		snprintf(err, errlen, "cannot open the output file: %s", strerror(errno));
+	else if (!a->proc && !(a->proc = proc_job_new(a)))
+		snprintf(err, errlen, "out of memory");
+	else
+		return proc_job_spawn(a->proc, &o, &a->log, err, errlen);
+	return -1;
 }
 
 /*
@@ -3167,8 +3147,7 @@ job_env(struct active *a, char **block)
 	    store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
 	if (runs_as_owner(a) && proc_user_lookup((uid_t)a->job.owner_uid, &u) == 0) {
-		free(a->user_env);
-		if (!(a->user_env = user_environ(&u)))
+		if (!(a->user_env = user_environ(&u))) /* made once: at the job's start */
 			return NULL;
 		base = a->user_env;
 	}
@@ -3198,21 +3177,20 @@ run_iteration(struct active *a, char *const envp[])
 {
 	/* "--": a command that starts with "-" is a command, not options of bash. */
 	char *argv[] = {"/bin/bash", "-lc", "--", a->job.cmd, NULL}, err[512];
+	int r;
 
 	if (a->job.repeat > 1 && open_log(a) == 0)
 		capfile_marker(&a->log, "Repeat %d/%d", a->job.repeat_current, a->job.repeat);
-	if (spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err)) < 0) {
-		char *e = xasprintf("Cannot start the job: %s", err);
-
-		job_finish(a, JOB_END_START_FAILED, -1, e, NULL);
-		free(e);
-	} else if (err[0]) {
-		/* The child could not chdir or exec (its cwd removed since submission, no
-		 * /bin/bash): it exited 127 and is reaped as usual, and iteration_done gives the
-		 * record the reason its output's marker line gives, or the error would be null. */
+	r = spawn_process(a, argv, envp, a->job.cwd, err, sizeof(err));
+	/* Started but err set: the child could not chdir or exec (its cwd removed since
+	 * submission, no /bin/bash): it exited 127 and is reaped as usual, and iteration_done
+	 * gives the record the reason its output's marker line gives, or the error would be null. */
+	if (r < 0 || err[0]) {
 		free(a->start_error);
 		a->start_error = xasprintf("Cannot start the job: %s", err);
 	}
+	if (r < 0)
+		job_finish(a, JOB_END_START_FAILED, -1, a->start_error, NULL);
 }
 
 static void
@@ -3228,69 +3206,12 @@ job_spawn_first(struct active *a)
 		return;
 	}
 	timer_set(&watch_of(a)->deadline, mono_now + a->job.timeout);
-	if (a->job.silence_timeout > 0) { /* silence counts from the start */
-		watch_of(a);
-		a->watch->last_output_mono = mono_now;
+	a->watch->last_output_mono = mono_now; /* silence counts from the start */
+	if (a->job.silence_timeout > 0)
 		timer_set(&a->watch->silence, mono_now + a->job.silence_timeout);
-	}
 	logmsg("tt-device-queue: job %s started on %s", a->job.id,
 	       job_cards(&a->job, cards, sizeof(cards)));
 	run_iteration(a, a->envp);
-}
-
-/*
- * The job's shell has ended (reaped) and only what it left behind is awaited: its pipe's
- * other holders or its killed group. Its exit status is known by then, and a stop arriving
- * now must not rewrite it.
- */
-static bool
-shell_ended(const struct active *a)
-{
-	enum proc_job_state st = proc_job_state(a->proc);
-
-	return st == PROC_JOB_REAPED || st == PROC_JOB_KILLING;
-}
-
-/* The end_reason of a job stopped for a->stop. */
-static int
-stop_end(const struct active *a)
-{
-	switch (a->stop) {
-	case STOP_KILL:
-		return JOB_END_KILLED;
-	case STOP_SHUTDOWN:
-		return JOB_END_SERVICE_STOP;
-	case STOP_PREEMPT:
-		return JOB_END_RESET;
-	case STOP_HUNG:
-		return JOB_END_HUNG;
-	default:
-		return JOB_END_TIMEOUT;
-	}
-}
-
-/*
- * The error (and output marker line) of a job stopped for a->stop, static or written into
- * buf[0..cap); NULL for a timeout, whose timeout_message says it.
- */
-static const char *
-stop_error(const struct active *a, char *buf, size_t cap)
-{
-	switch (a->stop) {
-	case STOP_KILL:
-		return "Stopped by a kill request";
-	case STOP_SHUTDOWN:
-		return "Interrupted: the service stopped while the job was running; it is not run again";
-	case STOP_PREEMPT:
-		return a->job.nmore ? "Interrupted by a reset of one of its cards"
-				    : "Interrupted by a reset of its card";
-	case STOP_HUNG:
-		snprintf(buf, cap, "no output for %d seconds: stopped as hung (SIGINT, then SIGKILL "
-			 "after the grace)", a->job.silence_timeout);
-		return buf;
-	default:
-		return NULL;
-	}
 }
 
 /* a stops for reason (enum stop_reason) from now: its phase, timed_out, when it was asked. */
@@ -3307,24 +3228,35 @@ mark_stopping(struct active *a, int reason)
 }
 
 /*
- * Finish a job stopped for a->stop, whose last shell ended with code: a timeout's exit code is
- * -9 whatever its shell did (end_signal says what that died of), its message the log's last line.
+ * Finish a job stopped for a->stop, whose last shell ended with code: its end_reason, and its
+ * error, which is also its output's last line. A timeout's exit code is -9 whatever its shell
+ * did (end_signal says what that died of), its error null (timeout_message says it).
  */
 static void
 finish_stopped(struct active *a, int code)
 {
-	char trailer[256], why[160], *m = NULL;
-	const char *error = a->stop == STOP_TIMEOUT ? (m = timeout_message(&a->job))
-						     : stop_error(a, why, sizeof(why));
+	static const int ends[] = {[STOP_KILL] = JOB_END_KILLED, [STOP_TIMEOUT] = JOB_END_TIMEOUT,
+				   [STOP_SHUTDOWN] = JOB_END_SERVICE_STOP,
+				   [STOP_PREEMPT] = JOB_END_RESET, [STOP_HUNG] = JOB_END_HUNG};
+	const struct job *j = &a->job;
+	int s = a->stop;
+	char *error = s == STOP_TIMEOUT ? timeout_message(j)
+		      : s == STOP_HUNG  ? xasprintf("no output for %d seconds: stopped as hung "
+						    "(SIGINT, then SIGKILL after the grace)",
+						    j->silence_timeout)
+		      : s == STOP_PREEMPT ? xasprintf("Interrupted by a reset of %s",
+						      j->nmore ? "one of its cards" : "its card")
+		      : xstrdup(s == STOP_KILL ? "Stopped by a kill request"
+					       : "Interrupted: the service stopped while the job was "
+						 "running; it is not run again");
+	char *trailer = xasprintf(PROC_MARKER " %s\n", error);
 
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
-	if (a->stop == STOP_TIMEOUT) {
+	if (s == STOP_TIMEOUT)
 		a->job.end_signal = code < 0 ? -code : 0;
-		job_finish(a, JOB_END_TIMEOUT, -9, NULL, trailer);
-	} else {
-		job_finish(a, stop_end(a), a->stop == STOP_SHUTDOWN ? -1 : code, error, trailer);
-	}
-	free(m);
+	job_finish(a, ends[s], s == STOP_TIMEOUT ? -9 : s == STOP_SHUTDOWN ? -1 : code,
+		   s == STOP_TIMEOUT ? NULL : error, trailer);
+	free(error);
+	free(trailer);
 }
 
 static void
@@ -3346,9 +3278,8 @@ iteration_done(struct active *a, int code)
 	if (a->stop != STOP_NONE)
 		finish_stopped(a, code);
 	else if (code != 0 || j->repeat_current >= j->repeat) {
-		job_finish(a, a->start_error ? JOB_END_START_FAILED
-			      : code < 0    ? JOB_END_SIGNAL
-					    : JOB_END_EXITED,
+		job_finish(a, a->start_error ? JOB_END_START_FAILED : code < 0 ? JOB_END_SIGNAL
+									     : JOB_END_EXITED,
 			   code, a->start_error, NULL);
 	} else {
 		j->repeat_current++;
@@ -3386,16 +3317,11 @@ job_timeout_fired(void *arg)
 		proc_job_kill(a->proc);
 		return;
 	}
-	if (a->stop != STOP_NONE)
-		return;
-	if (proc_job_state(a->proc) != PROC_JOB_IDLE) {
-		/* A shell that ended already keeps its status: job_stop leaves it a late stop,
-		 * which stops no more than the iterations still to come. */
+	/* Armed by job_spawn_first just before its spawn, so a process exists (or existed: a
+	 * shell that ended already keeps its status, job_stop leaves it a late stop, which stops
+	 * no more than the iterations still to come). */
+	if (a->stop == STOP_NONE)
 		job_stop(a, STOP_TIMEOUT);
-	} else { /* not started yet (its spawn waits for the commit) */
-		mark_stopping(a, STOP_TIMEOUT);
-		finish_stopped(a, 0);
-	}
 }
 
 /*
@@ -3412,27 +3338,30 @@ job_silence_fired(void *arg)
 
 	if (a->job.status != JOB_RUNNING || a->stop != STOP_NONE)
 		return;
-	if (due > mono_now) {
+	if (due > mono_now)
 		timer_set(&a->watch->silence, due);
-		return;
-	}
-	job_stop(a, STOP_HUNG);
+	else
+		job_stop(a, STOP_HUNG);
 }
 
 /*
  * Ask a running job (or control command) to stop for reason (enum stop_reason): SIGINT to its
  * group now, SIGKILL after TT_DEVICE_STOP_GRACE_SEC (proc_job_stop; a second stop sends
- * nothing). Its end is recorded when its shell ended (iteration_done: stop_end, stop_error);
+ * nothing). Its end is recorded when its shell ended (iteration_done: finish_stopped);
  * a job stopped for its timeout is timed_out from now on. A run job whose shell ended already
  * keeps its status: the stop ends only the iterations still to come (late_stop).
  */
 static void
 job_stop(struct active *a, int reason)
 {
+	enum proc_job_state st = proc_job_state(a->proc);
+
 	if (a->job.status != JOB_RUNNING)
 		return;
-	if (a->job.mode == JOB_MODE_RUN && shell_ended(a)) {
-		/* Too late to change how it ended: it stops only the iterations still to come. */
+	/* The job's shell has ended (reaped) and only what it left behind is awaited: its pipe's
+	 * other holders or its killed group. Its exit status is known by then, too late to
+	 * change how it ended: the stop ends only the iterations still to come. */
+	if (a->job.mode == JOB_MODE_RUN && (st == PROC_JOB_REAPED || st == PROC_JOB_KILLING)) {
 		if (a->late_stop == STOP_NONE || reason == STOP_SHUTDOWN)
 			a->late_stop = reason;
 		return;
@@ -3461,8 +3390,6 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	      const char *trailer)
 {
 	struct job *j = &a->job;
-	bool signalled = why == JOB_END_SIGNAL || why == JOB_END_KILLED || why == JOB_END_RESET ||
-			 why == JOB_END_HUNG;
 	char cards[256];
 	int i;
 
@@ -3472,14 +3399,14 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 		timer_stop(&a->watch->silence);
 	sched_job_transition(j, JOB_PHASE_DONE);
 	j->finished_at = end;
-	j->elapsed = isnan(j->started_at) ? 0 : end - j->started_at;
-	if (why == JOB_END_CRASH && !isnan(j->started_at) && end <= j->started_at)
-		j->elapsed = NAN;
+	j->elapsed = why == JOB_END_CRASH && end <= j->started_at ? NAN /* no sign of life */
+		     : isnan(j->started_at) ? 0 : end - j->started_at;
 	j->exit_code = exit_code;
 	j->has_exit_code = true;
 	j->end_reason = why;
 	if (why != JOB_END_TIMEOUT) /* a timeout's -9 is no signal: the caller set end_signal */
-		j->end_signal = signalled && exit_code < 0 ? -exit_code : 0;
+		j->end_signal = exit_code < 0 && (why == JOB_END_SIGNAL || why == JOB_END_KILLED ||
+				why == JOB_END_RESET || why == JOB_END_HUNG) ? -exit_code : 0;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
 	if (open_log(a) == 0) {
@@ -3506,7 +3433,7 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 			c->check_pending = true;
 			card_dirty(c);
 		}
-	count_outcome(a);
+	count_outcome_by(a, 1);
 	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
 	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s%s%s%s", j->id,
 	       job_cards(j, cards, sizeof(cards)), exit_code, isnan(j->elapsed) ? 0 : j->elapsed,
@@ -3551,6 +3478,14 @@ holder_own(pid_t pid, void *ctx)
 	return c->current && proc_job_owns(active_of(c->current)->proc, pid);
 }
 
+/* Whether card i is watched and runs a job, which records who opens the card meanwhile. */
+static bool
+watching_job(int i)
+{
+	const struct job *cur = D.sched.cards[i].current;
+
+	return looks[i].watched && cur && cur->mode == JOB_MODE_RUN;
+}
 
 /*
  * Record on c's running job the holders it had not met yet: its foreign_holders (a JSON array
@@ -3560,23 +3495,17 @@ static void
 holders_note(struct card *c, const struct card_look *l)
 {
 	struct active *a = active_of(c->current);
+	struct job_watch *x = watch_of(a);
 	struct json_buf b;
 	struct json_w w;
-	int i, k, added = 0;
-
-	struct job_watch *x = watch_of(a);
+	int i, k;
 
 	for (i = 0; i < l->n && i < MAX_HOLDERS && x->nseen < MAX_SEEN; i++) {
 		for (k = 0; k < x->nseen && x->seen[k].h.pid != l->h[i].pid; k++)
 			;
-		if (k < x->nseen)
-			continue;
-		x->seen[x->nseen].h = l->h[i];
-		x->seen[x->nseen++].since = l->since[i];
-		added = 1;
+		if (k == x->nseen)
+			x->seen[x->nseen++] = (struct seen_holder){l->h[i], l->since[i]};
 	}
-	if (!added)
-		return;
 	json_buf_init(&b);
 	json_w_init(&w, &b);
 	json_w_arr(&w);
@@ -3598,21 +3527,17 @@ holders_note(struct card *c, const struct card_look *l)
 static void
 look_holders(struct card *c)
 {
-	struct card_look *l = &looks[card_index(c)];
-	struct proc_holder prev[MAX_HOLDERS];
-	double since[MAX_HOLDERS], now = clock_wall();
-	int n, pn = l->n < MAX_HOLDERS ? l->n : MAX_HOLDERS, i, k;
+	struct card_look *l = &looks[card_index(c)], was = *l;
+	int n = proc_card_holders(cfg.pids_dir, c->device, holder_own, c, l->h, MAX_HOLDERS);
+	int pn = was.n < MAX_HOLDERS ? was.n : MAX_HOLDERS, i, k;
 	char user[64];
 
-	memcpy(prev, l->h, sizeof(prev));
-	memcpy(since, l->since, sizeof(since));
-	n = proc_card_holders(cfg.pids_dir, c->device, holder_own, c, l->h, MAX_HOLDERS);
 	l->watched = n >= 0;
 	l->n = n > 0 ? n : 0;
 	for (i = 0; i < l->n && i < MAX_HOLDERS; i++) {
-		for (k = 0; k < pn && prev[k].pid != l->h[i].pid; k++)
+		for (k = 0; k < pn && was.h[k].pid != l->h[i].pid; k++)
 			;
-		l->since[i] = k < pn ? since[k] : now;
+		l->since[i] = k < pn ? was.since[k] : clock_wall();
 		if (k == pn)
 			logmsg("tt-device-queue: card %d is open outside the queue: pid %d (%s) %s; "
 			       "nothing starts on it until that ends", c->device, (int)l->h[i].pid,
@@ -3623,7 +3548,7 @@ look_holders(struct card *c)
 	if (pn > 0 && l->n == 0)
 		logmsg("tt-device-queue: card %d is no longer open outside the queue", c->device);
 	c->foreign = l->n > 0;
-	if (l->n > 0 && c->current && c->current->mode == JOB_MODE_RUN)
+	if (l->n > 0 && watching_job(card_index(c)))
 		holders_note(c, l);
 }
 
@@ -3637,16 +3562,9 @@ holders_timer_arm(void)
 {
 	int i;
 
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct card *c = &D.sched.cards[i];
-
-		if ((c->foreign && !c->current) ||
-		    (looks[i].watched && c->current && c->current->mode == JOB_MODE_RUN)) {
-			if (!timer_armed(&holders_timer))
-				timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
-			return;
-		}
-	}
+	for (i = 0; i < D.sched.ncards && !timer_armed(&holders_timer); i++)
+		if ((D.sched.cards[i].foreign && !D.sched.cards[i].current) || watching_job(i))
+			timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
 }
 
 /* The cards of running jobs are looked at here; waiting cards by the dispatch pass after. */
@@ -3656,12 +3574,9 @@ holders_fired(void *arg)
 	int i;
 
 	(void)arg;
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct card *c = &D.sched.cards[i];
-
-		if (looks[i].watched && c->current && c->current->mode == JOB_MODE_RUN)
-			look_holders(c);
-	}
+	for (i = 0; i < D.sched.ncards; i++)
+		if (watching_job(i))
+			look_holders(&D.sched.cards[i]);
 }
 
 /* At start: say once which cards the driver's pids files do not let the daemon watch. */
@@ -3692,32 +3607,6 @@ static long long finished_count[MAX_CARDS][OUT_N];
 static long long reset_count[MAX_CARDS][2]; /* ok, failed */
 static double started_mono; /* for ttq_uptime_seconds: immune to wall-clock steps */
 
-/* A control command with {device} replaced; reset commands without it get the number last. */
-static char *
-control_command(const char *tmpl, int device, bool append_device)
-{
-	struct json_buf b;
-	const char *p = tmpl, *hit;
-	char num[16];
-
-	snprintf(num, sizeof(num), "%d", device);
-	json_buf_init(&b);
-	while ((hit = strstr(p, "{device}"))) {
-		json_buf_add(&b, p, (size_t)(hit - p));
-		json_buf_add(&b, num, strlen(num));
-		p = hit + 8;
-	}
-	json_buf_add(&b, p, strlen(p));
-	if (append_device && !strstr(tmpl, "{device}")) {
-		json_buf_add(&b, " ", 1);
-		json_buf_add(&b, num, strlen(num));
-	}
-	json_buf_add(&b, "", 1);
-	if (b.oom)
-		abort();
-	return b.p;
-}
-
 static int write_health_script(void);
 
 #define DEFAULT_PYTHON "~/tenstorrent/.venv/bin/python3" /* the default health check's */
@@ -3737,44 +3626,29 @@ health_template(void)
 	return def;
 }
 
-/* The variable that configures the command of a reset step. */
-static const char *
-step_variable(int step)
+/*
+ * The command of a reset step for card device as the operator configured it, {device}
+ * replaced; a reset command without {device} gets the number last.
+ */
+static char *
+step_command(int step, int device)
 {
-	return step == RESET_STEP_RESET ? "TT_DEVICE_RESET_CMD"
-	       : step == RESET_STEP_DEEP ? "TT_DEVICE_DEEP_RESET_CMD"
-				 : "TT_DEVICE_HEALTH_CHECK_CMD";
-}
+	const char *tmpl = step == RESET_STEP_RESET  ? cfg.reset_cmd
+			   : step == RESET_STEP_DEEP ? cfg.deep_reset_cmd
+						     : health_template();
+	const char *p = tmpl, *hit;
+	struct json_buf b;
 
-/* The command of a reset step as the operator configured it ({device} not yet replaced). */
-static const char *
-step_template(int step)
-{
-	return step == RESET_STEP_RESET ? cfg.reset_cmd : step == RESET_STEP_DEEP ? cfg.deep_reset_cmd
-								   : health_template();
-}
-
-static void reset_end(struct active *a, enum reset_next how, const char *why);
-
-/* Run the command of the reset procedure's current step (a->ladder.step). */
-static void
-reset_run(struct active *a)
-{
-	int step = a->ladder.step;
-	char *cmd = control_command(step_template(step), a->job.device, step != RESET_STEP_HEALTH);
-	char *argv[] = {"/bin/bash", "-c", cmd, NULL}, err[512], why[600];
-
-	if (open_log(a) == 0)
-		capfile_marker(&a->log, "$ %s", cmd);
-	if (spawn_process(a, argv, proc_control_env(environ), NULL, err, sizeof(err)) < 0) {
-		capfile_marker(&a->log, "cannot start: %s", err);
-		free(cmd);
-		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
-		reset_end(a, RESET_NEXT_UNRUNNABLE, why);
-		return;
-	}
-	timer_set(&watch_of(a)->deadline, mono_now + cfg.health_cmd_timeout);
-	free(cmd);
+	json_buf_init(&b);
+	for (; (hit = strstr(p, "{device}")); p = hit + 8)
+		json_buf_printf(&b, "%.*s%d", (int)(hit - p), p, device);
+	json_buf_printf(&b, "%s", p);
+	if (p == tmpl && step != RESET_STEP_HEALTH)
+		json_buf_printf(&b, " %d", device);
+	json_buf_add(&b, "", 1);
+	if (b.oom)
+		abort();
+	return b.p;
 }
 
 /* Fail what is queued on c when it is dead (sched_fail_next): those jobs can never run. */
@@ -3803,51 +3677,62 @@ static void
 reset_end(struct active *a, enum reset_next how, const char *why)
 {
 	struct card *c = a->card;
-	bool was_dead = a->ladder.was_dead;
+	static const char *const variable[] = {[RESET_STEP_RESET] = "TT_DEVICE_RESET_CMD",
+					       [RESET_STEP_DEEP] = "TT_DEVICE_DEEP_RESET_CMD",
+					       [RESET_STEP_HEALTH] = "TT_DEVICE_HEALTH_CHECK_CMD"};
+	bool was_dead = a->ladder.was_dead, ok = how == RESET_NEXT_HEALTHY;
+	bool check = ok && a->ladder.check; /* only its health was read */
 	int step = a->ladder.step;
-	char *reason = NULL, *cmd, *trailer;
+	char *reason = NULL, *cmd, *said, *trailer;
 
-	if (a->watch)
-		timer_stop(&a->watch->deadline);
 	if (how == RESET_NEXT_DEAD) {
 		reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
 				   "reboot or operator recovery (reset --device %d runs it again)",
 				   was_dead ? " again" : "", c->device, c->device);
 	} else if (how == RESET_NEXT_UNRUNNABLE) {
-		cmd = control_command(step_template(step), c->device, step != RESET_STEP_HEALTH);
+		cmd = step_command(step, c->device);
 		reason = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was not "
-				   "reset and %s", step_variable(step), why, cmd, c->device,
+				   "reset and %s", variable[step], why, cmd, c->device,
 				   was_dead ? "stays dead" : "stays in service");
 		free(cmd);
 	}
 	sched_reset_end(c, &a->ladder, how, reason, clock_wall()); /* c owns reason now */
 	card_dirty(c);
-	if (how == RESET_NEXT_HEALTHY && a->ladder.check) { /* only its health was read */
-		trailer = xasprintf(PROC_MARKER " card %d passed its health check\n", c->device);
-		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
-		logmsg("tt-device-queue: health check of card %d passed", c->device);
-		free(trailer);
-		return;
-	}
-	reset_count[card_index(c)][how != RESET_NEXT_HEALTHY]++;
-	if (how == RESET_NEXT_HEALTHY) {
-		trailer = xasprintf(PROC_MARKER " card %d is healthy (reset epoch %lld)\n", c->device,
-				    c->reset_epoch);
-		job_finish(a, JOB_END_EXITED, 0, NULL, trailer);
-		logmsg("tt-device-queue: reset of card %d succeeded: %shealthy, reset epoch %lld",
-		       c->device, was_dead ? "the dead card is " : "", c->reset_epoch);
-	} else {
-		trailer = xasprintf(PROC_MARKER " %s\n", reason);
-		job_finish(a, JOB_END_EXITED, 1, reason, trailer);
-		if (how == RESET_NEXT_DEAD) {
-			logmsg("tt-device-queue: reset of card %d failed", c->device);
-			logmsg("tt-device-queue: card %d is dead: %s", c->device, reason);
-		} else {
-			logmsg("tt-device-queue: reset of card %d failed: %s", c->device, reason);
-		}
-	}
+	if (!check)
+		reset_count[card_index(c)][!ok]++;
+	/* one line for the journal and the reset job's log */
+	if (check)
+		said = xasprintf("health check of card %d passed", c->device);
+	else if (ok)
+		said = xasprintf("reset of card %d succeeded: %shealthy, reset epoch %lld", c->device,
+				 was_dead ? "the dead card is " : "", c->reset_epoch);
+	else
+		said = xasprintf("reset of card %d failed%s: %s", c->device,
+				 how == RESET_NEXT_DEAD ? "; the card is dead" : "", reason);
+	trailer = xasprintf(PROC_MARKER " %s\n", said);
+	job_finish(a, JOB_END_EXITED, !ok, reason, trailer);
+	logmsg("tt-device-queue: %s", said);
+	free(said);
 	free(trailer);
 	card_fail_queue(c); /* dead, or still dead: what was queued meanwhile never runs */
+}
+
+/* Run the command of the reset procedure's current step (a->ladder.step). */
+static void
+reset_run(struct active *a)
+{
+	char *cmd = step_command(a->ladder.step, a->job.device);
+	char *argv[] = {"/bin/bash", "-c", cmd, NULL}, err[512], why[600];
+
+	if (open_log(a) == 0)
+		capfile_marker(&a->log, "$ %s", cmd);
+	if (spawn_process(a, argv, proc_control_env(environ), NULL, err, sizeof(err)) == 0) {
+		timer_set(&watch_of(a)->deadline, mono_now + cfg.health_cmd_timeout);
+	} else {
+		snprintf(why, sizeof(why), "the daemon could not start it: %s", err);
+		reset_end(a, RESET_NEXT_UNRUNNABLE, why);
+	}
+	free(cmd);
 }
 
 /* One control command of the reset procedure ended. */
@@ -3855,10 +3740,8 @@ static void
 reset_step_done(struct active *a, int code)
 {
 	enum reset_next next;
-	bool was_check;
+	bool was_check = a->ladder.check;
 
-	if (a->watch)
-		timer_stop(&a->watch->deadline);
 	if (a->stop == STOP_SHUTDOWN) {
 		/* The card stays resetting with the reset pending: it runs again at the next start. */
 		job_finish(a, JOB_END_SERVICE_STOP, -1,
@@ -3868,29 +3751,24 @@ reset_step_done(struct active *a, int code)
 		return;
 	}
 	capfile_marker(&a->log, "exit status %d", code);
-	was_check = a->ladder.check;
-	switch ((next = sched_reset_next(&a->ladder, code, cfg.reset_retries,
-					 cfg.deep_reset_cmd[0] != '\0', !cfg.health_cmd))) {
-	case RESET_NEXT_RUN:
-		if (was_check && !a->ladder.check) { /* it failed its health check alone */
-			sched_check_failed(a->card);
-			card_dirty(a->card);
-			capfile_marker(&a->log, "the health check failed: the card is reset");
-			logmsg("tt-device-queue: card %d failed its health check; reset of card %d "
-			       "started", a->card->device, a->card->device);
-		}
-		reset_run(a);
-		break;
-	case RESET_NEXT_UNRUNNABLE:
+	next = sched_reset_next(&a->ladder, code, cfg.reset_retries, cfg.deep_reset_cmd[0] != '\0',
+				!cfg.health_cmd);
+	if (next != RESET_NEXT_RUN) {
+		/* why, for RESET_NEXT_UNRUNNABLE: a shell's 127, 126, or health_check.py's 2 */
 		reset_end(a, next, code == 127   ? "exit 127: not found"
 				   : code == 126 ? "exit 126: not executable"
 						 : "exit 2: health_check.py could not import tt_umd "
 						   "(its log says why)");
-		break;
-	default:
-		reset_end(a, next, NULL);
-		break;
+		return;
 	}
+	if (was_check && !a->ladder.check) { /* it failed its health check alone */
+		sched_check_failed(a->card);
+		card_dirty(a->card);
+		capfile_marker(&a->log, "the health check failed: the card is reset");
+		logmsg("tt-device-queue: card %d failed its health check; reset of card %d "
+		       "started", a->card->device, a->card->device);
+	}
+	reset_run(a);
 }
 
 /*
@@ -3902,18 +3780,16 @@ reset_step_done(struct active *a, int code)
 static void
 reset_start(struct card *c, bool check)
 {
-	struct active *a = active_new();
+	struct active *a;
+	char id[33];
 
-	if (!a || new_job_id(a->job.id) < 0) {
-		if (a)
-			active_free(a);
+	if (new_job_id(id) < 0 || !(a = active_new()))
 		return; /* tried again at the next dispatch pass */
-	}
+	memcpy(a->job.id, id, sizeof(id));
 	a->card = c;
 	a->job.device = c->device;
 	a->job.mode = JOB_MODE_RESET;
-	a->job.cmd = check ? control_command(health_template(), c->device, false)
-			   : control_command(cfg.reset_cmd, c->device, true);
+	a->job.cmd = step_command(check ? RESET_STEP_HEALTH : RESET_STEP_RESET, c->device);
 	a->job.cwd = xstrdup("");
 	a->job.client_id = xstrdup("system");
 	a->job.timeout = (int)ceil(cfg.health_cmd_timeout);
@@ -3929,9 +3805,14 @@ reset_start(struct card *c, bool check)
 	       : a->ladder.was_dead ? ": the recovery of a dead card, asked for again" : "");
 }
 
-/* What a reset request did to card c (act), for the answer's hint; in a static buffer. */
-static const char *
-reset_hint(enum reset_action act, const struct card *c)
+/*
+ * Carry out a reset request's action on one card (decided by sched_reset_request and, when
+ * scheduled, already on disk): stop the job it preempts (sched_reset_preempts; job_id the job
+ * a job-based request named, else NULL) and write the card's entry of the POST /reset answer,
+ * its hint saying what the request did.
+ */
+static void
+reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w)
 {
 	static const char *const hints[] = {
 	    [RESET_SCHEDULED] = "Reset of card %1$d scheduled; GET /status shows progress and the "
@@ -3946,11 +3827,14 @@ reset_hint(enum reset_action act, const struct card *c)
 			      "reset under it may crash the host or hang the card; end that process, "
 			      "or force the reset (reset --force, \"force\": true)",
 	};
-	static char hint[512];
+	struct job *victim = sched_reset_preempts(c, act, cfg.reset_preempts, job_id);
 	const struct card_look *l = &looks[card_index(c)];
-	char user[64] = "?";
+	char hint[512], user[64] = "?";
 	size_t n;
+	int i;
 
+	if (victim)
+		job_stop(active_of(victim), STOP_PREEMPT);
 	if (act == RESET_REFUSED && l->h[0].uid != (uid_t)-1)
 		proc_user_name(l->h[0].uid, user, sizeof(user));
 	if (act == RESET_SCHEDULED && c->state == CARD_DEAD)
@@ -3964,35 +3848,19 @@ reset_hint(enum reset_action act, const struct card *c)
 	if (c->held && (act == RESET_SCHEDULED || act == RESET_JOINED))
 		snprintf(hint + n, sizeof(hint) - n, "; the card is held: the reset runs once it is "
 			 "released");
-	return hint;
-}
-
-/*
- * Carry out a reset request's action on one card (decided by sched_reset_request and, when
- * scheduled, already on disk): stop the job it preempts (sched_reset_preempts; job_id the job
- * a job-based request named, else NULL) and write the card's entry of the POST /reset answer.
- */
-static void
-reset_request_card(struct card *c, enum reset_action act, const char *job_id, struct json_w *w)
-{
-	struct job *victim = sched_reset_preempts(c, act, cfg.reset_preempts, job_id);
-	int i;
-
-	if (victim)
-		job_stop(active_of(victim), STOP_PREEMPT);
 	json_w_obj(w);
 	w_device(w, c->device);
 	w_str(w, "action", sched_reset_action_name(act));
 	w_str(w, "device_state", sched_state_name(c->state));
 	w_int(w, "reset_epoch", c->reset_epoch);
-	w_str(w, "hint", reset_hint(act, c));
+	w_str(w, "hint", hint);
 	if (act == RESET_DEAD || act == RESET_REFUSED)
-		w_str(w, "error", reset_hint(act, c));
+		w_str(w, "error", hint);
 	if (act == RESET_REFUSED) {
 		json_w_key(w, "foreign_holders");
 		json_w_arr(w);
-		for (i = 0; i < looks[card_index(c)].n && i < MAX_HOLDERS; i++)
-			w_holder(w, &looks[card_index(c)].h[i], looks[card_index(c)].since[i]);
+		for (i = 0; i < l->n && i < MAX_HOLDERS; i++)
+			w_holder(w, &l->h[i], l->since[i]);
 		json_w_arr_end(w);
 	}
 	json_w_obj_end(w);
@@ -4002,8 +3870,8 @@ reset_request_card(struct card *c, enum reset_action act, const char *job_id, st
  * The cards of the job named by job_id field i, each with the reset epoch the job recorded for
  * it (at its submission, then at its start): want[k] and epoch[k] for D.sched.cards[k]. A job of
  * several cards names each of them: whichever it wedged, a reset for the job reaches it.
- * Its cards' words ("cards 0,1") go into cards[0..cap). Returns how many, or -1 (answered)
- * when the job is unknown or one of its cards is not configured here.
+ * Its cards' words ("cards 0,1") go into cards[0..cap). 0, or -1 (answered) when the job is
+ * unknown or one of its cards is not configured here.
  */
 static int
 reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool *want,
@@ -4012,53 +3880,48 @@ reset_job_cards(struct http_conn *c, const char *body, int i, char id[33], bool 
 	struct active *a;
 	struct job stored, *j;
 	char *out;
-	int r, k, n = 0;
+	int r, k;
 
-	if (job_member(c, body, i, id) < 0)
-		return -1;
-	if ((r = find_job(c, id, &a, &stored, &out)) < 0)
+	if (job_member(c, body, i, id) < 0 || (r = find_job(c, id, &a, &stored, &out)) < 0)
 		return -1;
 	j = r == 1 ? &a->job : &stored;
 	job_cards(j, cards, cap);
-	for (k = 0; k < sched_job_ncards(j) && n >= 0; k++) {
+	for (k = 0, r = 0; k < sched_job_ncards(j) && r == 0; k++) {
 		int dev = sched_job_device(j, k);
 		struct card *card = sched_card(&D.sched, dev);
 
 		if (!card) {
 			respond_error(c, 400, "Job %s was queued on card %d, which is not configured here",
 				      id, dev);
-			n = -1;
+			r = -1;
 		} else {
 			want[card_index(card)] = true;
 			epoch[card_index(card)] = sched_job_epoch(j, dev);
-			n++;
 		}
 	}
 	sched_job_clear(&stored);
 	free(out);
-	return n;
+	return r;
 }
 
 /*
  * POST /reset {"device_id"} | {"job_id"} | {"job_id", "device_id"} | {}: a card, every card
  * a job needed (or the one of them named beside it), or every card. One card is answered with
- * its entry, several with {"resets": [...]}.
+ * its entry, several (or every card, however many) with {"resets": [...]}.
  */
 static void
 handle_reset(struct http_conn *c, const struct call *call)
 {
 	const char *body = call->body;
-	size_t len = call->body_len;
 	struct card *card = NULL, *one = NULL;
 	enum reset_action act[MAX_CARDS];
-	bool want[MAX_CARDS] = {false};
+	bool want[MAX_CARDS] = {false}, force;
 	long long epoch[MAX_CARDS];
 	char id[33], cards[256];
-	int ji, di, fi, i, n, targets = 0;
-	bool force;
+	int ji, di, fi, i, n = 0, targets = 0;
 	struct json_w w;
 
-	if (parse_body(c, body, len, reset_fields) < 0 ||
+	if (parse_body(c, body, call->body_len, reset_fields) < 0 ||
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2)
 		return;
 	if ((fi = json_doc_field(&doc, "force")) >= 0 && toks[fi].type != JSON_TRUE &&
@@ -4073,7 +3936,7 @@ handle_reset(struct http_conn *c, const struct call *call)
 	}
 	for (i = 0; i < D.sched.ncards; i++)
 		epoch[i] = -1;
-	if (ji >= 0 && (targets = reset_job_cards(c, body, ji, id, want, epoch, cards, sizeof(cards))) < 0)
+	if (ji >= 0 && reset_job_cards(c, body, ji, id, want, epoch, cards, sizeof(cards)) < 0)
 		return;
 	if (di >= 0 && !(card = card_from_field(c, body, di)))
 		return;
@@ -4082,38 +3945,27 @@ handle_reset(struct http_conn *c, const struct call *call)
 			      cards, card->device);
 		return;
 	}
-	if (card) { /* that card alone */
-		for (i = 0; i < D.sched.ncards; i++)
-			want[i] = &D.sched.cards[i] == card;
-		targets = 1;
-	} else if (ji < 0) { /* every card */
-		for (i = 0; i < D.sched.ncards; i++)
-			want[i] = true;
-		targets = D.sched.ncards;
-	}
-	for (i = 0; i < D.sched.ncards; i++) { /* it would stop another user's job: admins only */
+	for (i = 0; i < D.sched.ncards; i++) {
 		struct job *cur = D.sched.cards[i].current;
 
+		if (card || ji < 0) /* that card alone, or every card */
+			want[i] = !card || &D.sched.cards[i] == card;
+		/* A reset that would stop a job is its owner's or an admin's; of an idle card, or
+		 * one running the caller's own job, anyone's. */
 		if (want[i] && cur && cur->mode == JOB_MODE_RUN && cfg.reset_preempts &&
-		    cur->owner_uid != acting_uid(c) && !is_admin(acting_uid(c))) {
-			respond_error(c, 403, "A reset of card %d would stop job %s of %s: only its "
-				      "owner or an admin (%s) may; a reset of an idle card, or of one "
-				      "running your own job, is anyone's", D.sched.cards[i].device,
-				      cur->id, user_of(cur->owner_uid), admins_are());
+		    !may_act_on(c, cur, "reset the card running"))
 			return;
-		}
 	}
-	for (i = 0, n = 0; i < D.sched.ncards; i++) {
+	for (i = 0; i < D.sched.ncards; i++) {
 		if (!want[i])
 			continue;
 		one = &D.sched.cards[i];
+		targets++;
 		look_holders(one);
-		if (one->foreign && !force) { /* a reset under an open card may crash the host */
-			act[i] = RESET_REFUSED;
-			continue;
-		}
-		/* Only a request naming this card alone runs a dead card's recovery again. */
-		act[i] = sched_reset_request(one, epoch[i], card && ji < 0);
+		/* A reset under an open card may crash the host. Only a request naming this card
+		 * alone runs a dead card's recovery again. */
+		act[i] = one->foreign && !force ? RESET_REFUSED
+						: sched_reset_request(one, epoch[i], card && ji < 0);
 		if (act[i] == RESET_SCHEDULED) {
 			card_dirty(one);
 			n++;
@@ -4132,10 +3984,9 @@ handle_reset(struct http_conn *c, const struct call *call)
 	}
 	w = body_begin();
 	if (targets == 1 && (card || ji >= 0)) {
-		reset_request_card(one, act[card_index(one)], ji >= 0 ? id : NULL, &w);
-		respond_json(c, act[card_index(one)] == RESET_DEAD      ? 503
-				: act[card_index(one)] == RESET_REFUSED ? 409
-									: 200,
+		i = card_index(one);
+		reset_request_card(one, act[i], ji >= 0 ? id : NULL, &w);
+		respond_json(c, act[i] == RESET_DEAD ? 503 : act[i] == RESET_REFUSED ? 409 : 200,
 			     &body_buf, NULL);
 		return;
 	}
@@ -4151,67 +4002,28 @@ handle_reset(struct http_conn *c, const struct call *call)
 }
 
 /*
- * The optional string fields of POST /hold and /release (reason NULL: not taken); answers 400
- * and returns -1 when one is bad.
- */
-static int
-hold_fields(struct http_conn *c, char **by, char **reason)
-{
-	const char *bad = NULL;
-
-	if (json_doc_str(&doc, "client_id", MAX_CLIENT_ID, by) < 0 ||
-	    (reason && json_doc_str(&doc, "reason", MAX_HOLD_REASON, reason) < 0))
-		return doc_refuse(c);
-	/* both are printed by `status` and in the log: no forged lines, no escapes */
-	if (*by && has_control(*by))
-		bad = "client_id";
-	else if (reason && *reason && has_control(*reason))
-		bad = "reason";
-	if (bad) {
-		respond_error(c, 400, "%s must not contain control characters", bad);
-		return -1;
-	}
-	return 0;
-}
-
-/* The answer of /hold and /release: the card's hold as it is now, and what the request did. */
-static void
-respond_hold(struct http_conn *c, const struct card *card, const char *action)
-{
-	struct json_w w = body_begin();
-
-	json_w_obj(&w);
-	w_device(&w, card->device);
-	w_str(&w, "action", action);
-	w_str(&w, "device_state", sched_state_name(card->state));
-	w_bool(&w, "held", card->held);
-	w_str(&w, "held_by", card->held_by);
-	w_time(&w, "held_at", card->held_at);
-	w_str(&w, "hold_reason", card->hold_reason);
-	json_w_obj_end(&w);
-	respond_json(c, 200, &body_buf, NULL);
-}
-
-/*
  * POST /hold {"device_id", "reason", "client_id"} and POST /release {"device_id"}: a held card
  * lets its running job finish and starts nothing more (sched_next) until it is released,
  * while its queue keeps taking jobs; maintenance needs no reset and no stopped service. The
- * change is on disk before the answer. Holding a held card keeps the first hold.
+ * change is on disk before the answer. Holding a held card keeps the first hold. The answer:
+ * the card's hold as it is now, and what the request did.
  */
 static void
-hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
+handle_hold(struct http_conn *c, const struct call *k)
 {
+	bool hold = k->req->path[1] == 'h'; /* routed here: /hold, else /release */
+	static const char *const hold_known[] = {"device_id", "reason", "client_id", NULL},
+			       *const release_known[] = {"device_id", "client_id", NULL};
 	char *by = NULL, *reason = NULL;
+	const char *bad;
 	struct card *card;
 	struct card_hold h = {0};
+	struct json_w w;
 	bool was;
 	int i;
 
-	static const char *const hold_known[] = {"device_id", "reason", "client_id", NULL},
-			       *const release_known[] = {"device_id", "client_id", NULL};
-
-	if (parse_body(c, body, len, hold ? hold_known : release_known) < 0 ||
-	    (i = device_member(c, body)) == -2 ||
+	if (parse_body(c, k->body, k->body_len, hold ? hold_known : release_known) < 0 ||
+	    (i = device_member(c, k->body)) == -2 ||
 	    !admin_only(c, hold ? "hold a card" : "release a card"))
 		return;
 	if (D.shutting_down) {
@@ -4222,9 +4034,20 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 		respond_error(c, 400, "device_id is required: the card to %s", hold ? "hold" : "release");
 		return;
 	}
-	if (!(card = card_from_field(c, body, i)) ||
-	    hold_fields(c, &by, hold ? &reason : NULL) < 0)
+	if (!(card = card_from_field(c, k->body, i)))
+		return;
+	/* a release has no reason: parse_body refused one */
+	if (json_doc_str(&doc, "client_id", MAX_CLIENT_ID, &by) < 0 ||
+	    json_doc_str(&doc, "reason", MAX_HOLD_REASON, &reason) < 0) {
+		doc_refuse(c);
 		goto out;
+	}
+	/* both are printed by `status` and in the log: no forged lines, no escapes */
+	bad = by && has_control(by) ? "client_id" : reason && has_control(reason) ? "reason" : NULL;
+	if (bad) {
+		respond_error(c, 400, "%s must not contain control characters", bad);
+		goto out;
+	}
 	was = card->held;
 	if (was != hold) {
 		h = (struct card_hold){hold, hold ? (by ? by : xstrdup("anon")) : NULL, reason,
@@ -4245,7 +4068,18 @@ hold_or_release(struct http_conn *c, const char *body, size_t len, bool hold)
 		       hold ? card->held_by : by ? by : "anon", card->hold_reason ? ": " : "",
 		       card->hold_reason ? card->hold_reason : "");
 	}
-	respond_hold(c, card, hold ? (was ? "already_held" : "held") : (was ? "released" : "not_held"));
+	w = body_begin();
+	json_w_obj(&w);
+	w_device(&w, card->device);
+	w_str(&w, "action", hold ? (was ? "already_held" : "held")
+				 : (was ? "released" : "not_held"));
+	w_str(&w, "device_state", sched_state_name(card->state));
+	w_bool(&w, "held", card->held);
+	w_str(&w, "held_by", card->held_by);
+	w_time(&w, "held_at", card->held_at);
+	w_str(&w, "hold_reason", card->hold_reason);
+	json_w_obj_end(&w);
+	respond_json(c, 200, &body_buf, NULL);
 out:
 	free(by);
 	free(reason);
@@ -4253,97 +4087,63 @@ out:
 	free(h.reason);
 }
 
-/* POST /hold */
-static void
-handle_hold(struct http_conn *c, const struct call *k)
-{
-	hold_or_release(c, k->body, k->body_len, true);
-}
-
-/* POST /release */
-static void
-handle_release(struct http_conn *c, const struct call *k)
-{
-	hold_or_release(c, k->body, k->body_len, false);
-}
-
 /* GET /metrics: Prometheus text exposition 0.0.4. */
 static void
 handle_metrics(struct http_conn *c, const struct call *call)
 {
 	static const char *const outcomes[] = {"ok", "failed", "timeout", "cancelled"};
+	/* Each family's name, type and help: the daemon's own (values in daemon[]), then the
+	 * per-card gauges (values in card[]), then the per-card families with a second label. */
+	static const char *const fam[][3] = {
+	    {"uptime_seconds", "gauge", "Seconds since the daemon started."},
+	    {"store_degraded", "gauge", "1 while the job store cannot be written."},
+	    {"http_busy_total", "counter", "Requests answered 503 with Retry-After: the connections "
+					   "or the long-polls were at their limit."},
+	    {"http_long_polls", "gauge", "Long-polls held now."},
+	    {"log_lines_dropped_total", "counter", "Log lines stderr could not take without waiting."},
+	    {"queue_depth", "gauge", "Queued jobs per card."},
+	    {"card_held", "gauge", "1 while the card is held for maintenance."},
+	    {"control_error", "gauge", "1 while the card's last reset could not run a control "
+				       "command (a configuration error), until a reset succeeds."},
+	    {"card_foreign_holders", "gauge", "Processes outside the queue that have the card open, "
+					      "at the last look."},
+	    {"running_job_age_seconds", "gauge", "Age of the running job or reset (0 when idle)."},
+	    {"card_state", "gauge", "1 for the card's current state."},
+	    {"jobs_finished_total", "counter", "Jobs finished since start, by outcome."},
+	    {"resets_total", "counter", "Card resets since start, by outcome."},
+	};
+	enum { CARD_FAM = 5, AGE_FAM = 9, STATE_FAM, FINISHED_FAM, RESETS_FAM };
+	double daemon[] = {mono_now - started_mono, D.degraded, D.busy_total, D.held, log_out.dropped};
 	struct json_buf *b = &body_buf;
-	int i, k;
+	int f, i, k;
 
 	(void)call;
 	body_begin();
-	json_buf_printf(b, "# HELP ttq_uptime_seconds Seconds since the daemon started.\n"
-			   "# TYPE ttq_uptime_seconds gauge\nttq_uptime_seconds %.3f\n",
-			mono_now - started_mono);
-	json_buf_printf(b, "# HELP ttq_store_degraded 1 while the job store cannot be written.\n"
-			   "# TYPE ttq_store_degraded gauge\nttq_store_degraded %d\n", D.degraded);
-	json_buf_printf(b, "# HELP ttq_http_busy_total Requests answered 503 with Retry-After: the "
-			   "connections or the long-polls were at their limit.\n"
-			   "# TYPE ttq_http_busy_total counter\nttq_http_busy_total %lld\n",
-			D.busy_total);
-	json_buf_printf(b, "# HELP ttq_http_long_polls Long-polls held now.\n"
-			   "# TYPE ttq_http_long_polls gauge\nttq_http_long_polls %lld\n", D.held);
-	json_buf_printf(b, "# HELP ttq_log_lines_dropped_total Log lines stderr could not take "
-			   "without waiting.\n# TYPE ttq_log_lines_dropped_total counter\n"
-			   "ttq_log_lines_dropped_total %lld\n", log_out.dropped);
-	json_buf_printf(b, "# HELP ttq_queue_depth Queued jobs per card.\n# TYPE ttq_queue_depth gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_queue_depth{device=\"%d\"} %d\n", D.sched.cards[i].device,
-				D.sched.cards[i].queued);
-	json_buf_printf(b, "# HELP ttq_card_state 1 for the card's current state.\n# TYPE ttq_card_state gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		for (k = CARD_HEALTHY; k <= CARD_DEAD; k++)
-			json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
-					D.sched.cards[i].device, sched_state_name(k),
-					D.sched.cards[i].state == k);
-	json_buf_printf(b, "# HELP ttq_card_held 1 while the card is held for maintenance.\n"
-			   "# TYPE ttq_card_held gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_card_held{device=\"%d\"} %d\n", D.sched.cards[i].device,
-				D.sched.cards[i].held);
-	json_buf_printf(b, "# HELP ttq_control_error 1 while the card's last reset could not run a "
-			   "control command (a configuration error), until a reset succeeds.\n"
-			   "# TYPE ttq_control_error gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_control_error{device=\"%d\"} %d\n", D.sched.cards[i].device,
-				D.sched.cards[i].control_error != NULL);
-	json_buf_printf(b, "# HELP ttq_card_foreign_holders Processes outside the queue that have "
-			   "the card open, at the last look.\n# TYPE ttq_card_foreign_holders gauge\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		json_buf_printf(b, "ttq_card_foreign_holders{device=\"%d\"} %d\n",
-				D.sched.cards[i].device, looks[i].n);
-	json_buf_printf(b, "# HELP ttq_running_job_age_seconds Age of the running job or reset (0 when idle).\n"
-			   "# TYPE ttq_running_job_age_seconds gauge\n");
-	for (i = 0; i < D.sched.ncards; i++) {
-		struct job *j = D.sched.cards[i].current;
+	for (f = 0; f <= RESETS_FAM; f++) {
+		json_buf_printf(b, "# HELP ttq_%s %s\n# TYPE ttq_%s %s\n", fam[f][0], fam[f][2],
+				fam[f][0], fam[f][1]);
+		if (f < CARD_FAM)
+			json_buf_printf(b, "ttq_%s %.*f\n", fam[f][0], f ? 0 : 3, daemon[f]);
+		for (i = 0; f >= CARD_FAM && i < D.sched.ncards; i++) {
+			struct card *cd = &D.sched.cards[i];
+			double card[] = {cd->queued, cd->held, cd->control_error != NULL, looks[i].n,
+					 cd->current ? mono_now - active_of(cd->current)->started_mono : 0};
 
-		json_buf_printf(b, "ttq_running_job_age_seconds{device=\"%d\"} %.3f\n",
-				D.sched.cards[i].device, j ? mono_now - active_of(j)->started_mono : 0.0);
+			if (f <= AGE_FAM)
+				json_buf_printf(b, "ttq_%s{device=\"%d\"} %.*f\n", fam[f][0], cd->device,
+						f == AGE_FAM ? 3 : 0, card[f - CARD_FAM]);
+			for (k = CARD_HEALTHY; f == STATE_FAM && k <= CARD_DEAD; k++)
+				json_buf_printf(b, "ttq_card_state{device=\"%d\",state=\"%s\"} %d\n",
+						cd->device, sched_state_name(k), cd->state == k);
+			for (k = 0; f == FINISHED_FAM && k < OUT_N; k++)
+				json_buf_printf(b, "ttq_jobs_finished_total{device=\"%d\",outcome=\"%s\"} "
+						"%lld\n", cd->device, outcomes[k], finished_count[i][k]);
+			for (k = 0; f == RESETS_FAM && k < 2; k++) /* ok, failed */
+				json_buf_printf(b, "ttq_resets_total{device=\"%d\",outcome=\"%s\"} %lld\n",
+						cd->device, outcomes[k], reset_count[i][k]);
+		}
 	}
-	json_buf_printf(b, "# HELP ttq_jobs_finished_total Jobs finished since start, by outcome.\n"
-			   "# TYPE ttq_jobs_finished_total counter\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		for (k = 0; k < OUT_N; k++)
-			json_buf_printf(b, "ttq_jobs_finished_total{device=\"%d\",outcome=\"%s\"} %lld\n",
-					D.sched.cards[i].device, outcomes[k], finished_count[i][k]);
-	json_buf_printf(b, "# HELP ttq_resets_total Card resets since start, by outcome.\n"
-			   "# TYPE ttq_resets_total counter\n");
-	for (i = 0; i < D.sched.ncards; i++)
-		for (k = 0; k < 2; k++)
-			json_buf_printf(b, "ttq_resets_total{device=\"%d\",outcome=\"%s\"} %lld\n",
-					D.sched.cards[i].device, k ? "failed" : "ok", reset_count[i][k]);
 	http_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
-}
-
-static void
-count_outcome(const struct active *a)
-{
-	count_outcome_by(a, 1);
 }
 
 /* Add n (1, or -1 to take a count back) to the /metrics counter of a's outcome. */
