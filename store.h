@@ -78,7 +78,8 @@ struct store *store_open(const char *path, bool serving, char *err, size_t errle
 /* Finalize statements and close the database. NULL is allowed. */
 void store_close(struct store *st);
 
-/* The message of the last failure (static or owned by the handle; valid until the next call). */
+/* The message of the last failure of open store st (owned by the handle; valid until the next
+ * call). */
 const char *store_errmsg(struct store *st);
 
 /* The version of the SQLite library the store runs on, as "3.x.y" (static storage). */
