@@ -36,7 +36,7 @@
  *     decides what an ended process means (job_proc_exit: the next iteration, the job's end
  *     and why, the next reset step); the card stays busy until that exit callback. A job of
  *     several cards occupies each of them from its start (sched_occupy) to its end, when every
- *     one is freed at once (sched_vacate); its records, logs and recent lists name them all.
+ *     one is freed at once (sched_vacate); its records and logs name them all.
  *   - What a card becomes (a reset's start and end, a hold, a restart), which queued jobs fail
  *     with a dead card, which job a reset preempts and what a job found at start-up becomes
  *     are sched.c's decisions, and the next reset step is its ladder's; this file carries them
@@ -51,8 +51,8 @@
  * Arrows run one way: this file calls http, json, sched, store and proc; none of them calls
  * into it or into each other (store.h uses sched.h's plain records; proc.c json.c's reader and
  * UTF-8 helpers, http.c its growable buffer: json.c is a leaf that knows nothing else) but
- * through the callbacks
- * this file registers (http.c's struct http_callbacks, proc.c's struct proc_callbacks).
+ * through the callbacks this file registers (http.c's struct http_callbacks, proc.c's struct
+ * proc_callbacks).
  * A job's iterations, stop reasons and timeout and a reset's steps are carried out here, not
  * in proc.c: they write the job's record (sched.h's struct job) and log, commit and answer
  * together, which proc.c, knowing no records, cannot. The generic checks of a request body
