@@ -23,7 +23,7 @@
  * poll and its one deadline; the owner calls proc_job_event and proc_job_timeout back. A job
  * has at most one deadline at a time (the SIGKILL after a stop's grace, the straggler bound,
  * the next look at a killed group), so one owner timer per job is enough and the owner's
- * timer heap stays the only one: the same shape as http.c's connections, so both are wired
+ * timer list stays the only one: the same shape as http.c's connections, so both are wired
  * alike. (Asking each job for its next deadline every loop turn would walk every job.)
  *
  * The log dir's lock (one daemon per log dir, store.c) is the one instance lock: the guardian
