@@ -11,8 +11,9 @@
  * Queues are intrusive doubly-linked lists of struct job_link (one per job and card: embedded
  * for a job's first card, in its array for the others), and all queued jobs are also linked
  * in submission order, so enqueue, dequeue and cancel are O(cards of the job); each card keeps
- * its queued count for a submission's position, and a wait is planned over all queued jobs
- * (sched_plan).
+ * its queued count and the sum of its queued jobs' estimates so a submission's position and
+ * wait are O(1) too while no multi-card job is queued (with one, a wait is planned over all
+ * queued jobs: sched_plan).
  */
 #include "sched.h"
 
@@ -240,14 +241,21 @@ sched_job_note_epochs(struct sched *s, struct job *j)
 static void
 count_queued(struct sched *s, struct job *j, int n)
 {
+	double est = sched_job_estimate(j, 0);
 	int i;
 
 	for (i = 0; i < sched_job_ncards(j); i++) {
 		struct card *c = sched_card(s, sched_job_device(j, i));
 
 		c->queued += n;
+		c->queued_estimate += n * est;
+		/* Floating-point sums drift; an empty queue is exactly zero. */
+		if (c->queued == 0 || c->queued_estimate < 0)
+			c->queued_estimate = 0;
 	}
 	s->queued_total += n;
+	if (j->nmore > 0)
+		s->multi_queued += n;
 }
 
 int
@@ -413,6 +421,12 @@ sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 }
 
 void
+sched_set_current(struct card *c, struct job *j)
+{
+	c->current = j;
+}
+
+void
 sched_occupy(struct sched *s, struct job *j)
 {
 	int i;
@@ -467,6 +481,12 @@ card_busy(const struct card *c, double now)
 	return wait;
 }
 
+double
+sched_card_wait(const struct card *c, double now)
+{
+	return card_busy(c, now) + c->queued_estimate;
+}
+
 void
 sched_plan(struct sched *s, double now)
 {
@@ -496,6 +516,8 @@ sched_submit_wait(struct sched *s, const struct job *j, double now)
 	double wait = 0;
 	int i;
 
+	if (s->multi_queued == 0 && j->nmore == 0)
+		return sched_card_wait(sched_card(s, j->device), now);
 	sched_plan(s, now);
 	for (i = 0; i < sched_job_ncards(j); i++) {
 		struct card *c = sched_card(s, sched_job_device(j, i));
@@ -509,12 +531,22 @@ sched_submit_wait(struct sched *s, const struct job *j, double now)
 double
 sched_queued_wait(struct sched *s, const struct job *j, double now)
 {
-	sched_plan(s, now);
-	return j->plan_wait;
+	const struct card *c = sched_card(s, j->device);
+	const struct job_link *it;
+	double wait;
+
+	if (s->multi_queued > 0) {
+		sched_plan(s, now);
+		return j->plan_wait;
+	}
+	wait = card_busy(c, now);
+	for (it = c->head; it && it->job != j; it = it->next)
+		wait += sched_job_estimate(it->job, now);
+	return wait;
 }
 
-static int
-submit_position(const struct card *c)
+int
+sched_submit_position(const struct card *c)
 {
 	int pos = c->queued;
 
@@ -532,7 +564,7 @@ sched_submit_position_job(struct sched *s, const struct job *j)
 
 	for (i = 0; i < sched_job_ncards(j); i++) {
 		const struct card *c = sched_card(s, sched_job_device(j, i));
-		int p = c ? submit_position(c) : 0;
+		int p = c ? sched_submit_position(c) : 0;
 
 		if (p > pos)
 			pos = p;
@@ -573,9 +605,8 @@ sched_reset_request(struct card *c, long long job_epoch, bool revive)
 	return RESET_SCHEDULED;
 }
 
-/* A reset procedure at its start: the reset command, attempt 1. */
-static void
-reset_begin(struct reset_ladder *l)
+void
+sched_reset_begin(struct reset_ladder *l)
 {
 	l->step = RESET_STEP_RESET;
 	l->attempt = 1;
@@ -655,7 +686,7 @@ card_transition(struct card *c, enum card_state to)
 void
 sched_reset_start(struct card *c, struct reset_ladder *l)
 {
-	reset_begin(l);
+	sched_reset_begin(l);
 	l->was_dead = c->state == CARD_DEAD;
 	card_transition(c, CARD_RESETTING);
 }
@@ -663,7 +694,7 @@ sched_reset_start(struct card *c, struct reset_ladder *l)
 void
 sched_check_start(struct card *c, struct reset_ladder *l)
 {
-	reset_begin(l);
+	sched_reset_begin(l);
 	l->step = RESET_STEP_HEALTH;
 	l->check = true;
 	l->was_dead = c->state == CARD_DEAD;
@@ -959,6 +990,12 @@ sched_job_load(struct job *j, int status)
 	j->phase = status == JOB_QUEUED	   ? JOB_PHASE_QUEUED
 		   : status == JOB_RUNNING ? JOB_PHASE_RUNNING
 					   : JOB_PHASE_DONE;
+}
+
+int
+sched_phase_status(int phase)
+{
+	return phase >= 0 && phase < JOB_PHASE_N ? phases[phase].status : -1;
 }
 
 const char *

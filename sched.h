@@ -21,7 +21,8 @@
  *   - all queued jobs also form one list in submission order (sched->oldest), and every
  *     card's queue is in that order;
  *   - sched->queued_total counts queued jobs (a multi-card job once), each card's `queued`
- *     the jobs on its queue (a multi-card job on each of its cards);
+ *     the jobs on its queue (a multi-card job on each of its cards), and each card's
+ *     queued_estimate equals the sum of its queued jobs' run estimates;
  *   - a card's reset state (state, reset_pending, reset_epoch, last_reset_at, the dead and
  *     control-error reasons) and its hold change only here, but for the loading of its stored
  *     row at start-up, and every such change marks the card dirty (to be committed);
@@ -167,6 +168,7 @@ struct card {
 	struct job *current; /* the running job or reset, or NULL */
 	struct job_link *head, *tail; /* queued jobs, FIFO */
 	int queued;
+	double queued_estimate; /* seconds: sum of sched_job_estimate() over the queue */
 	double plan_free;       /* sched_plan's seconds until the card has run all its queue */
 };
 
@@ -174,6 +176,7 @@ struct sched {
 	struct card *cards; /* heap, ncards entries, sorted by device */
 	int ncards;
 	int queued_total; /* queued jobs over all cards, a multi-card job once */
+	int multi_queued; /* of them, multi-card jobs: while none, cards are independent */
 	struct job *oldest, *newest; /* every queued job in submission order */
 };
 
@@ -301,6 +304,9 @@ enum card_blocker sched_job_blocker(struct sched *s, const struct job *j, int *d
 /* The blocker's words for status ("held", "busy", ...). */
 const char *sched_blocker_name(enum card_blocker b);
 
+/* Record that j (a run job or a reset job) now runs on c; NULL when it finished. */
+void sched_set_current(struct card *c, struct job *j);
+
 /* j now runs: it becomes the current of each of its cards. */
 void sched_occupy(struct sched *s, struct job *j);
 
@@ -314,6 +320,9 @@ void sched_vacate(struct sched *s, struct job *j);
  */
 double sched_job_estimate(const struct job *j, double now);
 
+/* Seconds until a job submitted now to c would start: current + pending reset + queue. */
+double sched_card_wait(const struct card *c, double now);
+
 /*
  * Estimate, at wall time now, when every queued job starts, as the rule of sched_next runs
  * them: each card is free once its current job (its estimate's remainder) and a pending reset
@@ -324,18 +333,26 @@ double sched_job_estimate(const struct job *j, double now);
 void sched_plan(struct sched *s, double now);
 
 /*
- * Seconds until job j, about to be submitted (its cards set, not yet enqueued), would start:
- * the plan's (sched_plan) last of its cards to be free. O(queued jobs x their cards).
+ * Seconds until job j, about to be submitted (its cards set, not yet enqueued), would start.
+ * While no multi-card job is queued and j needs one card, that is sched_card_wait of its
+ * card, O(1); else the plan's (sched_plan): the last of its cards to be free.
  */
 double sched_submit_wait(struct sched *s, const struct job *j, double now);
 
-/* Seconds until queued job j would start: its plan_wait (sched_plan). */
+/*
+ * Seconds until queued job j would start: what runs before it on its card (sched_card_wait's
+ * parts for the jobs ahead of it, O(position)) while no multi-card job is queued, else the
+ * plan's (sched_plan).
+ */
 double sched_queued_wait(struct sched *s, const struct job *j, double now);
 
 /*
- * The POST /queue position of job j, not yet enqueued: how many jobs or resets run before it on
- * its card, the running one included (0 on an idle card); the largest over its cards.
+ * The POST /queue position of a job about to be appended to c: how many jobs or resets run on
+ * that card before it, the running one included (0 on an idle card).
  */
+int sched_submit_position(const struct card *c);
+
+/* As sched_submit_position, for job j not yet enqueued: the largest over its cards. */
 int sched_submit_position_job(struct sched *s, const struct job *j);
 
 /*
@@ -373,6 +390,9 @@ enum reset_next {
 	RESET_NEXT_DEAD,       /* every attempt failed: the card is dead */
 	RESET_NEXT_UNRUNNABLE, /* the command could not run at all: a configuration error */
 };
+
+/* A reset procedure at its start: the reset command, attempt 1. */
+void sched_reset_begin(struct reset_ladder *l);
 
 /*
  * The retry ladder: the command of l->step ended with exit status `code` (the shell's, so 126
@@ -540,7 +560,7 @@ enum job_phase {
 };
 
 /*
- * Move j to phase `to`; its status becomes the one `to` maps to (FORGOTTEN keeps the last). A change
+ * Move j to phase `to`; its status becomes the one `to` maps to (sched_phase_status). A change
  * the table does not allow for j's mode is a bug: it names the job and both phases on stderr
  * and aborts, rather than go on with a job that might run twice or be lost.
  */
@@ -548,6 +568,9 @@ void sched_job_transition(struct job *j, enum job_phase to);
 
 /* A job read back from the store: its stored status and the phase that status starts in. */
 void sched_job_load(struct job *j, int status);
+
+/* The status (enum job_status) of a job in `phase`; -1 for FORGOTTEN, which keeps its last. */
+int sched_phase_status(int phase);
 
 /* The phase's name for messages ("queued", "starting", ...); "unknown" out of range. */
 const char *sched_phase_name(int phase);

@@ -36,27 +36,6 @@ enqueue_on(struct sched *s, struct card *c, struct job *j)
 	sched_enqueue(s, j);
 }
 
-/* What POST /queue would answer for a new job of one card: its position and its wait. */
-static int
-submit_pos(struct sched *s, int device)
-{
-	struct job probe;
-
-	sched_job_init(&probe);
-	probe.device = device;
-	return sched_submit_position_job(s, &probe);
-}
-
-static double
-submit_wait(struct sched *s, int device, double now)
-{
-	struct job probe;
-
-	sched_job_init(&probe);
-	probe.device = device;
-	return sched_submit_wait(s, &probe, now);
-}
-
 static void
 test_cards(void)
 {
@@ -84,29 +63,30 @@ test_fifo(void)
 	sched_init(&s, ids, 2);
 	c0 = sched_card(&s, 0);
 	c1 = sched_card(&s, 1);
-	is_int(submit_pos(&s, 0), 0, "idle card: position 0");
+	is_int(sched_submit_position(c0), 0, "idle card: position 0");
 	enqueue_on(&s, c0, &jobs[0]);
 	enqueue_on(&s, c0, &jobs[1]);
 	enqueue_on(&s, c1, &jobs[2]);
 	enqueue_on(&s, c0, &jobs[3]);
 	is_int(s.queued_total, 4, "queued_total counts all cards");
 	is_int(sched_queued_position(&s, &jobs[3]), 3, "1-based position among the card's queue");
-	is_int(submit_pos(&s, 0), 3, "three queued ahead of a new job");
+	is_int(sched_submit_position(c0), 3, "three queued ahead of a new job");
 	ok(sched_next(&s, c0, false, &out) == SCHED_IDLE && !out, "no dispatch while the store is down");
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[0], "head runs first");
-	c0->current = out;
+	sched_set_current(c0, out);
 	sched_job_transition(out, JOB_PHASE_STARTING);
 	ok(sched_next(&s, c0, true, &out) == SCHED_IDLE, "one job at a time per card");
 	ok(sched_next(&s, c1, true, &out) == SCHED_START_JOB && out == &jobs[2],
 	   "other card runs independently");
-	is_int(submit_pos(&s, 0), 3, "running job counts in the submit position");
+	is_int(sched_submit_position(c0), 3, "running job counts in the submit position");
 	sched_unlink(&s, &jobs[1]);
 	is_int(sched_queued_position(&s, &jobs[3]), 1, "cancel of a middle job keeps order");
 	is_int(s.queued_total, 1, "total after cancel and two starts");
-	c0->current = NULL;
+	sched_set_current(c0, NULL);
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[3], "FIFO after cancel");
 	sched_job_transition(out, JOB_PHASE_STARTING);
 	ok(c0->head == NULL && c0->tail == NULL && c0->queued == 0, "queue empty");
+	ok(c0->queued_estimate == 0, "empty queue has zero estimate");
 	sched_requeue_front(&s, &jobs[3]);
 	ok(c0->head->job == &jobs[3] && jobs[3].status == JOB_QUEUED &&
 	       jobs[3].phase == JOB_PHASE_QUEUED,
@@ -128,14 +108,15 @@ test_estimates(void)
 	jobs[0].repeat = 2;
 	enqueue_on(&s, c, &jobs[0]);
 	enqueue_on(&s, c, &jobs[1]);
-	ok(fabs(submit_wait(&s, c->device, 0) - 30.0) < 1e-9, "wait of a new job is the queue's sum");
+	ok(fabs(c->queued_estimate - 30.0) < 1e-9, "estimate sums repeat x 10 s");
+	ok(fabs(sched_card_wait(c, 0) - 30.0) < 1e-9, "wait of a new job is the queue's sum");
 	sched_next(&s, c, true, &out);
-	c->current = out;
+	sched_set_current(c, out);
 	sched_job_transition(out, JOB_PHASE_STARTING);
 	out->started_at = 1000.0;
 	ok(fabs(sched_job_estimate(out, 1005.0) - 15.0) < 1e-9, "running: estimate minus time run");
 	ok(sched_job_estimate(out, 2000.0) == 0, "never negative");
-	ok(fabs(submit_wait(&s, c->device, 1005.0) - 25.0) < 1e-9, "wait = running remainder + queue");
+	ok(fabs(sched_card_wait(c, 1005.0) - 25.0) < 1e-9, "wait = running remainder + queue");
 	jobs[2].repeat = 3;
 	enqueue_on(&s, c, &jobs[2]);
 	ok(fabs(sched_queued_wait(&s, &jobs[1], 1005.0) - 15.0) < 1e-9,
@@ -174,7 +155,7 @@ test_resets(void)
 	sched_reset_withdraw(c);
 	ok(!c->reset_pending && c->dirty, "a request that could not be committed is taken back");
 	ok(sched_reset_request(c, -1, true) == RESET_SCHEDULED, "and a new one schedules again");
-	is_int(submit_pos(&s, c->device), 2, "a pending reset counts before a new job");
+	is_int(sched_submit_position(c), 2, "a pending reset counts before a new job");
 	ok(sched_next(&s, c, true, &out) == SCHED_START_RESET, "pending reset goes before the queue");
 	c->reset_pending = false;
 	c->reset_epoch = 1;
@@ -216,10 +197,10 @@ test_hold(void)
 	enqueue_on(&s, c, &jobs[1]);
 	enqueue_on(&s, other, &jobs[2]);
 	ok(sched_next(&s, c, true, &out) == SCHED_START_JOB && out == &jobs[0], "job 0 starts");
-	c->current = out;
+	sched_set_current(c, out);
 	c->held = true;
 	ok(c->current == &jobs[0], "a hold leaves the running job alone");
-	c->current = NULL;
+	sched_set_current(c, NULL);
 	ok(sched_next(&s, c, true, &out) == SCHED_IDLE && !out, "a held card starts no job");
 	is_int(c->queued, 1, "its queued job stays queued");
 	enqueue_on(&s, c, &jobs[3]);
@@ -302,8 +283,8 @@ test_multi_cards(void)
 	enqueue_on(&s, c1, &jobs[3]);                   /* j3 on 1, unrelated */
 	is_int(s.queued_total, 4, "a multi-card job counts once in queued_total");
 	is_int(c0->queued + c1->queued + c2->queued, 5, "and once on each of its cards' queues");
-	ok(fabs(submit_wait(&s, 2, 0) - 30.0) < 1e-9,
-	   "a new job on card 2 waits for j1, which waits for j0 on card 0, and for j2");
+	is_int(s.multi_queued, 1, "one multi-card job queued");
+	ok(fabs(c2->queued_estimate - 20.0) < 1e-9, "its estimate counts on each of its queues");
 	is_int(sched_queued_position(&s, &jobs[1]), 2, "position: the largest over its cards");
 	ok(sched_next(&s, c0, true, &out) == SCHED_START_JOB && out == &jobs[0], "j0 starts on 0");
 	sched_occupy(&s, out);
@@ -354,6 +335,7 @@ test_multi_cards(void)
 	   "then j1 starts, heading both queues with both cards idle");
 	sched_occupy(&s, out);
 	ok(c0->current == &jobs[1] && c2->current == &jobs[1], "it is the current of both cards");
+	is_int(s.multi_queued, 0, "no multi-card job queued now");
 	ok(sched_next(&s, c2, true, &out) == SCHED_IDLE, "card 2 is busy with it");
 	sched_vacate(&s, &jobs[1]);
 	ok(!c0->current && !c2->current, "once it ended every card it held is free");
@@ -375,7 +357,7 @@ test_multi_cards(void)
 	   "cancelled: j6 heads both of its queues, j7 behind it on 1");
 	sched_unlink(&s, &jobs[6]);
 	ok(c0->head == NULL && c1->head->job == &jobs[7] && s.oldest == &jobs[7] &&
-	   c0->queued == 0, "a cancel unlinks it from every card");
+	   c0->queued == 0 && c0->queued_estimate == 0, "a cancel unlinks it from every card");
 
 	/* a card that dies hands out the multi-card jobs naming it, off every queue */
 	enqueue_cards(&s, &jobs[6], (int[]){0, 1}, 2);
@@ -572,7 +554,7 @@ w_dispatch(struct world *w)
 			PCHECK(w, w->occupant[i] == -1, "reset starts on busy card %d", c->device);
 			w->occupant[i] = P_JOBS + i;
 			sched_reset_start(c, &w->ladder[i]);
-			c->current = &w->resets[i];
+			sched_set_current(c, &w->resets[i]);
 			break;
 		default: /* idle: count a ready card held back by its multi-card head */
 			w->multi_waited += !c->current && !c->held && !c->reset_pending &&
@@ -590,7 +572,7 @@ w_reset_end(struct world *w, int i, bool healthy)
 	struct job *j;
 	char why[64];
 
-	c->current = NULL;
+	sched_set_current(c, NULL);
 	w->occupant[i] = -1;
 	sched_reset_end(c, &w->ladder[i], healthy ? RESET_NEXT_HEALTHY : RESET_NEXT_DEAD, NULL, 0);
 	snprintf(why, sizeof(why), "card %d is dead", c->device);
@@ -667,7 +649,7 @@ w_event(struct world *w)
 static void
 w_check(struct world *w)
 {
-	int i, total = 0, last = -1, inqueue[P_JOBS] = {0};
+	int i, total = 0, multi = 0, last = -1, inqueue[P_JOBS] = {0};
 	const struct job *j;
 
 	for (j = w->s.oldest; j; j = j->newer) {
@@ -675,23 +657,29 @@ w_check(struct world *w)
 		last = jidx(w, j);
 		inqueue[last] = 1;
 		total++;
+		multi += j->nmore > 0;
 	}
-	PCHECK(w, total == w->s.queued_total, "queued_total %d, but %d listed", w->s.queued_total,
-	       total);
+	PCHECK(w, total == w->s.queued_total && multi == w->s.multi_queued,
+	       "queued_total %d / multi %d, but %d / %d listed", w->s.queued_total,
+	       w->s.multi_queued, total, multi);
 	for (i = 0; i < w->nsub; i++)
 		PCHECK(w, inqueue[i] == (w->fate[i] == F_QUEUED),
 		       "job %d queued %d but listed %d", i, w->fate[i] == F_QUEUED, inqueue[i]);
 	for (i = 0; i < w->s.ncards; i++) {
 		const struct card *c = &w->s.cards[i];
 		const struct job_link *l;
+		double est = 0;
 		int n = 0, prev = -1, occ = w->occupant[i];
 
 		for (l = c->head; l; l = l->next, n++) {
 			PCHECK(w, sched_job_on(l->job, c->device) && jidx(w, l->job) > prev,
 			       "card %d: queue out of order at job %d", c->device, jidx(w, l->job));
 			prev = jidx(w, l->job);
+			est += sched_job_estimate(l->job, 0);
 		}
-		PCHECK(w, n == c->queued, "card %d: queued %d, but %d listed", c->device, c->queued, n);
+		PCHECK(w, n == c->queued && fabs(est - c->queued_estimate) < 1e-6,
+		       "card %d: queued %d, estimate %g, but %d listed (%g)", c->device, c->queued,
+		       c->queued_estimate, n, est);
 		PCHECK(w, occ == -1 ? !c->current
 			   : occ >= P_JOBS ? c->current == &w->resets[i]
 					   : c->current == &w->jobs[occ],
@@ -810,8 +798,7 @@ ladder_run(const int *codes, int n, long long retries, bool deep, bool def_healt
 	enum reset_next next = RESET_NEXT_RUN;
 	int i;
 
-	l = (struct reset_ladder){0}; /* the reset command, attempt 1: as sched_reset_start begins */
-	l.attempt = 1;
+	sched_reset_begin(&l);
 	for (i = 0; i < n && next == RESET_NEXT_RUN; i++) {
 		*out++ = names[l.step];
 		next = sched_reset_next(&l, codes[i], retries, deep, def_health);
@@ -1048,7 +1035,7 @@ test_preempts(void)
 	c = card_with_queue(&s, CARD_HEALTHY, 1);
 	ok(sched_reset_preempts(c, RESET_SCHEDULED, true, NULL) == NULL, "an idle card: nothing to stop");
 	sched_next(&s, c, true, &out);
-	c->current = out;
+	sched_set_current(c, out);
 	out->status = JOB_RUNNING;
 	ok(sched_reset_preempts(c, RESET_SCHEDULED, true, NULL) == &jobs[0],
 	   "a card request stops the running job");
@@ -1289,6 +1276,9 @@ test_phases(void)
 	ssize_t got;
 	pid_t pid;
 
+	for (to = 0; to < JOB_PHASE_N; to++)
+		is_int(sched_phase_status(to), status[to], "phase %s maps to status %s",
+		       sched_phase_name(to), status[to] < 0 ? "(kept)" : sched_status_name(status[to]));
 	is_str(sched_phase_name(JOB_PHASE_N), "unknown", "a phase out of range has no name");
 	for (mode = JOB_MODE_RUN; mode <= JOB_MODE_RESET; mode++)
 		for (from = 0; from < JOB_PHASE_N; from++)
