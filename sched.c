@@ -421,12 +421,6 @@ sched_next(struct sched *s, struct card *c, bool store_ok, struct job **out)
 }
 
 void
-sched_set_current(struct card *c, struct job *j)
-{
-	c->current = j;
-}
-
-void
 sched_occupy(struct sched *s, struct job *j)
 {
 	int i;
@@ -481,8 +475,9 @@ card_busy(const struct card *c, double now)
 	return wait;
 }
 
-double
-sched_card_wait(const struct card *c, double now)
+/* Seconds until a job submitted now to c would start: current + pending reset + queue. */
+static double
+card_wait(const struct card *c, double now)
 {
 	return card_busy(c, now) + c->queued_estimate;
 }
@@ -517,7 +512,7 @@ sched_submit_wait(struct sched *s, const struct job *j, double now)
 	int i;
 
 	if (s->multi_queued == 0 && j->nmore == 0)
-		return sched_card_wait(sched_card(s, j->device), now);
+		return card_wait(sched_card(s, j->device), now);
 	sched_plan(s, now);
 	for (i = 0; i < sched_job_ncards(j); i++) {
 		struct card *c = sched_card(s, sched_job_device(j, i));
@@ -545,8 +540,8 @@ sched_queued_wait(struct sched *s, const struct job *j, double now)
 	return wait;
 }
 
-int
-sched_submit_position(const struct card *c)
+static int
+submit_position(const struct card *c)
 {
 	int pos = c->queued;
 
@@ -564,7 +559,7 @@ sched_submit_position_job(struct sched *s, const struct job *j)
 
 	for (i = 0; i < sched_job_ncards(j); i++) {
 		const struct card *c = sched_card(s, sched_job_device(j, i));
-		int p = c ? sched_submit_position(c) : 0;
+		int p = c ? submit_position(c) : 0;
 
 		if (p > pos)
 			pos = p;
@@ -605,8 +600,9 @@ sched_reset_request(struct card *c, long long job_epoch, bool revive)
 	return RESET_SCHEDULED;
 }
 
-void
-sched_reset_begin(struct reset_ladder *l)
+/* A reset procedure at its start: the reset command, attempt 1. */
+static void
+reset_begin(struct reset_ladder *l)
 {
 	l->step = RESET_STEP_RESET;
 	l->attempt = 1;
@@ -686,7 +682,7 @@ card_transition(struct card *c, enum card_state to)
 void
 sched_reset_start(struct card *c, struct reset_ladder *l)
 {
-	sched_reset_begin(l);
+	reset_begin(l);
 	l->was_dead = c->state == CARD_DEAD;
 	card_transition(c, CARD_RESETTING);
 }
@@ -694,7 +690,7 @@ sched_reset_start(struct card *c, struct reset_ladder *l)
 void
 sched_check_start(struct card *c, struct reset_ladder *l)
 {
-	sched_reset_begin(l);
+	reset_begin(l);
 	l->step = RESET_STEP_HEALTH;
 	l->check = true;
 	l->was_dead = c->state == CARD_DEAD;
@@ -990,12 +986,6 @@ sched_job_load(struct job *j, int status)
 	j->phase = status == JOB_QUEUED	   ? JOB_PHASE_QUEUED
 		   : status == JOB_RUNNING ? JOB_PHASE_RUNNING
 					   : JOB_PHASE_DONE;
-}
-
-int
-sched_phase_status(int phase)
-{
-	return phase >= 0 && phase < JOB_PHASE_N ? phases[phase].status : -1;
 }
 
 const char *

@@ -304,9 +304,6 @@ enum card_blocker sched_job_blocker(struct sched *s, const struct job *j, int *d
 /* The blocker's words for status ("held", "busy", ...). */
 const char *sched_blocker_name(enum card_blocker b);
 
-/* Record that j (a run job or a reset job) now runs on c; NULL when it finished. */
-void sched_set_current(struct card *c, struct job *j);
-
 /* j now runs: it becomes the current of each of its cards. */
 void sched_occupy(struct sched *s, struct job *j);
 
@@ -320,9 +317,6 @@ void sched_vacate(struct sched *s, struct job *j);
  */
 double sched_job_estimate(const struct job *j, double now);
 
-/* Seconds until a job submitted now to c would start: current + pending reset + queue. */
-double sched_card_wait(const struct card *c, double now);
-
 /*
  * Estimate, at wall time now, when every queued job starts, as the rule of sched_next runs
  * them: each card is free once its current job (its estimate's remainder) and a pending reset
@@ -334,25 +328,24 @@ void sched_plan(struct sched *s, double now);
 
 /*
  * Seconds until job j, about to be submitted (its cards set, not yet enqueued), would start.
- * While no multi-card job is queued and j needs one card, that is sched_card_wait of its
- * card, O(1); else the plan's (sched_plan): the last of its cards to be free.
+ * While no multi-card job is queued and j needs one card, that is its card's current job,
+ * pending reset and queued estimates, O(1) (without it each submission walked the whole queue:
+ * the submissions figure of make bench fell below its budget); else the plan's (sched_plan):
+ * the last of its cards to be free.
  */
 double sched_submit_wait(struct sched *s, const struct job *j, double now);
 
 /*
- * Seconds until queued job j would start: what runs before it on its card (sched_card_wait's
- * parts for the jobs ahead of it, O(position)) while no multi-card job is queued, else the
+ * Seconds until queued job j would start: what runs before it on its card (the running job,
+ * a pending reset, the jobs ahead of it: O(position)) while no multi-card job is queued, else the
  * plan's (sched_plan).
  */
 double sched_queued_wait(struct sched *s, const struct job *j, double now);
 
 /*
- * The POST /queue position of a job about to be appended to c: how many jobs or resets run on
- * that card before it, the running one included (0 on an idle card).
+ * The POST /queue position of job j, not yet enqueued: how many jobs or resets run before it on
+ * its card, the running one included (0 on an idle card); the largest over its cards.
  */
-int sched_submit_position(const struct card *c);
-
-/* As sched_submit_position, for job j not yet enqueued: the largest over its cards. */
 int sched_submit_position_job(struct sched *s, const struct job *j);
 
 /*
@@ -391,9 +384,6 @@ enum reset_next {
 	RESET_NEXT_UNRUNNABLE, /* the command could not run at all: a configuration error */
 };
 
-/* A reset procedure at its start: the reset command, attempt 1. */
-void sched_reset_begin(struct reset_ladder *l);
-
 /*
  * The retry ladder: the command of l->step ended with exit status `code` (the shell's, so 126
  * and 127 mean it could not be run); decide what comes next and move *l there. A reset that
@@ -420,7 +410,7 @@ void sched_reset_withdraw(struct card *c);
 
 /*
  * The reset procedure of card c starts now (sched_next said SCHED_START_RESET): *l begins at
- * its first step (sched_reset_begin) and records whether c was dead; c becomes CARD_RESETTING
+ * its first step (the reset command, attempt 1) and records whether c was dead; c becomes CARD_RESETTING
  * (dirty). reset_pending stays as it is until the end, so a request meanwhile joins this one.
  */
 void sched_reset_start(struct card *c, struct reset_ladder *l);
@@ -560,7 +550,7 @@ enum job_phase {
 };
 
 /*
- * Move j to phase `to`; its status becomes the one `to` maps to (sched_phase_status). A change
+ * Move j to phase `to`; its status becomes the one `to` maps to (FORGOTTEN keeps the last). A change
  * the table does not allow for j's mode is a bug: it names the job and both phases on stderr
  * and aborts, rather than go on with a job that might run twice or be lost.
  */
@@ -568,9 +558,6 @@ void sched_job_transition(struct job *j, enum job_phase to);
 
 /* A job read back from the store: its stored status and the phase that status starts in. */
 void sched_job_load(struct job *j, int status);
-
-/* The status (enum job_status) of a job in `phase`; -1 for FORGOTTEN, which keeps its last. */
-int sched_phase_status(int phase);
 
 /* The phase's name for messages ("queued", "starting", ...); "unknown" out of range. */
 const char *sched_phase_name(int phase);
