@@ -258,7 +258,9 @@ def test_fallback_install_idempotent_and_manual_start():
                p.stdout)
         subprocess.run([c.cli, "--port", str(port), "reset", "--device", "1"], env=e,
                        capture_output=True, timeout=5)
-        wait_until(lambda: os.path.exists(reset_log), 10, "the env file's reset command to run")
+        # the shell creates the file before its echo writes the line: wait for the whole line
+        wait_until(lambda: os.path.exists(reset_log) and open(reset_log).read().endswith("\n"),
+                   10, "the env file's reset command to run")
         tap.eq(open(reset_log).read(), "1 --no_reinit\n",
                "a setting with spaces is taken whole: its reset command ran with its arguments")
         tap.ok(not os.path.exists(ran), "and no word of a setting ran as a program")
