@@ -193,26 +193,12 @@ serve_fail(int status, const char *fmt, ...)
 /* A setting that cannot be used: its name and why, exit status 2. */
 #define config_fail(var, fmt, ...) serve_fail(2, "%s: " fmt, var, __VA_ARGS__)
 
-/* A decimal integer in [min, max] from the environment, else def; anything else exits 2. */
-static long long
-env_int(const char *var, long long def, long long min, long long max)
-{
-	const char *v = getenv(var);
-	char *end;
-	long long x;
-
-	if (!v)
-		return def;
-	errno = 0;
-	x = strtoll(v, &end, 10);
-	if (!*v || *end || errno || v[0] == '+' || v[0] == ' ' || x < min || x > max)
-		config_fail(var, "'%s' is not an integer from %lld to %lld", v, min, max);
-	return x;
-}
-
-/* Seconds with an optional fraction ("0.25"), in [min, max]. */
+/*
+ * A number in [min, max] from the environment, else def: decimal digits, a fraction only when
+ * frac ("0.25" seconds), a '-' only where min is negative; anything else exits 2.
+ */
 static double
-env_seconds(const char *var, double def, double min, double max)
+env_num(const char *var, double def, double min, double max, bool frac)
 {
 	const char *v = getenv(var);
 	char *end;
@@ -222,27 +208,29 @@ env_seconds(const char *var, double def, double min, double max)
 		return def;
 	errno = 0;
 	x = strtod(v, &end);
-	/* digits and a point only: strtod alone takes "inf", "1e3" and hex */
-	if (!*v || *end || v[strspn(v, "0123456789.")] || errno || !(x >= min && x <= max))
-		config_fail(var, "'%s' is not a number of seconds from %g to %g", v, min, max);
+	/* those characters only: strtod alone takes "inf", "1e3", hex, '+' and spaces */
+	if (!*v || *end || v[strspn(v, frac ? "0123456789." : "-0123456789")] || errno ||
+	    !(x >= min && x <= max))
+		serve_fail(2, "%s: '%s' is not %s from %.17g to %.17g", var, v,
+			   frac ? "a number of seconds" : "an integer", min, max);
 	return x;
 }
+
+#define env_int(var, def, min, max) ((long long)env_num(var, def, min, max, false))
+#define env_seconds(var, def, min, max) env_num(var, def, min, max, true)
 
 static bool
 env_bool(const char *var, bool def)
 {
-	static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
+	static const char *const words[] = {"true", "yes", "on", "1", "false", "no", "off", "0"};
 	const char *v = getenv(var);
 	size_t i;
 
+	for (i = 0; v && i < 8; i++)
+		if (strcasecmp(v, words[i]) == 0)
+			return i < 4;
 	if (!v)
 		return def;
-	for (i = 0; i < 4; i++) {
-		if (strcasecmp(v, yes[i]) == 0)
-			return true;
-		if (strcasecmp(v, no[i]) == 0)
-			return false;
-	}
 	config_fail(var, "'%s' is not a boolean (true/false, yes/no, on/off, 1/0)", v);
 }
 
@@ -486,25 +474,34 @@ static struct pollfd *pfds;
 static struct watch *watches;
 static int nwatch, capwatch;
 
+/*
+ * Room in the array *arr (cap elements of `size` bytes, n in use) for one more: doubled when
+ * full. Out of memory aborts (die_oom): a lost watch, timer or answer would wedge a job or a
+ * client.
+ */
+static void
+grow(void *arr, int *cap, int n, size_t size)
+{
+	void **p = arr, *q;
+
+	if (n < *cap)
+		return;
+	if (!(q = realloc(*p, size * (size_t)(n ? n * 2 : 32))))
+		die_oom();
+	*p = q;
+	*cap = n ? n * 2 : 32;
+}
+
+/* Watch fd for events: fn(arg, revents) when they come. Its index, kept in *slot too. */
 static int
 watch_add(int fd, short events, watch_fn fn, void *arg, int *slot)
 {
-	int i = 0;
+	int i = 0, cap = capwatch;
 
 	while (i < nwatch && watches[i].fn)
 		i++;
-	if (i == capwatch) {
-		int cap = capwatch ? capwatch * 2 : 64;
-		struct pollfd *p = realloc(pfds, sizeof(*p) * (size_t)cap);
-		struct watch *w = p ? realloc(watches, sizeof(*w) * (size_t)cap) : NULL;
-
-		if (p)
-			pfds = p; /* grown, even if watches[] could not be: capwatch stays */
-		if (!w)
-			return -1;
-		watches = w;
-		capwatch = cap;
-	}
+	grow(&pfds, &cap, i, sizeof(*pfds));
+	grow(&watches, &capwatch, i, sizeof(*watches));
 	/* revents 0: a slot freed in this pass is not dispatched the old descriptor's events */
 	pfds[i] = (struct pollfd){.fd = fd, .events = events};
 	watches[i] = (struct watch){.fn = fn, .arg = arg};
@@ -576,15 +573,7 @@ timer_set(struct timer *t, double when)
 	t->when = when;
 	if (t->idx >= 0)
 		return;
-	if (ntimer == captimer) {
-		int cap = captimer ? captimer * 2 : 64;
-		struct timer **h = realloc(timers, sizeof(*h) * (size_t)cap);
-
-		if (!h)
-			die_oom();
-		timers = h;
-		captimer = cap;
-	}
+	grow(&timers, &captimer, ntimer, sizeof(*timers));
 	t->idx = ntimer;
 	timers[ntimer++] = t;
 }
@@ -711,15 +700,7 @@ struct vec {
 static void
 vec_push(struct vec *x, void *p)
 {
-	if (x->n == x->cap) {
-		int cap = x->cap ? x->cap * 2 : 32;
-		void **v = realloc(x->v, sizeof(*v) * (size_t)cap);
-
-		if (!v)
-			die_oom();
-		x->v = v;
-		x->cap = cap;
-	}
+	grow(&x->v, &x->cap, x->n, sizeof(*x->v));
 	x->v[x->n++] = p;
 }
 
@@ -1963,15 +1944,7 @@ struct call {
 static void
 ack_push(struct http_conn *c, struct active *a, bool replay)
 {
-	if (D.nacks == D.capacks) {
-		int cap = D.capacks ? D.capacks * 2 : 32;
-		struct ack *p = realloc(D.acks, sizeof(*p) * (size_t)cap);
-
-		if (!p)
-			abort();
-		D.acks = p;
-		D.capacks = cap;
-	}
+	grow(&D.acks, &D.capacks, D.nacks, sizeof(*D.acks));
 	D.acks[D.nacks++] = (struct ack){.conn = c, .a = a, .replay = replay};
 }
 
