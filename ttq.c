@@ -1077,11 +1077,11 @@ current_log_size(const struct active *a)
 }
 
 /*
- * The answers that show a job, each a selection of one table of fields (job_fields): its
- * record (GET /job and /result, meta.json), its summary (the lists of /status, kill answers)
- * and the answer to its submission (POST /queue).
+ * The answers that show a job, each a selection of its fields (render_job): its record (GET
+ * /job and /result, meta.json), its summary (the lists of /status, kill answers) and the
+ * answer to its submission (POST /queue).
  */
-enum view_kind { V_REC = 1, V_SUM = 2, V_SUB = 4, V_ALL = 7 };
+enum view_kind { V_REC, V_SUM, V_SUB };
 
 /* What an answer shows of a job besides its record; rendering never writes to the record. */
 struct view {
@@ -1092,55 +1092,6 @@ struct view {
 	double wait;             /* V_SUM: a queued job's planned wait (NAN: none); V_SUB: its wait */
 	int position;            /* V_SUB: its place in its queue */
 	bool replay;             /* V_SUB: the answer to a submission with a known key */
-};
-
-/* How a field is written: a member of struct job at `off`, or a field needing more (F_*). */
-enum field_kind {
-	F_STR, F_INT, F_LL, F_NUM, F_TIME, F_BOOL, F_DEVICES, F_STATUS, F_MODE, F_OWNER, F_CMD,
-	F_OUTPUT, F_EXIT, F_END, F_LOG, F_HOLDERS, F_TIMEOUT_MSG, F_STOP, F_LIVE,
-};
-
-/* A summary shows some fields only before a job is done (F_NOT_DONE) or after (F_DONE). */
-enum { F_ANY = 0, F_DONE, F_NOT_DONE };
-
-#define JF(name, views, when, kind, member) {name, views, when, kind, offsetof(struct job, member)}
-#define JX(name, views, when, kind) {name, views, when, kind, 0}
-static const struct job_field {
-	const char *name;
-	unsigned char views, when, kind;
-	size_t off;
-} job_fields[] = {
-    JF("job_id", V_ALL, F_ANY, F_STR, id),
-    JX("device_id", V_ALL, F_ANY, F_DEVICES),
-    JX("status", V_ALL, F_ANY, F_STATUS),
-    JX("mode", V_ALL, F_ANY, F_MODE),
-    JF("client_id", V_REC | V_SUM, F_ANY, F_STR, client_id),
-    JX("owner", V_REC | V_SUM, F_ANY, F_OWNER),
-    JX("cmd", V_REC | V_SUM, F_ANY, F_CMD),
-    JF("cwd", V_REC, F_ANY, F_STR, cwd),
-    JF("timeout", V_REC | V_SUB, F_ANY, F_INT, timeout),
-    JF("silence_timeout", V_REC, F_ANY, F_INT, silence_timeout),
-    JF("repeat", V_ALL, F_ANY, F_INT, repeat),
-    JF("repeat_current", V_REC | V_SUM, F_ANY, F_INT, repeat_current),
-    JF("repeat_completed", V_REC | V_SUM, F_ANY, F_INT, repeat_completed),
-    JF("first_iteration_elapsed", V_REC, F_ANY, F_NUM, first_iteration_elapsed),
-    JF("per_iter_estimate_sec", V_REC, F_ANY, F_NUM, per_iter_estimate),
-    JF("submitted_at", V_REC | V_SUM, F_ANY, F_TIME, submitted_at),
-    JF("started_at", V_REC | V_SUM, F_ANY, F_TIME, started_at),
-    JF("finished_at", V_REC | V_SUM, F_DONE, F_TIME, finished_at),
-    JX("output_file", V_REC | V_SUB, F_ANY, F_OUTPUT),
-    JX("exit_code", V_REC | V_SUM, F_DONE, F_EXIT),
-    JX("end_reason", V_REC | V_SUM, F_DONE, F_END),
-    JF("elapsed", V_REC | V_SUM, F_DONE, F_NUM, elapsed),
-    JF("timed_out", V_REC | V_SUM, F_DONE, F_BOOL, timed_out),
-    JX("log_size", V_REC, F_ANY, F_LOG),
-    JF("error", V_REC | V_SUM, F_DONE, F_STR, error),
-    JF("reset_epoch", V_REC, F_ANY, F_LL, reset_epoch),
-    JF("idempotency_key", V_REC | V_SUB, F_ANY, F_STR, idempotency_key),
-    JX("foreign_holders", V_REC, F_ANY, F_HOLDERS),
-    JX("timeout_message", V_REC, F_ANY, F_TIMEOUT_MSG),
-    JX("stop_requested_at", V_REC | V_SUM, F_NOT_DONE, F_STOP),
-    JX("estimated_wait_sec", V_ALL, F_NOT_DONE, F_LIVE),
 };
 
 /*
@@ -1184,116 +1135,97 @@ w_live(struct json_w *w, const struct job *j, const struct view *v)
 	}
 }
 
-/* One field f of job j as view v shows it. */
-static void
-w_field(struct json_w *w, const struct job *j, const struct job_field *f, const struct view *v)
-{
-	const char *m = (const char *)j + f->off;
-	const struct capfile *log = v->a && v->a->log.fd >= 0 ? &v->a->log : NULL;
-	char *out, buf[16];
-	size_t n;
-	int i;
-
-	switch (f->kind) {
-	case F_STR:
-		w_str(w, f->name, f->off == offsetof(struct job, id) ? m : *(char *const *)m);
-		break;
-	case F_INT:
-		w_int(w, f->name, *(const int *)m);
-		break;
-	case F_LL:
-		w_int(w, f->name, *(const long long *)m);
-		break;
-	case F_NUM:
-		w_num(w, f->name, *(const double *)m);
-		break;
-	case F_TIME:
-		w_time(w, f->name, *(const double *)m);
-		break;
-	case F_BOOL:
-		w_bool(w, f->name, *(const bool *)m);
-		break;
-	case F_DEVICES: /* the first (what clients of one card read), then all, ascending */
-		w_device(w, j->device);
-		json_w_key(w, "device_ids");
-		json_w_arr(w);
-		for (i = 0; i < sched_job_ncards(j); i++) {
-			snprintf(buf, sizeof(buf), "%d", sched_job_device(j, i));
-			json_w_cstr(w, buf);
-		}
-		json_w_arr_end(w);
-		break;
-	case F_STATUS:
-		w_str(w, f->name, sched_status_name(j->status));
-		break;
-	case F_MODE:
-		w_str(w, f->name, sched_mode_name(j->mode));
-		break;
-	case F_OWNER: /* in a summary the name alone: a status lists a thousand of them */
-		w_str(w, f->name, j->owner_uid < 0 ? NULL : user_of(j->owner_uid));
-		if (v->kind == V_REC)
-			w_int_or_null(w, "owner_uid", j->owner_uid >= 0, j->owner_uid);
-		break;
-	case F_CMD: /* cut in a summary */
-		n = strlen(j->cmd);
-		json_w_key(w, f->name);
-		json_w_str(w, j->cmd, v->kind == V_SUM && n > SUMMARY_CMD_CHARS
-					 ? json_utf8_boundary(j->cmd, SUMMARY_CMD_CHARS) : n);
-		break;
-	case F_OUTPUT:
-		out = v->output_file ? NULL : job_output_path(j->id);
-		w_str(w, f->name, v->output_file ? v->output_file : out);
-		free(out);
-		break;
-	case F_EXIT:
-		w_int_or_null(w, f->name, j->has_exit_code, j->exit_code);
-		break;
-	case F_END: /* null until it ended, or in a record older than the field */
-		w_str(w, f->name, sched_end_name(j->end_reason));
-		w_int_or_null(w, "signal", j->end_signal != 0, j->end_signal);
-		break;
-	case F_LOG: /* a running job's as its output file has them now */
-		w_int(w, f->name, log ? log->size : j->log_size);
-		w_bool(w, "log_truncated", log ? log->dropped > 0 : j->log_truncated);
-		w_int(w, "dropped_log_bytes", log ? log->dropped : j->dropped_log_bytes);
-		break;
-	case F_HOLDERS: /* as JSON: met on its cards while it ran (holders_note), else null */
-		m = j->foreign_holders ? j->foreign_holders : "null";
-		json_w_key(w, f->name);
-		json_w_raw(w, m, strlen(m));
-		break;
-	case F_TIMEOUT_MSG:
-		out = j->timed_out ? timeout_message(j) : NULL;
-		w_str(w, f->name, out);
-		free(out);
-		break;
-	case F_STOP: /* in its kill grace: `status` says stopping */
-		if (!isnan(j->stop_requested_at))
-			w_time(w, f->name, j->stop_requested_at);
-		break;
-	case F_LIVE:
-		w_live(w, j, v);
-		break;
-	}
-}
-
-/* Job j as the object view v shows (enum view_kind: which fields of job_fields). */
+/* Job j as the object view v shows. */
 static void
 render_job(struct json_w *w, const struct job *j, const struct view *v)
 {
-	size_t i;
+	bool rec = v->kind == V_REC, sum = v->kind == V_SUM, sub = v->kind == V_SUB;
+	/* A summary is short, /status lists every queued job: its end once done, else its stop
+	 * and waits. A record has all, a submission's answer no end. */
+	bool end = rec || (sum && j->status == JOB_DONE), live = !sum || j->status != JOB_DONE;
+	const struct capfile *log = v->a && v->a->log.fd >= 0 ? &v->a->log : NULL;
+	const char *holders = j->foreign_holders ? j->foreign_holders : "null";
+	char *out = NULL, buf[16];
+	size_t n = strlen(j->cmd);
+	int i;
 
 	json_w_obj(w);
-	for (i = 0; i < sizeof(job_fields) / sizeof(job_fields[0]); i++) {
-		const struct job_field *f = &job_fields[i];
-		bool done = j->status == JOB_DONE;
-
-		/* `when` applies to a summary, which is short: /status lists every queued job */
-		if ((f->views & v->kind) && (f->when == F_ANY || v->kind != V_SUM ||
-					     (f->when == F_DONE) == done))
-			w_field(w, j, f, v);
+	w_str(w, "job_id", j->id);
+	w_device(w, j->device); /* the first (what clients of one card read), then all, ascending */
+	json_w_key(w, "device_ids");
+	json_w_arr(w);
+	for (i = 0; i < sched_job_ncards(j); i++) {
+		snprintf(buf, sizeof(buf), "%d", sched_job_device(j, i));
+		json_w_cstr(w, buf);
 	}
+	json_w_arr_end(w);
+	w_str(w, "status", sched_status_name(j->status));
+	w_str(w, "mode", sched_mode_name(j->mode));
+	if (!sub) { /* in a summary the owner's name alone and the command cut */
+		w_str(w, "client_id", j->client_id);
+		w_str(w, "owner", j->owner_uid < 0 ? NULL : user_of(j->owner_uid));
+		if (rec)
+			w_int_or_null(w, "owner_uid", j->owner_uid >= 0, j->owner_uid);
+		json_w_key(w, "cmd");
+		json_w_str(w, j->cmd, sum && n > SUMMARY_CMD_CHARS
+					 ? json_utf8_boundary(j->cmd, SUMMARY_CMD_CHARS) : n);
+	}
+	if (rec)
+		w_str(w, "cwd", j->cwd);
+	if (!sum)
+		w_int(w, "timeout", j->timeout);
+	if (rec)
+		w_int(w, "silence_timeout", j->silence_timeout);
+	w_int(w, "repeat", j->repeat);
+	if (!sub) {
+		w_int(w, "repeat_current", j->repeat_current);
+		w_int(w, "repeat_completed", j->repeat_completed);
+	}
+	if (rec) {
+		w_num(w, "first_iteration_elapsed", j->first_iteration_elapsed);
+		w_num(w, "per_iter_estimate_sec", j->per_iter_estimate);
+	}
+	if (!sub) {
+		w_time(w, "submitted_at", j->submitted_at);
+		w_time(w, "started_at", j->started_at);
+	}
+	if (end)
+		w_time(w, "finished_at", j->finished_at);
+	if (!sum) {
+		out = v->output_file ? NULL : job_output_path(j->id);
+		w_str(w, "output_file", v->output_file ? v->output_file : out);
+	}
+	if (end) { /* end_reason and signal null until it ended, or in a record older than them */
+		w_int_or_null(w, "exit_code", j->has_exit_code, j->exit_code);
+		w_str(w, "end_reason", sched_end_name(j->end_reason));
+		w_int_or_null(w, "signal", j->end_signal != 0, j->end_signal);
+		w_num(w, "elapsed", j->elapsed);
+		w_bool(w, "timed_out", j->timed_out);
+	}
+	if (rec) { /* a running job's as its output file has them now */
+		w_int(w, "log_size", log ? log->size : j->log_size);
+		w_bool(w, "log_truncated", log ? log->dropped > 0 : j->log_truncated);
+		w_int(w, "dropped_log_bytes", log ? log->dropped : j->dropped_log_bytes);
+	}
+	if (end)
+		w_str(w, "error", j->error);
+	if (rec)
+		w_int(w, "reset_epoch", j->reset_epoch);
+	if (!sum)
+		w_str(w, "idempotency_key", j->idempotency_key);
+	if (rec) { /* as JSON: met on its cards while it ran (holders_note), else null */
+		json_w_key(w, "foreign_holders");
+		json_w_raw(w, holders, strlen(holders));
+		free(out);
+		out = j->timed_out ? timeout_message(j) : NULL;
+		w_str(w, "timeout_message", out);
+	}
+	if (!sub && live && !isnan(j->stop_requested_at)) /* in its kill grace: status says stopping */
+		w_time(w, "stop_requested_at", j->stop_requested_at);
+	if (live)
+		w_live(w, j, v);
 	json_w_obj_end(w);
+	free(out);
 }
 
 /* A job's summary for /status lists and kill answers; wait (when not NAN) for queued ones. */
