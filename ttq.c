@@ -743,7 +743,7 @@ static struct {
 	struct http_server *http; /* the client connections */
 	long long over;       /* open connections accepted beyond the cap (client_new) */
 	long long held;       /* long-polls held now (hold, waiter_unlink) */
-	long long busy_total; /* busy 503s since the start (respond_busy), for /metrics */
+	long long busy_total; /* busy 503s since the start (busy), for /metrics */
 	/* Who may do what. Host mode (serve runs as root): every local user submits, and each
 	 * job runs as its submitter; personal mode: only self_uid and root may use the queue. */
 	bool host_mode;
@@ -1300,47 +1300,38 @@ body_begin(void)
 	return w;
 }
 
-/* {"error": msg} with status, and `extra` header lines (NULL or "Name: value\r\n"...). */
-static void
-respond_msg(struct http_conn *c, int status, const char *extra, const char *msg)
+/* {"error": the message fmt makes} with status, and `extra` header lines (NULL or
+ * "Name: value\r\n"...). */
+static void __attribute__((format(printf, 4, 5)))
+respond_fmt(struct http_conn *c, int status, const char *extra, const char *fmt, ...)
 {
 	struct json_w w = body_begin();
+	char msg[1024];
+	va_list ap;
 
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	json_w_obj(&w);
 	w_str(&w, "error", msg);
 	json_w_obj_end(&w);
 	respond_json(c, status, &body_buf, extra);
 }
 
-static void __attribute__((format(printf, 3, 4)))
-respond_error(struct http_conn *c, int status, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	respond_msg(c, status, NULL, msg);
-}
+#define respond_error(c, status, ...) respond_fmt(c, status, NULL, __VA_ARGS__)
 
 /*
- * The busy 503: the request was not handled, for want of a connection or of room for one more
- * long-poll; fmt says which setting sets that. Retry-After asks for the request again, and the
+ * c, to be answered the busy 503 (respond_fmt(busy(c), 503, RETRY_AFTER, ...)): the request
+ * was not handled, for want of a connection or of room for one more long-poll, and the
+ * message says which setting sets that. Retry-After asks for the request again, and the
  * connection closes, so a client pausing before it asks holds no connection meanwhile.
  */
-static void __attribute__((format(printf, 2, 3)))
-respond_busy(struct http_conn *c, const char *fmt, ...)
+static struct http_conn *
+busy(struct http_conn *c)
 {
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	D.busy_total++;
 	http_conn_last(c);
-	respond_msg(c, 503, RETRY_AFTER, msg);
+	return c;
 }
 
 static void
@@ -1390,17 +1381,6 @@ is_admin(long long uid)
 }
 
 
-/* Who the admins are, for a refusal's sentence. */
-static const char *
-admins_are(void)
-{
-	static char who[160];
-
-	snprintf(who, sizeof(who), "root%s%s", D.has_admin_gid ? " or a member of group " : "",
-		 D.has_admin_gid ? cfg.admin_group : "");
-	return who;
-}
-
 /*
  * Whether the caller of c may `what` ("kill", "read the output of", ...) job j: its owner or
  * an admin. Answers 403 naming the rule and returns false when not.
@@ -1414,8 +1394,9 @@ may_act_on(struct http_conn *c, const struct job *j, const char *what)
 	if ((uid >= 0 && uid == j->owner_uid) || is_admin(uid))
 		return true;
 	snprintf(owner, sizeof(owner), "%s", user_of(j->owner_uid));
-	respond_error(c, 403, "Job %s belongs to %s: only its owner or an admin (%s) may %s it; you "
-		      "are %s", j->id, owner, admins_are(), what, user_of(uid));
+	respond_error(c, 403, "Job %s belongs to %s: only its owner or an admin (root%s%s) may %s "
+		      "it; you are %s", j->id, owner, *cfg.admin_group ? " or a member of group " : "",
+		      cfg.admin_group, what, user_of(uid));
 	return false;
 }
 
@@ -1425,7 +1406,8 @@ admin_only(struct http_conn *c, const char *what)
 {
 	if (is_admin(acting_uid(c)))
 		return true;
-	respond_error(c, 403, "Only an admin (%s) may %s; you are %s", admins_are(), what,
+	respond_error(c, 403, "Only an admin (root%s%s) may %s; you are %s",
+		      *cfg.admin_group ? " or a member of group " : "", cfg.admin_group, what,
 		      user_of(acting_uid(c)));
 	return false;
 }
@@ -1448,7 +1430,7 @@ caller_allowed(struct http_conn *c, const struct http_request *req)
 			cl->uid = peer;
 		else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 			/* a loaded service refusing its own users as strangers: they are asked again */
-			respond_busy(c, "No descriptor or memory left to identify the caller (%s; the "
+			respond_fmt(busy(c), 503, RETRY_AFTER, "No descriptor or memory left to identify the caller (%s; the "
 				     "service's open-file limit): ask again", strerror(errno));
 			return false;
 		} else
@@ -2098,11 +2080,11 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 			a = D.acks[i].a, uncommitted = true;
 	if (!a && (r = store_find_key(D.store, key, owner, id)) != 1) {
 		if (r < 0)
-			respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
+			respond_fmt(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
 		return r < 0;
 	}
 	if (!a && !(a = active_find(id)) && store_get_job(D.store, id, &stored, NULL) != 1) {
-		respond_msg(c, 503, RETRY_AFTER, "Cannot read the job store now");
+		respond_fmt(c, 503, RETRY_AFTER, "Cannot read the job store now");
 		return 1;
 	}
 	j = a ? &a->job : &stored;
@@ -2237,68 +2219,33 @@ job_member(struct http_conn *c, const char *body, int i, char id[33])
 	return 0;
 }
 
-static void respond_read(struct http_conn *c, const struct job *j, struct active *a,
-			 const char *out, int kind, unsigned long long offset, unsigned long long limit);
-
-/* GET /job/ID, and GET /job?key=K once K named the job. */
-static void
-respond_job(struct http_conn *c, const char *id)
-{
-	struct active *a;
-	struct job j;
-	char *out;
-	int r = find_job(c, id, &a, &j, &out);
-
-	if (r > 0)
-		respond_read(c, &j, r == 1 ? a : NULL, out, HELD_RESULT, 0, 0);
-	sched_job_clear(&j);
-	free(out);
-}
-
-static void
-handle_job(struct http_conn *c, const struct call *k)
-{
-	respond_job(c, k->id);
-}
-
 /*
- * GET /job?key=K: the job submitted with Idempotency-Key K, for a client that lost the answer
- * to its submission and must learn whether it was queued. query_check let only `key` through,
- * once, so the first "key=" starts it; a valid key needs no percent-decoding.
+ * GET /job?key=K: the id of the job submitted with Idempotency-Key K into id[33], for a client
+ * that lost the answer to its submission and must learn whether it was queued; 0, or -1
+ * answered. query_check let only `key` through, once, so the first "key=" starts it; a valid
+ * key needs no percent-decoding.
  */
-static void
-handle_job_key(struct http_conn *c, const struct call *k)
+static int
+job_of_key(struct http_conn *c, const struct http_request *req, char id[33])
 {
-	const char *q = k->req->query, *end = q + k->req->query_len;
-	const char *v = memmem(q, k->req->query_len, "key=", 4), *s = v ? v + 4 : end;
+	const char *q = req->query, *end = q + req->query_len;
+	const char *v = memmem(q, req->query_len, "key=", 4), *s = v ? v + 4 : end;
 	const char *amp = memchr(s, '&', (size_t)(end - s));
-	char key[MAX_KEY_CHARS + 1], id[33];
+	char key[MAX_KEY_CHARS + 1];
 	int r;
 
-	if (!k->req->query_len) { /* under /job/ nothing but a job id names a job */
+	if (!req->query_len) { /* under /job/ nothing but a job id names a job */
 		respond_error(c, 404, "Unknown job");
-		return;
-	}
-	if (key_copy(c, s, (size_t)((amp ? amp : end) - s), key) < 0)
-		return;
-	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid, id);
-	if (r < 0)
-		respond_msg(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
-	else if (r == 0)
-		respond_error(c, 404, "No job was submitted with Idempotency-Key %s", key);
-	else
-		respond_job(c, id);
-}
-/* Read ?wait= (0..60); answers 400 and returns -1 when malformed. */
-static int
-query_wait(struct http_conn *c, const struct http_request *req, unsigned long long *wait)
-{
-	*wait = 0;
-	if (http_query_uint(req->query, req->query_len, "wait", MAX_WAIT, wait) < 0) {
-		respond_error(c, 400, "wait must be an integer from 0 to %d", MAX_WAIT);
 		return -1;
 	}
-	return 0;
+	if (key_copy(c, s, (size_t)((amp ? amp : end) - s), key) < 0)
+		return -1;
+	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid, id);
+	if (r < 0)
+		respond_fmt(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
+	else if (r == 0)
+		respond_error(c, 404, "No job was submitted with Idempotency-Key %s", key);
+	return r == 1 ? 0 : -1;
 }
 
 /*
@@ -2335,7 +2282,7 @@ hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 	struct client *cl = http_conn_owner(c);
 
 	if (D.held >= hold_limit()) {
-		respond_busy(c, "%lld long-polls wait already, the most TT_DEVICE_MAX_CONNECTIONS "
+		respond_fmt(busy(c), 503, RETRY_AFTER, "%lld long-polls wait already, the most TT_DEVICE_MAX_CONNECTIONS "
 			     "(%lld) allows while %lld connections stay for other requests",
 			     D.held, cfg.max_connections, cfg.max_connections - hold_limit());
 		return;
@@ -2411,22 +2358,26 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 }
 
 /*
- * GET /result/ID[?wait=S] (kind HELD_RESULT) and GET /logs/ID[?offset=N][&limit=N][&wait=S]
- * (HELD_LOGS), for the job's owner or an admin: with wait, a live job's answer is held until
- * it is done or, for /logs, has output past offset.
+ * GET /job/ID and /job?key=K, the record, for anyone; GET /result/ID[?wait=S] (kind
+ * HELD_RESULT) and GET /logs/ID[?offset=N][&limit=N][&wait=S] (HELD_LOGS), for the job's
+ * owner or an admin: with wait, a live job's answer is held until it is done or, for /logs,
+ * has output past offset. query_check let offset and limit through to /logs alone, and wait
+ * to /result and /logs.
  */
 static void
-handle_read(struct http_conn *c, const struct call *k, int kind)
+handle_read(struct http_conn *c, const struct call *k)
 {
 	const struct http_request *req = k->req;
-	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait;
+	/* routed here: /job (a record anyone may read), /result or /logs */
+	int kind = req->path[1] == 'l' ? HELD_LOGS : HELD_RESULT, r;
+	bool anyone = req->path[1] == 'j';
+	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait = 0;
 	struct client *cl = http_conn_owner(c);
+	char id[33];
 	struct active *a;
 	struct job j;
 	char *out;
-	int r;
 
-	/* query_check let offset and limit through to /logs alone */
 	if (http_query_uint(req->query, req->query_len, "offset", (unsigned long long)LLONG_MAX / 2,
 			    &offset) < 0 ||
 	    http_query_uint(req->query, req->query_len, "limit", (unsigned long long)LLONG_MAX / 2,
@@ -2434,12 +2385,17 @@ handle_read(struct http_conn *c, const struct call *k, int kind)
 		respond_error(c, 400, "offset and limit must be non-negative integers");
 		return;
 	}
+	if (http_query_uint(req->query, req->query_len, "wait", MAX_WAIT, &wait) < 0) {
+		respond_error(c, 400, "wait must be an integer from 0 to %d", MAX_WAIT);
+		return;
+	}
 	if (limit > (unsigned long long)cfg.max_log_read)
 		limit = (unsigned long long)cfg.max_log_read;
-	if (query_wait(c, req, &wait) < 0 || (r = find_job(c, k->id, &a, &j, &out)) < 0)
+	if ((!k->id[0] && job_of_key(c, req, id) < 0) ||
+	    (r = find_job(c, k->id[0] ? k->id : id, &a, &j, &out)) < 0)
 		return;
-	if (!may_act_on(c, r == 1 ? &a->job : &j,
-			kind == HELD_LOGS ? "read the output of" : "read the outcome of")) {
+	if (!anyone && !may_act_on(c, r == 1 ? &a->job : &j,
+				   kind == HELD_LOGS ? "read the output of" : "read the outcome of")) {
 		/* answered */
 	} else if (r == 1 && wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
 		   (kind == HELD_RESULT || current_log_size(a) <= (long long)offset)) {
@@ -2451,18 +2407,6 @@ handle_read(struct http_conn *c, const struct call *k, int kind)
 	}
 	sched_job_clear(&j);
 	free(out);
-}
-
-static void
-handle_result(struct http_conn *c, const struct call *k)
-{
-	handle_read(c, k, HELD_RESULT);
-}
-
-static void
-handle_logs(struct http_conn *c, const struct call *k)
-{
-	handle_read(c, k, HELD_LOGS);
 }
 
 /* Answer a held long-poll now (deadline, job done, or output appeared). cl may be freed. */
@@ -2744,10 +2688,10 @@ static const struct route {
     {"/release", "POST", false, handle_hold, no_params},
     {"/status", "GET", true, handle_status, status_params},
     {"/metrics", "GET", true, handle_metrics, no_params},
-    {"/job/", "GET", false, handle_job, no_params},
-    {"/job", "GET", false, handle_job_key, job_params},
-    {"/result/", "GET", false, handle_result, result_params},
-    {"/logs/", "GET", false, handle_logs, logs_params},
+    {"/job/", "GET", false, handle_read, no_params},
+    {"/job", "GET", false, handle_read, job_params},
+    {"/result/", "GET", false, handle_read, result_params},
+    {"/logs/", "GET", false, handle_read, logs_params},
 };
 
 /* The route of path p[0..n) (a trailing '/' already dropped), or NULL. */
@@ -2777,7 +2721,7 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	char id[33], allow[64];
 
 	if (((struct client *)http_conn_owner(c))->over) {
-		respond_busy(c, "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
+		respond_fmt(busy(c), 503, RETRY_AFTER, "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
 			     cfg.max_connections);
 		return;
 	}
@@ -2790,7 +2734,7 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	if (req->method_len != strlen(r->method) ||
 	    memcmp(req->method, r->method, req->method_len) != 0) {
 		snprintf(allow, sizeof(allow), "Allow: %s\r\n", r->method);
-		respond_msg(c, 405, allow, "Method not allowed");
+		respond_fmt(c, 405, allow, "Method not allowed");
 		return;
 	}
 	if (!caller_allowed(c, req) || query_check(c, req, r->query) < 0)
