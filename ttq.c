@@ -1220,7 +1220,7 @@ render_job(struct json_w *w, const struct job *j, const struct view *v)
 		out = j->timed_out ? timeout_message(j) : NULL;
 		w_str(w, "timeout_message", out);
 	}
-	if (!sub && live && !isnan(j->stop_requested_at)) /* in its kill grace: status says stopping */
+	if (!sub && live && !isnan(j->stop_requested_at)) /* in its kill grace: "stopping" */
 		w_time(w, "stop_requested_at", j->stop_requested_at);
 	if (live)
 		w_live(w, j, v);
@@ -1395,8 +1395,9 @@ may_act_on(struct http_conn *c, const struct job *j, const char *what)
 		return true;
 	snprintf(owner, sizeof(owner), "%s", user_of(j->owner_uid));
 	respond_error(c, 403, "Job %s belongs to %s: only its owner or an admin (root%s%s) may %s "
-		      "it; you are %s", j->id, owner, *cfg.admin_group ? " or a member of group " : "",
-		      cfg.admin_group, what, user_of(uid));
+		      "it; you are %s", j->id, owner,
+		      *cfg.admin_group ? " or a member of group " : "", cfg.admin_group, what,
+		      user_of(uid));
 	return false;
 }
 
@@ -1430,8 +1431,9 @@ caller_allowed(struct http_conn *c, const struct http_request *req)
 			cl->uid = peer;
 		else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 			/* a loaded service refusing its own users as strangers: they are asked again */
-			respond_fmt(busy(c), 503, RETRY_AFTER, "No descriptor or memory left to identify the caller (%s; the "
-				     "service's open-file limit): ask again", strerror(errno));
+			respond_fmt(busy(c), 503, RETRY_AFTER, "No descriptor or memory left to "
+				    "identify the caller (%s; the service's open-file limit): ask "
+				    "again", strerror(errno));
 			return false;
 		} else
 			cl->uid = -1;
@@ -2080,7 +2082,8 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 			a = D.acks[i].a, uncommitted = true;
 	if (!a && (r = store_find_key(D.store, key, owner, id)) != 1) {
 		if (r < 0)
-			respond_fmt(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
+			respond_fmt(c, 503, RETRY_AFTER,
+				    "Cannot look up the Idempotency-Key in the job store now");
 		return r < 0;
 	}
 	if (!a && !(a = active_find(id)) && store_get_job(D.store, id, &stored, NULL) != 1) {
@@ -2242,7 +2245,8 @@ job_of_key(struct http_conn *c, const struct http_request *req, char id[33])
 		return -1;
 	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid, id);
 	if (r < 0)
-		respond_fmt(c, 503, RETRY_AFTER, "Cannot look up the Idempotency-Key in the job store now");
+		respond_fmt(c, 503, RETRY_AFTER,
+			    "Cannot look up the Idempotency-Key in the job store now");
 	else if (r == 0)
 		respond_error(c, 404, "No job was submitted with Idempotency-Key %s", key);
 	return r == 1 ? 0 : -1;
@@ -2282,9 +2286,10 @@ hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 	struct client *cl = http_conn_owner(c);
 
 	if (D.held >= hold_limit()) {
-		respond_fmt(busy(c), 503, RETRY_AFTER, "%lld long-polls wait already, the most TT_DEVICE_MAX_CONNECTIONS "
-			     "(%lld) allows while %lld connections stay for other requests",
-			     D.held, cfg.max_connections, cfg.max_connections - hold_limit());
+		respond_fmt(busy(c), 503, RETRY_AFTER, "%lld long-polls wait already, the most "
+			    "TT_DEVICE_MAX_CONNECTIONS (%lld) allows while %lld connections stay "
+			    "for other requests", D.held, cfg.max_connections,
+			    cfg.max_connections - hold_limit());
 		return;
 	}
 	D.held++;
@@ -2394,8 +2399,9 @@ handle_read(struct http_conn *c, const struct call *k)
 	if ((!k->id[0] && job_of_key(c, req, id) < 0) ||
 	    (r = find_job(c, k->id[0] ? k->id : id, &a, &j, &out)) < 0)
 		return;
-	if (!anyone && !may_act_on(c, r == 1 ? &a->job : &j,
-				   kind == HELD_LOGS ? "read the output of" : "read the outcome of")) {
+	if (!anyone && !may_act_on(c, r == 1 ? &a->job : &j, kind == HELD_LOGS
+							       ? "read the output of"
+							       : "read the outcome of")) {
 		/* answered */
 	} else if (r == 1 && wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
 		   (kind == HELD_RESULT || current_log_size(a) <= (long long)offset)) {
@@ -2631,10 +2637,6 @@ static void handle_reset(struct http_conn *c, const struct call *k);
 static void handle_hold(struct http_conn *c, const struct call *k);
 static void handle_metrics(struct http_conn *c, const struct call *k);
 
-static const char *const no_params[] = {NULL}, *const status_params[] = {"device", NULL},
-		  *const result_params[] = {"wait", NULL}, *const job_params[] = {"key", NULL},
-		  *const logs_params[] = {"offset", "limit", "wait", NULL};
-
 /*
  * Every query parameter must be one the path takes, and only once: a typo (ofset, devcie)
  * would otherwise read from offset 0 or show every card, as if asked. -1 answered 400.
@@ -2681,53 +2683,42 @@ static const struct route {
 	void (*fn)(struct http_conn *c, const struct call *k);
 	const char *const *query; /* the query parameters it takes, NULL-terminated */
 } routes[] = {
-    {"/queue", "POST", false, handle_queue, no_params},
-    {"/kill", "POST", false, handle_kill, no_params},
-    {"/reset", "POST", false, handle_reset, no_params},
-    {"/hold", "POST", false, handle_hold, no_params},
-    {"/release", "POST", false, handle_hold, no_params},
-    {"/status", "GET", true, handle_status, status_params},
-    {"/metrics", "GET", true, handle_metrics, no_params},
-    {"/job/", "GET", false, handle_read, no_params},
-    {"/job", "GET", false, handle_read, job_params},
-    {"/result/", "GET", false, handle_read, result_params},
-    {"/logs/", "GET", false, handle_read, logs_params},
+    {"/queue", "POST", false, handle_queue, (const char *const[]){NULL}},
+    {"/kill", "POST", false, handle_kill, (const char *const[]){NULL}},
+    {"/reset", "POST", false, handle_reset, (const char *const[]){NULL}},
+    {"/hold", "POST", false, handle_hold, (const char *const[]){NULL}},
+    {"/release", "POST", false, handle_hold, (const char *const[]){NULL}},
+    {"/status", "GET", true, handle_status, (const char *const[]){"device", NULL}},
+    {"/metrics", "GET", true, handle_metrics, (const char *const[]){NULL}},
+    {"/job/", "GET", false, handle_read, (const char *const[]){NULL}},
+    {"/job", "GET", false, handle_read, (const char *const[]){"key", NULL}},
+    {"/result/", "GET", false, handle_read, (const char *const[]){"wait", NULL}},
+    {"/logs/", "GET", false, handle_read, (const char *const[]){"offset", "limit", "wait", NULL}},
 };
-
-/* The route of path p[0..n) (a trailing '/' already dropped), or NULL. */
-static const struct route *
-route_find(const char *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		const char *r = routes[i].path;
-		size_t rn = strlen(r);
-
-		if (r[rn - 1] == '/' ? n > rn && memcmp(p, r, rn) == 0
-				     : n == rn && memcmp(p, r, n) == 0)
-			return &routes[i];
-	}
-	return NULL;
-}
 
 /* http.c's request callback: route one complete request (trailing '/' on a path is ignored). */
 static void
 handle_request(struct http_conn *c, const struct http_request *req, const char *body, size_t body_len)
 {
 	struct call k = {.req = req, .body = body, .body_len = body_len, .id = ""};
-	size_t n = req->path_len, rn;
-	const struct route *r;
+	size_t n = req->path_len, rn = 0;
+	const struct route *r, *end = routes + sizeof(routes) / sizeof(routes[0]);
 	char id[33], allow[64];
 
 	if (((struct client *)http_conn_owner(c))->over) {
-		respond_fmt(busy(c), 503, RETRY_AFTER, "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
-			     cfg.max_connections);
+		respond_fmt(busy(c), 503, RETRY_AFTER,
+			    "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
+			    cfg.max_connections);
 		return;
 	}
 	if (n > 1 && req->path[n - 1] == '/')
 		n--;
-	if (!(r = route_find(req->path, n))) {
+	/* a path ending in '/' is a prefix that a job id follows, any other one exact */
+	for (r = routes; r < end; r++)
+		if (n >= (rn = strlen(r->path)) && (n > rn) == (r->path[rn - 1] == '/') &&
+		    memcmp(req->path, r->path, rn) == 0)
+			break;
+	if (r == end) {
 		respond_error(c, 404, "Not found");
 		return;
 	}
@@ -2752,7 +2743,6 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 				D.shutting_down ? NULL : RETRY_AFTER);
 		return;
 	}
-	rn = strlen(r->path);
 	if (r->path[rn - 1] == '/') {
 		if (!sched_job_id_valid(req->path + rn, n - rn)) {
 			respond_error(c, 404, "Unknown job");
