@@ -1101,31 +1101,30 @@ struct view {
 static void
 w_live(struct json_w *w, const struct job *j, const struct view *v)
 {
+	bool rec = v->kind == V_REC, queued = j->status == JOB_QUEUED;
 	double wait = v->wait;
 	int dev = -1;
 	enum card_blocker why;
 
+	if (rec && (!v->a || j->status == JOB_DONE))
+		return;
+	if (rec) /* a running one: place and wait 0 */
+		wait = queued ? sched_queued_wait(&D.sched, j, v->now) : 0;
+	if (v->kind != V_SUM)
+		w_int(w, "position", !rec ? v->position
+				   : queued ? sched_queued_position(&D.sched, j) : 0);
+	if (!isnan(wait))
+		w_num(w, "estimated_wait_sec", wait);
 	if (v->kind == V_SUB) {
-		w_int(w, "position", v->position);
-		w_num(w, "estimated_wait_sec", v->wait);
 		w_num(w, "estimated_run_sec", sched_job_estimate(j, 0));
 		if (v->replay)
 			w_bool(w, "replayed", true);
 		return;
 	}
-	if (v->kind == V_REC && (!v->a || j->status == JOB_DONE))
-		return;
-	if (v->kind == V_REC) { /* a running one: place and wait 0 */
-		wait = j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, v->now) : 0;
-		w_int(w, "position", j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0);
-	}
-	if (!isnan(wait))
-		w_num(w, "estimated_wait_sec", wait);
-	w_num(w, "estimated_remaining_sec", sched_job_estimate(j, v->now) +
-		  (v->kind == V_REC ? wait : 0));
+	w_num(w, "estimated_remaining_sec", sched_job_estimate(j, v->now) + (rec ? wait : 0));
 	if (j->status == JOB_RUNNING)
 		w_num(w, "running_sec", isnan(j->started_at) ? 0 : v->now - j->started_at);
-	if (v->kind == V_SUM && j->status == JOB_QUEUED && sched_job_ncards(j) > 1 &&
+	if (!rec && queued && sched_job_ncards(j) > 1 &&
 	    (why = sched_job_blocker(&D.sched, j, &dev)) != BLOCKER_NONE) {
 		json_w_key(w, "waiting_for"); /* its other cards look idle: say why they wait */
 		json_w_obj(w);
@@ -1263,7 +1262,7 @@ struct client {
 	int held;           /* enum held_kind */
 	unsigned long long held_offset, held_limit;
 	struct active *held_on;
-	struct client *wnext, *wprev; /* in held_on->waiters */
+	struct client *wnext; /* in held_on->waiters */
 	bool over; /* accepted beyond the cap: its request is answered the busy 503 */
 };
 
@@ -1334,20 +1333,18 @@ busy(struct http_conn *c)
 	return c;
 }
 
+/* cl no longer waits: a walk to its place among its job's waiters, at their head when all of
+ * them are released at once (waiters_wake). */
 static void
 waiter_unlink(struct client *cl)
 {
-	struct active *a = cl->held_on;
+	struct client **p;
 
-	if (!a)
+	if (!cl->held_on)
 		return;
-	if (cl->wprev)
-		cl->wprev->wnext = cl->wnext;
-	else
-		a->waiters = cl->wnext;
-	if (cl->wnext)
-		cl->wnext->wprev = cl->wprev;
-	cl->wnext = cl->wprev = NULL;
+	for (p = &cl->held_on->waiters; *p != cl; p = &(*p)->wnext)
+		;
+	*p = cl->wnext;
 	cl->held_on = NULL;
 	D.held--;
 }
@@ -2295,10 +2292,7 @@ hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 	D.held++;
 	cl->held = kind;
 	cl->held_on = a;
-	cl->wprev = NULL;
 	cl->wnext = a->waiters;
-	if (a->waiters)
-		a->waiters->wprev = cl;
 	a->waiters = cl;
 	http_conn_hold(c, mono_now + (double)wait);
 }
@@ -2313,10 +2307,11 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 {
 	static char chunk[64 << 10];
 	char *buf = chunk, *path;
-	size_t want = 0, got = 0;
-	long long size = 0, end;
+	size_t want, got = 0;
+	long long size = 0, left, end;
 	struct stat st;
 	struct json_w w = body_begin();
+	ssize_t n;
 	int fd;
 
 	if (kind == HELD_RESULT) {
@@ -2325,27 +2320,23 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 		return;
 	}
 	j = a ? &a->job : j;
-	path = a ? job_output_path(j->id) : NULL;
-	fd = open(a ? path : out, O_RDONLY | O_CLOEXEC);
+	path = a ? job_output_path(j->id) : xstrdup(out);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 && fstat(fd, &st) == 0)
 		size = st.st_size;
-	if ((long long)offset < size)
-		want = (size_t)(size - (long long)offset < (long long)limit ? size - (long long)offset
-									 : (long long)limit);
+	left = size - (long long)offset;
+	want = left <= 0 ? 0 : left < (long long)limit ? (size_t)left : (size_t)limit;
 	if (want > sizeof(chunk) && !(buf = malloc(want)))
 		want = sizeof(chunk), buf = chunk;
-	if (want > 0 && fd >= 0) {
-		ssize_t n = pread(fd, buf, want, (off_t)offset);
-
-		got = n > 0 ? json_utf8_boundary(buf, (size_t)n) : 0;
-	}
+	if (want > 0 && fd >= 0 && (n = pread(fd, buf, want, (off_t)offset)) > 0)
+		got = json_utf8_boundary(buf, (size_t)n);
 	if (fd >= 0)
 		close(fd);
 	end = (long long)offset + (long long)got;
 	json_w_obj(&w);
 	w_str(&w, "job_id", j->id);
 	w_str(&w, "status", sched_status_name(j->status));
-	w_str(&w, "output_file", a ? path : out);
+	w_str(&w, "output_file", path);
 	w_int(&w, "offset", (long long)offset);
 	w_int(&w, "next_offset", end);
 	json_w_key(&w, "content");
