@@ -2014,13 +2014,18 @@ render_submitted(struct json_w *w, const struct job *j, int position, double wai
 /*
  * Copy s[0..n) into key[0..MAX_KEY_CHARS] when it may be an idempotency key: 1 to
  * MAX_KEY_CHARS characters of RFC 3986's unreserved set, which keeps it safe in the log, in a
- * query and in a shell. 0, or -1 answered 400.
+ * query and in a shell, in optional double quotes (the header is a structured field,
+ * draft-ietf-httpapi-idempotency-key-header). 0, or -1 answered 400.
  */
 static int
 key_copy(struct http_conn *c, const char *s, size_t n, char *key)
 {
 	size_t i;
 
+	if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+		s++;
+		n -= 2;
+	}
 	for (i = 0; i < n && (isalnum((unsigned char)s[i]) || (s[i] && strchr("-._~", s[i]))); i++)
 		;
 	if (n == 0 || n > MAX_KEY_CHARS || i < n) {
@@ -2031,27 +2036,6 @@ key_copy(struct http_conn *c, const char *s, size_t n, char *key)
 	memcpy(key, s, n);
 	key[n] = '\0';
 	return 0;
-}
-
-/*
- * The submission's Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header; its
- * structured-field quotes are optional) into key[0..MAX_KEY_CHARS]: 1 given, 0 none, -1
- * answered 400 when it is not a valid key.
- */
-static int
-key_header(struct http_conn *c, const struct http_request *req, char *key)
-{
-	const struct http_header *h = http_header_get(req, "Idempotency-Key");
-	const char *v = h ? h->value : NULL;
-	size_t n = h ? h->value_len : 0;
-
-	if (!h)
-		return 0;
-	if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
-		v++;
-		n -= 2;
-	}
-	return key_copy(c, v, n, key) < 0 ? -1 : 1;
 }
 
 /*
@@ -2127,15 +2111,16 @@ handle_queue(struct http_conn *c, const struct call *k)
 	const char *why;
 	struct json_w w;
 	char key[MAX_KEY_CHARS + 1];
-	int position, i, has_key;
+	const struct http_header *h = http_header_get(k->req, "Idempotency-Key");
+	int position, i;
 	double wait, now = clock_wall();
 	/* the user the job runs as: its submitter on a host-wide queue, else the service's */
 	long long owner = D.host_mode ? acting_uid(c) : (long long)D.self_uid;
 
 	sched_job_init(&s.job);
 	if (parse_body(c, k->body, k->body_len, queue_fields) < 0 ||
-	    (has_key = key_header(c, k->req, key)) < 0 ||
-	    (has_key && replay_submission(c, key, owner)) || submission_parse(c, k->body, &s) < 0 ||
+	    (h && key_copy(c, h->value, h->value_len, key) < 0) ||
+	    (h && replay_submission(c, key, owner)) || submission_parse(c, k->body, &s) < 0 ||
 	    owner_may_run(c, owner, s.job.cwd))
 		goto out;
 	for (i = 0; i < s.ndevices && !refused; i++) { /* a dead one of its cards refuses it */
@@ -2153,17 +2138,15 @@ handle_queue(struct http_conn *c, const struct call *k)
 			      cfg.max_queued);
 		goto out;
 	}
-	a = active_new();
-	if (!a || new_job_id(s.job.id) < 0 || sched_job_set_cards(&s.job, s.devices, s.ndevices) < 0) {
-		if (a)
-			active_free(a);
+	if (new_job_id(s.job.id) < 0 || sched_job_set_cards(&s.job, s.devices, s.ndevices) < 0 ||
+	    !(a = active_new())) {
 		respond_error(c, 500, "cannot create a job: %s", strerror(errno));
 		goto out;
 	}
 	a->card = s.card;
 	a->job = s.job;
 	sched_job_init(&s.job); /* its strings are a's now */
-	a->job.idempotency_key = has_key ? xstrdup(key) : NULL;
+	a->job.idempotency_key = h ? xstrdup(key) : NULL;
 	a->job.owner_uid = owner;
 	a->job.submitted_at = now;
 	a->no_env = !a->job.env_json;
@@ -2594,34 +2577,31 @@ handle_kill(struct http_conn *c, const struct call *k)
 {
 	const char *body = k->body;
 	struct card *card = NULL;
-	struct active *a;
+	struct active *a = NULL;
 	struct job j;
-	char id[33], cards[256], *out;
-	int ji, di, r;
+	char id[33], cards[256], *out = NULL;
+	int ji, di, r = 0;
 
+	sched_job_init(&j);
 	if (parse_body(c, body, k->body_len, target_fields) < 0 ||
 	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2 ||
-	    (di >= 0 && !(card = card_from_field(c, body, di))))
-		return;
-	if (ji < 0 && !card) {
+	    (di >= 0 && !(card = card_from_field(c, body, di))) ||
+	    (ji >= 0 && (job_member(c, body, ji, id) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)))
+		goto out;
+	if (ji < 0 && !card)
 		respond_error(c, 400, "Give job_id or device_id");
-	} else if (ji < 0 && card->current && card->current->mode == JOB_MODE_RESET) {
-		respond_error(c, 409, "Card %d is resetting; a reset cannot be killed", card->device);
-	} else if (ji < 0 && !card->current) {
+	else if (ji < 0 && !card->current)
 		respond_error(c, 409, "Nothing running on card %d", card->device);
-	} else if (ji < 0) {
-		kill_active(c, active_of(card->current));
-	} else if (job_member(c, body, ji, id) == 0 && (r = find_job(c, id, &a, &j, &out)) > 0) {
-		if (r == 2)
-			respond_error(c, 409, "Job %s already finished", id);
-		else if (card && !sched_job_on(&a->job, card->device)) /* they name nothing for sure */
-			respond_error(c, 400, "job_id %s is on %s, not on card %d", id,
-				      job_cards(&a->job, cards, sizeof(cards)), card->device);
-		else
-			kill_active(c, a);
-		sched_job_clear(&j);
-		free(out);
-	}
+	else if (r == 2)
+		respond_error(c, 409, "Job %s already finished", id);
+	else if (a && card && !sched_job_on(&a->job, card->device)) /* they name nothing for sure */
+		respond_error(c, 400, "job_id %s is on %s, not on card %d", id,
+			      job_cards(&a->job, cards, sizeof(cards)), card->device);
+	else
+		kill_active(c, a ? a : active_of(card->current));
+out:
+	sched_job_clear(&j);
+	free(out);
 }
 
 static void handle_reset(struct http_conn *c, const struct call *k);
