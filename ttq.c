@@ -1870,25 +1870,29 @@ struct submission {
 };
 
 /*
- * device_ids (token i): a list of at least two configured cards, each as device_id takes it,
- * none twice, into s->devices; s->card becomes its lowest. Answers 400 and returns -1 when it
- * is not. A job that touches several cards must wait for all of them (sched_next): a mesh or
- * a tensor-parallel model queued on one card's queue alone collides on the other.
+ * The cards of the submission into s: device_ids, a list of at least two configured cards, each
+ * as device_id takes it, none twice (s->card its lowest), else device_id (default "0"). -1
+ * answered 400. A job that touches several cards must wait for all of them (sched_next): a
+ * mesh or a tensor-parallel model queued on one card's queue alone collides on the other.
  */
 static int
-device_ids_field(struct http_conn *c, const char *body, int i, struct submission *s)
+submission_cards(struct http_conn *c, const char *body, struct submission *s)
 {
-	int k, m, n = (int)toks[i].size;
+	int i = device_member(c, body), l, k, m, d;
+	struct card *card;
 
-	if (toks[i].type != JSON_ARRAY) {
+	if (i == -2 || (l = target_member(c, body, "device_ids")) == -2)
+		return -1;
+	if (i >= 0 && l >= 0) {
+		respond_error(c, 400, "give device_id (one card) or device_ids (several), not both");
+		return -1;
+	}
+	if (l >= 0 && toks[l].type != JSON_ARRAY) {
 		respond_error(c, 400, "device_ids must be a list of card numbers");
 		return -1;
 	}
-	for (k = i + 1, m = 0; m < n; m++, k = (int)toks[k].next) {
-		struct card *card = card_named(c, body, k, "device_ids element");
-		int d;
-
-		if (!card)
+	for (k = l + 1, m = 0; l >= 0 && m < (int)toks[l].size; m++, k = (int)toks[k].next) {
+		if (!(card = card_named(c, body, k, "device_ids element")))
 			return -1;
 		for (d = 0; d < s->ndevices; d++)
 			if (s->devices[d] == card->device) {
@@ -1899,32 +1903,13 @@ device_ids_field(struct http_conn *c, const char *body, int i, struct submission
 		if (!s->card || card->device < s->card->device)
 			s->card = card;
 	}
-	if (n < 2) { /* checked after its elements, so ["all"] is told what an element is */
+	if (l >= 0 && m < 2) { /* checked after its elements, so ["all"] is told what one is */
 		respond_error(c, 400, "device_ids must name at least two cards (one card: device_id)");
 		return -1;
 	}
-	return 0;
-}
-
-/* The cards of the submission: device_ids, else device_id (default "0"). -1 answered 400. */
-static int
-submission_cards(struct http_conn *c, const char *body, struct submission *s)
-{
-	int i = device_member(c, body), l;
-
-	if (i == -2 || (l = target_member(c, body, "device_ids")) == -2)
-		return -1;
-	if (i >= 0 && l >= 0) {
-		respond_error(c, 400, "give device_id (one card) or device_ids (several), not both");
-		return -1;
-	}
-	if (l >= 0)
-		return device_ids_field(c, body, l, s);
-	if (!(s->card = card_named(c, body, i, "device_id")))
-		return -1;
-	s->devices[0] = s->card->device;
-	s->ndevices = 1;
-	return 0;
+	if (l < 0 && (s->card = card_named(c, body, i, "device_id")))
+		s->devices[s->ndevices++] = s->card->device;
+	return s->card ? 0 : -1;
 }
 
 /*
@@ -2002,13 +1987,16 @@ owner_may_run(struct http_conn *c, long long owner, const char *cwd)
 	return 0;
 }
 
-/* The POST /queue answer for j; a replay's says so, with j's status, position and wait now. */
+/* Answer POST /queue with j; a replay's answer says so, with its status, place and wait. */
 static void
-render_submitted(struct json_w *w, const struct job *j, int position, double wait, bool replay)
+respond_submitted(struct http_conn *c, const struct job *j, int position, double wait,
+		  bool replay)
 {
 	struct view v = {.kind = V_SUB, .wait = wait, .position = position, .replay = replay};
+	struct json_w w = body_begin();
 
-	render_job(w, j, &v);
+	render_job(&w, j, &v);
+	respond_json(c, 200, &body_buf, NULL);
 }
 
 /*
@@ -2052,7 +2040,6 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 	struct job stored, *j;
 	char id[33], *cmd = NULL, *cwd = NULL;
 	bool uncommitted = false;
-	struct json_w w;
 	int i, r;
 
 	sched_job_init(&stored);
@@ -2079,13 +2066,11 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 		respond_error(c, 422, "Idempotency-Key %s was used for job %s, with another command "
 			      "or cwd; use a new key for a new job", key, j->id);
 	} else {
-		w = body_begin();
-		render_submitted(&w, j, j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0,
-				 j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, clock_wall()) : 0,
-				 true);
+		respond_submitted(c, j, j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0,
+				  j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, clock_wall())
+							  : 0, true);
 		if (uncommitted)
 			ack_push(c, a, true);
-		respond_json(c, 200, &body_buf, NULL);
 	}
 	free(cmd);
 	free(cwd);
@@ -2109,7 +2094,6 @@ handle_queue(struct http_conn *c, const struct call *k)
 	struct card *refused = NULL;
 	struct active *a;
 	const char *why;
-	struct json_w w;
 	char key[MAX_KEY_CHARS + 1];
 	const struct http_header *h = http_header_get(k->req, "Idempotency-Key");
 	int position, i;
@@ -2155,10 +2139,8 @@ handle_queue(struct http_conn *c, const struct call *k)
 	wait = sched_submit_wait(&D.sched, &a->job, now);
 	sched_enqueue(&D.sched, &a->job);
 	mark_dirty(a);
-	w = body_begin();
-	render_submitted(&w, &a->job, position, wait, false);
+	respond_submitted(c, &a->job, position, wait, false);
 	ack_push(c, a, false);
-	respond_json(c, 200, &body_buf, NULL);
 out:
 	sched_job_clear(&s.job);
 }
