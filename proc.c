@@ -411,11 +411,14 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 }
 
 char **
-proc_job_env(char *const *base, const char *env_json, const char *job_id, char **block)
+proc_job_env(char *const *base, const struct proc_user *u, const char *env_json,
+	     const char *job_id, char **block)
 {
+	const char *uvars[] = {"HOME", u ? u->home : 0, "USER", u ? u->name : 0,
+			       "LOGNAME", u ? u->name : 0, "SHELL", u ? u->shell : 0};
 	struct json_tok toks[1024];
 	char **extra, **env, *p;
-	size_t members = 0, need = sizeof("TT_DEVICE_JOB_ID=") + strlen(job_id), k = 0;
+	size_t members = u ? 4 : 0, need = sizeof("TT_DEVICE_JOB_ID=") + strlen(job_id), k = 0;
 	int n = 0, i;
 
 	*block = NULL;
@@ -425,14 +428,20 @@ proc_job_env(char *const *base, const char *env_json, const char *job_id, char *
 			errno = EINVAL;
 			return NULL;
 		}
-		members = toks[0].size;
+		members += toks[0].size;
 		for (i = 1; i < n; i = (int)toks[i + 1].next)
 			need += json_str_decode(env_json, &toks[i], NULL, 0) +
 				json_str_decode(env_json, &toks[i + 1], NULL, 0) + 2;
 	}
+	for (i = 0; u && i < 8; i++)
+		need += strlen(uvars[i]) + 1;
 	if (!(extra = malloc(sizeof(char *) * (members + 3) + need)))
 		return NULL;
 	p = (char *)(extra + members + 3);
+	for (; u && k < 4; k++) { /* the user's own first: the env object may set them */
+		extra[k] = p;
+		p += sprintf(p, "%s=%s", uvars[2 * k], uvars[2 * k + 1]) + 1;
+	}
 	for (i = 1; k < members; i = (int)toks[i + 1].next) {
 		extra[k++] = p;
 		p += json_str_decode(env_json, &toks[i], p, SIZE_MAX);

@@ -403,14 +403,16 @@ int proc_exit_code(int wstatus);
 char **proc_build_env(char *const *base, char *const *extra, size_t nextra);
 
 /*
- * A job's environment: base (the daemon's) as proc_build_env makes it, with the members of
- * env_json (a JSON object of strings as the store keeps it, at most 511 members; NULL or ""
- * for none), then TT_DEVICE_JOB_ID=job_id and the instance entry (proc_instance_marker),
- * which the job's env cannot override. *block receives the one allocation holding the added
- * strings; free() the result and *block once the job ran. NULL (ENOMEM, or EINVAL when
- * env_json is no such object).
+ * A job's environment: base (the daemon's) as proc_build_env makes it, with user u's HOME,
+ * USER, LOGNAME and SHELL when u is not NULL (a job run as another user reads its own profile),
+ * then the members of env_json (a JSON object of strings as the store keeps it, at most 511
+ * members; NULL or "" for none), then TT_DEVICE_JOB_ID=job_id and the instance entry
+ * (proc_instance_marker), which the job's env cannot override. *block receives the one
+ * allocation holding the added strings; free() the result and *block once the job ran. NULL
+ * (ENOMEM, or EINVAL when env_json is no such object).
  */
-char **proc_job_env(char *const *base, const char *env_json, const char *job_id, char **block);
+char **proc_job_env(char *const *base, const struct proc_user *u, const char *env_json,
+		    const char *job_id, char **block);
 
 /*
  * The control commands' environment: base plus the instance entry. Made once and kept

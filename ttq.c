@@ -690,7 +690,6 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool no_env;              /* submitted without env: nothing to read back at start */
-	char **user_env;          /* a job of another user: its base environment (user_environ) */
 	/* reset jobs (mode reset): the procedure's position */
 	struct reset_ladder ladder;
 };
@@ -932,7 +931,6 @@ active_free(struct active *a)
 	free(a->env_block);
 	free(a->start_error);
 	free(a->watch);
-	free(a->user_env);
 	sched_job_clear(&a->job);
 	free(a);
 }
@@ -2727,7 +2725,7 @@ kill_active(struct http_conn *c, struct active *a)
 		}
 		sched_unlink(&D.sched, &a->job);
 		job_finish_at(a, done.finished_at, JOB_END_CANCELLED, -1, why,
-			      PROC_MARKER " cancelled by a kill request before it started\n");
+			      "cancelled by a kill request before it started");
 		respond_kill(c, "cancelled", &a->job);
 	} else if (a->job.status == JOB_RUNNING && a->job.mode == JOB_MODE_RUN) {
 		job_stop(a, STOP_KILL);
@@ -3032,6 +3030,7 @@ job_proc_stuck(struct proc_job *pj)
 }
 
 static void iteration_done(struct active *a, int code);
+static void finish_stopped(struct active *a, int code);
 static void reset_step_done(struct active *a, int code);
 
 /* The process is over, nothing of it alive: the next iteration, job or reset step may start. */
@@ -3040,10 +3039,13 @@ job_proc_exit(struct proc_job *pj, int code)
 {
 	struct active *a = proc_job_owner(pj);
 
-	if (a->job.mode == JOB_MODE_RESET)
-		reset_step_done(a, code);
-	else
+	if (a->job.mode == JOB_MODE_RUN)
 		iteration_done(a, code);
+	else if (a->stop != STOP_NONE) /* the service stops: the card stays resetting, the reset
+					  pending, and it runs again at the next start */
+		finish_stopped(a, code);
+	else
+		reset_step_done(a, code);
 }
 
 /* Start the process side: proc.c's callbacks, the clock, the instance id (log dir/start). */
@@ -3101,57 +3103,18 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	return -1;
 }
 
-/*
- * The daemon's environment for a job of user u: u's HOME, USER, LOGNAME and SHELL in place of
- * the daemon's, so its login shell reads u's profile. One heap block (the pointers, then u's
- * four entries; the others are environ's); NULL without memory.
- */
-static char **
-user_environ(const struct proc_user *u)
-{
-	static const char *const names[] = {"HOME=", "USER=", "LOGNAME=", "SHELL="};
-	const char *vals[] = {u->home, u->name, u->name, u->shell};
-	size_t n = 0, len = 0, i, k, m;
-	char **v, *p;
-
-	while (environ[n])
-		n++;
-	for (m = 0; m < 4; m++)
-		len += strlen(names[m]) + strlen(vals[m]) + 1;
-	if (!(v = malloc((n + 5) * sizeof(*v) + len)))
-		return NULL;
-	p = (char *)(v + n + 5);
-	for (i = k = 0; i < n; i++) {
-		for (m = 0; m < 4 && strncmp(environ[i], names[m], strlen(names[m])) != 0; m++)
-			;
-		if (m == 4)
-			v[k++] = environ[i];
-	}
-	for (m = 0; m < 4; m++) {
-		v[k++] = p;
-		p += sprintf(p, "%s%s", names[m], vals[m]) + 1;
-	}
-	v[k] = NULL;
-	return v;
-}
-
 /* The job's environment (proc_job_env), its env object read back from the store first. */
 static char **
 job_env(struct active *a, char **block)
 {
-	char *const *base = environ;
 	struct proc_user u;
+	bool as_user = runs_as_owner(a) && proc_user_lookup((uid_t)a->job.owner_uid, &u) == 0;
 
 	*block = NULL;
 	if (!a->job.env_json && !a->no_env &&
 	    store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
-	if (runs_as_owner(a) && proc_user_lookup((uid_t)a->job.owner_uid, &u) == 0) {
-		if (!(a->user_env = user_environ(&u))) /* made once: at the job's start */
-			return NULL;
-		base = a->user_env;
-	}
-	return proc_job_env(base, a->job.env_json, a->job.id, block);
+	return proc_job_env(environ, as_user ? &u : NULL, a->job.env_json, a->job.id, block);
 }
 
 /*
@@ -3247,16 +3210,16 @@ finish_stopped(struct active *a, int code)
 		      : s == STOP_PREEMPT ? xasprintf("Interrupted by a reset of %s",
 						      j->nmore ? "one of its cards" : "its card")
 		      : xstrdup(s == STOP_KILL ? "Stopped by a kill request"
-					       : "Interrupted: the service stopped while the job was "
-						 "running; it is not run again");
-	char *trailer = xasprintf(PROC_MARKER " %s\n", error);
+				: j->mode == JOB_MODE_RESET ? "Interrupted: the service stopped during "
+							      "the reset; it runs again at the next start"
+							    : "Interrupted: the service stopped while "
+							      "the job was running; it is not run again");
 
 	if (s == STOP_TIMEOUT)
 		a->job.end_signal = code < 0 ? -code : 0;
 	job_finish(a, ends[s], s == STOP_TIMEOUT ? -9 : s == STOP_SHUTDOWN ? -1 : code,
-		   s == STOP_TIMEOUT ? NULL : error, trailer);
+		   s == STOP_TIMEOUT ? NULL : error, error);
 	free(error);
-	free(trailer);
 }
 
 static void
@@ -3380,8 +3343,8 @@ job_stop(struct active *a, int reason)
 /*
  * Finish a job: record the outcome (why: enum job_end; a negative exit code of a job that died
  * of a signal, on its own or stopped, is that signal; a timeout's is -9 whatever its shell did,
- * and the caller sets j->end_signal to what the shell died of), close its log (trailer lines
- * and the truncation marker), write meta.json, free its card, answer its waiters. Memory is
+ * and the caller sets j->end_signal to what the shell died of), close its log (the marker line
+ * of trailer, when not NULL, and the truncation marker), write meta.json, free its card, answer its waiters. Memory is
  * released after the commit. A job the daemon's crash cut short with no sign of life after its
  * start has no known end: its elapsed time is null rather than a false 0 s.
  */
@@ -3390,7 +3353,7 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	      const char *trailer)
 {
 	struct job *j = &a->job;
-	char cards[256];
+	char cards[256], *line = trailer ? xasprintf(PROC_MARKER " %s\n", trailer) : NULL;
 	int i;
 
 	if (a->watch)
@@ -3413,12 +3376,13 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 		if (a->log.write_errno) /* the drop line cannot say it when the disk is full */
 			logmsg("tt-device-queue: job %s: output could not be stored (%s); %lld bytes "
 			       "dropped", j->id, strerror(a->log.write_errno), a->log.dropped);
-		capfile_finish(&a->log, trailer);
+		capfile_finish(&a->log, line);
 		a->log.fd = -1;
 		j->log_size = a->log.size;
 		j->dropped_log_bytes = a->log.dropped;
 		j->log_truncated = a->log.dropped > 0;
 	}
+	free(line);
 	write_meta(j);
 	mark_dirty(a); /* freed once that is committed (store_committed) */
 	waiters_wake(a, true);
@@ -3655,14 +3619,13 @@ step_command(int step, int device)
 static void
 card_fail_queue(struct card *c)
 {
-	char error[256], trailer[320];
+	char error[256];
 	struct job *j;
 
 	snprintf(error, sizeof(error), "Card %d is dead: it needs a host reboot or operator recovery; "
 				       "this job never ran", c->device);
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
 	while ((j = sched_fail_next(&D.sched, c)))
-		job_finish(active_of(j), JOB_END_CARD_DEAD, -1, error, trailer);
+		job_finish(active_of(j), JOB_END_CARD_DEAD, -1, error, error);
 }
 
 /*
@@ -3683,7 +3646,7 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	bool was_dead = a->ladder.was_dead, ok = how == RESET_NEXT_HEALTHY;
 	bool check = ok && a->ladder.check; /* only its health was read */
 	int step = a->ladder.step;
-	char *reason = NULL, *cmd, *said, *trailer;
+	char *reason = NULL, *cmd, *said;
 
 	if (how == RESET_NEXT_DEAD) {
 		reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
@@ -3709,11 +3672,9 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	else
 		said = xasprintf("reset of card %d failed%s: %s", c->device,
 				 how == RESET_NEXT_DEAD ? "; the card is dead" : "", reason);
-	trailer = xasprintf(PROC_MARKER " %s\n", said);
-	job_finish(a, JOB_END_EXITED, !ok, reason, trailer);
+	job_finish(a, JOB_END_EXITED, !ok, reason, said);
 	logmsg("tt-device-queue: %s", said);
 	free(said);
-	free(trailer);
 	card_fail_queue(c); /* dead, or still dead: what was queued meanwhile never runs */
 }
 
@@ -3742,14 +3703,6 @@ reset_step_done(struct active *a, int code)
 	enum reset_next next;
 	bool was_check = a->ladder.check;
 
-	if (a->stop == STOP_SHUTDOWN) {
-		/* The card stays resetting with the reset pending: it runs again at the next start. */
-		job_finish(a, JOB_END_SERVICE_STOP, -1,
-			   "Interrupted: the service stopped during the reset; it runs again at "
-				  "the next start",
-			   PROC_MARKER " interrupted by the service stopping\n");
-		return;
-	}
 	capfile_marker(&a->log, "exit status %d", code);
 	next = sched_reset_next(&a->ladder, code, cfg.reset_retries, cfg.deep_reset_cmd[0] != '\0',
 				!cfg.health_cmd);
@@ -4870,7 +4823,7 @@ recover_card_gone(struct active *a, int device, double now)
 	static struct card gone;
 	const struct job *j = &a->job;
 	bool ran = j->status == JOB_RUNNING;
-	char err[200], trailer[240];
+	char err[200];
 
 	gone.device = device;
 	a->card = &gone;
@@ -4878,8 +4831,7 @@ recover_card_gone(struct active *a, int device, double now)
 		 ran ? "interrupted: the service stopped while the job was running; it is not run "
 		       "again"
 		     : "the job never ran");
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
-	job_finish_at(a, ran ? interrupted_at(j, now) : now, JOB_END_CARD_GONE, -1, err, trailer);
+	job_finish_at(a, ran ? interrupted_at(j, now) : now, JOB_END_CARD_GONE, -1, err, err);
 }
 
 /* A job found running at start-up fails as interrupted; a reset runs again (sched_card_restore). */
@@ -4888,16 +4840,15 @@ recover_interrupted(struct active *a, double now)
 {
 	const char *what = a->job.mode == JOB_MODE_RESET ? "during the reset; it runs again"
 							 : "while the job ran; it is not run again";
-	char err[120], trailer[160];
+	char err[120], said[120];
 
 	sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
 	/* Output dropped before the crash was counted only up to the last save. */
 	if (a->job.log_truncated && open_log(a) == 0)
 		a->log.dropped_floor = 1;
 	snprintf(err, sizeof(err), "Interrupted: the service stopped (crash or shutdown) %s", what);
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " interrupted: the service stopped %s\n",
-		 what);
-	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, trailer);
+	snprintf(said, sizeof(said), "interrupted: the service stopped %s", what);
+	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, said);
 }
 
 /*
