@@ -1731,7 +1731,6 @@ listen_event(void *arg, short revents)
 static struct json_tok toks[MAX_TOKENS];
 
 static void job_stop(struct active *a, int reason);
-static void count_outcome_by(const struct active *a, int n);
 static void job_finish(struct active *a, int why, int exit_code, const char *error,
 		       const char *trailer);
 
@@ -3048,22 +3047,6 @@ job_proc_exit(struct proc_job *pj, int code)
 		reset_step_done(a, code);
 }
 
-/* Start the process side: proc.c's callbacks, the clock, the instance id (log dir/start). */
-static void
-procs_init(const char *instance_id)
-{
-	static const struct proc_callbacks cb = {
-	    .watch = job_proc_watch,
-	    .output = job_proc_output,
-	    .escalated = job_proc_escalated,
-	    .stuck = job_proc_stuck,
-	    .exit = job_proc_exit,
-	    .log = logmsg,
-	};
-
-	proc_init(&cb, &mono_now, instance_id);
-}
-
 /* Whether job a runs as another user than the daemon: its owner, on a host-wide queue. */
 static bool
 runs_as_owner(const struct active *a)
@@ -3115,24 +3098,6 @@ job_env(struct active *a, char **block)
 	    store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
 	return proc_job_env(environ, as_user ? &u : NULL, a->job.env_json, a->job.id, block);
-}
-
-/*
- * serve's own TT_VISIBLE_DEVICES reaches neither jobs nor control commands. Queue N is card N:
- * inherited by every job, it would remap the cards a job's code opens (Device(0) opening
- * card 1, beside card 1's queue), and tt-smi skips a card it hides yet exits 0, so a reset
- * would silently do nothing. A job may still set it through its own env.
- */
-static void
-visible_devices_drop(void)
-{
-	const char *v = getenv("TT_VISIBLE_DEVICES");
-
-	if (!v)
-		return;
-	logmsg("tt-device-queue: TT_VISIBLE_DEVICES=%s in serve's environment is not passed to jobs "
-	       "or control commands: queue N is card N", v);
-	unsetenv("TT_VISIBLE_DEVICES");
 }
 
 static void
@@ -3248,16 +3213,6 @@ iteration_done(struct active *a, int code)
 		j->repeat_current++;
 		run_iteration(a, a->envp);
 	}
-}
-
-/*
- * The guardian died (killed by hand, the OOM killer): a double fault, so it is not replaced;
- * a crash of this daemon now would leave its jobs running. Logged, and shown in status.
- */
-static void
-guardian_died(int wstatus)
-{
-	logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, wstatus);
 }
 
 /*
@@ -3397,7 +3352,6 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 			c->check_pending = true;
 			card_dirty(c);
 		}
-	count_outcome_by(a, 1);
 	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
 	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s%s%s%s", j->id,
 	       job_cards(j, cards, sizeof(cards)), exit_code, isnan(j->elapsed) ? 0 : j->elapsed,
@@ -3514,21 +3468,6 @@ look_holders(struct card *c)
 	c->foreign = l->n > 0;
 	if (l->n > 0 && watching_job(card_index(c)))
 		holders_note(c, l);
-}
-
-/*
- * Look again in FOREIGN_RECHECK seconds while a card waits for a process outside the queue,
- * or a job runs on a watched card (to record who opens it meanwhile); an idle daemon, or one
- * without the driver's pids files, never wakes for it.
- */
-static void
-holders_timer_arm(void)
-{
-	int i;
-
-	for (i = 0; i < D.sched.ncards && !timer_armed(&holders_timer); i++)
-		if ((D.sched.cards[i].foreign && !D.sched.cards[i].current) || watching_job(i))
-			timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
 }
 
 /* The cards of running jobs are looked at here; waiting cards by the dispatch pass after. */
@@ -4099,20 +4038,21 @@ handle_metrics(struct http_conn *c, const struct call *call)
 	http_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
 }
 
-/* Add n (1, or -1 to take a count back) to the /metrics counter of a's outcome. */
+/* Count a's outcome for /metrics once it is on disk (a refused submission never counts). */
 static void
-count_outcome_by(const struct active *a, int n)
+count_outcome(const struct active *a)
 {
 	const struct job *j = &a->job;
-	int i, k;
+	int i, k = j->timed_out ? OUT_TIMEOUT : isnan(j->started_at) ? OUT_CANCELLED
+				  : j->exit_code == 0		    ? OUT_OK
+								    : OUT_FAILED;
 
-	if (j->mode != JOB_MODE_RUN)
-		return;
-	k = j->timed_out ? OUT_TIMEOUT : isnan(j->started_at) ? OUT_CANCELLED
-				       : j->exit_code == 0    ? OUT_OK
-							      : OUT_FAILED;
-	for (i = 0; i < sched_job_ncards(j); i++) /* on each card it needed */
-		finished_count[card_index(sched_card(&D.sched, sched_job_device(j, i)))][k] += n;
+	for (i = 0; j->mode == JOB_MODE_RUN && i < sched_job_ncards(j); i++) { /* each card's */
+		struct card *c = sched_card(&D.sched, sched_job_device(j, i));
+
+		if (c) /* not a card no longer configured */
+			finished_count[card_index(c)][k]++;
+	}
 }
 
 /* ------------------------------------------------------------------------ store sync */
@@ -4144,7 +4084,12 @@ dispatch_pass(void)
 		else if (act == SCHED_START_RESET || act == SCHED_START_CHECK)
 			reset_start(c, act == SCHED_START_CHECK);
 	}
-	holders_timer_arm();
+	/* Look again in FOREIGN_RECHECK seconds while a card waits for a process outside the
+	 * queue, or a job runs on a watched card (to record who opens it meanwhile); an idle
+	 * daemon, or one without the driver's pids files, never wakes for it. */
+	for (i = 0; i < D.sched.ncards && !timer_armed(&holders_timer); i++)
+		if ((D.sched.cards[i].foreign && !D.sched.cards[i].current) || watching_job(i))
+			timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
 }
 
 /* What lived in the old log dir and is made again in the new one as it is needed. */
@@ -4252,29 +4197,20 @@ dir_watch(void)
 		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 }
 
-/* One job record into the open transaction; -1 on failure. */
-static int
-store_put_record(const struct job *j)
-{
-	char *out = job_output_path(j->id);
-	int r = store_put_job(D.store, j, out);
-
-	free(out);
-	return r;
-}
-
 /* Every dirty record, and extra (a record not in memory yet, or NULL), in one commit. */
 static int
 store_write_dirty(const struct job *extra)
 {
-	int i;
+	int i, r = store_begin(D.store);
 
-	if (store_begin(D.store) < 0)
-		return -1;
-	for (i = 0; i < D.dirty.n; i++)
-		if (store_put_record(&((struct active *)D.dirty.v[i])->job) < 0)
-			return -1;
-	if (extra && store_put_record(extra) < 0)
+	for (i = 0; r == 0 && i <= D.dirty.n; i++) {
+		const struct job *j = i < D.dirty.n ? &((struct active *)D.dirty.v[i])->job : extra;
+		char *out = j ? job_output_path(j->id) : NULL;
+
+		r = j ? store_put_job(D.store, j, out) : 0;
+		free(out);
+	}
+	if (r < 0)
 		return -1;
 	for (i = 0; D.cards_dirty && i < D.sched.ncards; i++)
 		if (D.sched.cards[i].dirty &&
@@ -4304,6 +4240,7 @@ store_committed(void)
 			free(a->job.env_json); /* stored; loaded again when the job starts */
 			a->job.env_json = NULL;
 		} else if (a->job.phase == JOB_PHASE_DONE) { /* its outcome is on disk */
+			count_outcome(a);
 			active_free(a);
 		}
 	}
@@ -4353,12 +4290,10 @@ store_unwind(void)
 		if (!ack->replay) { /* a replay's job goes with the first submission's ack */
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
-			if (a->job.phase == JOB_PHASE_DONE) {
-				count_outcome_by(a, -1);
+			if (a->job.phase == JOB_PHASE_DONE)
 				store_remove_job_dir(D.dir, a->job.id);
-			} else {
+			else
 				sched_unlink(&D.sched, &a->job);
-			}
 			vec_push(&drop, a);
 		}
 		http_conn_retract(ack->conn);
@@ -4664,8 +4599,8 @@ signal_event(void *arg, short revents)
 	}
 	/* Signals coalesce: reap every child that has exited. */
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-		if (proc_reaped(pid, st) == PROC_REAPED_GUARDIAN)
-			guardian_died(st);
+		if (proc_reaped(pid, st) == PROC_REAPED_GUARDIAN) /* a double fault: not replaced */
+			logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, st);
 }
 
 static bool
@@ -4726,10 +4661,10 @@ same_boot_as(const char *row_boot_id)
 static void
 card_row_free(struct store_card *row)
 {
-	free(row->dead_reason);
+	free(row->card.dead_reason);
 	free(row->boot_id);
-	free(row->held_by);
-	free(row->hold_reason);
+	free(row->card.held_by);
+	free(row->card.hold_reason);
 }
 
 /* The first look at the stored cards: one dead in this boot stays served (listed in cfg.ids)
@@ -4738,33 +4673,24 @@ static int
 dead_card_cb(void *ctx, struct store_card *row)
 {
 	(void)ctx;
-	if (sched_stays_dead(row->state, same_boot_as(row->boot_id)) && cfg.nids < MAX_CARDS)
-		cfg.nids = add_card_id(cfg.ids, cfg.nids, row->device);
+	if (sched_stays_dead(row->card.state, same_boot_as(row->boot_id)) && cfg.nids < MAX_CARDS)
+		cfg.nids = add_card_id(cfg.ids, cfg.nids, row->card.device);
 	card_row_free(row);
 	return 0;
 }
 
-/* The second: a served card gets its stored row (the strings change owner), then what a
- * restart makes of it; the rows of cards not served are dropped. */
+/* The second: a served card, as sched_init made it (nothing queued yet), becomes its stored
+ * row (the strings change owner), then what a restart makes of it; the rows of cards not
+ * served are dropped. */
 static int
 card_row_cb(void *ctx, struct store_card *row)
 {
-	struct card *c = sched_card(&D.sched, row->device);
+	struct card *c = sched_card(&D.sched, row->card.device);
 
 	(void)ctx;
 	if (c) {
-		c->reset_epoch = row->reset_epoch;
-		c->last_reset_at = row->last_reset_at;
-		c->reset_pending = row->reset_pending;
-		c->state = row->state;
-		c->dead_since = row->dead_since;
-		c->dead_reason = row->dead_reason;
-		c->held = row->held;
-		c->held_at = row->held ? row->held_at : NAN;
-		c->held_by = row->held_by;
-		c->hold_reason = row->hold_reason;
-		c->check_pending = row->check_pending;
-		row->dead_reason = row->held_by = row->hold_reason = NULL;
+		*c = row->card;
+		row->card = (struct card){.device = 0};
 		if (sched_card_restore(c, same_boot_as(row->boot_id)))
 			logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again",
 			       c->device);
@@ -4813,54 +4739,20 @@ interrupted_at(const struct job *j, double now)
 }
 
 /*
- * A job found active at start-up one of whose cards (device) is no longer configured: its
- * queue cannot run here. A job found running did run, so its error says it was interrupted,
- * not that it never ran. It touches no card's books (a->card is a stand-in).
- */
-static void
-recover_card_gone(struct active *a, int device, double now)
-{
-	static struct card gone;
-	const struct job *j = &a->job;
-	bool ran = j->status == JOB_RUNNING;
-	char err[200];
-
-	gone.device = device;
-	a->card = &gone;
-	snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s", device,
-		 ran ? "interrupted: the service stopped while the job was running; it is not run "
-		       "again"
-		     : "the job never ran");
-	job_finish_at(a, ran ? interrupted_at(j, now) : now, JOB_END_CARD_GONE, -1, err, err);
-}
-
-/* A job found running at start-up fails as interrupted; a reset runs again (sched_card_restore). */
-static void
-recover_interrupted(struct active *a, double now)
-{
-	const char *what = a->job.mode == JOB_MODE_RESET ? "during the reset; it runs again"
-							 : "while the job ran; it is not run again";
-	char err[120], said[120];
-
-	sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
-	/* Output dropped before the crash was counted only up to the last save. */
-	if (a->job.log_truncated && open_log(a) == 0)
-		a->log.dropped_floor = 1;
-	snprintf(err, sizeof(err), "Interrupted: the service stopped (crash or shutdown) %s", what);
-	snprintf(said, sizeof(said), "interrupted: the service stopped %s", what);
-	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, said);
-}
-
-/*
  * A job found active at start-up, as sched_recover_job decides: back on its queue, or failed.
- * counts[]: requeued, interrupted, failed for an unavailable card.
+ * One found running fails as interrupted (a reset runs again: sched_card_restore); one of a
+ * card no longer configured (device) says so, and that it was interrupted when it did run; it
+ * touches no card's books (a->card is a stand-in). counts[]: by enum recover_action.
  */
 static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
 {
+	static struct card gone;
 	struct active *a = active_new();
-	int *counts = ctx, device;
+	int *counts = ctx, device, r;
 	double now = clock_wall();
+	bool ran = j->status == JOB_RUNNING;
+	char err[200], said[200];
 
 	(void)output_file;
 	if (!a) {
@@ -4869,24 +4761,30 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 	}
 	a->job = *j;
 	a->card = sched_card(&D.sched, j->device);
-	switch (sched_recover_job(&D.sched, &a->job, &device)) {
-	case RECOVER_CARD_GONE:
-		recover_card_gone(a, device, now);
-		counts[2]++;
-		break;
-	case RECOVER_INTERRUPTED:
-		recover_interrupted(a, now);
-		counts[1]++;
-		break;
-	case RECOVER_DEAD_CARD:
+	counts[r = sched_recover_job(&D.sched, &a->job, &device)]++;
+	if (r == RECOVER_CARD_GONE) {
+		gone.device = device;
+		a->card = &gone;
+		snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s",
+			 device, ran ? "interrupted: the service stopped while the job was running; "
+				       "it is not run again" : "the job never ran");
+		job_finish_at(a, ran ? interrupted_at(j, now) : now, JOB_END_CARD_GONE, -1, err, err);
+	} else if (r == RECOVER_INTERRUPTED) {
+		const char *what = j->mode == JOB_MODE_RESET ? "during the reset; it runs again"
+							     : "while the job ran; it is not run again";
+
+		snprintf(err, sizeof(err), "Interrupted: the service stopped (crash or shutdown) %s",
+			 what);
+		snprintf(said, sizeof(said), "interrupted: the service stopped %s", what);
+		sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
+		/* Output dropped before the crash was counted only up to the last save. */
+		if (a->job.log_truncated && open_log(a) == 0)
+			a->log.dropped_floor = 1;
+		job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, said);
+	} else {
 		sched_enqueue(&D.sched, &a->job);
-		card_fail_queue(sched_card(&D.sched, device));
-		counts[2]++;
-		break;
-	case RECOVER_QUEUE:
-		sched_enqueue(&D.sched, &a->job);
-		counts[0]++;
-		break;
+		if (r == RECOVER_DEAD_CARD)
+			card_fail_queue(sched_card(&D.sched, device));
 	}
 	return 0;
 }
@@ -4894,7 +4792,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 static void
 recover(void)
 {
-	int counts[3] = {0, 0, 0};
+	int counts[4] = {0, 0, 0, 0};
 
 	if (store_load_active(D.store, recover_cb, counts) < 0)
 		serve_fail(1, "cannot load jobs: %s", store_errmsg(D.store));
@@ -4905,7 +4803,8 @@ recover(void)
 	 */
 	store_sync();
 	logmsg("tt-device-queue: recovered %d queued jobs; %d interrupted jobs failed; %d jobs of "
-	       "unavailable cards failed", counts[0], counts[1], counts[2]);
+	       "unavailable cards failed", counts[RECOVER_QUEUE], counts[RECOVER_INTERRUPTED],
+	       counts[RECOVER_DEAD_CARD] + counts[RECOVER_CARD_GONE]);
 }
 
 /*
@@ -5210,18 +5109,23 @@ setup_mode(void)
 static int
 serve_main(int argc, char **argv)
 {
+	static const struct proc_callbacks cb = {
+	    .watch = job_proc_watch,
+	    .output = job_proc_output,
+	    .escalated = job_proc_escalated,
+	    .stuck = job_proc_stuck,
+	    .exit = job_proc_exit,
+	    .log = logmsg,
+	};
 	char start_id[33], instance_id[PATH_MAX + 40];
+	const char *visible = getenv("TT_VISIBLE_DEVICES");
 
 	if (argc > 1) {
 		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
 
-		fprintf(help ? stdout : stderr, "usage: tt-device-queue serve\n"
-			"Run the daemon in the foreground. Configuration comes from the environment:\n"
-			"  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
-			"  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
-			"  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
-			"  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
-			"man tt-device-queue lists every variable.\n");
+		fprintf(help ? stdout : stderr, "usage: tt-device-queue serve\nRun the daemon in "
+			"the foreground, configured by the environment (TT_DEVICE_IDS, TT_DEVICE_PORT,\n"
+			"TT_DEVICE_LOG_DIR, ...): man tt-device-queue lists every variable.\n");
 		return help ? 0 : 2;
 	}
 	tzset();
@@ -5230,7 +5134,14 @@ serve_main(int argc, char **argv)
 	config_load();
 	setup_mode();
 	notify_setup();
-	visible_devices_drop();
+	/* serve's own TT_VISIBLE_DEVICES reaches neither jobs nor control commands. Queue N is
+	 * card N: inherited by every job, it would remap the cards a job's code opens (Device(0)
+	 * opening card 1, beside card 1's queue), and tt-smi skips a card it hides yet exits 0,
+	 * so a reset would silently do nothing. A job may still set it through its own env. */
+	if (visible)
+		logmsg("tt-device-queue: TT_VISIBLE_DEVICES=%s in serve's environment is not passed "
+		       "to jobs or control commands: queue N is card N", visible);
+	unsetenv("TT_VISIBLE_DEVICES");
 	setup_signals();
 	mono_now = clock_mono();
 	started_mono = mono_now;
@@ -5246,7 +5157,7 @@ serve_main(int argc, char **argv)
 	if (new_job_id(start_id) < 0)
 		serve_fail(1, "getrandom: %s", strerror(errno));
 	snprintf(instance_id, sizeof(instance_id), "%s/%s", cfg.log_dir, start_id);
-	procs_init(instance_id);
+	proc_init(&cb, &mono_now, instance_id); /* the instance id: log dir/start */
 	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0)
 		serve_fail(1, "cannot start the guardian process: %s", strerror(errno));
 	dir_watch();
