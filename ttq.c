@@ -4266,7 +4266,6 @@ store_committed(void)
 static void
 store_unwind(void)
 {
-	static struct vec drop; /* records to forget, freed once off the dirty list */
 	int i, k;
 
 	for (i = D.spawn.n - 1; i >= 0; i--) {
@@ -4275,7 +4274,7 @@ store_unwind(void)
 		sched_vacate(&D.sched, &a->job);
 		if (a->job.mode == JOB_MODE_RESET) {
 			/* Not started: forget the reset job; the card's reset stays pending. */
-			vec_push(&drop, a);
+			a->job.dirty = false; /* freed below, as it leaves the dirty list */
 			continue;
 		}
 		a->job.started_at = NAN;
@@ -4294,22 +4293,20 @@ store_unwind(void)
 				store_remove_job_dir(D.dir, a->job.id);
 			else
 				sched_unlink(&D.sched, &a->job);
-			vec_push(&drop, a);
+			a->job.dirty = false;
 		}
 		http_conn_retract(ack->conn);
 		respond_refused(ack->conn, a->card,
 				"The job store is degraded; the job was not queued", NULL);
 	}
 	D.nacks = 0;
-	for (i = 0; i < drop.n; i++)
-		((struct active *)drop.v[i])->job.dirty = false;
+	/* Each record above is a new one, on the dirty list once: it is forgotten as it leaves. */
 	for (i = 0, k = 0; i < D.dirty.n; i++)
 		if (((struct active *)D.dirty.v[i])->job.dirty)
 			D.dirty.v[k++] = D.dirty.v[i];
+		else
+			active_free(D.dirty.v[i]);
 	D.dirty.n = k;
-	for (i = 0; i < drop.n; i++)
-		active_free(drop.v[i]);
-	drop.n = 0;
 }
 
 /*
