@@ -936,7 +936,6 @@ struct proc_job {
 	 */
 	double deadline;
 	double backoff;      /* KILLING: the wait before the look after next */
-	double warn_at;      /* KILLING: when to call `stuck`, 0 once called */
 	char tag[PROC_TAG_MAX]; /* proc_opts.tag, "" for none */
 	struct proc_job *next; /* P.jobs */
 };
@@ -975,7 +974,6 @@ set_state(struct proc_job *j, enum proc_job_state to)
 		illegal(j, to);
 	if (to == PROC_JOB_KILLING) {
 		j->backoff = 0;
-		j->warn_at = *P.now + PROC_STUCK_WARN;
 		j->deadline = *P.now; /* the first look, from the owner's timers */
 	} else if (to == PROC_JOB_REAPED) {
 		j->deadline = *P.now + PROC_STRAGGLER_BOUND;
@@ -1323,10 +1321,6 @@ look(struct proc_job *j)
 		left++;
 	}
 	if (left > 0) {
-		if (j->warn_at > 0 && *P.now >= j->warn_at) {
-			j->warn_at = 0;
-			P.cb.stuck(j);
-		}
 		j->backoff = j->backoff <= 0 ? LOOK_FIRST : j->backoff * 2 > LOOK_MAX ? LOOK_MAX
 										  : j->backoff * 2;
 		j->deadline = *P.now + j->backoff;

@@ -41,7 +41,6 @@
 
 #define PROC_MARKER "[tt-device-queue]" /* every line the daemon adds to an output file */
 #define PROC_STRAGGLER_BOUND 0.5 /* s a descendant may hold a reaped shell's pipe open */
-#define PROC_STUCK_WARN 10.0     /* s after SIGKILL before `stuck` says a group will not die */
 #define PROC_TAG_MAX 128         /* bytes of a proc_opts tag */
 #define PROC_MAX_GROUPS 64       /* supplementary groups of a user a job runs as */
 
@@ -110,8 +109,6 @@ struct proc_callbacks {
 	void (*output)(struct proc_job *j);
 	/* A stop's grace passed with the shell still running: its group got SIGKILL. */
 	void (*escalated)(struct proc_job *j);
-	/* Processes of j are still alive PROC_STUCK_WARN s after SIGKILL; said once. */
-	void (*stuck)(struct proc_job *j);
 	/*
 	 * j's process is finished (reaped, drained, nothing of it alive); code as
 	 * proc_exit_code. j is IDLE again: the callback may spawn its next process or free it.

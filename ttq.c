@@ -3015,19 +3015,6 @@ job_proc_escalated(struct proc_job *pj)
 	((struct active *)proc_job_owner(pj))->job.stop_escalated_at = clock_wall();
 }
 
-static void
-job_proc_stuck(struct proc_job *pj)
-{
-	struct active *a = proc_job_owner(pj);
-
-	char cards[256];
-
-	logmsg("tt-device-queue: %s %s on %s: processes still alive %.0f s after SIGKILL "
-	       "(stuck in the kernel?); the card waits for them",
-	       a->job.mode == JOB_MODE_RESET ? "reset" : "job", a->job.id,
-	       job_cards(&a->job, cards, sizeof(cards)), PROC_STUCK_WARN);
-}
-
 static void iteration_done(struct active *a, int code);
 static void finish_stopped(struct active *a, int code);
 static void reset_step_done(struct active *a, int code);
@@ -5110,7 +5097,6 @@ serve_main(int argc, char **argv)
 	    .watch = job_proc_watch,
 	    .output = job_proc_output,
 	    .escalated = job_proc_escalated,
-	    .stuck = job_proc_stuck,
 	    .exit = job_proc_exit,
 	    .log = logmsg,
 	};
