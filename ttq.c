@@ -136,7 +136,7 @@
 #define MAX_SEEN 16           /* of them, recorded on a job while it runs */
 #define FOREIGN_RECHECK 1.0   /* s between looks at a card such a process keeps waiting, and
 				 at the cards of running jobs */
-/* What the log and status say once the guardian is gone (guardian_died). */
+/* What the log and status say once the guardian is gone (signal_event). */
 #define GUARDIAN_GONE "the guardian process died: job processes are not cleaned up if this " \
 		      "daemon is killed; a restart of the service starts a new one"
 
@@ -3571,7 +3571,6 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 					       [RESET_STEP_HEALTH] = "TT_DEVICE_HEALTH_CHECK_CMD"};
 	bool was_dead = a->ladder.was_dead, ok = how == RESET_NEXT_HEALTHY;
 	bool check = ok && a->ladder.check; /* only its health was read */
-	int step = a->ladder.step;
 	char *reason = NULL, *cmd, *said;
 
 	if (how == RESET_NEXT_DEAD) {
@@ -3579,9 +3578,9 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 				   "reboot or operator recovery (reset --device %d runs it again)",
 				   was_dead ? " again" : "", c->device, c->device);
 	} else if (how == RESET_NEXT_UNRUNNABLE) {
-		cmd = step_command(step, c->device);
+		cmd = step_command(a->ladder.step, c->device);
 		reason = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was not "
-				   "reset and %s", variable[step], why, cmd, c->device,
+				   "reset and %s", variable[a->ladder.step], why, cmd, c->device,
 				   was_dead ? "stays dead" : "stays in service");
 		free(cmd);
 	}
@@ -3937,8 +3936,7 @@ handle_hold(struct http_conn *c, const struct call *k)
 		sched_hold_swap(card, &h); /* h now holds the card's previous hold */
 		card_dirty(card);
 		if (!store_sync_now(NULL)) {
-			sched_hold_swap(card, &h); /* memory as it is on disk */
-			card_dirty(card);
+			sched_hold_swap(card, &h); /* memory as it is on disk; still marked dirty */
 			respond_refused(c, card, "The job store is degraded; the change cannot be "
 						 "recorded", NULL);
 			goto out;
