@@ -411,11 +411,14 @@ proc_build_env(char *const *base, char *const *extra, size_t nextra)
 }
 
 char **
-proc_job_env(char *const *base, const char *env_json, const char *job_id, char **block)
+proc_job_env(char *const *base, const struct proc_user *u, const char *env_json,
+	     const char *job_id, char **block)
 {
+	const char *uvars[] = {"HOME", u ? u->home : 0, "USER", u ? u->name : 0,
+			       "LOGNAME", u ? u->name : 0, "SHELL", u ? u->shell : 0};
 	struct json_tok toks[1024];
 	char **extra, **env, *p;
-	size_t members = 0, need = sizeof("TT_DEVICE_JOB_ID=") + strlen(job_id), k = 0;
+	size_t members = u ? 4 : 0, need = sizeof("TT_DEVICE_JOB_ID=") + strlen(job_id), k = 0;
 	int n = 0, i;
 
 	*block = NULL;
@@ -425,14 +428,20 @@ proc_job_env(char *const *base, const char *env_json, const char *job_id, char *
 			errno = EINVAL;
 			return NULL;
 		}
-		members = toks[0].size;
+		members += toks[0].size;
 		for (i = 1; i < n; i = (int)toks[i + 1].next)
 			need += json_str_decode(env_json, &toks[i], NULL, 0) +
 				json_str_decode(env_json, &toks[i + 1], NULL, 0) + 2;
 	}
+	for (i = 0; u && i < 8; i++)
+		need += strlen(uvars[i]) + 1;
 	if (!(extra = malloc(sizeof(char *) * (members + 3) + need)))
 		return NULL;
 	p = (char *)(extra + members + 3);
+	for (; u && k < 4; k++) { /* the user's own first: the env object may set them */
+		extra[k] = p;
+		p += sprintf(p, "%s=%s", uvars[2 * k], uvars[2 * k + 1]) + 1;
+	}
 	for (i = 1; k < members; i = (int)toks[i + 1].next) {
 		extra[k++] = p;
 		p += json_str_decode(env_json, &toks[i], p, SIZE_MAX);
@@ -927,7 +936,6 @@ struct proc_job {
 	 */
 	double deadline;
 	double backoff;      /* KILLING: the wait before the look after next */
-	double warn_at;      /* KILLING: when to call `stuck`, 0 once called */
 	char tag[PROC_TAG_MAX]; /* proc_opts.tag, "" for none */
 	struct proc_job *next; /* P.jobs */
 };
@@ -966,7 +974,6 @@ set_state(struct proc_job *j, enum proc_job_state to)
 		illegal(j, to);
 	if (to == PROC_JOB_KILLING) {
 		j->backoff = 0;
-		j->warn_at = *P.now + PROC_STUCK_WARN;
 		j->deadline = *P.now; /* the first look, from the owner's timers */
 	} else if (to == PROC_JOB_REAPED) {
 		j->deadline = *P.now + PROC_STRAGGLER_BOUND;
@@ -1314,10 +1321,6 @@ look(struct proc_job *j)
 		left++;
 	}
 	if (left > 0) {
-		if (j->warn_at > 0 && *P.now >= j->warn_at) {
-			j->warn_at = 0;
-			P.cb.stuck(j);
-		}
 		j->backoff = j->backoff <= 0 ? LOOK_FIRST : j->backoff * 2 > LOOK_MAX ? LOOK_MAX
 										  : j->backoff * 2;
 		j->deadline = *P.now + j->backoff;

@@ -41,7 +41,6 @@
 
 #define PROC_MARKER "[tt-device-queue]" /* every line the daemon adds to an output file */
 #define PROC_STRAGGLER_BOUND 0.5 /* s a descendant may hold a reaped shell's pipe open */
-#define PROC_STUCK_WARN 10.0     /* s after SIGKILL before `stuck` says a group will not die */
 #define PROC_TAG_MAX 128         /* bytes of a proc_opts tag */
 #define PROC_MAX_GROUPS 64       /* supplementary groups of a user a job runs as */
 
@@ -110,8 +109,6 @@ struct proc_callbacks {
 	void (*output)(struct proc_job *j);
 	/* A stop's grace passed with the shell still running: its group got SIGKILL. */
 	void (*escalated)(struct proc_job *j);
-	/* Processes of j are still alive PROC_STUCK_WARN s after SIGKILL; said once. */
-	void (*stuck)(struct proc_job *j);
 	/*
 	 * j's process is finished (reaped, drained, nothing of it alive); code as
 	 * proc_exit_code. j is IDLE again: the callback may spawn its next process or free it.
@@ -403,14 +400,16 @@ int proc_exit_code(int wstatus);
 char **proc_build_env(char *const *base, char *const *extra, size_t nextra);
 
 /*
- * A job's environment: base (the daemon's) as proc_build_env makes it, with the members of
- * env_json (a JSON object of strings as the store keeps it, at most 511 members; NULL or ""
- * for none), then TT_DEVICE_JOB_ID=job_id and the instance entry (proc_instance_marker),
- * which the job's env cannot override. *block receives the one allocation holding the added
- * strings; free() the result and *block once the job ran. NULL (ENOMEM, or EINVAL when
- * env_json is no such object).
+ * A job's environment: base (the daemon's) as proc_build_env makes it, with user u's HOME,
+ * USER, LOGNAME and SHELL when u is not NULL (a job run as another user reads its own profile),
+ * then the members of env_json (a JSON object of strings as the store keeps it, at most 511
+ * members; NULL or "" for none), then TT_DEVICE_JOB_ID=job_id and the instance entry
+ * (proc_instance_marker), which the job's env cannot override. *block receives the one
+ * allocation holding the added strings; free() the result and *block once the job ran. NULL
+ * (ENOMEM, or EINVAL when env_json is no such object).
  */
-char **proc_job_env(char *const *base, const char *env_json, const char *job_id, char **block);
+char **proc_job_env(char *const *base, const struct proc_user *u, const char *env_json,
+		    const char *job_id, char **block);
 
 /*
  * The control commands' environment: base plus the instance entry. Made once and kept

@@ -976,16 +976,18 @@ row_to_job(struct store *st, sqlite3_stmt *s, struct job *j)
 }
 
 static int
-row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
+row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *row)
 {
+	struct card *c = &row->card;
 	bool failed = false;
 
+	*row = (struct store_card){.card.device = 0};
 	c->device = sqlite3_column_int(s, 0);
 	c->state =
 	    parse_name(state_names, NELEM(state_names), sqlite3_column_text(s, 1), CARD_HEALTHY);
 	c->reset_epoch = sqlite3_column_int64(s, 2);
 	c->reset_pending = sqlite3_column_int(s, 3) != 0;
-	c->boot_id = col_dup(s, 4, NULL, &failed);
+	row->boot_id = col_dup(s, 4, NULL, &failed);
 	c->last_reset_at = col_real(s, 5, NAN);
 	c->dead_since = col_real(s, 6, NAN);
 	c->dead_reason = col_dup(s, 7, NULL, &failed);
@@ -996,7 +998,7 @@ row_to_card(struct store *st, sqlite3_stmt *s, struct store_card *c)
 	c->check_pending = sqlite3_column_int(s, 12) != 0;
 	if (!failed)
 		return 0;
-	free(c->boot_id);
+	free(row->boot_id);
 	free(c->dead_reason);
 	free(c->held_by);
 	free(c->hold_reason);

@@ -47,19 +47,14 @@
 struct store;     /* an open database */
 struct store_dir; /* the log dir, locked */
 
-/* A card's durable row as loaded at start-up. Strings are heap, owned by the caller. */
+/*
+ * A card's durable row as loaded at start-up: the fields store_put_card writes (the others
+ * zero: the card as sched_init would make it, with its stored state), and the boot the row
+ * was written in (or NULL). Strings are heap, owned by the caller.
+ */
 struct store_card {
-	int device;
-	int state; /* enum card_state */
-	bool reset_pending;
-	long long reset_epoch;
-	double last_reset_at, dead_since; /* NAN when NULL */
-	char *dead_reason;                /* NULL when NULL */
-	char *boot_id;                    /* the boot the row was written in, or NULL */
-	bool held;                        /* held for maintenance (whatever the boot) */
-	char *held_by, *hold_reason;      /* NULL when NULL */
-	double held_at;                   /* NAN when NULL */
-	bool check_pending;               /* its health check runs before its next job */
+	struct card card;
+	char *boot_id;
 };
 
 /*
@@ -145,7 +140,8 @@ int store_find_key(struct store *st, const char *key, long long owner, char id[3
  */
 double store_last_write(struct store *st);
 
-/* Load every card row; cb owns the strings of each row (free all four). Returns the count. */
+/* Load every card row; cb owns the strings of each row (boot_id, and the card's dead_reason,
+ * held_by, hold_reason). Returns the count. */
 int store_load_cards(struct store *st, int (*cb)(void *ctx, struct store_card *c), void *ctx);
 
 /*

@@ -136,7 +136,7 @@
 #define MAX_SEEN 16           /* of them, recorded on a job while it runs */
 #define FOREIGN_RECHECK 1.0   /* s between looks at a card such a process keeps waiting, and
 				 at the cards of running jobs */
-/* What the log and status say once the guardian is gone (guardian_died). */
+/* What the log and status say once the guardian is gone (signal_event). */
 #define GUARDIAN_GONE "the guardian process died: job processes are not cleaned up if this " \
 		      "daemon is killed; a restart of the service starts a new one"
 
@@ -679,7 +679,6 @@ struct active {
 	char *env_block;          /* the strings envp added (job_env) */
 	char *start_error;        /* why its process could not chdir or exec, else NULL */
 	bool no_env;              /* submitted without env: nothing to read back at start */
-	char **user_env;          /* a job of another user: its base environment (user_environ) */
 	/* reset jobs (mode reset): the procedure's position */
 	struct reset_ladder ladder;
 };
@@ -913,7 +912,6 @@ active_free(struct active *a)
 	free(a->env_block);
 	free(a->start_error);
 	free(a->watch);
-	free(a->user_env);
 	sched_job_clear(&a->job);
 	free(a);
 }
@@ -1627,7 +1625,6 @@ listen_event(void *arg, short revents)
 static struct json_tok toks[MAX_TOKENS];
 
 static void job_stop(struct active *a, int reason);
-static void count_outcome_by(const struct active *a, int n);
 static void job_finish(struct active *a, int why, int exit_code, const char *error,
 		       const char *trailer);
 
@@ -2538,7 +2535,7 @@ kill_active(struct http_conn *c, struct active *a)
 		}
 		sched_unlink(&D.sched, &a->job);
 		job_finish_at(a, done.finished_at, JOB_END_CANCELLED, -1, why,
-			      PROC_MARKER " cancelled by a kill request before it started\n");
+			      "cancelled by a kill request before it started");
 		respond_kill(c, "cancelled", &a->job);
 	} else if (a->job.status == JOB_RUNNING && a->job.mode == JOB_MODE_RUN) {
 		job_stop(a, STOP_KILL);
@@ -2810,20 +2807,8 @@ job_proc_escalated(struct proc_job *pj)
 	((struct active *)proc_job_owner(pj))->job.stop_escalated_at = clock_wall();
 }
 
-static void
-job_proc_stuck(struct proc_job *pj)
-{
-	struct active *a = proc_job_owner(pj);
-
-	char cards[256];
-
-	logmsg("tt-device-queue: %s %s on %s: processes still alive %.0f s after SIGKILL "
-	       "(stuck in the kernel?); the card waits for them",
-	       a->job.mode == JOB_MODE_RESET ? "reset" : "job", a->job.id,
-	       job_cards(&a->job, cards, sizeof(cards)), PROC_STUCK_WARN);
-}
-
 static void iteration_done(struct active *a, int code);
+static void finish_stopped(struct active *a, int code);
 static void reset_step_done(struct active *a, int code);
 
 /* The process is over, nothing of it alive: the next iteration, job or reset step may start. */
@@ -2832,26 +2817,13 @@ job_proc_exit(struct proc_job *pj, int code)
 {
 	struct active *a = proc_job_owner(pj);
 
-	if (a->job.mode == JOB_MODE_RESET)
-		reset_step_done(a, code);
-	else
+	if (a->job.mode == JOB_MODE_RUN)
 		iteration_done(a, code);
-}
-
-/* Start the process side: proc.c's callbacks, the clock, the instance id (log dir/start). */
-static void
-procs_init(const char *instance_id)
-{
-	static const struct proc_callbacks cb = {
-	    .watch = job_proc_watch,
-	    .output = job_proc_output,
-	    .escalated = job_proc_escalated,
-	    .stuck = job_proc_stuck,
-	    .exit = job_proc_exit,
-	    .log = logmsg,
-	};
-
-	proc_init(&cb, &mono_now, instance_id);
+	else if (a->stop != STOP_NONE) /* the service stops: the card stays resetting, the reset
+					  pending, and it runs again at the next start */
+		finish_stopped(a, code);
+	else
+		reset_step_done(a, code);
 }
 
 /* Whether job a runs as another user than the daemon: its owner, on a host-wide queue. */
@@ -2893,75 +2865,18 @@ spawn_process(struct active *a, char *const argv[], char *const envp[], const ch
 	return -1;
 }
 
-/*
- * The daemon's environment for a job of user u: u's HOME, USER, LOGNAME and SHELL in place of
- * the daemon's, so its login shell reads u's profile. One heap block (the pointers, then u's
- * four entries; the others are environ's); NULL without memory.
- */
-static char **
-user_environ(const struct proc_user *u)
-{
-	static const char *const names[] = {"HOME=", "USER=", "LOGNAME=", "SHELL="};
-	const char *vals[] = {u->home, u->name, u->name, u->shell};
-	size_t n = 0, len = 0, i, k, m;
-	char **v, *p;
-
-	while (environ[n])
-		n++;
-	for (m = 0; m < 4; m++)
-		len += strlen(names[m]) + strlen(vals[m]) + 1;
-	if (!(v = malloc((n + 5) * sizeof(*v) + len)))
-		return NULL;
-	p = (char *)(v + n + 5);
-	for (i = k = 0; i < n; i++) {
-		for (m = 0; m < 4 && strncmp(environ[i], names[m], strlen(names[m])) != 0; m++)
-			;
-		if (m == 4)
-			v[k++] = environ[i];
-	}
-	for (m = 0; m < 4; m++) {
-		v[k++] = p;
-		p += sprintf(p, "%s%s", names[m], vals[m]) + 1;
-	}
-	v[k] = NULL;
-	return v;
-}
-
 /* The job's environment (proc_job_env), its env object read back from the store first. */
 static char **
 job_env(struct active *a, char **block)
 {
-	char *const *base = environ;
 	struct proc_user u;
+	bool as_user = runs_as_owner(a) && proc_user_lookup((uid_t)a->job.owner_uid, &u) == 0;
 
 	*block = NULL;
 	if (!a->job.env_json && !a->no_env &&
 	    store_get_env(D.store, a->job.id, &a->job.env_json) < 0)
 		return NULL;
-	if (runs_as_owner(a) && proc_user_lookup((uid_t)a->job.owner_uid, &u) == 0) {
-		if (!(a->user_env = user_environ(&u))) /* made once: at the job's start */
-			return NULL;
-		base = a->user_env;
-	}
-	return proc_job_env(base, a->job.env_json, a->job.id, block);
-}
-
-/*
- * serve's own TT_VISIBLE_DEVICES reaches neither jobs nor control commands. Queue N is card N:
- * inherited by every job, it would remap the cards a job's code opens (Device(0) opening
- * card 1, beside card 1's queue), and tt-smi skips a card it hides yet exits 0, so a reset
- * would silently do nothing. A job may still set it through its own env.
- */
-static void
-visible_devices_drop(void)
-{
-	const char *v = getenv("TT_VISIBLE_DEVICES");
-
-	if (!v)
-		return;
-	logmsg("tt-device-queue: TT_VISIBLE_DEVICES=%s in serve's environment is not passed to jobs "
-	       "or control commands: queue N is card N", v);
-	unsetenv("TT_VISIBLE_DEVICES");
+	return proc_job_env(environ, as_user ? &u : NULL, a->job.env_json, a->job.id, block);
 }
 
 static void
@@ -3039,16 +2954,16 @@ finish_stopped(struct active *a, int code)
 		      : s == STOP_PREEMPT ? xasprintf("Interrupted by a reset of %s",
 						      j->nmore ? "one of its cards" : "its card")
 		      : xstrdup(s == STOP_KILL ? "Stopped by a kill request"
-					       : "Interrupted: the service stopped while the job was "
-						 "running; it is not run again");
-	char *trailer = xasprintf(PROC_MARKER " %s\n", error);
+				: j->mode == JOB_MODE_RESET ? "Interrupted: the service stopped during "
+							      "the reset; it runs again at the next start"
+							    : "Interrupted: the service stopped while "
+							      "the job was running; it is not run again");
 
 	if (s == STOP_TIMEOUT)
 		a->job.end_signal = code < 0 ? -code : 0;
 	job_finish(a, ends[s], s == STOP_TIMEOUT ? -9 : s == STOP_SHUTDOWN ? -1 : code,
-		   s == STOP_TIMEOUT ? NULL : error, trailer);
+		   s == STOP_TIMEOUT ? NULL : error, error);
 	free(error);
-	free(trailer);
 }
 
 static void
@@ -3077,16 +2992,6 @@ iteration_done(struct active *a, int code)
 		j->repeat_current++;
 		run_iteration(a, a->envp);
 	}
-}
-
-/*
- * The guardian died (killed by hand, the OOM killer): a double fault, so it is not replaced;
- * a crash of this daemon now would leave its jobs running. Logged, and shown in status.
- */
-static void
-guardian_died(int wstatus)
-{
-	logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, wstatus);
 }
 
 /*
@@ -3172,8 +3077,8 @@ job_stop(struct active *a, int reason)
 /*
  * Finish a job: record the outcome (why: enum job_end; a negative exit code of a job that died
  * of a signal, on its own or stopped, is that signal; a timeout's is -9 whatever its shell did,
- * and the caller sets j->end_signal to what the shell died of), close its log (trailer lines
- * and the truncation marker), write meta.json, free its card, answer its waiters. Memory is
+ * and the caller sets j->end_signal to what the shell died of), close its log (the marker line
+ * of trailer, when not NULL, and the truncation marker), write meta.json, free its card, answer its waiters. Memory is
  * released after the commit. A job the daemon's crash cut short with no sign of life after its
  * start has no known end: its elapsed time is null rather than a false 0 s.
  */
@@ -3182,7 +3087,7 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	      const char *trailer)
 {
 	struct job *j = &a->job;
-	char cards[256];
+	char cards[256], *line = trailer ? xasprintf(PROC_MARKER " %s\n", trailer) : NULL;
 	int i;
 
 	if (a->watch)
@@ -3205,12 +3110,13 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 		if (a->log.write_errno) /* the drop line cannot say it when the disk is full */
 			logmsg("tt-device-queue: job %s: output could not be stored (%s); %lld bytes "
 			       "dropped", j->id, strerror(a->log.write_errno), a->log.dropped);
-		capfile_finish(&a->log, trailer);
+		capfile_finish(&a->log, line);
 		a->log.fd = -1;
 		j->log_size = a->log.size;
 		j->dropped_log_bytes = a->log.dropped;
 		j->log_truncated = a->log.dropped > 0;
 	}
+	free(line);
 	write_meta(j);
 	mark_dirty(a); /* freed once that is committed (store_committed) */
 	waiters_wake(a, true);
@@ -3225,7 +3131,6 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 			c->check_pending = true;
 			card_dirty(c);
 		}
-	count_outcome_by(a, 1);
 	sched_vacate(&D.sched, j); /* each card it held is free now, its processes all gone */
 	logmsg("tt-device-queue: job %s on %s finished: exit %d in %.2fs%s%s%s%s%s", j->id,
 	       job_cards(j, cards, sizeof(cards)), exit_code, isnan(j->elapsed) ? 0 : j->elapsed,
@@ -3344,21 +3249,6 @@ look_holders(struct card *c)
 		holders_note(c, l);
 }
 
-/*
- * Look again in FOREIGN_RECHECK seconds while a card waits for a process outside the queue,
- * or a job runs on a watched card (to record who opens it meanwhile); an idle daemon, or one
- * without the driver's pids files, never wakes for it.
- */
-static void
-holders_timer_arm(void)
-{
-	int i;
-
-	for (i = 0; i < D.sched.ncards && !timer_armed(&holders_timer); i++)
-		if ((D.sched.cards[i].foreign && !D.sched.cards[i].current) || watching_job(i))
-			timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
-}
-
 /* The cards of running jobs are looked at here; waiting cards by the dispatch pass after. */
 static void
 holders_fired(void *arg)
@@ -3447,14 +3337,13 @@ step_command(int step, int device)
 static void
 card_fail_queue(struct card *c)
 {
-	char error[256], trailer[320];
+	char error[256];
 	struct job *j;
 
 	snprintf(error, sizeof(error), "Card %d is dead: it needs a host reboot or operator recovery; "
 				       "this job never ran", c->device);
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", error);
 	while ((j = sched_fail_next(&D.sched, c)))
-		job_finish(active_of(j), JOB_END_CARD_DEAD, -1, error, trailer);
+		job_finish(active_of(j), JOB_END_CARD_DEAD, -1, error, error);
 }
 
 /*
@@ -3474,17 +3363,16 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 					       [RESET_STEP_HEALTH] = "TT_DEVICE_HEALTH_CHECK_CMD"};
 	bool was_dead = a->ladder.was_dead, ok = how == RESET_NEXT_HEALTHY;
 	bool check = ok && a->ladder.check; /* only its health was read */
-	int step = a->ladder.step;
-	char *reason = NULL, *cmd, *said, *trailer;
+	char *reason = NULL, *cmd, *said;
 
 	if (how == RESET_NEXT_DEAD) {
 		reason = xasprintf("Reset and health verification failed%s; card %d needs a host "
 				   "reboot or operator recovery (reset --device %d runs it again)",
 				   was_dead ? " again" : "", c->device, c->device);
 	} else if (how == RESET_NEXT_UNRUNNABLE) {
-		cmd = step_command(step, c->device);
+		cmd = step_command(a->ladder.step, c->device);
 		reason = xasprintf("Configuration error: %s could not be run (%s): %s; card %d was not "
-				   "reset and %s", variable[step], why, cmd, c->device,
+				   "reset and %s", variable[a->ladder.step], why, cmd, c->device,
 				   was_dead ? "stays dead" : "stays in service");
 		free(cmd);
 	}
@@ -3501,11 +3389,9 @@ reset_end(struct active *a, enum reset_next how, const char *why)
 	else
 		said = xasprintf("reset of card %d failed%s: %s", c->device,
 				 how == RESET_NEXT_DEAD ? "; the card is dead" : "", reason);
-	trailer = xasprintf(PROC_MARKER " %s\n", said);
-	job_finish(a, JOB_END_EXITED, !ok, reason, trailer);
+	job_finish(a, JOB_END_EXITED, !ok, reason, said);
 	logmsg("tt-device-queue: %s", said);
 	free(said);
-	free(trailer);
 	card_fail_queue(c); /* dead, or still dead: what was queued meanwhile never runs */
 }
 
@@ -3534,14 +3420,6 @@ reset_step_done(struct active *a, int code)
 	enum reset_next next;
 	bool was_check = a->ladder.check;
 
-	if (a->stop == STOP_SHUTDOWN) {
-		/* The card stays resetting with the reset pending: it runs again at the next start. */
-		job_finish(a, JOB_END_SERVICE_STOP, -1,
-			   "Interrupted: the service stopped during the reset; it runs again at "
-				  "the next start",
-			   PROC_MARKER " interrupted by the service stopping\n");
-		return;
-	}
 	capfile_marker(&a->log, "exit status %d", code);
 	next = sched_reset_next(&a->ladder, code, cfg.reset_retries, cfg.deep_reset_cmd[0] != '\0',
 				!cfg.health_cmd);
@@ -3850,8 +3728,7 @@ handle_hold(struct http_conn *c, const struct call *k)
 		sched_hold_swap(card, &h); /* h now holds the card's previous hold */
 		card_dirty(card);
 		if (!store_sync_now(NULL)) {
-			sched_hold_swap(card, &h); /* memory as it is on disk */
-			card_dirty(card);
+			sched_hold_swap(card, &h); /* memory as it is on disk; still marked dirty */
 			respond_refused(c, card, "The job store is degraded; the change cannot be "
 						 "recorded", NULL);
 			goto out;
@@ -3938,20 +3815,21 @@ handle_metrics(struct http_conn *c, const struct call *call)
 	http_conn_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b->p, b->len, NULL);
 }
 
-/* Add n (1, or -1 to take a count back) to the /metrics counter of a's outcome. */
+/* Count a's outcome for /metrics once it is on disk (a refused submission never counts). */
 static void
-count_outcome_by(const struct active *a, int n)
+count_outcome(const struct active *a)
 {
 	const struct job *j = &a->job;
-	int i, k;
+	int i, k = j->timed_out ? OUT_TIMEOUT : isnan(j->started_at) ? OUT_CANCELLED
+				  : j->exit_code == 0		    ? OUT_OK
+								    : OUT_FAILED;
 
-	if (j->mode != JOB_MODE_RUN)
-		return;
-	k = j->timed_out ? OUT_TIMEOUT : isnan(j->started_at) ? OUT_CANCELLED
-				       : j->exit_code == 0    ? OUT_OK
-							      : OUT_FAILED;
-	for (i = 0; i < sched_job_ncards(j); i++) /* on each card it needed */
-		finished_count[card_index(sched_card(&D.sched, sched_job_device(j, i)))][k] += n;
+	for (i = 0; j->mode == JOB_MODE_RUN && i < sched_job_ncards(j); i++) { /* each card's */
+		struct card *c = sched_card(&D.sched, sched_job_device(j, i));
+
+		if (c) /* not a card no longer configured */
+			finished_count[card_index(c)][k]++;
+	}
 }
 
 /* ------------------------------------------------------------------------ store sync */
@@ -3983,7 +3861,12 @@ dispatch_pass(void)
 		else if (act == SCHED_START_RESET || act == SCHED_START_CHECK)
 			reset_start(c, act == SCHED_START_CHECK);
 	}
-	holders_timer_arm();
+	/* Look again in FOREIGN_RECHECK seconds while a card waits for a process outside the
+	 * queue, or a job runs on a watched card (to record who opens it meanwhile); an idle
+	 * daemon, or one without the driver's pids files, never wakes for it. */
+	for (i = 0; i < D.sched.ncards && !timer_armed(&holders_timer); i++)
+		if ((D.sched.cards[i].foreign && !D.sched.cards[i].current) || watching_job(i))
+			timer_set(&holders_timer, mono_now + FOREIGN_RECHECK);
 }
 
 /* What lived in the old log dir and is made again in the new one as it is needed. */
@@ -4091,29 +3974,20 @@ dir_watch(void)
 		timer_set(&D.dir_check, mono_now + LOG_DIR_CHECK);
 }
 
-/* One job record into the open transaction; -1 on failure. */
-static int
-store_put_record(const struct job *j)
-{
-	char *out = job_output_path(j->id);
-	int r = store_put_job(D.store, j, out);
-
-	free(out);
-	return r;
-}
-
 /* Every dirty record, and extra (a record not in memory yet, or NULL), in one commit. */
 static int
 store_write_dirty(const struct job *extra)
 {
-	int i;
+	int i, r = store_begin(D.store);
 
-	if (store_begin(D.store) < 0)
-		return -1;
-	for (i = 0; i < D.dirty.n; i++)
-		if (store_put_record(&((struct active *)D.dirty.v[i])->job) < 0)
-			return -1;
-	if (extra && store_put_record(extra) < 0)
+	for (i = 0; r == 0 && i <= D.dirty.n; i++) {
+		const struct job *j = i < D.dirty.n ? &((struct active *)D.dirty.v[i])->job : extra;
+		char *out = j ? job_output_path(j->id) : NULL;
+
+		r = j ? store_put_job(D.store, j, out) : 0;
+		free(out);
+	}
+	if (r < 0)
 		return -1;
 	for (i = 0; D.cards_dirty && i < D.sched.ncards; i++)
 		if (D.sched.cards[i].dirty &&
@@ -4143,6 +4017,7 @@ store_committed(void)
 			free(a->job.env_json); /* stored; loaded again when the job starts */
 			a->job.env_json = NULL;
 		} else if (a->job.phase == JOB_PHASE_DONE) { /* its outcome is on disk */
+			count_outcome(a);
 			active_free(a);
 		}
 	}
@@ -4168,7 +4043,6 @@ store_committed(void)
 static void
 store_unwind(void)
 {
-	static struct vec drop; /* records to forget, freed once off the dirty list */
 	int i, k;
 
 	for (i = D.spawn.n - 1; i >= 0; i--) {
@@ -4177,7 +4051,7 @@ store_unwind(void)
 		sched_vacate(&D.sched, &a->job);
 		if (a->job.mode == JOB_MODE_RESET) {
 			/* Not started: forget the reset job; the card's reset stays pending. */
-			vec_push(&drop, a);
+			a->job.dirty = false; /* freed below, as it leaves the dirty list */
 			continue;
 		}
 		a->job.started_at = NAN;
@@ -4192,28 +4066,24 @@ store_unwind(void)
 		if (!ack->replay) { /* a replay's job goes with the first submission's ack */
 			/* Failed in this same turn (its card died) and never acknowledged: it is
 			 * forgotten whole, as if it had never come, not unlinked a second time. */
-			if (a->job.phase == JOB_PHASE_DONE) {
-				count_outcome_by(a, -1);
+			if (a->job.phase == JOB_PHASE_DONE)
 				store_remove_job_dir(D.dir, a->job.id);
-			} else {
+			else
 				sched_unlink(&D.sched, &a->job);
-			}
-			vec_push(&drop, a);
+			a->job.dirty = false;
 		}
 		http_conn_retract(ack->conn);
 		respond_refused(ack->conn, a->card,
 				"The job store is degraded; the job was not queued", NULL);
 	}
 	D.nacks = 0;
-	for (i = 0; i < drop.n; i++)
-		((struct active *)drop.v[i])->job.dirty = false;
+	/* Each record above is a new one, on the dirty list once: it is forgotten as it leaves. */
 	for (i = 0, k = 0; i < D.dirty.n; i++)
 		if (((struct active *)D.dirty.v[i])->job.dirty)
 			D.dirty.v[k++] = D.dirty.v[i];
+		else
+			active_free(D.dirty.v[i]);
 	D.dirty.n = k;
-	for (i = 0; i < drop.n; i++)
-		active_free(drop.v[i]);
-	drop.n = 0;
 }
 
 /*
@@ -4503,8 +4373,8 @@ signal_event(void *arg, short revents)
 	}
 	/* Signals coalesce: reap every child that has exited. */
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-		if (proc_reaped(pid, st) == PROC_REAPED_GUARDIAN)
-			guardian_died(st);
+		if (proc_reaped(pid, st) == PROC_REAPED_GUARDIAN) /* a double fault: not replaced */
+			logmsg("tt-device-queue: WARNING: %s (exit status %d)", GUARDIAN_GONE, st);
 }
 
 static bool
@@ -4565,10 +4435,10 @@ same_boot_as(const char *row_boot_id)
 static void
 card_row_free(struct store_card *row)
 {
-	free(row->dead_reason);
+	free(row->card.dead_reason);
 	free(row->boot_id);
-	free(row->held_by);
-	free(row->hold_reason);
+	free(row->card.held_by);
+	free(row->card.hold_reason);
 }
 
 /* The first look at the stored cards: one dead in this boot stays served (listed in cfg.ids)
@@ -4577,33 +4447,24 @@ static int
 dead_card_cb(void *ctx, struct store_card *row)
 {
 	(void)ctx;
-	if (sched_stays_dead(row->state, same_boot_as(row->boot_id)) && cfg.nids < MAX_CARDS)
-		cfg.nids = add_card_id(cfg.ids, cfg.nids, row->device);
+	if (sched_stays_dead(row->card.state, same_boot_as(row->boot_id)) && cfg.nids < MAX_CARDS)
+		cfg.nids = add_card_id(cfg.ids, cfg.nids, row->card.device);
 	card_row_free(row);
 	return 0;
 }
 
-/* The second: a served card gets its stored row (the strings change owner), then what a
- * restart makes of it; the rows of cards not served are dropped. */
+/* The second: a served card, as sched_init made it (nothing queued yet), becomes its stored
+ * row (the strings change owner), then what a restart makes of it; the rows of cards not
+ * served are dropped. */
 static int
 card_row_cb(void *ctx, struct store_card *row)
 {
-	struct card *c = sched_card(&D.sched, row->device);
+	struct card *c = sched_card(&D.sched, row->card.device);
 
 	(void)ctx;
 	if (c) {
-		c->reset_epoch = row->reset_epoch;
-		c->last_reset_at = row->last_reset_at;
-		c->reset_pending = row->reset_pending;
-		c->state = row->state;
-		c->dead_since = row->dead_since;
-		c->dead_reason = row->dead_reason;
-		c->held = row->held;
-		c->held_at = row->held ? row->held_at : NAN;
-		c->held_by = row->held_by;
-		c->hold_reason = row->hold_reason;
-		c->check_pending = row->check_pending;
-		row->dead_reason = row->held_by = row->hold_reason = NULL;
+		*c = row->card;
+		row->card = (struct card){.device = 0};
 		if (sched_card_restore(c, same_boot_as(row->boot_id)))
 			logmsg("tt-device-queue: card %d was dead in an earlier boot; healthy again",
 			       c->device);
@@ -4652,56 +4513,20 @@ interrupted_at(const struct job *j, double now)
 }
 
 /*
- * A job found active at start-up one of whose cards (device) is no longer configured: its
- * queue cannot run here. A job found running did run, so its error says it was interrupted,
- * not that it never ran. It touches no card's books (a->card is a stand-in).
- */
-static void
-recover_card_gone(struct active *a, int device, double now)
-{
-	static struct card gone;
-	const struct job *j = &a->job;
-	bool ran = j->status == JOB_RUNNING;
-	char err[200], trailer[240];
-
-	gone.device = device;
-	a->card = &gone;
-	snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s", device,
-		 ran ? "interrupted: the service stopped while the job was running; it is not run "
-		       "again"
-		     : "the job never ran");
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " %s\n", err);
-	job_finish_at(a, ran ? interrupted_at(j, now) : now, JOB_END_CARD_GONE, -1, err, trailer);
-}
-
-/* A job found running at start-up fails as interrupted; a reset runs again (sched_card_restore). */
-static void
-recover_interrupted(struct active *a, double now)
-{
-	const char *what = a->job.mode == JOB_MODE_RESET ? "during the reset; it runs again"
-							 : "while the job ran; it is not run again";
-	char err[120], trailer[160];
-
-	sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
-	/* Output dropped before the crash was counted only up to the last save. */
-	if (a->job.log_truncated && open_log(a) == 0)
-		a->log.dropped_floor = 1;
-	snprintf(err, sizeof(err), "Interrupted: the service stopped (crash or shutdown) %s", what);
-	snprintf(trailer, sizeof(trailer), PROC_MARKER " interrupted: the service stopped %s\n",
-		 what);
-	job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, trailer);
-}
-
-/*
  * A job found active at start-up, as sched_recover_job decides: back on its queue, or failed.
- * counts[]: requeued, interrupted, failed for an unavailable card.
+ * One found running fails as interrupted (a reset runs again: sched_card_restore); one of a
+ * card no longer configured (device) says so, and that it was interrupted when it did run; it
+ * touches no card's books (a->card is a stand-in). counts[]: by enum recover_action.
  */
 static int
 recover_cb(void *ctx, struct job *j, const char *output_file)
 {
+	static struct card gone;
 	struct active *a = active_new();
-	int *counts = ctx, device;
+	int *counts = ctx, device, r;
 	double now = clock_wall();
+	bool ran = j->status == JOB_RUNNING;
+	char err[200], said[200];
 
 	(void)output_file;
 	if (!a) {
@@ -4710,24 +4535,30 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 	}
 	a->job = *j;
 	a->card = sched_card(&D.sched, j->device);
-	switch (sched_recover_job(&D.sched, &a->job, &device)) {
-	case RECOVER_CARD_GONE:
-		recover_card_gone(a, device, now);
-		counts[2]++;
-		break;
-	case RECOVER_INTERRUPTED:
-		recover_interrupted(a, now);
-		counts[1]++;
-		break;
-	case RECOVER_DEAD_CARD:
+	counts[r = sched_recover_job(&D.sched, &a->job, &device)]++;
+	if (r == RECOVER_CARD_GONE) {
+		gone.device = device;
+		a->card = &gone;
+		snprintf(err, sizeof(err), "Card %d is no longer configured (TT_DEVICE_IDS); %s",
+			 device, ran ? "interrupted: the service stopped while the job was running; "
+				       "it is not run again" : "the job never ran");
+		job_finish_at(a, ran ? interrupted_at(j, now) : now, JOB_END_CARD_GONE, -1, err, err);
+	} else if (r == RECOVER_INTERRUPTED) {
+		const char *what = j->mode == JOB_MODE_RESET ? "during the reset; it runs again"
+							     : "while the job ran; it is not run again";
+
+		snprintf(err, sizeof(err), "Interrupted: the service stopped (crash or shutdown) %s",
+			 what);
+		snprintf(said, sizeof(said), "interrupted: the service stopped %s", what);
+		sched_occupy(&D.sched, &a->job); /* finishing it frees each card it held */
+		/* Output dropped before the crash was counted only up to the last save. */
+		if (a->job.log_truncated && open_log(a) == 0)
+			a->log.dropped_floor = 1;
+		job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, said);
+	} else {
 		sched_enqueue(&D.sched, &a->job);
-		card_fail_queue(sched_card(&D.sched, device));
-		counts[2]++;
-		break;
-	case RECOVER_QUEUE:
-		sched_enqueue(&D.sched, &a->job);
-		counts[0]++;
-		break;
+		if (r == RECOVER_DEAD_CARD)
+			card_fail_queue(sched_card(&D.sched, device));
 	}
 	return 0;
 }
@@ -4735,7 +4566,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 static void
 recover(void)
 {
-	int counts[3] = {0, 0, 0};
+	int counts[4] = {0, 0, 0, 0};
 
 	if (store_load_active(D.store, recover_cb, counts) < 0)
 		serve_fail(1, "cannot load jobs: %s", store_errmsg(D.store));
@@ -4746,7 +4577,8 @@ recover(void)
 	 */
 	store_sync();
 	logmsg("tt-device-queue: recovered %d queued jobs; %d interrupted jobs failed; %d jobs of "
-	       "unavailable cards failed", counts[0], counts[1], counts[2]);
+	       "unavailable cards failed", counts[RECOVER_QUEUE], counts[RECOVER_INTERRUPTED],
+	       counts[RECOVER_DEAD_CARD] + counts[RECOVER_CARD_GONE]);
 }
 
 /*
@@ -5051,18 +4883,22 @@ setup_mode(void)
 static int
 serve_main(int argc, char **argv)
 {
+	static const struct proc_callbacks cb = {
+	    .watch = job_proc_watch,
+	    .output = job_proc_output,
+	    .escalated = job_proc_escalated,
+	    .exit = job_proc_exit,
+	    .log = logmsg,
+	};
 	char start_id[33], instance_id[PATH_MAX + 40];
+	const char *visible = getenv("TT_VISIBLE_DEVICES");
 
 	if (argc > 1) {
 		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
 
-		fprintf(help ? stdout : stderr, "usage: tt-device-queue serve\n"
-			"Run the daemon in the foreground. Configuration comes from the environment:\n"
-			"  TT_DEVICE_IDS (e.g. 0,1; default: the numeric nodes in TT_DEVICE_DEV_DIR,\n"
-			"  /dev/tenstorrent), TT_DEVICE_HOST/TT_DEVICE_PORT (127.0.0.1:5741),\n"
-			"  TT_DEVICE_LOG_DIR (<dir of the executable>/logs-v2), TT_DEVICE_RESET_CMD,\n"
-			"  TT_DEVICE_HEALTH_CHECK_CMD, ...\n"
-			"man tt-device-queue lists every variable.\n");
+		fprintf(help ? stdout : stderr, "usage: tt-device-queue serve\nRun the daemon in "
+			"the foreground, configured by the environment (TT_DEVICE_IDS, TT_DEVICE_PORT,\n"
+			"TT_DEVICE_LOG_DIR, ...): man tt-device-queue lists every variable.\n");
 		return help ? 0 : 2;
 	}
 	tzset();
@@ -5071,7 +4907,14 @@ serve_main(int argc, char **argv)
 	config_load();
 	setup_mode();
 	notify_setup();
-	visible_devices_drop();
+	/* serve's own TT_VISIBLE_DEVICES reaches neither jobs nor control commands. Queue N is
+	 * card N: inherited by every job, it would remap the cards a job's code opens (Device(0)
+	 * opening card 1, beside card 1's queue), and tt-smi skips a card it hides yet exits 0,
+	 * so a reset would silently do nothing. A job may still set it through its own env. */
+	if (visible)
+		logmsg("tt-device-queue: TT_VISIBLE_DEVICES=%s in serve's environment is not passed "
+		       "to jobs or control commands: queue N is card N", visible);
+	unsetenv("TT_VISIBLE_DEVICES");
 	setup_signals();
 	mono_now = clock_mono();
 	started_mono = mono_now;
@@ -5087,7 +4930,7 @@ serve_main(int argc, char **argv)
 	if (new_job_id(start_id) < 0)
 		serve_fail(1, "getrandom: %s", strerror(errno));
 	snprintf(instance_id, sizeof(instance_id), "%s/%s", cfg.log_dir, start_id);
-	procs_init(instance_id);
+	proc_init(&cb, &mono_now, instance_id); /* the instance id: log dir/start */
 	if (proc_guardian_start(proc_instance_marker(), store_dir_fd(D.dir)) < 0)
 		serve_fail(1, "cannot start the guardian process: %s", strerror(errno));
 	dir_watch();

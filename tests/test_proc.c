@@ -492,7 +492,7 @@ test_job_env(void)
 	const char *mark = proc_instance_marker();
 	char **env;
 
-	env = proc_job_env(base, "{\"A\":\"x=y\",\"TT_DEVICE_JOB_ID\":\"forged\",\"U\":\"\\u00e9\"}",
+	env = proc_job_env(base, NULL, "{\"A\":\"x=y\",\"TT_DEVICE_JOB_ID\":\"forged\",\"U\":\"\\u00e9\"}",
 			   "0123abcd", &block);
 	snprintf(want, sizeof want, "PATH=/usr/bin|A=x=y|TT_DEVICE_JOB_ID=0123abcd|U=\xc3\xa9%s%s|"
 		 "PYTHONPATH=.", strchr(mark, '=') ? "|" : "", strchr(mark, '=') ? mark : "");
@@ -501,14 +501,22 @@ test_job_env(void)
 	ok(block != NULL, "the added strings are one block");
 	free(env);
 	free(block);
-	env = proc_job_env(base, NULL, "77", &block);
+	env = proc_job_env(base, NULL, NULL, "77", &block);
 	snprintf(want, sizeof want, "PATH=/usr/bin|TT_DEVICE_JOB_ID=77%s%s|PYTHONPATH=.",
 		 strchr(mark, '=') ? "|" : "", strchr(mark, '=') ? mark : "");
 	is_str(joined(env), want, "job env without an env object");
 	free(env);
 	free(block);
+	env = proc_job_env(base, &(struct proc_user){.name = "ann", .home = "/h", .shell = "/bin/sh"},
+			   "{\"SHELL\":\"/bin/zsh\"}", "77", &block);
+	snprintf(want, sizeof want, "PATH=/usr/bin|HOME=/h|USER=ann|LOGNAME=ann|SHELL=/bin/zsh|"
+		 "TT_DEVICE_JOB_ID=77%s%s|PYTHONPATH=.", strchr(mark, '=') ? "|" : "",
+		 strchr(mark, '=') ? mark : "");
+	is_str(joined(env), want, "job env of another user: its own variables, the env object wins");
+	free(env);
+	free(block);
 	errno = 0;
-	ok(proc_job_env(base, "[1]", "77", &block) == NULL && errno == EINVAL && !block,
+	ok(proc_job_env(base, NULL, "[1]", "77", &block) == NULL && errno == EINVAL && !block,
 	   "an env that is no object: NULL, EINVAL");
 }
 

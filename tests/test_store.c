@@ -382,9 +382,9 @@ collect_card(void *ctx, struct store_card *c)
 
 	if (cs->n == 8) {
 		free(c->boot_id);
-		free(c->dead_reason);
-		free(c->held_by);
-		free(c->hold_reason);
+		free(c->card.dead_reason);
+		free(c->card.held_by);
+		free(c->card.hold_reason);
 		return -1;
 	}
 	cs->c[cs->n++] = *c;
@@ -396,9 +396,9 @@ cards_free(struct cards *cs)
 {
 	for (int i = 0; i < cs->n; i++) {
 		free(cs->c[i].boot_id);
-		free(cs->c[i].dead_reason);
-		free(cs->c[i].held_by);
-		free(cs->c[i].hold_reason);
+		free(cs->c[i].card.dead_reason);
+		free(cs->c[i].card.held_by);
+		free(cs->c[i].card.hold_reason);
 	}
 	cs->n = 0;
 }
@@ -695,15 +695,15 @@ test_cards(struct store *st)
 	       store_put_card(st, &c0, NULL) == 0 && store_commit(st) == 0,
 	   "put two cards");
 	is_int(store_load_cards(st, collect_card, &cs), 2, "load_cards returns 2");
-	ok(cs.c[0].device == 0 && cs.c[0].state == CARD_HEALTHY && cs.c[0].reset_epoch == 2 &&
-	       !cs.c[0].reset_pending && cs.c[0].last_reset_at == 123.5 &&
-	       isnan(cs.c[0].dead_since) && !cs.c[0].dead_reason && !cs.c[0].boot_id,
+	ok(cs.c[0].card.device == 0 && cs.c[0].card.state == CARD_HEALTHY && cs.c[0].card.reset_epoch == 2 &&
+	       !cs.c[0].card.reset_pending && cs.c[0].card.last_reset_at == 123.5 &&
+	       isnan(cs.c[0].card.dead_since) && !cs.c[0].card.dead_reason && !cs.c[0].boot_id,
 	   "card 0 round trip (sorted first)");
-	ok(cs.c[1].device == 1 && cs.c[1].state == CARD_DEAD && cs.c[1].reset_epoch == 7 &&
-	       cs.c[1].reset_pending && isnan(cs.c[1].last_reset_at) &&
-	       cs.c[1].dead_since == 456.25,
+	ok(cs.c[1].card.device == 1 && cs.c[1].card.state == CARD_DEAD && cs.c[1].card.reset_epoch == 7 &&
+	       cs.c[1].card.reset_pending && isnan(cs.c[1].card.last_reset_at) &&
+	       cs.c[1].card.dead_since == 456.25,
 	   "card 1 round trip");
-	is_str(cs.c[1].dead_reason, c1.dead_reason, "dead_reason");
+	is_str(cs.c[1].card.dead_reason, c1.dead_reason, "dead_reason");
 	is_str(cs.c[1].boot_id, "boot-b", "boot_id");
 	cards_free(&cs);
 	c1.state = CARD_RESETTING;
@@ -712,10 +712,10 @@ test_cards(struct store *st)
 	ok(store_begin(st) == 0 && store_put_card(st, &c1, "boot-c") == 0 && store_commit(st) == 0,
 	   "update card 1");
 	is_int(store_load_cards(st, collect_card, &cs), 2, "still 2 cards");
-	ok(cs.c[1].state == CARD_RESETTING && !cs.c[1].dead_reason && isnan(cs.c[1].dead_since),
+	ok(cs.c[1].card.state == CARD_RESETTING && !cs.c[1].card.dead_reason && isnan(cs.c[1].card.dead_since),
 	   "card 1 updated");
 	is_str(cs.c[1].boot_id, "boot-c", "boot_id updated");
-	ok(!cs.c[0].held && !cs.c[0].held_by && isnan(cs.c[0].held_at) && !cs.c[0].hold_reason,
+	ok(!cs.c[0].card.held && !cs.c[0].card.held_by && isnan(cs.c[0].card.held_at) && !cs.c[0].card.hold_reason,
 	   "a card is not held unless held");
 	cards_free(&cs);
 	c0.held = true;
@@ -725,15 +725,15 @@ test_cards(struct store *st)
 	ok(store_begin(st) == 0 && store_put_card(st, &c0, NULL) == 0 && store_commit(st) == 0,
 	   "hold card 0");
 	store_load_cards(st, collect_card, &cs);
-	ok(cs.c[0].held && cs.c[0].held_at == 789.5, "the hold round trips");
-	is_str(cs.c[0].held_by, "alice", "who held it");
-	is_str(cs.c[0].hold_reason, "reseating the cable", "and why");
+	ok(cs.c[0].card.held && cs.c[0].card.held_at == 789.5, "the hold round trips");
+	is_str(cs.c[0].card.held_by, "alice", "who held it");
+	is_str(cs.c[0].card.hold_reason, "reseating the cable", "and why");
 	cards_free(&cs);
 	c0.held = false; /* released: the who and why are not kept */
 	ok(store_begin(st) == 0 && store_put_card(st, &c0, NULL) == 0 && store_commit(st) == 0,
 	   "release card 0");
 	store_load_cards(st, collect_card, &cs);
-	ok(!cs.c[0].held && !cs.c[0].held_by && isnan(cs.c[0].held_at) && !cs.c[0].hold_reason,
+	ok(!cs.c[0].card.held && !cs.c[0].card.held_by && isnan(cs.c[0].card.held_at) && !cs.c[0].card.hold_reason,
 	   "released: no hold left");
 	cards_free(&cs);
 }
@@ -1033,12 +1033,12 @@ test_migration(void)
 	is_int(store_load_recent(st, 0, 10, collect, &g), 2, "recent on card 0: the two done");
 	got_free(&g);
 	is_int(store_load_cards(st, collect_card, &cs), 1, "one card row");
-	ok(cs.n == 1 && cs.c[0].device == 0 && cs.c[0].state == CARD_DEAD &&
-	       cs.c[0].reset_epoch == 4 && cs.c[0].dead_since == 1600000050.25 &&
-	       cs.c[0].last_reset_at == 1599999000.5,
+	ok(cs.n == 1 && cs.c[0].card.device == 0 && cs.c[0].card.state == CARD_DEAD &&
+	       cs.c[0].card.reset_epoch == 4 && cs.c[0].card.dead_since == 1600000050.25 &&
+	       cs.c[0].card.last_reset_at == 1599999000.5,
 	   "card 0 is the old dead state");
 	is_str(cs.n ? cs.c[0].boot_id : NULL, "boot-old", "with the old boot id");
-	is_str(cs.n ? cs.c[0].dead_reason : NULL, "reset failed", "and dead_reason");
+	is_str(cs.n ? cs.c[0].card.dead_reason : NULL, "reset failed", "and dead_reason");
 	cards_free(&cs);
 	ok(put_one(st, 900, 1, JOB_QUEUED, NAN) == 0, "the migrated store takes writes");
 	store_close(st);
@@ -1092,10 +1092,10 @@ test_migration_v3(void)
 	if (!ok(st != NULL, "a v3 database opens (migrated)"))
 		return;
 	is_int(store_load_cards(st, collect_card, &cs), 1, "its card row is kept");
-	ok(cs.n == 1 && cs.c[0].state == CARD_DEAD && cs.c[0].reset_epoch == 3 && !cs.c[0].held &&
-	       isnan(cs.c[0].held_at),
+	ok(cs.n == 1 && cs.c[0].card.state == CARD_DEAD && cs.c[0].card.reset_epoch == 3 && !cs.c[0].card.held &&
+	       isnan(cs.c[0].card.held_at),
 	   "dead as it was, and not held");
-	is_str(cs.n ? cs.c[0].dead_reason : NULL, "gone", "with its dead_reason");
+	is_str(cs.n ? cs.c[0].card.dead_reason : NULL, "gone", "with its dead_reason");
 	cards_free(&cs);
 	ok(store_begin(st) == 0 && store_put_card(st, &c, "boot-y") == 0 && store_commit(st) == 0,
 	   "the migrated store takes a hold");
