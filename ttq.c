@@ -1075,6 +1075,23 @@ current_log_size(const struct active *a)
 }
 
 /*
+ * The bytes of live job a's output a reader may take now: all but a character still being
+ * written (a valid but incomplete UTF-8 sequence at the file's end). Without it a character
+ * split across two writes with a pause between reaches `run` as two U+FFFD.
+ */
+static long long
+log_readable(const struct active *a)
+{
+	long long size = current_log_size(a);
+	int k = size < 3 ? (int)size : 3;
+	char t[4] = "\n"; /* a character before the tail, so the tail alone can be backed over */
+
+	if (a->log.fd < 0 || k == 0 || pread(a->log.fd, t + 1, (size_t)k, size - k) != k)
+		return size;
+	return size - k + (long long)json_utf8_boundary(t, (size_t)k + 1) - 1;
+}
+
+/*
  * The answers that show a job, each a selection of its fields (render_job): its record (GET
  * /job and /result, meta.json), its summary (the lists of /status, kill answers) and the
  * answer to its submission (POST /queue).
@@ -2270,7 +2287,7 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 	static char chunk[64 << 10];
 	char *buf = chunk, *path;
 	size_t want, got = 0;
-	long long size = 0, left, end;
+	long long size = 0, readable, left, end;
 	struct stat st;
 	struct json_w w = body_begin();
 	ssize_t n;
@@ -2286,7 +2303,8 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 && fstat(fd, &st) == 0)
 		size = st.st_size;
-	left = size - (long long)offset;
+	readable = a && j->status != JOB_DONE ? log_readable(a) : size;
+	left = readable - (long long)offset;
 	want = left <= 0 ? 0 : left < (long long)limit ? (size_t)left : (size_t)limit;
 	if (want > sizeof(chunk) && !(buf = malloc(want)))
 		want = sizeof(chunk), buf = chunk;
@@ -2303,7 +2321,7 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 	w_int(&w, "next_offset", end);
 	json_w_key(&w, "content");
 	json_w_str(&w, buf, got);
-	w_bool(&w, "truncated", end < size);
+	w_bool(&w, "truncated", end < readable);
 	w_bool(&w, "complete", j->status == JOB_DONE && end >= size);
 	w_int(&w, "log_size", j->status == JOB_DONE ? j->log_size : size);
 	w_bool(&w, "log_truncated", j->log_truncated);
@@ -2357,7 +2375,7 @@ handle_read(struct http_conn *c, const struct call *k)
 							       : "read the outcome of")) {
 		/* answered */
 	} else if (r == 1 && wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
-		   (kind == HELD_RESULT || current_log_size(a) <= (long long)offset)) {
+		   (kind == HELD_RESULT || log_readable(a) <= (long long)offset)) {
 		cl->held_offset = offset;
 		cl->held_limit = limit;
 		hold(c, a, kind, wait);
@@ -2385,7 +2403,7 @@ static void
 waiters_wake(struct active *a, bool done)
 {
 	struct client *cl = a->waiters, *next;
-	long long size = current_log_size(a);
+	long long size = cl && !done ? log_readable(a) : 0;
 
 	for (; cl; cl = next) {
 		next = cl->wnext;

@@ -10,7 +10,7 @@ import sqlite3
 import threading
 import time
 
-from ttqlib import Daemon, gate, open_gate, pid_alive, q, run_tests, tap, wait_until
+from ttqlib import Daemon, cli_popen, gate, open_gate, pid_alive, q, run_tests, tap, wait_until
 
 
 def read_lines(path):
@@ -516,7 +516,43 @@ def test_queue_bound_and_concurrent_submitters():
     open_gate(g)
 
 
-run_tests(test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_first_failure,
+def test_split_character_is_not_sent_as_fffd():
+    """A character split across two writes, with a pause between, reaches `run` whole: /logs
+    keeps back a live job's incomplete last character instead of sending U+FFFD."""
+    d = Daemon().start()
+    g, wait = gate(d, "g")
+    p = cli_popen(d, "run", "--device", "0", "--",
+                  "printf 'A\\342\\202'; %s; printf '\\254 B\\n'" % wait)
+    out = []
+    reader = threading.Thread(target=lambda: out.append(p.stdout.read()))
+    first = []
+
+    def read_first():
+        first.append(os.read(p.stdout.fileno(), 1))
+    t = threading.Thread(target=read_first)
+    t.start()
+    t.join(20)
+    tap.eq(first, [b"A"], "run printed what precedes the split character")
+    open_gate(g)
+    reader.start()
+    reader.join(20)
+    tap.eq(p.wait(20), 0, "run ends with the job's status")
+    tap.eq(first[0] + out[0], "A\u20ac B\n".encode(), "the split character printed whole")
+
+    g2, wait2 = gate(d, "g2")
+    j = d.submit("printf '\\360\\237\\230'; %s; printf '\\200\\n'" % wait2)["job_id"]
+    wait_until(lambda: os.path.exists(d.job(j)["output_file"]) and
+               os.path.getsize(d.job(j)["output_file"]) == 3, 10, "the first three bytes written")
+    r = d.get("/logs/%s?offset=0" % j).json
+    tap.ok(r["content"] == "" and r["next_offset"] == 0 and not r["truncated"],
+           "a live job's output that is only an incomplete character is kept back", r)
+    open_gate(g2)
+    d.wait_done(j)
+    r = d.get("/logs/%s?offset=0" % j).json
+    tap.eq(r["content"], "\U0001F600\n", "the character is sent once it is complete")
+
+
+run_tests(test_split_character_is_not_sent_as_fffd, test_fifo_across_clients_and_independent_cards, test_repeat_stops_at_first_failure,
           test_timeout_kills_process_group, test_timeout_sigint_first_then_sigkill,
           test_silence_watchdog_stops_a_hung_job, test_silence_watchdog_default_and_off,
           test_flood_capped_and_counted,
