@@ -3076,11 +3076,10 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 /*
  * POST path with a body of the members that apply: device_id (--device), job_id (id unless
  * NULL), client_id (`who`), reason (hold --reason) and force (reset --force). Print the answer
- * as JSON with --json, else through human().
+ * as the daemon sent it (JSON), with or without --json, as the earlier client did.
  */
 static int
-post_and_show(struct cli *c, const char *path, const struct opts *o, const char *id, int who,
-              void (*human)(const struct doc *))
+post_and_show(struct cli *c, const char *path, const struct opts *o, const char *id, int who)
 {
 	struct json_buf b;
 	struct json_w w;
@@ -3105,30 +3104,9 @@ post_and_show(struct cli *c, const char *path, const struct opts *o, const char 
 	json_buf_free(&b);
 	if (rc != ST_OK)
 		return rc;
-	if (c->json)
-		rc = print_doc(&d);
-	else
-		human(&d);
+	rc = print_doc(&d);
 	doc_free(&d);
 	return rc;
-}
-
-static void
-kill_human(const struct doc *d)
-{
-	int k = doc_child(d, 0, "killed", JSON_OBJECT),
-	    q = doc_child(d, 0, "cancelled", JSON_OBJECT);
-	char id[40] = "?", dev[256] = "?", cards[MAX_JOB_CARDS][24];
-	int n;
-
-	doc_str(d, k >= 0 ? k : q, "job_id", id, sizeof id); /* every 200 of /kill has one */
-	n = doc_cards(d, k >= 0 ? k : q, cards, MAX_JOB_CARDS);
-	cards_list(cards, n, dev, sizeof dev);
-	if (k >= 0)
-		printf("stopping job %s on card%s %s (SIGINT, then SIGKILL after the grace period)\n",
-		       id, n > 1 ? "s" : "", dev);
-	else
-		printf("cancelled queued job %s on card%s %s\n", id, n > 1 ? "s" : "", dev);
 }
 
 static int
@@ -3143,36 +3121,7 @@ cmd_kill(struct cli *c, struct args *a, struct opts *o)
 		return usage_err(a->cmd, "give a job ID or --device N, not both");
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	return post_and_show(c, "/kill", o, o->device_set ? NULL : id, 0, kill_human);
-}
-
-/* One reset entry: "card 1: scheduled (healthy, reset epoch 0)" and its hint. */
-static void
-reset_entry(const struct doc *d, int e)
-{
-	char dev[32] = "?", action[32] = "?", state[32] = "", hint[1024] = "";
-	long long epoch = 0;
-
-	doc_scalar(d, e, "device_id", dev, sizeof dev);
-	doc_str(d, e, "action", action, sizeof action);
-	doc_str(d, e, "device_state", state, sizeof state);
-	doc_int(d, e, "reset_epoch", &epoch);
-	printf("card %s: %s (%s, reset epoch %lld)\n", dev, action, state, epoch);
-	if (doc_str(d, e, "hint", hint, sizeof hint) && hint[0])
-		printf("  %s\n", hint);
-}
-
-static void
-reset_human(const struct doc *d)
-{
-	int arr = doc_child(d, 0, "resets", JSON_ARRAY), j, n;
-
-	if (arr < 0) {
-		reset_entry(d, 0);
-		return;
-	}
-	for (n = 0, j = arr + 1; n < (int)d->t[arr].size; n++, j = (int)d->t[j].next)
-		reset_entry(d, j);
+	return post_and_show(c, "/kill", o, o->device_set ? NULL : id, 0);
 }
 
 static int
@@ -3183,30 +3132,7 @@ cmd_reset(struct cli *c, struct args *a, struct opts *o)
 
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	return post_and_show(c, "/reset", o, a->npos > 0 ? id : NULL, 0, reset_human);
-}
-
-/* "card 1: held by cli-1000 since ...: reason" or "card 1: released". */
-static void
-hold_human(const struct doc *d)
-{
-	char dev[32] = "?", action[32] = "?", by[1024] = "?", at[64] = "?", why[4200] = "";
-
-	doc_scalar(d, 0, "device_id", dev, sizeof dev);
-	doc_str(d, 0, "action", action, sizeof action);
-	if (!doc_true(d, 0, "held")) {
-		printf("card %s: %s; its queue runs\n", dev,
-		       strcmp(action, "not_held") == 0 ? "was not held" : "released");
-		return;
-	}
-	doc_str(d, 0, "held_by", by, sizeof by);
-	doc_str(d, 0, "held_at", at, sizeof at);
-	doc_str(d, 0, "hold_reason", why, sizeof why);
-	printf("card %s: %s by %s since %s%s%s\n", dev,
-	       strcmp(action, "already_held") == 0 ? "already held" : "held", by, at,
-	       why[0] ? ": " : "", why);
-	printf("  its running job finishes; nothing more starts on it (queued jobs wait, new ones "
-	       "are accepted) until `" PROG " release --device %s`\n", dev);
+	return post_and_show(c, "/reset", o, a->npos > 0 ? id : NULL, 0);
 }
 
 /* hold --device N [--reason TEXT] / release --device N: POST /hold or /release. */
@@ -3223,7 +3149,7 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 		return ST_USAGE;
 	if (c->client_id[0] == 0)
 		client_identity(c);
-	return post_and_show(c, hold ? "/hold" : "/release", o, NULL, 1, hold_human);
+	return post_and_show(c, hold ? "/hold" : "/release", o, NULL, 1);
 }
 
 /* ------------------------------------------------------------------------ help, dispatch */
