@@ -2263,7 +2263,7 @@ submission_cards(struct cli *c, struct opts *o)
 
 /*
  * The cards of job id into cards[0..MAX_JOB_CARDS) while its status is `status`, or any but
- * done when that is NULL: their count; -1 otherwise, or when the daemon cannot be asked (a
+ * done when that is NULL: their count; 0 otherwise, or when the daemon cannot be asked (a
  * request that follows then says why).
  */
 static int
@@ -2272,18 +2272,18 @@ job_cards(struct cli *c, const char *id, const char *status, char (*cards)[24])
 	char path[64], st[16];
 	struct resp r;
 	struct doc d;
-	int n = -1;
+	int n = 0;
 
 	snprintf(path, sizeof path, "/job/%s", id);
 	memset(&r, 0, sizeof r);
 	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
-		return -1;
+		return 0;
 	if (doc_str(&d, 0, "status", st, sizeof st) &&
 	    (status ? strcmp(st, status) == 0 : strcmp(st, "done") != 0))
 		n = doc_cards(&d, 0, cards, MAX_JOB_CARDS);
 	doc_free(&d);
-	return n > 0 ? n : -1;
+	return n;
 }
 
 /*
@@ -2298,8 +2298,8 @@ static int
 refuse_own_card(struct cli *c, const struct args *a, const struct opts *o, const char *target)
 {
 	const char *job = env_nonempty("TT_DEVICE_JOB_ID");
-	char cards[MAX_JOB_CARDS][24], held[MAX_JOB_CARDS][24], card[24] = "", what[96], list[256];
-	int n, nh = -1, i, k;
+	char cards[MAX_JOB_CARDS][24], held[MAX_JOB_CARDS][24], list[256];
+	int n, nh, i, k;
 
 	/* inside a job the daemon runs, its TT_DEVICE_JOB_ID holds its cards while it runs */
 	if (job == NULL || strlen(job) != 32 || strspn(job, "0123456789abcdef") != 32)
@@ -2310,23 +2310,18 @@ refuse_own_card(struct cli *c, const struct args *a, const struct opts *o, const
 		for (n = 0; n < (o->ndevices ? o->ndevices : 1); n++)
 			snprintf(cards[n], sizeof cards[n], "%llu",
 			         o->ndevices ? o->devices[n] : o->device);
-	if (n > 0)
-		nh = job_cards(c, job, "running", held);
-	for (i = 0; i < n && !card[0]; i++)
-		for (k = 0; k < nh && !card[0]; k++)
-			if (strcmp(cards[i], held[k]) == 0)
-				memcpy(card, cards[i], sizeof card);
-	if (!card[0])
+	nh = n > 0 ? job_cards(c, job, "running", held) : 0;
+	for (i = 0, k = nh; i < n && k == nh; i++)
+		for (k = 0; k < nh && strcmp(cards[i], held[k]) != 0; k++)
+			;
+	if (k == nh)
 		return ST_OK;
-	cards_list(held, nh, list, sizeof list);
-	if (target == NULL)
-		snprintf(what, sizeof what, "a job queued on card %s", card);
-	else
-		snprintf(what, sizeof what, "job %s on card %s", target, card);
 	fprintf(stderr,
-	        PROG " %s: this runs inside job %s, which holds card%s %s until it ends; %s "
-	        "cannot %s before that, so waiting for it would hang until the job's timeout.\n",
-	        a->cmd->name, job, nh > 1 ? "s" : "", list, what,
+	        PROG " %s: this runs inside job %s, which holds card%s %s until it ends; %s%s on "
+	        "card %s cannot %s before that, so waiting for it would hang until the job's "
+	        "timeout.\n",
+	        a->cmd->name, job, nh > 1 ? "s" : "", cards_list(held, nh, list, sizeof list),
+	        target ? "job " : "a job queued", target ? target : "", held[k],
 	        target != NULL && strcmp(target, job) == 0 ? "end" : "start");
 	if (target == NULL)
 		fprintf(stderr, "Use another card (--device N), or submit without waiting (`" PROG
@@ -2564,39 +2559,17 @@ prune_scripts(const char *dir)
 	closedir(dp);
 }
 
-/* Copy all of stdin to fd. Returns ST_OK, ST_INTR or ST_FAIL (printed). */
-static int
-copy_stdin(int fd, const char *path)
-{
-	char buf[65536];
-	ssize_t n, w, off;
-
-	for (;;) {
-		n = read(STDIN_FILENO, buf, sizeof buf);
-		if (n == 0)
-			return ST_OK;
-		if (n < 0 && errno == EINTR && interrupted)
-			return ST_INTR;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errmsg("reading the script from stdin: %s", strerror(errno));
-		for (off = 0; off < n; off += w) {
-			w = write(fd, buf + off, (size_t)(n - off));
-			if (w < 0 && errno == EINTR)
-				w = 0;
-			else if (w < 0)
-				return errmsg("writing %s: %s", path, strerror(errno));
-		}
-	}
-}
-
-/* Store stdin as a new 0600 script-XXXXXX.py in the script dir; path[] gets its name. */
+/*
+ * Store stdin as a new 0600 script-XXXXXX.py in the script dir; path[] gets its name. A read
+ * cut short by SIGINT is ST_INTR; the file is removed on any failure.
+ */
 static int
 store_stdin(char *path, size_t cap)
 {
-	char dir[PATH_MAX];
-	int fd, rc;
+	char dir[PATH_MAX], buf[65536];
+	FILE *f;
+	size_t n;
+	int fd, werr, rc = ST_OK;
 
 	if (script_dir(dir, sizeof dir) < 0)
 		return ST_FAIL;
@@ -2605,11 +2578,18 @@ store_stdin(char *path, size_t cap)
 		return errmsg("the script dir's path is too long: %s", dir);
 	if ((fd = mkostemps(path, 3, O_CLOEXEC)) < 0)
 		return errmsg("cannot create a script in %s: %s", dir, strerror(errno));
-	fchmod(fd, 0600);
-	rc = copy_stdin(fd, path);
-	if (close(fd) < 0 && rc == ST_OK) {
-		errmsg("writing %s: %s", path, strerror(errno));
-		rc = ST_FAIL;
+	if (fchmod(fd, 0600) < 0 || (f = fdopen(fd, "w")) == NULL) {
+		rc = errmsg("writing %s: %s", path, strerror(errno));
+		close(fd);
+	} else {
+		while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
+			fwrite(buf, 1, n, f);
+		if (ferror(stdin))
+			rc = interrupted ? ST_INTR
+			                 : errmsg("reading the script from stdin: %s", strerror(errno));
+		werr = ferror(f); /* a write failed: sticky until fclose */
+		if ((fclose(f) != 0 || werr) && rc == ST_OK)
+			rc = errmsg("writing %s: %s", path, strerror(errno));
 	}
 	if (rc != ST_OK)
 		unlink(path);
@@ -2678,12 +2658,12 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ job, logs, result */
 
-/* GET path and print the answer as JSON. */
+/* Ask method path (body NULL for none) and print the answer as JSON. */
 static int
-get_and_print(struct cli *c, const char *path)
+print_answer(struct cli *c, const char *method, const char *path, const struct json_buf *body)
 {
 	struct doc d;
-	int rc = api(c, "GET", path, NULL, 0, &d);
+	int rc = api(c, method, path, body, 0, &d);
 
 	if (rc != ST_OK)
 		return rc;
@@ -2706,7 +2686,7 @@ cmd_job(struct cli *c, struct args *a, struct opts *o)
 		snprintf(path, sizeof path, "/job?key=%s", o->key);
 	else
 		snprintf(path, sizeof path, "/job/%s", id);
-	return get_and_print(c, path);
+	return print_answer(c, "GET", path, NULL);
 }
 
 static int
@@ -2728,7 +2708,7 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 		if (o->limit >= 0)
 			snprintf(path + n, sizeof path - (size_t)n, "&limit=%lld",
 			         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
-		return get_and_print(c, path);
+		return print_answer(c, "GET", path, NULL);
 	}
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
 	sink_init(&out, ULLONG_MAX, 0);
@@ -2766,12 +2746,6 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ status */
 
-/* Whose jobs a status view shows: a host-wide queue names the owner of others' jobs. */
-struct view {
-	int owners;      /* a host-wide queue: lines name the owner of each job but the caller's */
-	char caller[64]; /* the caller's user name, as the daemon knows it */
-};
-
 /* Characters of b's text. */
 static size_t
 text_cols(const struct json_buf *b)
@@ -2804,36 +2778,35 @@ put_cut(struct json_buf *b, const char *s, size_t n, size_t room, char ctl)
 		json_buf_add(b, "...", 3);
 }
 
-/* Append a string member of job j (a command, a client id) as put_cut does. */
+/*
+ * Append a string member of job j (a command, a client id) as put_cut does. Its first
+ * 4 * STATUS_COLS bytes hold more characters than a line shows: one cut there is cut again.
+ */
 static void
 put_member(struct json_buf *b, const struct doc *d, int j, const char *key, size_t room,
            char ctl)
 {
-	int i = doc_get(d, j, key);
-	char *text;
-	size_t n;
+	char text[4 * STATUS_COLS + 8];
 
-	if (i < 0 || d->t[i].type != JSON_STRING)
-		return;
-	n = json_str_decode(d->src, &d->t[i], NULL, 0);
-	if ((text = malloc(n + 1)) == NULL)
-		return;
-	json_str_decode(d->src, &d->t[i], text, n);
-	put_cut(b, text, n, room, ctl);
-	free(text);
+	if (doc_str(d, j, key, text, sizeof text) != NULL)
+		put_cut(b, text, strlen(text), room, ctl);
 }
 
-/* "  [client]  cmd": the client id and the command, cut so the line fits STATUS_COLS. */
+/*
+ * "  [client]  cmd": the client id and the command, cut so the line fits STATUS_COLS. caller is
+ * the user asking on a host-wide queue, whose lines name the owner of each job but the
+ * caller's; "" on a personal one.
+ */
 static void
-put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct view *v, int who)
+put_job_tail(struct json_buf *b, const struct doc *d, int j, const char *caller, int who)
 {
 	char mode[16], owner[64], cards[MAX_JOB_CARDS][24], list[256];
 	size_t used;
 	int n, other;
 
 	if (who) { /* [owner: client id] of another user's job on a host-wide queue */
-		other = v->owners && doc_str(d, j, "owner", owner, sizeof owner) &&
-		        strcmp(owner, v->caller) != 0;
+		other = caller[0] && doc_str(d, j, "owner", owner, sizeof owner) &&
+		        strcmp(owner, caller) != 0;
 		json_buf_add(b, "  [", 3);
 		if (other) {
 			put_member(b, d, j, "owner", OWNER_SHOW, '?');
@@ -2889,7 +2862,7 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap)
  * ~10.0s  [client]  cmd") or a recent one (n -1: "  recent   exit 3       0.52s  ID  cmd").
  */
 static void
-job_line(const struct doc *d, int j, int n, const struct view *v)
+job_line(const struct doc *d, int j, int n, const char *caller)
 {
 	char id[40] = "?", t[32] = "", word[32], dev[24] = "?", why[32] = "?";
 	int stop = doc_get(d, j, "stop_requested_at"), w;
@@ -2926,7 +2899,7 @@ job_line(const struct doc *d, int j, int n, const struct view *v)
 		    doc_int(d, j, "repeat_current", &rc_) == 0)
 			json_buf_printf(&b, ", repeat %lld/%lld", rc_, rn);
 	}
-	put_job_tail(&b, d, j, v, n >= 0);
+	put_job_tail(&b, d, j, caller, n >= 0);
 	if (!b.oom)
 		printf("%.*s\n", (int)b.len, b.p);
 	json_buf_free(&b);
@@ -2986,7 +2959,7 @@ card_warnings(const struct doc *d, int dev, const char *id, const char *state)
  * counted), recent jobs newest first.
  */
 static void
-card_block(const struct doc *d, int dev, const struct view *v)
+card_block(const struct doc *d, int dev, const char *caller)
 {
 	char id[32] = "?", state[32] = "?";
 	int cur = doc_child(d, dev, "current", JSON_OBJECT), j, n, rec_at[SCHED_RECENT_MAX];
@@ -3003,11 +2976,11 @@ card_block(const struct doc *d, int dev, const struct view *v)
 	putchar('\n');
 	card_warnings(d, dev, id, state);
 	if (cur >= 0)
-		job_line(d, cur, 0, v);
+		job_line(d, cur, 0, caller);
 	else
 		printf("  idle\n");
 	for (n = 0, j = pend + 1; n < npend && n < STATUS_QUEUED; n++, j = (int)d->t[j].next)
-		job_line(d, j, n + 1, v);
+		job_line(d, j, n + 1, caller);
 	if (npend > STATUS_QUEUED)
 		printf("  ... and %d more queued (`" PROG " --json status` lists them all)\n",
 		       npend - STATUS_QUEUED);
@@ -3015,7 +2988,7 @@ card_block(const struct doc *d, int dev, const struct view *v)
 	     j = (int)d->t[j].next)
 		rec_at[nrec++] = j;
 	while (nrec > 0) /* the daemon sends them oldest first */
-		job_line(d, rec_at[--nrec], -1, v);
+		job_line(d, rec_at[--nrec], -1, caller);
 }
 
 /* The header: version, queue totals, and one line for each of the daemon's warnings. */
@@ -3042,8 +3015,7 @@ status_header(const struct doc *d)
 static int
 cmd_status(struct cli *c, struct args *a, struct opts *o)
 {
-	struct view v;
-	char path[64];
+	char path[64], caller[64];
 	struct doc d;
 	int rc, devs, j, n;
 
@@ -3053,22 +3025,19 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 		snprintf(path, sizeof path, "/status?device=%llu", o->device);
 	else
 		snprintf(path, sizeof path, "/status");
+	if (c->json)
+		return print_answer(c, "GET", path, NULL);
 	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
 		return rc;
-	if (c->json) {
-		rc = print_doc(&d);
-	} else {
-		v.owners = doc_str(&d, 0, "access", path, sizeof path) && strcmp(path, "host") == 0;
-		if (!doc_str(&d, 0, "caller", v.caller, sizeof v.caller))
-			v.caller[0] = 0;
-		status_header(&d);
-		devs = doc_child(&d, 0, "devices", JSON_ARRAY);
-		for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size;
-		     n++, j = (int)d.t[j].next)
-			card_block(&d, j, &v);
-	}
+	if (!doc_str(&d, 0, "access", path, sizeof path) || strcmp(path, "host") != 0 ||
+	    !doc_str(&d, 0, "caller", caller, sizeof caller))
+		caller[0] = 0; /* a personal queue: every job is its user's */
+	status_header(&d);
+	devs = doc_child(&d, 0, "devices", JSON_ARRAY);
+	for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size; n++, j = (int)d.t[j].next)
+		card_block(&d, j, caller);
 	doc_free(&d);
-	return rc;
+	return ST_OK;
 }
 
 /* ------------------------------------------------------------------------ kill, reset */
@@ -3083,7 +3052,6 @@ post_and_show(struct cli *c, const char *path, const struct opts *o, const char 
 {
 	struct json_buf b;
 	struct json_w w;
-	struct doc d;
 	char dev[24];
 	int rc;
 
@@ -3100,12 +3068,8 @@ post_and_show(struct cli *c, const char *path, const struct opts *o, const char 
 		json_w_bool(&w, 1);
 	}
 	json_w_obj_end(&w);
-	rc = api(c, "POST", path, &b, 0, &d);
+	rc = print_answer(c, "POST", path, &b);
 	json_buf_free(&b);
-	if (rc != ST_OK)
-		return rc;
-	rc = print_doc(&d);
-	doc_free(&d);
 	return rc;
 }
 
