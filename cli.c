@@ -129,10 +129,11 @@ enum {
 	R_CLOSED = -1, /* the peer closed before answering: retried once on a reused connection */
 	R_SLOW = -2,   /* the request's own deadline passed */
 	R_HELP = -3,   /* a --help was printed: exit 0 */
-	R_AGAIN = -4,  /* the daemon asked for the request again (busy_pause) */
+	R_AGAIN = -4,  /* ask the same again (busy_pause, waited) */
 };
 
 #define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
+#define KEY_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
 /* skills/tt-device-queue/SKILL.md, built in so that a copied executable can teach an agent. */
 static const unsigned char embedded_skill[] = {
@@ -1037,17 +1038,27 @@ api(struct cli *c, const char *method, const char *path, const struct json_buf *
 }
 
 /*
- * The daemon could not be reached in a wait on an acknowledged job (c->err says how). A
- * restart or an upgrade keeps the job in its database and it goes on when the daemon is back;
- * failing here would make a pipeline submit it again, so the wait goes on: a pause, then the
- * caller asks again, for up to RECONNECT_SEC. Returns ST_OK (ask again), ST_TIMEOUT or
- * ST_INTR like any wait, or ST_FAIL once it has said that the daemon did not come back.
+ * The result rc of a request made in a wait on job id. A daemon lost after this command
+ * reached it (c->err says how) is waited for: a restart or an upgrade keeps the job in its
+ * database and it goes on when the daemon is back, and failing here would make a pipeline
+ * submit it again. So the wait goes on: a pause, then R_AGAIN (ask again), for up to
+ * TT_DEVICE_RECONNECT_SEC; then ST_FAIL, said. A daemon never reached is an error as anywhere
+ * else. Otherwise rc, ST_TIMEOUT or ST_INTR.
  */
 static int
-daemon_lost(struct cli *c, const char *id)
+waited(struct cli *c, const char *id, int rc)
 {
-	double t = now_mono(), limit = reconnect_window();
+	double t = now_mono(), limit;
 
+	if (rc == ST_OK && c->gone_since != 0) {
+		fprintf(stderr, NOTE "the daemon is back; still waiting for job %s\n", id);
+		c->gone_since = 0;
+	}
+	if (rc != ST_FAIL || !c->conn_failed)
+		return rc;
+	if (!c->connected) /* no daemon seen at all: nothing is known to wait for */
+		return errmsg("%s", c->err);
+	limit = reconnect_window();
 	if (c->gone_since == 0) {
 		c->gone_since = t;
 		fprintf(stderr,
@@ -1055,36 +1066,12 @@ daemon_lost(struct cli *c, const char *id)
 		             "for it to come back\n",
 		        c->err, id, limit);
 	} else if (t - c->gone_since > limit) {
-		errmsg("the daemon has not come back in %g s (%s); job %s may still run when it "
-		       "does: ask with `" PROG " result %s`",
-		       limit, c->err, id, id);
-		return ST_FAIL;
+		return errmsg("the daemon has not come back in %g s (%s); job %s may still run when "
+		              "it does: ask with `" PROG " result %s`",
+		              limit, c->err, id, id);
 	}
-	return pause_for(c, 0.25);
-}
-
-/*
- * The result of a request made in a wait: a daemon lost after this command reached it is
- * waited for (daemon_lost); one never reached is an error as anywhere else.
- */
-static int
-waited(struct cli *c, const char *id, int rc, int *again)
-{
-	*again = 0;
-	if (rc == ST_FAIL && c->conn_failed && !c->connected) {
-		errmsg("%s", c->err); /* no daemon seen at all: nothing is known to wait for */
-		return rc;
-	}
-	if (rc == ST_FAIL && c->conn_failed) {
-		rc = daemon_lost(c, id);
-		*again = rc == ST_OK;
-		return rc;
-	}
-	if (rc == ST_OK && c->gone_since != 0) {
-		fprintf(stderr, NOTE "the daemon is back; still waiting for job %s\n", id);
-		c->gone_since = 0;
-	}
-	return rc;
+	rc = pause_for(c, 0.25);
+	return rc == ST_OK ? R_AGAIN : rc;
 }
 
 /* Note the followed job's status from an answer's "status" member. */
@@ -1105,12 +1092,6 @@ sink_init(struct sink *o, unsigned long long limit, int collect)
 	o->collect = collect;
 	o->last = -1;
 	json_buf_init(&o->buf);
-}
-
-static void
-sink_free(struct sink *o)
-{
-	json_buf_free(&o->buf);
 }
 
 /* On a terminal, end a partial output line before a note on stderr. */
@@ -1247,7 +1228,7 @@ wait_done(struct cli *c, const char *id)
 {
 	char path[128];
 	struct doc d;
-	int hold, rc, again, asked;
+	int hold, rc, asked;
 
 	for (asked = 0;; asked = 1) {
 		if ((hold = next_hold(c, asked)) < 0)
@@ -1257,10 +1238,9 @@ wait_done(struct cli *c, const char *id)
 		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
 		c->waiting = 1;
 		rc = api(c, "GET", path, NULL, hold, &d);
-		c->ask_once = 0;
-		rc = waited(c, id, rc, &again);
+		c->ask_once = 0; /* before a pause in waited(), which the local deadline ends */
 		c->waiting = 0;
-		if (again)
+		if ((rc = waited(c, id, rc)) == R_AGAIN)
 			continue;
 		if (rc != ST_OK)
 			return rc;
@@ -1281,7 +1261,7 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
           struct sink *o)
 {
 	unsigned long long before, want;
-	int hold = 0, rc, again, asked;
+	int hold = 0, rc, asked;
 
 	for (asked = 0;; asked = 1) {
 		before = lp->off;
@@ -1292,7 +1272,7 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
 		rc = logs_chunk(c, id, lp, want, hold, o);
 		c->ask_once = 0;
 		c->waiting = 0;
-		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
+		if (follow && (rc = waited(c, id, rc)) == R_AGAIN)
 			continue;
 		if (rc != ST_OK)
 			return rc;
@@ -1546,31 +1526,27 @@ job_finish(struct cli *c, const char *id, const struct sink *o)
 }
 
 /*
- * What the client last heard of a job it stops waiting for. Only "when last asked": at the
- * local deadline nothing is asked, so a job reported queued may have started since.
+ * Explain a wait that ended early (ST_TIMEOUT or ST_INTR) for job id; returns rc. It tells what
+ * the client last heard of the job, and only "when last asked": at the local deadline nothing
+ * is asked, so a job reported queued may have started since.
  */
-static const char *
-left_alone(const struct cli *c)
-{
-	if (strcmp(c->job_status, "queued") == 0)
-		return "was queued when last asked and is not cancelled";
-	if (strcmp(c->job_status, "running") == 0)
-		return "was running when last asked and is not stopped";
-	return "is not stopped";
-}
-
-/* Explain a wait that ended early (ST_TIMEOUT or ST_INTR) for job id; returns rc. */
 static int
 wait_ended(const struct cli *c, int rc, const char *id, const struct sink *o)
 {
+	int queued = strcmp(c->job_status, "queued") == 0;
+	int running = strcmp(c->job_status, "running") == 0;
+
 	if (rc != ST_TIMEOUT && rc != ST_INTR)
 		return rc;
 	if (o != NULL)
 		end_partial_line(o);
 	if (rc == ST_TIMEOUT)
 		fprintf(stderr, NOTE "--wait-timeout passed; job %s %s (`" PROG " kill %s` %s it)\n",
-		        id, left_alone(c), id,
-		        strcmp(c->job_status, "queued") == 0 ? "cancels or stops" : "stops");
+		        id,
+		        queued    ? "was queued when last asked and is not cancelled"
+		        : running ? "was running when last asked and is not stopped"
+		                  : "is not stopped",
+		        id, queued ? "cancels or stops" : "stops");
 	else
 		fprintf(stderr,
 		        NOTE "interrupted; job %s was not stopped (`" PROG " kill %s` stops it)\n",
@@ -1738,18 +1714,6 @@ print_help(const struct subcmd *cmd)
 	return R_HELP;
 }
 
-/* Whether s may be an idempotency key (as the daemon takes them: RFC 3986's unreserved set). */
-static int
-key_valid(const char *s)
-{
-	size_t n = strlen(s), k;
-
-	for (k = 0; k < n; k++)
-		if (!isalnum((unsigned char)s[k]) && !strchr("-._~", s[k]))
-			return 0;
-	return n > 0 && n <= 128;
-}
-
 static int
 cmp_ull(const void *x, const void *y)
 {
@@ -1834,8 +1798,8 @@ opt_apply(struct args *a, struct opts *o, const char *s)
 		return usage_err(a->cmd, "option %s needs a value", sp->name);
 	val = eq ? eq + 1 : a->argv[a->i++];
 	switch (sp->kind) {
-	case K_KEY:
-		if (!key_valid(val))
+	case K_KEY: /* as the daemon takes them: RFC 3986's unreserved set */
+		if (!*val || strlen(val) > 128 || val[strspn(val, KEY_CHARS)] != 0)
 			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', "
 			                         "'_' or '~', not '%s'", val);
 		/* fallthrough */
@@ -1920,14 +1884,6 @@ opts_init(struct opts *o, int argc)
 	o->env.v = calloc((size_t)argc + 1, sizeof *o->env.v);
 	o->pyargs.v = calloc((size_t)argc + 1, sizeof *o->pyargs.v);
 	return o->env.v && o->pyargs.v ? 0 : -1;
-}
-
-static void
-opts_free(struct opts *o)
-{
-	free(o->env.v);
-	free(o->pyargs.v);
-	json_buf_free(&o->cmd);
 }
 
 /* --output-limit, else TT_DEVICE_RESULT_BYTES, else 1 MiB. Returns ST_OK or ST_USAGE. */
@@ -2162,21 +2118,6 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	return ST_OK;
 }
 
-/* An idempotency key of the client's own: "cli-" and 128 random bits in hex. 0, or -1 (errno). */
-static int
-make_key(char *out, size_t cap)
-{
-	unsigned char r[16];
-	size_t k;
-
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-		return -1;
-	snprintf(out, cap, "cli-");
-	for (k = 0; k < sizeof r; k++)
-		snprintf(out + 4 + 2 * k, cap - 4 - 2 * k, "%02x", r[k]);
-	return 0;
-}
-
 /* How the fate of a submission is told when it stays unknown or is cut short. */
 static void
 say_unknown(const struct cli *c, const char *key, int rc)
@@ -2205,15 +2146,19 @@ static int
 submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct doc *d)
 {
 	struct json_buf b;
-	char key[64];
+	unsigned char r[16];
+	char key[64] = "cli-";
+	size_t k;
 	int rc;
 
 	memset(d, 0, sizeof *d);
-	if (o->key) {
+	if (o->key) /* else one of the client's own: "cli-" and 128 random bits in hex */
 		snprintf(key, sizeof key, "%s", o->key);
-	} else if (make_key(key, sizeof key) < 0) {
+	else if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
 		return errmsg("cannot make an idempotency key: %s", strerror(errno));
-	}
+	else
+		for (k = 0; k < sizeof r; k++)
+			snprintf(key + 4 + 2 * k, sizeof key - 4 - 2 * k, "%02x", r[k]);
 	json_buf_init(&b);
 	if ((rc = submit_body(c, o, cmd, &b)) == ST_OK)
 		rc = api_call(c, "POST", "/queue", &b, 0, key, 0, d);
@@ -2396,7 +2341,7 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 	if (rc == ST_OK && out.cut) /* the rest of the output is not shown: wait on /result */
 		rc = wait_done(c, id);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
-	sink_free(&out);
+	json_buf_free(&out.buf);
 	return rc;
 }
 
@@ -2715,7 +2660,7 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 	rc = logs_loop(c, id, &lp, o->limit >= 0 ? (unsigned long long)o->limit : ULLONG_MAX,
 	               o->follow, &out);
 	wait_ended(c, rc, id, &out);
-	sink_free(&out);
+	json_buf_free(&out.buf);
 	if ((rc == ST_OK || rc == ST_TIMEOUT || rc == ST_INTR) && !lp.complete)
 		fprintf(stderr, "next_offset=%llu\n", lp.off);
 	return rc;
@@ -2740,22 +2685,11 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 	sink_init(&out, limit, c->json);
 	rc = logs_loop(c, id, &lp, ULLONG_MAX, 0, &out);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
-	sink_free(&out);
+	json_buf_free(&out.buf);
 	return rc;
 }
 
 /* ------------------------------------------------------------------------ status */
-
-/* Characters of b's text. */
-static size_t
-text_cols(const struct json_buf *b)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < b->len; i++)
-		n += ((unsigned char)b->p[i] & 0xC0) != 0x80;
-	return n;
-}
 
 /*
  * Append UTF-8 text s[0..n) on one line within `room` columns, each control character
@@ -2801,7 +2735,7 @@ static void
 put_job_tail(struct json_buf *b, const struct doc *d, int j, const char *caller, int who)
 {
 	char mode[16], owner[64], cards[MAX_JOB_CARDS][24], list[256];
-	size_t used;
+	size_t used, i;
 	int n, other;
 
 	if (who) { /* [owner: client id] of another user's job on a host-wide queue */
@@ -2821,7 +2755,8 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const char *caller,
 		json_buf_add(b, "[reset] ", 8);
 	if ((n = doc_cards(d, j, cards, MAX_JOB_CARDS)) > 1) /* on each of them: say which */
 		json_buf_printf(b, "[cards %s] ", cards_list(cards, n, list, sizeof list));
-	used = text_cols(b);
+	for (i = used = 0; i < b->len; i++) /* the line's characters so far */
+		used += ((unsigned char)b->p[i] & 0xC0) != 0x80;
 	/* a long head (a waiting job of several cards) still leaves the command's start shown */
 	put_member(b, d, j, "cmd", used + CMD_MIN_COLS < STATUS_COLS ? STATUS_COLS - used
 								 : CMD_MIN_COLS, ' ');
@@ -3240,7 +3175,9 @@ cli_main(int argc, char **argv)
 		rc = parse_opts(&c, &a, &o);
 	if (rc == ST_OK)
 		rc = a.cmd->fn(&c, &a, &o);
-	opts_free(&o);
+	free(o.env.v);
+	free(o.pyargs.v);
+	json_buf_free(&o.cmd);
 	free(a.pos);
 	conn_close(&c);
 	json_buf_free(&c.in);
