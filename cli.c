@@ -1297,15 +1297,18 @@ job_exit_status(const struct doc *d)
 	return code < -127 ? 255 : 128 + (int)-code;
 }
 
-/* Signal s's name (SIGINT), or NULL for one without a name. */
+/* Signal s as status words it ("SIGHUP", `word`) or the summary ("signal 1 (SIGHUP)"). */
 static const char *
-signal_name(long long s, char *buf, size_t cap)
+signal_text(long long s, int word, char *buf, size_t cap)
 {
 	const char *abbrev = s > 0 && s < 65 ? sigabbrev_np((int)s) : NULL;
 
 	if (abbrev == NULL)
-		return NULL;
-	snprintf(buf, cap, "SIG%s", abbrev);
+		snprintf(buf, cap, "signal %lld", s);
+	else if (word)
+		snprintf(buf, cap, "SIG%s", abbrev);
+	else
+		snprintf(buf, cap, "signal %lld (SIG%s)", s, abbrev);
 	return buf;
 }
 
@@ -1351,17 +1354,6 @@ ending_of(const struct doc *d, int j)
 	return NULL;
 }
 
-/* "signal 1 (SIGHUP)" into b. */
-static void
-put_signal(struct json_buf *b, long long sig)
-{
-	char buf[32];
-	const char *name = signal_name(sig, buf, sizeof buf);
-
-	json_buf_printf(b, "signal %lld%s%s%s", sig, name ? " (" : "", name ? name : "",
-	                name ? ")" : "");
-}
-
 /*
  * "exit 3 in 0.52s", "killed by signal 1 (SIGHUP) in 1.00s", "stopped by a kill request
  * (signal 2) after 1.00s", "cancelled before it started (kill request); no exit code, exit
@@ -1374,7 +1366,7 @@ summary_outcome(struct json_buf *b, const struct doc *d)
 	const char *reason = e ? e->reason : "";
 	long long code = -1, sig = 0, v, n;
 	double el;
-	char t[32], err[1024] = "", mode[16] = "";
+	char t[32], err[1024] = "", mode[16] = "", sg[64];
 	int has_code = doc_int(d, 0, "exit_code", &code) == 0, told = e && e->phrase;
 	int crash = strcmp(reason, "crash") == 0;
 
@@ -1387,16 +1379,12 @@ summary_outcome(struct json_buf *b, const struct doc *d)
 		json_buf_printf(b, "%s, ", err[0] ? err : "could not start");
 	if (told) {
 		json_buf_printf(b, "%s", e->phrase);
-		if (sig > 0) {
-			json_buf_printf(b, " (");
-			put_signal(b, sig);
-			json_buf_printf(b, ")");
-		} else if (e->ran && has_code && code >= 0) {
+		if (sig > 0)
+			json_buf_printf(b, " (%s)", signal_text(sig, 0, sg, sizeof sg));
+		else if (e->ran && has_code && code >= 0)
 			json_buf_printf(b, ", exit %lld", code);
-		}
 	} else if (sig > 0) {
-		json_buf_printf(b, "killed by ");
-		put_signal(b, sig);
+		json_buf_printf(b, "killed by %s", signal_text(sig, 0, sg, sizeof sg));
 	} else {
 		json_buf_printf(b, has_code && code != -1 ? "exit %lld" : "no exit code", code);
 	}
@@ -1701,18 +1689,7 @@ usage_err(const struct subcmd *cmd, const char *fmt, ...)
 	return ST_USAGE;
 }
 
-static void print_global_help(void);
-
-/* Print cmd's usage (global_cmd: the global one); returns R_HELP. */
-static int
-print_help(const struct subcmd *cmd)
-{
-	if (cmd->fn == NULL)
-		print_global_help();
-	else
-		printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
-	return R_HELP;
-}
+static int print_help(const struct subcmd *cmd);
 
 static int
 cmp_ull(const void *x, const void *y)
@@ -2780,14 +2757,11 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap)
 	doc_int(d, j, "signal", &s);
 	if (!e && code < -1)
 		s = -code;
-	if (s > 0 && signal_name(s, buf, cap) != NULL)
-		return buf;
 	if (s > 0)
-		snprintf(buf, cap, "signal %lld", s);
-	else if (code == 0 || code == -1)
+		return signal_text(s, 1, buf, cap);
+	if (code == 0 || code == -1)
 		return code == 0 ? "ok" : "no exit code";
-	else
-		snprintf(buf, cap, "exit %lld", code);
+	snprintf(buf, cap, "exit %lld", code);
 	return buf;
 }
 
@@ -3093,18 +3067,26 @@ find_subcmd(const char *name)
 	return NULL;
 }
 
-/* The global usage and each subcommand's; the man page is the full reference. */
-static void
-print_global_help(void)
+/*
+ * Print cmd's usage; for global_cmd the global one and each subcommand's (the man page is the
+ * full reference). Returns R_HELP.
+ */
+static int
+print_help(const struct subcmd *cmd)
 {
 	size_t k;
 
+	if (cmd->fn != NULL) {
+		printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
+		return R_HELP;
+	}
 	printf("usage: " PROG " " GLOBAL_SYNOPSIS "\n       " PROG " --version\n\n"
 	       "global options go before the subcommand (--json also after it)\n\nsubcommands:\n");
 	for (k = 0; k < sizeof subcmds / sizeof subcmds[0]; k++)
 		if (subcmds[k].fn != cmd_help)
 			printf("  %s\n", subcmds[k].synopsis);
 	printf("\n(see " PROG "(1))\n");
+	return R_HELP;
 }
 
 static int
@@ -3114,10 +3096,8 @@ cmd_help(struct cli *c, struct args *a, struct opts *o)
 
 	(void)c;
 	(void)o;
-	if (a->npos == 0) {
-		print_global_help();
-		return ST_OK;
-	}
+	if (a->npos == 0)
+		return print_help(&global_cmd);
 	if ((s = find_subcmd(a->pos[0])) == NULL)
 		return usage_err(a->cmd, "unknown subcommand '%s'", a->pos[0]);
 	return print_help(s);
