@@ -209,10 +209,8 @@ on_sigint(int sig)
 static void
 install_signals(void)
 {
-	struct sigaction sa;
+	struct sigaction sa = {.sa_handler = on_sigint};
 
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_sigint;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
@@ -971,11 +969,10 @@ static int
 api_call(struct cli *c, const char *method, const char *path, const struct json_buf *body,
          int wait, const char *key, int quiet, struct doc *d)
 {
-	struct resp r;
+	struct resp r = {0};
 	double start = now_mono(), busy_since = 0;
 	int rc, said = 0;
 
-	memset(&r, 0, sizeof r);
 	memset(d, 0, sizeof *d);
 	c->conn_failed = c->unknown = 0;
 	if (body != NULL && body->oom)
@@ -1087,10 +1084,7 @@ note_status(struct cli *c, const struct doc *d)
 static void
 sink_init(struct sink *o, unsigned long long limit, int collect)
 {
-	memset(o, 0, sizeof *o);
-	o->limit = limit;
-	o->collect = collect;
-	o->last = -1;
+	*o = (struct sink){.limit = limit, .collect = collect, .last = -1};
 	json_buf_init(&o->buf);
 }
 
@@ -1529,8 +1523,8 @@ wait_ended(const struct cli *c, int rc, const char *id, const struct sink *o)
 	if (o != NULL)
 		end_partial_line(o);
 	if (rc == ST_TIMEOUT)
-		fprintf(stderr, NOTE "--wait-timeout passed; job %s %s (`" PROG " kill %s` %s it)\n",
-		        id,
+		fprintf(stderr,
+		        NOTE "--wait-timeout passed; job %s %s (`" PROG " kill %s` %s it)\n", id,
 		        queued    ? "was queued when last asked and is not cancelled"
 		        : running ? "was running when last asked and is not stopped"
 		                  : "is not stopped",
@@ -1849,14 +1843,13 @@ parse_opts(struct cli *c, struct args *a, struct opts *o)
 static int
 opts_init(struct opts *o, int argc)
 {
-	memset(o, 0, sizeof *o);
-	o->timeout = -1;
-	o->silence_timeout = -1;
-	o->repeat = -1;
-	o->wait_timeout = -1;
-	o->output_limit = -1;
-	o->limit = -1;
-	o->python = "python3";
+	*o = (struct opts){.timeout = -1,
+	                   .silence_timeout = -1,
+	                   .repeat = -1,
+	                   .wait_timeout = -1,
+	                   .output_limit = -1,
+	                   .limit = -1,
+	                   .python = "python3"};
 	json_buf_init(&o->cmd);
 	o->env.v = calloc((size_t)argc + 1, sizeof *o->env.v);
 	o->pyargs.v = calloc((size_t)argc + 1, sizeof *o->pyargs.v);
@@ -2192,12 +2185,11 @@ static int
 job_cards(struct cli *c, const char *id, const char *status, char (*cards)[24])
 {
 	char path[64], st[16];
-	struct resp r;
+	struct resp r = {0};
 	struct doc d;
 	int n = 0;
 
 	snprintf(path, sizeof path, "/job/%s", id);
-	memset(&r, 0, sizeof r);
 	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
 		return 0;
@@ -3124,19 +3116,12 @@ cmd_serve(struct cli *c, struct args *a, struct opts *o)
 int
 cli_main(int argc, char **argv)
 {
-	struct args a;
+	struct args a = {.cmd = &global_cmd, .argc = argc, .argv = argv, .i = 1};
+	struct cli c = {.fd = -1};
 	struct opts o;
-	struct cli c;
 	int rc;
 
-	memset(&c, 0, sizeof c);
-	memset(&a, 0, sizeof a);
-	c.fd = -1;
 	json_buf_init(&c.in);
-	a.cmd = &global_cmd;
-	a.argc = argc;
-	a.argv = argv;
-	a.i = 1;
 	a.pos = calloc((size_t)argc + 1, sizeof *a.pos);
 	if (opts_init(&o, argc) < 0 || a.pos == NULL)
 		rc = errmsg("out of memory");
