@@ -85,7 +85,6 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1703,21 +1702,14 @@ static int
 opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 {
 	unsigned long long v[MAX_JOB_CARDS];
+	int all = strcmp(val, "all") == 0, n = 0, k;
 	char item[32];
 	const char *p;
 	size_t len;
-	int n = 0, k;
 
-	if (!multi && (strcmp(val, "all") == 0 || strchr(val, ',') != NULL))
+	if (!multi && (all || strchr(val, ',') != NULL))
 		return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
-	if (strcmp(val, "all") == 0) {
-		if (o->device_set && !o->device_all)
-			return usage_err(a->cmd, "--device given twice (all and another); give the "
-			                         "cards your code opens");
-		o->device_all = o->device_set = 1;
-		return ST_OK;
-	}
-	for (p = val; n == 0 || p[-1] == ','; p += len + 1, n++) { /* each item up to a comma */
+	for (p = val; !all && (n == 0 || p[-1] == ','); p += len + 1, n++) { /* items to a comma */
 		len = strcspn(p, ",");
 		snprintf(item, sizeof item, "%.*s", (int)len, p);
 		if (n == MAX_JOB_CARDS || arg_uint(item, 999999, &v[n]) < 0)
@@ -1728,13 +1720,14 @@ opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 				return usage_err(a->cmd, "--device names card %llu twice", v[n]);
 	}
 	qsort(v, (size_t)n, sizeof v[0], cmp_ull);
-	if (o->device_set && (o->device_all || n != (o->ndevices ? o->ndevices : 1) ||
+	if (o->device_set && (all != o->device_all || n != (o->ndevices ? o->ndevices : !all) ||
 	                      memcmp(v, o->ndevices ? o->devices : &o->device,
 	                             sizeof v[0] * (size_t)n) != 0))
 		return usage_err(a->cmd, "--device given twice with different cards; give the "
 		                         "cards your code opens");
-	o->device = v[0];
+	o->device = all ? 0 : v[0];
 	o->device_set = 1;
+	o->device_all = all;
 	o->ndevices = n > 1 ? n : 0;
 	memcpy(o->devices, v, sizeof v[0] * (size_t)n);
 	return ST_OK;
