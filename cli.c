@@ -1142,7 +1142,7 @@ struct logpos {
 };
 
 /*
- * One GET /logs/ID from lp->off: at most `limit` bytes when limit > 0, held up to `hold`
+ * One GET /logs/ID from lp->off: at most `limit` (> 0) bytes, held up to `hold`
  * seconds for new bytes. The answer's content goes to o; lp advances. Returns ST_OK or a
  * failure.
  */
@@ -1155,11 +1155,8 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 	long long v;
 	int n, rc, i;
 
-	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, lp->off);
-	if (limit > 0)
-		n += snprintf(path + n, sizeof path - (size_t)n, "&limit=%llu", limit);
-	if (hold > 0)
-		snprintf(path + n, sizeof path - (size_t)n, "&wait=%d", hold);
+	snprintf(path, sizeof path, "/logs/%s?offset=%llu&limit=%llu&wait=%d", id, lp->off, limit,
+	         hold);
 	if ((rc = api(c, "GET", path, NULL, hold, &d)) != ST_OK)
 		return rc;
 	note_status(c, &d);
