@@ -2319,7 +2319,9 @@ submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char
 	char id[33];
 	int rc;
 
-	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
+	json_buf_add(&o->cmd, "", 1); /* the command is built: NUL-terminated */
+	if ((rc = o->cmd.oom ? errmsg("out of memory") : ST_OK) != ST_OK ||
+	    (rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
 	    (rc = submission_cards(c, o)) != ST_OK ||
 	    (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
 	                (rc = refuse_own_card(c, a, o, NULL)) != ST_OK)) ||
@@ -2331,16 +2333,6 @@ submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char
 	rc = follow ? follow_job(c, o, id, &d, limit) : print_queued(c, &d, script);
 	doc_free(&d);
 	return rc;
-}
-
-/* Terminate the built command; ST_FAIL when building it ran out of memory. */
-static int
-cmd_done(struct opts *o)
-{
-	json_buf_add(&o->cmd, "", 1);
-	if (o->cmd.oom)
-		return errmsg("out of memory");
-	return ST_OK;
 }
 
 /* The job's command from the words after the options: one word verbatim, several quoted. */
@@ -2373,7 +2365,7 @@ command_words(const struct args *a, struct opts *o)
 			sh_quote(&o->cmd, a->argv[k]);
 		}
 	}
-	return cmd_done(o);
+	return ST_OK;
 }
 
 /* run and queue: submit the command after the options; run follows it. */
@@ -2526,36 +2518,22 @@ python_script(const struct args *a, char *path, size_t cap, int *stored)
 	return ST_OK;
 }
 
-/* `P SCRIPT A...`, each word quoted for bash, NUL-terminated in o->cmd. */
-static int
-python_cmd(struct opts *o, const char *script)
-{
-	int k;
-
-	sh_quote(&o->cmd, o->python);
-	json_buf_add(&o->cmd, " ", 1);
-	sh_quote(&o->cmd, script);
-	for (k = 0; k < o->pyargs.n; k++) {
-		json_buf_add(&o->cmd, " ", 1);
-		sh_quote(&o->cmd, o->pyargs.v[k]);
-	}
-	return cmd_done(o);
-}
-
 static int
 cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 {
 	char script[PATH_MAX + 32];
-	int stored = 0, rc;
+	int stored = 0, rc, k;
 
 	if (o->python[0] == 0)
 		return usage_err(a->cmd, "--python needs an interpreter");
 	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
 		return rc;
-	if ((rc = python_cmd(o, script)) != ST_OK) {
-		if (stored)
-			unlink(script);
-		return rc;
+	sh_quote(&o->cmd, o->python); /* `P SCRIPT A...`, each word quoted for bash */
+	json_buf_add(&o->cmd, " ", 1);
+	sh_quote(&o->cmd, script);
+	for (k = 0; k < o->pyargs.n; k++) {
+		json_buf_add(&o->cmd, " ", 1);
+		sh_quote(&o->cmd, o->pyargs.v[k]);
 	}
 	return submit_cmd(c, a, o, o->wait || o->wait_timeout >= 0, script, stored);
 }
