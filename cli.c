@@ -85,7 +85,6 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,10 +128,11 @@ enum {
 	R_CLOSED = -1, /* the peer closed before answering: retried once on a reused connection */
 	R_SLOW = -2,   /* the request's own deadline passed */
 	R_HELP = -3,   /* a --help was printed: exit 0 */
-	R_AGAIN = -4,  /* the daemon asked for the request again (busy_pause) */
+	R_AGAIN = -4,  /* ask the same again (busy_pause, waited) */
 };
 
 #define CLIENT_ID_CHARS 128 /* the daemon's limit on client_id, in characters */
+#define KEY_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
 /* skills/tt-device-queue/SKILL.md, built in so that a copied executable can teach an agent. */
 static const unsigned char embedded_skill[] = {
@@ -208,10 +208,8 @@ on_sigint(int sig)
 static void
 install_signals(void)
 {
-	struct sigaction sa;
+	struct sigaction sa = {.sa_handler = on_sigint};
 
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_sigint;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
@@ -970,11 +968,10 @@ static int
 api_call(struct cli *c, const char *method, const char *path, const struct json_buf *body,
          int wait, const char *key, int quiet, struct doc *d)
 {
-	struct resp r;
+	struct resp r = {0};
 	double start = now_mono(), busy_since = 0;
 	int rc, said = 0;
 
-	memset(&r, 0, sizeof r);
 	memset(d, 0, sizeof *d);
 	c->conn_failed = c->unknown = 0;
 	if (body != NULL && body->oom)
@@ -1037,17 +1034,27 @@ api(struct cli *c, const char *method, const char *path, const struct json_buf *
 }
 
 /*
- * The daemon could not be reached in a wait on an acknowledged job (c->err says how). A
- * restart or an upgrade keeps the job in its database and it goes on when the daemon is back;
- * failing here would make a pipeline submit it again, so the wait goes on: a pause, then the
- * caller asks again, for up to RECONNECT_SEC. Returns ST_OK (ask again), ST_TIMEOUT or
- * ST_INTR like any wait, or ST_FAIL once it has said that the daemon did not come back.
+ * The result rc of a request made in a wait on job id. A daemon lost after this command
+ * reached it (c->err says how) is waited for: a restart or an upgrade keeps the job in its
+ * database and it goes on when the daemon is back, and failing here would make a pipeline
+ * submit it again. So the wait goes on: a pause, then R_AGAIN (ask again), for up to
+ * TT_DEVICE_RECONNECT_SEC; then ST_FAIL, said. A daemon never reached is an error as anywhere
+ * else. Otherwise rc, ST_TIMEOUT or ST_INTR.
  */
 static int
-daemon_lost(struct cli *c, const char *id)
+waited(struct cli *c, const char *id, int rc)
 {
-	double t = now_mono(), limit = reconnect_window();
+	double t = now_mono(), limit;
 
+	if (rc == ST_OK && c->gone_since != 0) {
+		fprintf(stderr, NOTE "the daemon is back; still waiting for job %s\n", id);
+		c->gone_since = 0;
+	}
+	if (rc != ST_FAIL || !c->conn_failed)
+		return rc;
+	if (!c->connected) /* no daemon seen at all: nothing is known to wait for */
+		return errmsg("%s", c->err);
+	limit = reconnect_window();
 	if (c->gone_since == 0) {
 		c->gone_since = t;
 		fprintf(stderr,
@@ -1055,36 +1062,12 @@ daemon_lost(struct cli *c, const char *id)
 		             "for it to come back\n",
 		        c->err, id, limit);
 	} else if (t - c->gone_since > limit) {
-		errmsg("the daemon has not come back in %g s (%s); job %s may still run when it "
-		       "does: ask with `" PROG " result %s`",
-		       limit, c->err, id, id);
-		return ST_FAIL;
+		return errmsg("the daemon has not come back in %g s (%s); job %s may still run when "
+		              "it does: ask with `" PROG " result %s`",
+		              limit, c->err, id, id);
 	}
-	return pause_for(c, 0.25);
-}
-
-/*
- * The result of a request made in a wait: a daemon lost after this command reached it is
- * waited for (daemon_lost); one never reached is an error as anywhere else.
- */
-static int
-waited(struct cli *c, const char *id, int rc, int *again)
-{
-	*again = 0;
-	if (rc == ST_FAIL && c->conn_failed && !c->connected) {
-		errmsg("%s", c->err); /* no daemon seen at all: nothing is known to wait for */
-		return rc;
-	}
-	if (rc == ST_FAIL && c->conn_failed) {
-		rc = daemon_lost(c, id);
-		*again = rc == ST_OK;
-		return rc;
-	}
-	if (rc == ST_OK && c->gone_since != 0) {
-		fprintf(stderr, NOTE "the daemon is back; still waiting for job %s\n", id);
-		c->gone_since = 0;
-	}
-	return rc;
+	rc = pause_for(c, 0.25);
+	return rc == ST_OK ? R_AGAIN : rc;
 }
 
 /* Note the followed job's status from an answer's "status" member. */
@@ -1100,17 +1083,8 @@ note_status(struct cli *c, const struct doc *d)
 static void
 sink_init(struct sink *o, unsigned long long limit, int collect)
 {
-	memset(o, 0, sizeof *o);
-	o->limit = limit;
-	o->collect = collect;
-	o->last = -1;
+	*o = (struct sink){.limit = limit, .collect = collect, .last = -1};
 	json_buf_init(&o->buf);
-}
-
-static void
-sink_free(struct sink *o)
-{
-	json_buf_free(&o->buf);
 }
 
 /* On a terminal, end a partial output line before a note on stderr. */
@@ -1168,7 +1142,7 @@ struct logpos {
 };
 
 /*
- * One GET /logs/ID from lp->off: at most `limit` bytes when limit > 0, held up to `hold`
+ * One GET /logs/ID from lp->off: at most `limit` (> 0) bytes, held up to `hold`
  * seconds for new bytes. The answer's content goes to o; lp advances. Returns ST_OK or a
  * failure.
  */
@@ -1181,11 +1155,8 @@ logs_chunk(struct cli *c, const char *id, struct logpos *lp, unsigned long long 
 	long long v;
 	int n, rc, i;
 
-	n = snprintf(path, sizeof path, "/logs/%s?offset=%llu", id, lp->off);
-	if (limit > 0)
-		n += snprintf(path + n, sizeof path - (size_t)n, "&limit=%llu", limit);
-	if (hold > 0)
-		snprintf(path + n, sizeof path - (size_t)n, "&wait=%d", hold);
+	snprintf(path, sizeof path, "/logs/%s?offset=%llu&limit=%llu&wait=%d", id, lp->off, limit,
+	         hold);
 	if ((rc = api(c, "GET", path, NULL, hold, &d)) != ST_OK)
 		return rc;
 	note_status(c, &d);
@@ -1247,7 +1218,7 @@ wait_done(struct cli *c, const char *id)
 {
 	char path[128];
 	struct doc d;
-	int hold, rc, again, asked;
+	int hold, rc, asked;
 
 	for (asked = 0;; asked = 1) {
 		if ((hold = next_hold(c, asked)) < 0)
@@ -1257,10 +1228,9 @@ wait_done(struct cli *c, const char *id)
 		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
 		c->waiting = 1;
 		rc = api(c, "GET", path, NULL, hold, &d);
-		c->ask_once = 0;
-		rc = waited(c, id, rc, &again);
+		c->ask_once = 0; /* before a pause in waited(), which the local deadline ends */
 		c->waiting = 0;
-		if (again)
+		if ((rc = waited(c, id, rc)) == R_AGAIN)
 			continue;
 		if (rc != ST_OK)
 			return rc;
@@ -1281,7 +1251,7 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
           struct sink *o)
 {
 	unsigned long long before, want;
-	int hold = 0, rc, again, asked;
+	int hold = 0, rc, asked;
 
 	for (asked = 0;; asked = 1) {
 		before = lp->off;
@@ -1292,7 +1262,7 @@ logs_loop(struct cli *c, const char *id, struct logpos *lp, unsigned long long l
 		rc = logs_chunk(c, id, lp, want, hold, o);
 		c->ask_once = 0;
 		c->waiting = 0;
-		if (follow && (rc = waited(c, id, rc, &again)) == ST_OK && again)
+		if (follow && (rc = waited(c, id, rc)) == R_AGAIN)
 			continue;
 		if (rc != ST_OK)
 			return rc;
@@ -1317,15 +1287,18 @@ job_exit_status(const struct doc *d)
 	return code < -127 ? 255 : 128 + (int)-code;
 }
 
-/* Signal s's name (SIGINT), or NULL for one without a name. */
+/* Signal s as status words it ("SIGHUP", `word`) or the summary ("signal 1 (SIGHUP)"). */
 static const char *
-signal_name(long long s, char *buf, size_t cap)
+signal_text(long long s, int word, char *buf, size_t cap)
 {
 	const char *abbrev = s > 0 && s < 65 ? sigabbrev_np((int)s) : NULL;
 
 	if (abbrev == NULL)
-		return NULL;
-	snprintf(buf, cap, "SIG%s", abbrev);
+		snprintf(buf, cap, "signal %lld", s);
+	else if (word)
+		snprintf(buf, cap, "SIG%s", abbrev);
+	else
+		snprintf(buf, cap, "signal %lld (SIG%s)", s, abbrev);
 	return buf;
 }
 
@@ -1371,17 +1344,6 @@ ending_of(const struct doc *d, int j)
 	return NULL;
 }
 
-/* "signal 1 (SIGHUP)" into b. */
-static void
-put_signal(struct json_buf *b, long long sig)
-{
-	char buf[32];
-	const char *name = signal_name(sig, buf, sizeof buf);
-
-	json_buf_printf(b, "signal %lld%s%s%s", sig, name ? " (" : "", name ? name : "",
-	                name ? ")" : "");
-}
-
 /*
  * "exit 3 in 0.52s", "killed by signal 1 (SIGHUP) in 1.00s", "stopped by a kill request
  * (signal 2) after 1.00s", "cancelled before it started (kill request); no exit code, exit
@@ -1394,7 +1356,7 @@ summary_outcome(struct json_buf *b, const struct doc *d)
 	const char *reason = e ? e->reason : "";
 	long long code = -1, sig = 0, v, n;
 	double el;
-	char t[32], err[1024] = "", mode[16] = "";
+	char t[32], err[1024] = "", mode[16] = "", sg[64];
 	int has_code = doc_int(d, 0, "exit_code", &code) == 0, told = e && e->phrase;
 	int crash = strcmp(reason, "crash") == 0;
 
@@ -1407,16 +1369,12 @@ summary_outcome(struct json_buf *b, const struct doc *d)
 		json_buf_printf(b, "%s, ", err[0] ? err : "could not start");
 	if (told) {
 		json_buf_printf(b, "%s", e->phrase);
-		if (sig > 0) {
-			json_buf_printf(b, " (");
-			put_signal(b, sig);
-			json_buf_printf(b, ")");
-		} else if (e->ran && has_code && code >= 0) {
+		if (sig > 0)
+			json_buf_printf(b, " (%s)", signal_text(sig, 0, sg, sizeof sg));
+		else if (e->ran && has_code && code >= 0)
 			json_buf_printf(b, ", exit %lld", code);
-		}
 	} else if (sig > 0) {
-		json_buf_printf(b, "killed by ");
-		put_signal(b, sig);
+		json_buf_printf(b, "killed by %s", signal_text(sig, 0, sg, sizeof sg));
 	} else {
 		json_buf_printf(b, has_code && code != -1 ? "exit %lld" : "no exit code", code);
 	}
@@ -1546,31 +1504,27 @@ job_finish(struct cli *c, const char *id, const struct sink *o)
 }
 
 /*
- * What the client last heard of a job it stops waiting for. Only "when last asked": at the
- * local deadline nothing is asked, so a job reported queued may have started since.
+ * Explain a wait that ended early (ST_TIMEOUT or ST_INTR) for job id; returns rc. It tells what
+ * the client last heard of the job, and only "when last asked": at the local deadline nothing
+ * is asked, so a job reported queued may have started since.
  */
-static const char *
-left_alone(const struct cli *c)
-{
-	if (strcmp(c->job_status, "queued") == 0)
-		return "was queued when last asked and is not cancelled";
-	if (strcmp(c->job_status, "running") == 0)
-		return "was running when last asked and is not stopped";
-	return "is not stopped";
-}
-
-/* Explain a wait that ended early (ST_TIMEOUT or ST_INTR) for job id; returns rc. */
 static int
 wait_ended(const struct cli *c, int rc, const char *id, const struct sink *o)
 {
+	int queued = strcmp(c->job_status, "queued") == 0;
+	int running = strcmp(c->job_status, "running") == 0;
+
 	if (rc != ST_TIMEOUT && rc != ST_INTR)
 		return rc;
 	if (o != NULL)
 		end_partial_line(o);
 	if (rc == ST_TIMEOUT)
-		fprintf(stderr, NOTE "--wait-timeout passed; job %s %s (`" PROG " kill %s` %s it)\n",
-		        id, left_alone(c), id,
-		        strcmp(c->job_status, "queued") == 0 ? "cancels or stops" : "stops");
+		fprintf(stderr,
+		        NOTE "--wait-timeout passed; job %s %s (`" PROG " kill %s` %s it)\n", id,
+		        queued    ? "was queued when last asked and is not cancelled"
+		        : running ? "was running when last asked and is not stopped"
+		                  : "is not stopped",
+		        id, queued ? "cancels or stops" : "stops");
 	else
 		fprintf(stderr,
 		        NOTE "interrupted; job %s was not stopped (`" PROG " kill %s` stops it)\n",
@@ -1725,30 +1679,7 @@ usage_err(const struct subcmd *cmd, const char *fmt, ...)
 	return ST_USAGE;
 }
 
-static void print_global_help(void);
-
-/* Print cmd's usage (global_cmd: the global one); returns R_HELP. */
-static int
-print_help(const struct subcmd *cmd)
-{
-	if (cmd->fn == NULL)
-		print_global_help();
-	else
-		printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
-	return R_HELP;
-}
-
-/* Whether s may be an idempotency key (as the daemon takes them: RFC 3986's unreserved set). */
-static int
-key_valid(const char *s)
-{
-	size_t n = strlen(s), k;
-
-	for (k = 0; k < n; k++)
-		if (!isalnum((unsigned char)s[k]) && !strchr("-._~", s[k]))
-			return 0;
-	return n > 0 && n <= 128;
-}
+static int print_help(const struct subcmd *cmd);
 
 static int
 cmp_ull(const void *x, const void *y)
@@ -1768,21 +1699,14 @@ static int
 opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 {
 	unsigned long long v[MAX_JOB_CARDS];
+	int all = strcmp(val, "all") == 0, n = 0, k;
 	char item[32];
 	const char *p;
 	size_t len;
-	int n = 0, k;
 
-	if (!multi && (strcmp(val, "all") == 0 || strchr(val, ',') != NULL))
+	if (!multi && (all || strchr(val, ',') != NULL))
 		return usage_err(a->cmd, "--device takes a card number, not '%s'", val);
-	if (strcmp(val, "all") == 0) {
-		if (o->device_set && !o->device_all)
-			return usage_err(a->cmd, "--device given twice (all and another); give the "
-			                         "cards your code opens");
-		o->device_all = o->device_set = 1;
-		return ST_OK;
-	}
-	for (p = val; n == 0 || p[-1] == ','; p += len + 1, n++) { /* each item up to a comma */
+	for (p = val; !all && (n == 0 || p[-1] == ','); p += len + 1, n++) { /* items to a comma */
 		len = strcspn(p, ",");
 		snprintf(item, sizeof item, "%.*s", (int)len, p);
 		if (n == MAX_JOB_CARDS || arg_uint(item, 999999, &v[n]) < 0)
@@ -1793,13 +1717,14 @@ opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 				return usage_err(a->cmd, "--device names card %llu twice", v[n]);
 	}
 	qsort(v, (size_t)n, sizeof v[0], cmp_ull);
-	if (o->device_set && (o->device_all || n != (o->ndevices ? o->ndevices : 1) ||
+	if (o->device_set && (all != o->device_all || n != (o->ndevices ? o->ndevices : !all) ||
 	                      memcmp(v, o->ndevices ? o->devices : &o->device,
 	                             sizeof v[0] * (size_t)n) != 0))
 		return usage_err(a->cmd, "--device given twice with different cards; give the "
 		                         "cards your code opens");
-	o->device = v[0];
+	o->device = all ? 0 : v[0];
 	o->device_set = 1;
+	o->device_all = all;
 	o->ndevices = n > 1 ? n : 0;
 	memcpy(o->devices, v, sizeof v[0] * (size_t)n);
 	return ST_OK;
@@ -1834,8 +1759,8 @@ opt_apply(struct args *a, struct opts *o, const char *s)
 		return usage_err(a->cmd, "option %s needs a value", sp->name);
 	val = eq ? eq + 1 : a->argv[a->i++];
 	switch (sp->kind) {
-	case K_KEY:
-		if (!key_valid(val))
+	case K_KEY: /* as the daemon takes them: RFC 3986's unreserved set */
+		if (!*val || strlen(val) > 128 || val[strspn(val, KEY_CHARS)] != 0)
 			return usage_err(a->cmd, "--key takes 1 to 128 letters, digits, '-', '.', "
 			                         "'_' or '~', not '%s'", val);
 		/* fallthrough */
@@ -1908,26 +1833,17 @@ parse_opts(struct cli *c, struct args *a, struct opts *o)
 static int
 opts_init(struct opts *o, int argc)
 {
-	memset(o, 0, sizeof *o);
-	o->timeout = -1;
-	o->silence_timeout = -1;
-	o->repeat = -1;
-	o->wait_timeout = -1;
-	o->output_limit = -1;
-	o->limit = -1;
-	o->python = "python3";
+	*o = (struct opts){.timeout = -1,
+	                   .silence_timeout = -1,
+	                   .repeat = -1,
+	                   .wait_timeout = -1,
+	                   .output_limit = -1,
+	                   .limit = -1,
+	                   .python = "python3"};
 	json_buf_init(&o->cmd);
 	o->env.v = calloc((size_t)argc + 1, sizeof *o->env.v);
 	o->pyargs.v = calloc((size_t)argc + 1, sizeof *o->pyargs.v);
 	return o->env.v && o->pyargs.v ? 0 : -1;
-}
-
-static void
-opts_free(struct opts *o)
-{
-	free(o->env.v);
-	free(o->pyargs.v);
-	json_buf_free(&o->cmd);
 }
 
 /* --output-limit, else TT_DEVICE_RESULT_BYTES, else 1 MiB. Returns ST_OK or ST_USAGE. */
@@ -2162,21 +2078,6 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	return ST_OK;
 }
 
-/* An idempotency key of the client's own: "cli-" and 128 random bits in hex. 0, or -1 (errno). */
-static int
-make_key(char *out, size_t cap)
-{
-	unsigned char r[16];
-	size_t k;
-
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-		return -1;
-	snprintf(out, cap, "cli-");
-	for (k = 0; k < sizeof r; k++)
-		snprintf(out + 4 + 2 * k, cap - 4 - 2 * k, "%02x", r[k]);
-	return 0;
-}
-
 /* How the fate of a submission is told when it stays unknown or is cut short. */
 static void
 say_unknown(const struct cli *c, const char *key, int rc)
@@ -2205,15 +2106,19 @@ static int
 submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct doc *d)
 {
 	struct json_buf b;
-	char key[64];
+	unsigned char r[16];
+	char key[64] = "cli-";
+	size_t k;
 	int rc;
 
 	memset(d, 0, sizeof *d);
-	if (o->key) {
+	if (o->key) /* else one of the client's own: "cli-" and 128 random bits in hex */
 		snprintf(key, sizeof key, "%s", o->key);
-	} else if (make_key(key, sizeof key) < 0) {
+	else if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
 		return errmsg("cannot make an idempotency key: %s", strerror(errno));
-	}
+	else
+		for (k = 0; k < sizeof r; k++)
+			snprintf(key + 4 + 2 * k, sizeof key - 4 - 2 * k, "%02x", r[k]);
 	json_buf_init(&b);
 	if ((rc = submit_body(c, o, cmd, &b)) == ST_OK)
 		rc = api_call(c, "POST", "/queue", &b, 0, key, 0, d);
@@ -2263,27 +2168,26 @@ submission_cards(struct cli *c, struct opts *o)
 
 /*
  * The cards of job id into cards[0..MAX_JOB_CARDS) while its status is `status`, or any but
- * done when that is NULL: their count; -1 otherwise, or when the daemon cannot be asked (a
+ * done when that is NULL: their count; 0 otherwise, or when the daemon cannot be asked (a
  * request that follows then says why).
  */
 static int
 job_cards(struct cli *c, const char *id, const char *status, char (*cards)[24])
 {
 	char path[64], st[16];
-	struct resp r;
+	struct resp r = {0};
 	struct doc d;
-	int n = -1;
+	int n = 0;
 
 	snprintf(path, sizeof path, "/job/%s", id);
-	memset(&r, 0, sizeof r);
 	if (http_call(c, "GET", path, NULL, 0, 0, NULL, &r) != ST_OK || r.status != 200 ||
 	    doc_parse(c, r.body, r.len, &d) != ST_OK)
-		return -1;
+		return 0;
 	if (doc_str(&d, 0, "status", st, sizeof st) &&
 	    (status ? strcmp(st, status) == 0 : strcmp(st, "done") != 0))
 		n = doc_cards(&d, 0, cards, MAX_JOB_CARDS);
 	doc_free(&d);
-	return n > 0 ? n : -1;
+	return n;
 }
 
 /*
@@ -2298,8 +2202,8 @@ static int
 refuse_own_card(struct cli *c, const struct args *a, const struct opts *o, const char *target)
 {
 	const char *job = env_nonempty("TT_DEVICE_JOB_ID");
-	char cards[MAX_JOB_CARDS][24], held[MAX_JOB_CARDS][24], card[24] = "", what[96], list[256];
-	int n, nh = -1, i, k;
+	char cards[MAX_JOB_CARDS][24], held[MAX_JOB_CARDS][24], list[256];
+	int n, nh, i, k;
 
 	/* inside a job the daemon runs, its TT_DEVICE_JOB_ID holds its cards while it runs */
 	if (job == NULL || strlen(job) != 32 || strspn(job, "0123456789abcdef") != 32)
@@ -2310,23 +2214,18 @@ refuse_own_card(struct cli *c, const struct args *a, const struct opts *o, const
 		for (n = 0; n < (o->ndevices ? o->ndevices : 1); n++)
 			snprintf(cards[n], sizeof cards[n], "%llu",
 			         o->ndevices ? o->devices[n] : o->device);
-	if (n > 0)
-		nh = job_cards(c, job, "running", held);
-	for (i = 0; i < n && !card[0]; i++)
-		for (k = 0; k < nh && !card[0]; k++)
-			if (strcmp(cards[i], held[k]) == 0)
-				memcpy(card, cards[i], sizeof card);
-	if (!card[0])
+	nh = n > 0 ? job_cards(c, job, "running", held) : 0;
+	for (i = 0, k = nh; i < n && k == nh; i++)
+		for (k = 0; k < nh && strcmp(cards[i], held[k]) != 0; k++)
+			;
+	if (k == nh)
 		return ST_OK;
-	cards_list(held, nh, list, sizeof list);
-	if (target == NULL)
-		snprintf(what, sizeof what, "a job queued on card %s", card);
-	else
-		snprintf(what, sizeof what, "job %s on card %s", target, card);
 	fprintf(stderr,
-	        PROG " %s: this runs inside job %s, which holds card%s %s until it ends; %s "
-	        "cannot %s before that, so waiting for it would hang until the job's timeout.\n",
-	        a->cmd->name, job, nh > 1 ? "s" : "", list, what,
+	        PROG " %s: this runs inside job %s, which holds card%s %s until it ends; %s%s on "
+	        "card %s cannot %s before that, so waiting for it would hang until the job's "
+	        "timeout.\n",
+	        a->cmd->name, job, nh > 1 ? "s" : "", cards_list(held, nh, list, sizeof list),
+	        target ? "job " : "a job queued", target ? target : "", held[k],
 	        target != NULL && strcmp(target, job) == 0 ? "end" : "start");
 	if (target == NULL)
 		fprintf(stderr, "Use another card (--device N), or submit without waiting (`" PROG
@@ -2401,7 +2300,7 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 	if (rc == ST_OK && out.cut) /* the rest of the output is not shown: wait on /result */
 		rc = wait_done(c, id);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
-	sink_free(&out);
+	json_buf_free(&out.buf);
 	return rc;
 }
 
@@ -2420,7 +2319,9 @@ submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char
 	char id[33];
 	int rc;
 
-	if ((rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
+	json_buf_add(&o->cmd, "", 1); /* the command is built: NUL-terminated */
+	if ((rc = o->cmd.oom ? errmsg("out of memory") : ST_OK) != ST_OK ||
+	    (rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
 	    (rc = submission_cards(c, o)) != ST_OK ||
 	    (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
 	                (rc = refuse_own_card(c, a, o, NULL)) != ST_OK)) ||
@@ -2432,16 +2333,6 @@ submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char
 	rc = follow ? follow_job(c, o, id, &d, limit) : print_queued(c, &d, script);
 	doc_free(&d);
 	return rc;
-}
-
-/* Terminate the built command; ST_FAIL when building it ran out of memory. */
-static int
-cmd_done(struct opts *o)
-{
-	json_buf_add(&o->cmd, "", 1);
-	if (o->cmd.oom)
-		return errmsg("out of memory");
-	return ST_OK;
 }
 
 /* The job's command from the words after the options: one word verbatim, several quoted. */
@@ -2474,7 +2365,7 @@ command_words(const struct args *a, struct opts *o)
 			sh_quote(&o->cmd, a->argv[k]);
 		}
 	}
-	return cmd_done(o);
+	return ST_OK;
 }
 
 /* run and queue: submit the command after the options; run follows it. */
@@ -2564,39 +2455,17 @@ prune_scripts(const char *dir)
 	closedir(dp);
 }
 
-/* Copy all of stdin to fd. Returns ST_OK, ST_INTR or ST_FAIL (printed). */
-static int
-copy_stdin(int fd, const char *path)
-{
-	char buf[65536];
-	ssize_t n, w, off;
-
-	for (;;) {
-		n = read(STDIN_FILENO, buf, sizeof buf);
-		if (n == 0)
-			return ST_OK;
-		if (n < 0 && errno == EINTR && interrupted)
-			return ST_INTR;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errmsg("reading the script from stdin: %s", strerror(errno));
-		for (off = 0; off < n; off += w) {
-			w = write(fd, buf + off, (size_t)(n - off));
-			if (w < 0 && errno == EINTR)
-				w = 0;
-			else if (w < 0)
-				return errmsg("writing %s: %s", path, strerror(errno));
-		}
-	}
-}
-
-/* Store stdin as a new 0600 script-XXXXXX.py in the script dir; path[] gets its name. */
+/*
+ * Store stdin as a new 0600 script-XXXXXX.py in the script dir; path[] gets its name. A read
+ * cut short by SIGINT is ST_INTR; the file is removed on any failure.
+ */
 static int
 store_stdin(char *path, size_t cap)
 {
-	char dir[PATH_MAX];
-	int fd, rc;
+	char dir[PATH_MAX], buf[65536];
+	FILE *f;
+	size_t n;
+	int fd, werr, rc = ST_OK;
 
 	if (script_dir(dir, sizeof dir) < 0)
 		return ST_FAIL;
@@ -2605,11 +2474,18 @@ store_stdin(char *path, size_t cap)
 		return errmsg("the script dir's path is too long: %s", dir);
 	if ((fd = mkostemps(path, 3, O_CLOEXEC)) < 0)
 		return errmsg("cannot create a script in %s: %s", dir, strerror(errno));
-	fchmod(fd, 0600);
-	rc = copy_stdin(fd, path);
-	if (close(fd) < 0 && rc == ST_OK) {
-		errmsg("writing %s: %s", path, strerror(errno));
-		rc = ST_FAIL;
+	if (fchmod(fd, 0600) < 0 || (f = fdopen(fd, "w")) == NULL) {
+		rc = errmsg("writing %s: %s", path, strerror(errno));
+		close(fd);
+	} else {
+		while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
+			fwrite(buf, 1, n, f);
+		if (ferror(stdin))
+			rc = interrupted ? ST_INTR
+			                 : errmsg("reading the script from stdin: %s", strerror(errno));
+		werr = ferror(f); /* a write failed: sticky until fclose */
+		if ((fclose(f) != 0 || werr) && rc == ST_OK)
+			rc = errmsg("writing %s: %s", path, strerror(errno));
 	}
 	if (rc != ST_OK)
 		unlink(path);
@@ -2642,48 +2518,34 @@ python_script(const struct args *a, char *path, size_t cap, int *stored)
 	return ST_OK;
 }
 
-/* `P SCRIPT A...`, each word quoted for bash, NUL-terminated in o->cmd. */
 static int
-python_cmd(struct opts *o, const char *script)
+cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 {
-	int k;
+	char script[PATH_MAX + 32];
+	int stored = 0, rc, k;
 
-	sh_quote(&o->cmd, o->python);
+	if (o->python[0] == 0)
+		return usage_err(a->cmd, "--python needs an interpreter");
+	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
+		return rc;
+	sh_quote(&o->cmd, o->python); /* `P SCRIPT A...`, each word quoted for bash */
 	json_buf_add(&o->cmd, " ", 1);
 	sh_quote(&o->cmd, script);
 	for (k = 0; k < o->pyargs.n; k++) {
 		json_buf_add(&o->cmd, " ", 1);
 		sh_quote(&o->cmd, o->pyargs.v[k]);
 	}
-	return cmd_done(o);
-}
-
-static int
-cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
-{
-	char script[PATH_MAX + 32];
-	int stored = 0, rc;
-
-	if (o->python[0] == 0)
-		return usage_err(a->cmd, "--python needs an interpreter");
-	if ((rc = python_script(a, script, sizeof script, &stored)) != ST_OK)
-		return rc;
-	if ((rc = python_cmd(o, script)) != ST_OK) {
-		if (stored)
-			unlink(script);
-		return rc;
-	}
 	return submit_cmd(c, a, o, o->wait || o->wait_timeout >= 0, script, stored);
 }
 
 /* ------------------------------------------------------------------------ job, logs, result */
 
-/* GET path and print the answer as JSON. */
+/* Ask method path (body NULL for none) and print the answer as JSON. */
 static int
-get_and_print(struct cli *c, const char *path)
+print_answer(struct cli *c, const char *method, const char *path, const struct json_buf *body)
 {
 	struct doc d;
-	int rc = api(c, "GET", path, NULL, 0, &d);
+	int rc = api(c, method, path, body, 0, &d);
 
 	if (rc != ST_OK)
 		return rc;
@@ -2706,7 +2568,7 @@ cmd_job(struct cli *c, struct args *a, struct opts *o)
 		snprintf(path, sizeof path, "/job?key=%s", o->key);
 	else
 		snprintf(path, sizeof path, "/job/%s", id);
-	return get_and_print(c, path);
+	return print_answer(c, "GET", path, NULL);
 }
 
 static int
@@ -2728,14 +2590,14 @@ cmd_logs(struct cli *c, struct args *a, struct opts *o)
 		if (o->limit >= 0)
 			snprintf(path + n, sizeof path - (size_t)n, "&limit=%lld",
 			         o->limit < LOG_CHUNK ? o->limit : LOG_CHUNK);
-		return get_and_print(c, path);
+		return print_answer(c, "GET", path, NULL);
 	}
 	set_deadline(c, o->follow ? o->wait_timeout : -1);
 	sink_init(&out, ULLONG_MAX, 0);
 	rc = logs_loop(c, id, &lp, o->limit >= 0 ? (unsigned long long)o->limit : ULLONG_MAX,
 	               o->follow, &out);
 	wait_ended(c, rc, id, &out);
-	sink_free(&out);
+	json_buf_free(&out.buf);
 	if ((rc == ST_OK || rc == ST_TIMEOUT || rc == ST_INTR) && !lp.complete)
 		fprintf(stderr, "next_offset=%llu\n", lp.off);
 	return rc;
@@ -2760,28 +2622,11 @@ cmd_result(struct cli *c, struct args *a, struct opts *o)
 	sink_init(&out, limit, c->json);
 	rc = logs_loop(c, id, &lp, ULLONG_MAX, 0, &out);
 	rc = rc == ST_OK ? job_finish(c, id, &out) : wait_ended(c, rc, id, &out);
-	sink_free(&out);
+	json_buf_free(&out.buf);
 	return rc;
 }
 
 /* ------------------------------------------------------------------------ status */
-
-/* Whose jobs a status view shows: a host-wide queue names the owner of others' jobs. */
-struct view {
-	int owners;      /* a host-wide queue: lines name the owner of each job but the caller's */
-	char caller[64]; /* the caller's user name, as the daemon knows it */
-};
-
-/* Characters of b's text. */
-static size_t
-text_cols(const struct json_buf *b)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < b->len; i++)
-		n += ((unsigned char)b->p[i] & 0xC0) != 0x80;
-	return n;
-}
 
 /*
  * Append UTF-8 text s[0..n) on one line within `room` columns, each control character
@@ -2804,36 +2649,35 @@ put_cut(struct json_buf *b, const char *s, size_t n, size_t room, char ctl)
 		json_buf_add(b, "...", 3);
 }
 
-/* Append a string member of job j (a command, a client id) as put_cut does. */
+/*
+ * Append a string member of job j (a command, a client id) as put_cut does. Its first
+ * 4 * STATUS_COLS bytes hold more characters than a line shows: one cut there is cut again.
+ */
 static void
 put_member(struct json_buf *b, const struct doc *d, int j, const char *key, size_t room,
            char ctl)
 {
-	int i = doc_get(d, j, key);
-	char *text;
-	size_t n;
+	char text[4 * STATUS_COLS + 8];
 
-	if (i < 0 || d->t[i].type != JSON_STRING)
-		return;
-	n = json_str_decode(d->src, &d->t[i], NULL, 0);
-	if ((text = malloc(n + 1)) == NULL)
-		return;
-	json_str_decode(d->src, &d->t[i], text, n);
-	put_cut(b, text, n, room, ctl);
-	free(text);
+	if (doc_str(d, j, key, text, sizeof text) != NULL)
+		put_cut(b, text, strlen(text), room, ctl);
 }
 
-/* "  [client]  cmd": the client id and the command, cut so the line fits STATUS_COLS. */
+/*
+ * "  [client]  cmd": the client id and the command, cut so the line fits STATUS_COLS. caller is
+ * the user asking on a host-wide queue, whose lines name the owner of each job but the
+ * caller's; "" on a personal one.
+ */
 static void
-put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct view *v, int who)
+put_job_tail(struct json_buf *b, const struct doc *d, int j, const char *caller, int who)
 {
 	char mode[16], owner[64], cards[MAX_JOB_CARDS][24], list[256];
-	size_t used;
+	size_t used, i;
 	int n, other;
 
 	if (who) { /* [owner: client id] of another user's job on a host-wide queue */
-		other = v->owners && doc_str(d, j, "owner", owner, sizeof owner) &&
-		        strcmp(owner, v->caller) != 0;
+		other = caller[0] && doc_str(d, j, "owner", owner, sizeof owner) &&
+		        strcmp(owner, caller) != 0;
 		json_buf_add(b, "  [", 3);
 		if (other) {
 			put_member(b, d, j, "owner", OWNER_SHOW, '?');
@@ -2848,7 +2692,8 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const struct view *
 		json_buf_add(b, "[reset] ", 8);
 	if ((n = doc_cards(d, j, cards, MAX_JOB_CARDS)) > 1) /* on each of them: say which */
 		json_buf_printf(b, "[cards %s] ", cards_list(cards, n, list, sizeof list));
-	used = text_cols(b);
+	for (i = used = 0; i < b->len; i++) /* the line's characters so far */
+		used += ((unsigned char)b->p[i] & 0xC0) != 0x80;
 	/* a long head (a waiting job of several cards) still leaves the command's start shown */
 	put_member(b, d, j, "cmd", used + CMD_MIN_COLS < STATUS_COLS ? STATUS_COLS - used
 								 : CMD_MIN_COLS, ' ');
@@ -2872,14 +2717,11 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap)
 	doc_int(d, j, "signal", &s);
 	if (!e && code < -1)
 		s = -code;
-	if (s > 0 && signal_name(s, buf, cap) != NULL)
-		return buf;
 	if (s > 0)
-		snprintf(buf, cap, "signal %lld", s);
-	else if (code == 0 || code == -1)
+		return signal_text(s, 1, buf, cap);
+	if (code == 0 || code == -1)
 		return code == 0 ? "ok" : "no exit code";
-	else
-		snprintf(buf, cap, "exit %lld", code);
+	snprintf(buf, cap, "exit %lld", code);
 	return buf;
 }
 
@@ -2889,7 +2731,7 @@ outcome_word(const struct doc *d, int j, char *buf, size_t cap)
  * ~10.0s  [client]  cmd") or a recent one (n -1: "  recent   exit 3       0.52s  ID  cmd").
  */
 static void
-job_line(const struct doc *d, int j, int n, const struct view *v)
+job_line(const struct doc *d, int j, int n, const char *caller)
 {
 	char id[40] = "?", t[32] = "", word[32], dev[24] = "?", why[32] = "?";
 	int stop = doc_get(d, j, "stop_requested_at"), w;
@@ -2926,7 +2768,7 @@ job_line(const struct doc *d, int j, int n, const struct view *v)
 		    doc_int(d, j, "repeat_current", &rc_) == 0)
 			json_buf_printf(&b, ", repeat %lld/%lld", rc_, rn);
 	}
-	put_job_tail(&b, d, j, v, n >= 0);
+	put_job_tail(&b, d, j, caller, n >= 0);
 	if (!b.oom)
 		printf("%.*s\n", (int)b.len, b.p);
 	json_buf_free(&b);
@@ -2986,7 +2828,7 @@ card_warnings(const struct doc *d, int dev, const char *id, const char *state)
  * counted), recent jobs newest first.
  */
 static void
-card_block(const struct doc *d, int dev, const struct view *v)
+card_block(const struct doc *d, int dev, const char *caller)
 {
 	char id[32] = "?", state[32] = "?";
 	int cur = doc_child(d, dev, "current", JSON_OBJECT), j, n, rec_at[SCHED_RECENT_MAX];
@@ -3003,11 +2845,11 @@ card_block(const struct doc *d, int dev, const struct view *v)
 	putchar('\n');
 	card_warnings(d, dev, id, state);
 	if (cur >= 0)
-		job_line(d, cur, 0, v);
+		job_line(d, cur, 0, caller);
 	else
 		printf("  idle\n");
 	for (n = 0, j = pend + 1; n < npend && n < STATUS_QUEUED; n++, j = (int)d->t[j].next)
-		job_line(d, j, n + 1, v);
+		job_line(d, j, n + 1, caller);
 	if (npend > STATUS_QUEUED)
 		printf("  ... and %d more queued (`" PROG " --json status` lists them all)\n",
 		       npend - STATUS_QUEUED);
@@ -3015,7 +2857,7 @@ card_block(const struct doc *d, int dev, const struct view *v)
 	     j = (int)d->t[j].next)
 		rec_at[nrec++] = j;
 	while (nrec > 0) /* the daemon sends them oldest first */
-		job_line(d, rec_at[--nrec], -1, v);
+		job_line(d, rec_at[--nrec], -1, caller);
 }
 
 /* The header: version, queue totals, and one line for each of the daemon's warnings. */
@@ -3042,8 +2884,7 @@ status_header(const struct doc *d)
 static int
 cmd_status(struct cli *c, struct args *a, struct opts *o)
 {
-	struct view v;
-	char path[64];
+	char path[64], caller[64];
 	struct doc d;
 	int rc, devs, j, n;
 
@@ -3053,22 +2894,19 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 		snprintf(path, sizeof path, "/status?device=%llu", o->device);
 	else
 		snprintf(path, sizeof path, "/status");
+	if (c->json)
+		return print_answer(c, "GET", path, NULL);
 	if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
 		return rc;
-	if (c->json) {
-		rc = print_doc(&d);
-	} else {
-		v.owners = doc_str(&d, 0, "access", path, sizeof path) && strcmp(path, "host") == 0;
-		if (!doc_str(&d, 0, "caller", v.caller, sizeof v.caller))
-			v.caller[0] = 0;
-		status_header(&d);
-		devs = doc_child(&d, 0, "devices", JSON_ARRAY);
-		for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size;
-		     n++, j = (int)d.t[j].next)
-			card_block(&d, j, &v);
-	}
+	if (!doc_str(&d, 0, "access", path, sizeof path) || strcmp(path, "host") != 0 ||
+	    !doc_str(&d, 0, "caller", caller, sizeof caller))
+		caller[0] = 0; /* a personal queue: every job is its user's */
+	status_header(&d);
+	devs = doc_child(&d, 0, "devices", JSON_ARRAY);
+	for (n = 0, j = devs + 1; devs >= 0 && n < (int)d.t[devs].size; n++, j = (int)d.t[j].next)
+		card_block(&d, j, caller);
 	doc_free(&d);
-	return rc;
+	return ST_OK;
 }
 
 /* ------------------------------------------------------------------------ kill, reset */
@@ -3076,15 +2914,13 @@ cmd_status(struct cli *c, struct args *a, struct opts *o)
 /*
  * POST path with a body of the members that apply: device_id (--device), job_id (id unless
  * NULL), client_id (`who`), reason (hold --reason) and force (reset --force). Print the answer
- * as JSON with --json, else through human().
+ * as the daemon sent it (JSON), with or without --json, as the earlier client did.
  */
 static int
-post_and_show(struct cli *c, const char *path, const struct opts *o, const char *id, int who,
-              void (*human)(const struct doc *))
+post_and_show(struct cli *c, const char *path, const struct opts *o, const char *id, int who)
 {
 	struct json_buf b;
 	struct json_w w;
-	struct doc d;
 	char dev[24];
 	int rc;
 
@@ -3101,34 +2937,9 @@ post_and_show(struct cli *c, const char *path, const struct opts *o, const char 
 		json_w_bool(&w, 1);
 	}
 	json_w_obj_end(&w);
-	rc = api(c, "POST", path, &b, 0, &d);
+	rc = print_answer(c, "POST", path, &b);
 	json_buf_free(&b);
-	if (rc != ST_OK)
-		return rc;
-	if (c->json)
-		rc = print_doc(&d);
-	else
-		human(&d);
-	doc_free(&d);
 	return rc;
-}
-
-static void
-kill_human(const struct doc *d)
-{
-	int k = doc_child(d, 0, "killed", JSON_OBJECT),
-	    q = doc_child(d, 0, "cancelled", JSON_OBJECT);
-	char id[40] = "?", dev[256] = "?", cards[MAX_JOB_CARDS][24];
-	int n;
-
-	doc_str(d, k >= 0 ? k : q, "job_id", id, sizeof id); /* every 200 of /kill has one */
-	n = doc_cards(d, k >= 0 ? k : q, cards, MAX_JOB_CARDS);
-	cards_list(cards, n, dev, sizeof dev);
-	if (k >= 0)
-		printf("stopping job %s on card%s %s (SIGINT, then SIGKILL after the grace period)\n",
-		       id, n > 1 ? "s" : "", dev);
-	else
-		printf("cancelled queued job %s on card%s %s\n", id, n > 1 ? "s" : "", dev);
 }
 
 static int
@@ -3143,36 +2954,7 @@ cmd_kill(struct cli *c, struct args *a, struct opts *o)
 		return usage_err(a->cmd, "give a job ID or --device N, not both");
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	return post_and_show(c, "/kill", o, o->device_set ? NULL : id, 0, kill_human);
-}
-
-/* One reset entry: "card 1: scheduled (healthy, reset epoch 0)" and its hint. */
-static void
-reset_entry(const struct doc *d, int e)
-{
-	char dev[32] = "?", action[32] = "?", state[32] = "", hint[1024] = "";
-	long long epoch = 0;
-
-	doc_scalar(d, e, "device_id", dev, sizeof dev);
-	doc_str(d, e, "action", action, sizeof action);
-	doc_str(d, e, "device_state", state, sizeof state);
-	doc_int(d, e, "reset_epoch", &epoch);
-	printf("card %s: %s (%s, reset epoch %lld)\n", dev, action, state, epoch);
-	if (doc_str(d, e, "hint", hint, sizeof hint) && hint[0])
-		printf("  %s\n", hint);
-}
-
-static void
-reset_human(const struct doc *d)
-{
-	int arr = doc_child(d, 0, "resets", JSON_ARRAY), j, n;
-
-	if (arr < 0) {
-		reset_entry(d, 0);
-		return;
-	}
-	for (n = 0, j = arr + 1; n < (int)d->t[arr].size; n++, j = (int)d->t[j].next)
-		reset_entry(d, j);
+	return post_and_show(c, "/kill", o, o->device_set ? NULL : id, 0);
 }
 
 static int
@@ -3183,30 +2965,7 @@ cmd_reset(struct cli *c, struct args *a, struct opts *o)
 
 	if (a->npos > 0 && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	return post_and_show(c, "/reset", o, a->npos > 0 ? id : NULL, 0, reset_human);
-}
-
-/* "card 1: held by cli-1000 since ...: reason" or "card 1: released". */
-static void
-hold_human(const struct doc *d)
-{
-	char dev[32] = "?", action[32] = "?", by[1024] = "?", at[64] = "?", why[4200] = "";
-
-	doc_scalar(d, 0, "device_id", dev, sizeof dev);
-	doc_str(d, 0, "action", action, sizeof action);
-	if (!doc_true(d, 0, "held")) {
-		printf("card %s: %s; its queue runs\n", dev,
-		       strcmp(action, "not_held") == 0 ? "was not held" : "released");
-		return;
-	}
-	doc_str(d, 0, "held_by", by, sizeof by);
-	doc_str(d, 0, "held_at", at, sizeof at);
-	doc_str(d, 0, "hold_reason", why, sizeof why);
-	printf("card %s: %s by %s since %s%s%s\n", dev,
-	       strcmp(action, "already_held") == 0 ? "already held" : "held", by, at,
-	       why[0] ? ": " : "", why);
-	printf("  its running job finishes; nothing more starts on it (queued jobs wait, new ones "
-	       "are accepted) until `" PROG " release --device %s`\n", dev);
+	return post_and_show(c, "/reset", o, a->npos > 0 ? id : NULL, 0);
 }
 
 /* hold --device N [--reason TEXT] / release --device N: POST /hold or /release. */
@@ -3223,7 +2982,7 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 		return ST_USAGE;
 	if (c->client_id[0] == 0)
 		client_identity(c);
-	return post_and_show(c, hold ? "/hold" : "/release", o, NULL, 1, hold_human);
+	return post_and_show(c, hold ? "/hold" : "/release", o, NULL, 1);
 }
 
 /* ------------------------------------------------------------------------ help, dispatch */
@@ -3268,18 +3027,26 @@ find_subcmd(const char *name)
 	return NULL;
 }
 
-/* The global usage and each subcommand's; the man page is the full reference. */
-static void
-print_global_help(void)
+/*
+ * Print cmd's usage; for global_cmd the global one and each subcommand's (the man page is the
+ * full reference). Returns R_HELP.
+ */
+static int
+print_help(const struct subcmd *cmd)
 {
 	size_t k;
 
+	if (cmd->fn != NULL) {
+		printf("usage: " PROG " %s\n(see " PROG "(1))\n", cmd->synopsis);
+		return R_HELP;
+	}
 	printf("usage: " PROG " " GLOBAL_SYNOPSIS "\n       " PROG " --version\n\n"
 	       "global options go before the subcommand (--json also after it)\n\nsubcommands:\n");
 	for (k = 0; k < sizeof subcmds / sizeof subcmds[0]; k++)
 		if (subcmds[k].fn != cmd_help)
 			printf("  %s\n", subcmds[k].synopsis);
 	printf("\n(see " PROG "(1))\n");
+	return R_HELP;
 }
 
 static int
@@ -3289,10 +3056,8 @@ cmd_help(struct cli *c, struct args *a, struct opts *o)
 
 	(void)c;
 	(void)o;
-	if (a->npos == 0) {
-		print_global_help();
-		return ST_OK;
-	}
+	if (a->npos == 0)
+		return print_help(&global_cmd);
 	if ((s = find_subcmd(a->pos[0])) == NULL)
 		return usage_err(a->cmd, "unknown subcommand '%s'", a->pos[0]);
 	return print_help(s);
@@ -3319,19 +3084,12 @@ cmd_serve(struct cli *c, struct args *a, struct opts *o)
 int
 cli_main(int argc, char **argv)
 {
-	struct args a;
+	struct args a = {.cmd = &global_cmd, .argc = argc, .argv = argv, .i = 1};
+	struct cli c = {.fd = -1};
 	struct opts o;
-	struct cli c;
 	int rc;
 
-	memset(&c, 0, sizeof c);
-	memset(&a, 0, sizeof a);
-	c.fd = -1;
 	json_buf_init(&c.in);
-	a.cmd = &global_cmd;
-	a.argc = argc;
-	a.argv = argv;
-	a.i = 1;
 	a.pos = calloc((size_t)argc + 1, sizeof *a.pos);
 	if (opts_init(&o, argc) < 0 || a.pos == NULL)
 		rc = errmsg("out of memory");
@@ -3350,7 +3108,9 @@ cli_main(int argc, char **argv)
 		rc = parse_opts(&c, &a, &o);
 	if (rc == ST_OK)
 		rc = a.cmd->fn(&c, &a, &o);
-	opts_free(&o);
+	free(o.env.v);
+	free(o.pyargs.v);
+	json_buf_free(&o.cmd);
 	free(a.pos);
 	conn_close(&c);
 	json_buf_free(&c.in);

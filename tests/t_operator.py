@@ -7,6 +7,7 @@ Each test starts its own daemon (ttqlib.Daemon) with fake control commands: bash
 append their card number to `<name>.log`. Waits are conditions with deadlines; a check that
 something does NOT happen first waits for a later event on the other card (the loop has run).
 """
+import json
 import os
 import sys
 
@@ -230,7 +231,8 @@ def test_hold_and_release_across_restart():
     wait_until(lambda: d.job(first["job_id"])["status"] == "running", 10, "job to run")
     rc, out, err = d.cli("--client-id", "alice", "hold", "--device", "0",
                          "--reason", "reseating the cable")
-    tap.ok(rc == 0 and "held by alice" in out, "`hold --device 0` holds it", out + err)
+    tap.ok(rc == 0 and json.loads(out)["held_by"] == "alice", "`hold --device 0` holds it",
+           out + err)
     c = d.dev(0)
     tap.ok(c["held"] and c["held_by"] == "alice" and c["hold_reason"] == "reseating the cable"
            and c["held_at"], "status shows who held it, when and why", c)
@@ -263,7 +265,8 @@ def test_hold_and_release_across_restart():
            "still nothing starts on the held card")
 
     rc, out, err = d.cli("release", "--device", "0")
-    tap.ok(rc == 0 and "released" in out, "`release --device 0` releases it", out + err)
+    tap.ok(rc == 0 and json.loads(out)["action"] == "released",
+           "`release --device 0` releases it", out + err)
     done = d.wait_done(second["job_id"])
     tap.eq(done["exit_code"], 0, "the queued job runs after the release")
     tap.ok(done["reset_epoch"] == 1 and os.path.exists(d.reset_log),
