@@ -2802,8 +2802,13 @@ card_warnings(const struct doc *d, int dev, const char *id, const char *state)
 
 	if (strcmp(state, "healthy") != 0) {
 		doc_str(d, dev, "dead_reason", why, sizeof why);
-		warn("  ", "card %s is %s%s%s", id, state, why[0] ? ": " : "", why);
+		b[0] = 0;
+		doc_str(d, dev, "dead_since", b, sizeof b);
+		warn("  ", "card %s is %s%s%s%s%s", id, state, b[0] ? " since " : "", b,
+		     why[0] ? ": " : "", why);
 	}
+	if (doc_true(d, dev, "reset_pending"))
+		warn("  ", "a reset is pending on card %s; it runs before the next job", id);
 	if (doc_true(d, dev, "held")) {
 		doc_str(d, dev, "held_by", a, sizeof a);
 		doc_str(d, dev, "held_at", b, sizeof b);

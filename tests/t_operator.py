@@ -179,6 +179,9 @@ def test_dead_card_recovery():
     d.post("/reset", {"device_id": 0})
     dead = wait_card(d, 0, lambda c: c["state"] == "dead", "dead")
     tap.eq(d.post("/queue", {"cmd": "true", "device_id": 0}).status, 503, "dead: 503")
+    rc, out, _ = d.cli("status", "--device", "0")
+    tap.ok("card 0 is dead since %s: " % dead["dead_since"] in out,
+           "status says since when the card is dead, and why", out)
     n = runs(d, "reset")
 
     r = d.post("/reset", {"job_id": before["job_id"]})
@@ -251,6 +254,7 @@ def test_hold_and_release_across_restart():
     tap.eq(d.metric('ttq_card_held{device="0"}'), 1.0, "/metrics shows the hold")
     rc, out, _ = d.cli("status", "--device", "0")
     tap.ok("HELD by alice" in out and "reseating the cable" in out, "the CLI banner", out)
+    tap.ok("a reset is pending on card 0" in out, "status says the reset waits for the card", out)
 
     held_at = d.dev(0)["held_at"]
     d.restart()
