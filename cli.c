@@ -2324,7 +2324,7 @@ submit_cmd(struct cli *c, struct args *a, struct opts *o, int follow, const char
 	    (rc = cwd_value(a, o->cwd, o->cwd_sent, sizeof o->cwd_sent)) != ST_OK ||
 	    (rc = submission_cards(c, o)) != ST_OK ||
 	    (follow && ((rc = output_limit(a, o, &limit)) != ST_OK ||
-	                (rc = refuse_own_card(c, a, o, NULL)) != ST_OK)) ||
+	                (o->wait_timeout != 0 && (rc = refuse_own_card(c, a, o, NULL)) != ST_OK))) ||
 	    (rc = submit(c, o, o->cmd.p, id, &d)) != ST_OK) {
 		if (stored && rc != ST_INTR && rc != ST_UNKNOWN)
 			unlink(script);
