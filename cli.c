@@ -1710,8 +1710,8 @@ opt_devices(struct args *a, struct opts *o, const char *val, int multi)
 		len = strcspn(p, ",");
 		snprintf(item, sizeof item, "%.*s", (int)len, p);
 		if (n == MAX_JOB_CARDS || arg_uint(item, 999999, &v[n]) < 0)
-			return usage_err(a->cmd, "--device takes a card number, a list such as 0,1, "
-			                         "or all, not '%s'", val);
+			return usage_err(a->cmd, "--device takes a card number%s, not '%s'",
+			                 multi ? ", a list such as 0,1, or all" : "", val);
 		for (k = 0; k < n; k++)
 			if (v[k] == v[n])
 				return usage_err(a->cmd, "--device names card %llu twice", v[n]);

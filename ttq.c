@@ -1225,7 +1225,7 @@ render_job(struct json_w *w, const struct job *j, const struct view *v)
 		w_str(w, "error", j->error);
 	if (rec)
 		w_int(w, "reset_epoch", j->reset_epoch);
-	if (!sum)
+	if (rec || (sub && j->idempotency_key)) /* an answer to POST /queue: when given */
 		w_str(w, "idempotency_key", j->idempotency_key);
 	if (rec) { /* as JSON: met on its cards while it ran (holders_note), else null */
 		json_w_key(w, "foreign_holders");

@@ -437,6 +437,9 @@ def test_cli_device_lists():
     tap.eq(rc, 0, "the same list twice is one list")
     rc, out, err = d.cli("status", "--device", "0,1")
     tap.eq(rc, 2, "status takes one card")
+    rc, out, err = d.cli("status", "--device", "x")
+    tap.ok(rc == 2 and "takes a card number, not 'x'" in err,
+           "status's usage error offers no list it would refuse", (rc, err))
     path, loop = gate(d, "g")
     m = d.submit(loop, device_ids=["1", "2"])["job_id"]
     wait_until(running(d, m), 10, "the multi-card job")

@@ -130,6 +130,9 @@ def test_idempotency_key_over_http():
            and b["idempotency_key"] == "ci-build-17.step-3" and b["device_id"] == "1",
            "marked as a replay, with the first answer's members", (a, b))
     tap.eq(len(jobs_with(d, "echo once")), 1, "and creates nothing: one job")
+    n = d.post("/queue", {"cmd": "true"})
+    tap.ok(n.status == 200 and "idempotency_key" not in n.json,
+           "an answer without a key has no idempotency_key member", n)
     d.wait_done(a["job_id"])
     c = d.post("/queue", body, headers={"Idempotency-Key": '"ci-build-17.step-3"'})
     tap.ok(c.status == 200 and c["job_id"] == a["job_id"] and c["status"] == "done",
