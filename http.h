@@ -207,8 +207,8 @@ struct http_callbacks {
 struct http_server_config {
 	size_t max_body;  /* bytes of a request body; a longer Content-Length is 413 and closes */
 	const double *now; /* the owner's monotonic clock in seconds, current for this turn */
-	/* Accepted connections served; HTTP_BUSY_SLOTS more are answered the busy 503, naming the
-	 * setting max_conns_name, and further ones wait in the listen backlog. */
+	/* Connections served; HTTP_BUSY_SLOTS more are accepted to be answered the busy 503
+	 * naming the setting max_conns_name, and further ones wait in the listen backlog. */
 	long long max_conns;
 	const char *max_conns_name;
 };
@@ -272,7 +272,7 @@ void http_conn_error(struct http_conn *c, int status, const char *extra, const c
  * owner's, with Retry-After: the request was not handled): its last, the head saying
  * Connection: close and c closed once it is written, whatever the request asked, so a client
  * pausing before it asks again holds no connection meanwhile; and count it (http_server_busy).
- * Call before http_conn_respond. Returns c.
+ * Call before answering (http_conn_error, http_conn_respond). Returns c.
  */
 struct http_conn *http_conn_busy(struct http_conn *c);
 
