@@ -1,6 +1,7 @@
 /*
  * http.c - HTTP/1.1 on the wire: request and response heads, the query reader, the head writer,
- * and the server side of a client connection (struct http_conn).
+ * and the server side of client connections (struct http_conn), accepted on the listening
+ * socket within a cap.
  *
  * Parsers (http_parse_request, http_parse_response):
  * - Stateless: every call scans buf from its first byte, once, left to right, and never reads
@@ -30,15 +31,22 @@
  *   nothing): the owner calls it after its commit, so no answer goes out before what it says
  *   is durable, and an answer may still be taken back (http_conn_retract) until then.
  * - A complete request is answered in the turn it is read: nothing bounds the requests in
- *   flight but the connections (the owner's cap). A client that does not read its answer
+ *   flight but the connections (max_conns). A client that does not read its answer
  *   holds only its own buffer, until HTTP_WRITE_TIMEOUT; the others go on being served.
+ * - The listening socket is a connection too (HTTP_CONN_LISTENING), watched and timed through
+ *   the same callbacks: it asks for POLLIN while connections may be accepted (max_conns served,
+ *   HTTP_BUSY_SLOTS more only to be answered the busy 503), and for a deadline instead while
+ *   accept is out of descriptors, since a readable backlog polled again at once would spin.
  * - A closed connection is only marked (HTTP_CONN_CLOSED) and freed at http_server_sweep, so
  *   pointers held during one turn of the owner's loop stay valid.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -755,6 +763,7 @@ http_format_head(char *out, size_t cap, int status, const char *content_type, si
 
 #define IN_SLACK 65536 /* bytes read beyond a maximal request, so pipelining is not throttled */
 #define OUT_KEEP 65536 /* an output buffer bigger than this is freed once written */
+#define ACCEPT_RETRY 0.25 /* s the listener rests after accept ran out of descriptors */
 
 struct http_conn {
 	struct http_server *srv;
@@ -765,13 +774,12 @@ struct http_conn {
 	struct json_buf out;  /* the answer, written from out_off on */
 	size_t out_off;
 	double deadline;      /* monotonic s, 0 for none: what this state waits for at most */
-	short told_events;    /* what the owner was last told (watch) */
-	double told_deadline;
 	bool keep_alive;      /* of the request being answered */
 	int minor;            /* its HTTP minor version */
 	bool continue_sent;   /* 100 Continue already sent for it */
 	bool peer_eof;        /* the client closed its side (half-close): nothing more comes */
 	bool ready, flush;    /* to run at http_server_process, to write at http_server_flush */
+	bool over; /* accepted beyond max_conns: its request is answered the busy 503 */
 };
 
 /*
@@ -783,7 +791,14 @@ struct http_server {
 	struct http_callbacks cb;
 	struct http_conn **conns;
 	size_t n, cap;
-	long long open; /* connections not CLOSED */
+	long long open; /* connections not CLOSED, the listener aside */
+	/* of them accepted beyond max_conns (conn_new): a connection accepted while max_conns are
+	 * served is over for its life, even when a served one closes meanwhile, so the served ones
+	 * are open - over, and one test of open guards both limits (conn_events) */
+	long long over;
+	long long busy;  /* http_server_busy */
+	double next_log; /* when accept's failure may be logged again */
+	struct http_conn *listener; /* NULL when none */
 	bool ready;     /* some connection is ready */
 };
 
@@ -803,6 +818,7 @@ static const unsigned legal[] = {
 			      TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_CLOSING] = TO(HTTP_CONN_ANSWERING) | TO(HTTP_CONN_CLOSED),
 	[HTTP_CONN_CLOSED] = 0,
+	[HTTP_CONN_LISTENING] = TO(HTTP_CONN_CLOSED),
 };
 
 /* The poll events c needs in its state. */
@@ -812,6 +828,9 @@ conn_events(const struct http_conn *c)
 	/* POLLRDHUP is level-triggered: once the peer's EOF was read, asking again would spin. */
 	short ev = c->peer_eof ? 0 : POLLRDHUP;
 
+	if (c->state == HTTP_CONN_LISTENING) /* not paused (a deadline) nor at the limits */
+		return !c->deadline && c->srv->open < c->srv->cfg.max_conns + HTTP_BUSY_SLOTS
+			       ? POLLIN : 0;
 	if (c->out.len > c->out_off)
 		ev |= POLLOUT;
 	/* Stop reading when a client piles up requests we have not answered yet. */
@@ -820,20 +839,12 @@ conn_events(const struct http_conn *c)
 	return ev;
 }
 
-/* Tell the owner what c waits for, when that changed. */
+/* Tell the owner what c waits for now (the same again costs it nothing). */
 static void
 tell_owner(struct http_conn *c)
 {
-	short ev;
-
-	if (c->state == HTTP_CONN_CLOSED)
-		return;
-	ev = conn_events(c);
-	if (ev == c->told_events && c->deadline == c->told_deadline)
-		return;
-	c->told_events = ev;
-	c->told_deadline = c->deadline;
-	c->srv->cb.watch(c, ev, c->deadline);
+	if (c->state != HTTP_CONN_CLOSED)
+		c->srv->cb.watch(c, conn_events(c), c->deadline);
 }
 
 static void
@@ -855,19 +866,31 @@ set_state(struct http_conn *c, enum http_conn_state to)
 }
 
 static void conn_close(struct http_conn *c);
+static void accept_all(struct http_conn *l);
 
 /* ---- answers */
 
-/* A JSON error answer {"error": msg} for the failures found here: msg is static ASCII
- * without '"' or '\\' (http.c's own messages), so it needs no escaping. */
-static void
-respond_error(struct http_conn *c, int status, const char *msg)
+void
+http_conn_error(struct http_conn *c, int status, const char *extra, const char *fmt, ...)
 {
-	char body[256];
-	int n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", msg);
+	struct json_buf b = {0};
+	struct json_w w;
+	char msg[1024];
+	va_list ap;
 
-	http_conn_respond(c, status, "application/json; charset=utf-8", body,
-			  n < (int)sizeof(body) ? (size_t)n : sizeof(body) - 1, NULL);
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_w_init(&w, &b);
+	json_w_obj(&w);
+	json_w_key(&w, "error");
+	json_w_cstr(&w, msg);
+	json_w_obj_end(&w);
+	if (b.oom)
+		conn_close(c);
+	else
+		http_conn_respond(c, status, "application/json; charset=utf-8", b.p, b.len, extra);
+	json_buf_free(&b);
 }
 
 void
@@ -889,10 +912,12 @@ http_conn_respond(struct http_conn *c, int status, const char *content_type, con
 	c->flush = true;
 }
 
-void
-http_conn_last(struct http_conn *c)
+struct http_conn *
+http_conn_busy(struct http_conn *c)
 {
+	c->srv->busy++;
 	c->keep_alive = false; /* http_conn_respond: Connection: close, then CLOSING */
+	return c;
 }
 
 void
@@ -928,7 +953,7 @@ refuse(struct http_conn *c, int status, const char *why)
 {
 	c->keep_alive = false;
 	c->in.len = 0;
-	respond_error(c, status, why);
+	http_conn_error(c, status, NULL, "%s", why);
 }
 
 /* RFC 9110 10.1.1: the client waits for this before it sends the body. */
@@ -977,12 +1002,18 @@ process(struct http_conn *c)
 	c->keep_alive = req.keep_alive && !(req.method_len == 4 && !memcmp(req.method, "HEAD", 4));
 	c->minor = req.minor_version;
 	set_state(c, HTTP_CONN_ANSWERING);
-	c->srv->cb.request(c, &req, c->in.p + r, need - (size_t)r);
+	if (!c->over) {
+		c->srv->cb.request(c, &req, c->in.p + r, need - (size_t)r);
+	} else {
+		http_conn_error(http_conn_busy(c), HTTP_SERVICE_UNAVAILABLE, "Retry-After: 1\r\n",
+				"All %lld connections are in use (%s)", c->srv->cfg.max_conns,
+				c->srv->cfg.max_conns_name);
+	}
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
 	consume(c, need);
 	if (c->state == HTTP_CONN_ANSWERING) /* the handler broke its contract: say so */
-		respond_error(c, HTTP_INTERNAL_SERVER_ERROR, "No answer was made");
+		http_conn_error(c, HTTP_INTERNAL_SERVER_ERROR, NULL, "No answer was made");
 }
 
 /* Read what the socket holds; false when the connection was closed. */
@@ -1011,11 +1042,15 @@ conn_read(struct http_conn *c)
 }
 
 void
-http_conn_event(struct http_conn *c, short revents)
+http_conn_event(void *conn, short revents)
 {
+	struct http_conn *c = conn;
+
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
-	if (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
+	if (c->state == HTTP_CONN_LISTENING) {
+		accept_all(c);
+	} else if (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
 		if (!conn_read(c))
 			return;
 		if (c->peer_eof && (c->state == HTTP_CONN_HELD || c->in.len == 0)) {
@@ -1031,19 +1066,21 @@ http_conn_event(struct http_conn *c, short revents)
 	tell_owner(c);
 }
 
-/* Only IDLE, READING, HELD, WRITING and CLOSING have a deadline (set_state, conn_flush). */
+/* Only IDLE, READING, HELD, WRITING, CLOSING and a paused LISTENING have a deadline (set_state,
+ * conn_flush, accept_pause). */
 void
-http_conn_timeout(struct http_conn *c)
+http_conn_timeout(void *conn)
 {
-	char why[80];
+	struct http_conn *c = conn;
 
-	if (c->state == HTTP_CONN_HELD) {
+	if (c->state == HTTP_CONN_LISTENING) {
+		c->deadline = 0; /* the pause ends */
+	} else if (c->state == HTTP_CONN_HELD) {
 		c->srv->cb.hold_expired(c);
 	} else if (c->state == HTTP_CONN_READING) {
-		snprintf(why, sizeof(why), "Request not completed within %.0f seconds",
-			 HTTP_IDLE_TIMEOUT);
 		c->keep_alive = false;
-		respond_error(c, HTTP_REQUEST_TIMEOUT, why);
+		http_conn_error(c, HTTP_REQUEST_TIMEOUT, NULL,
+				"Request not completed within %.0f seconds", HTTP_IDLE_TIMEOUT);
 	} else {
 		conn_close(c); /* an idle keep-alive connection, or a reader that stalled */
 	}
@@ -1135,20 +1172,30 @@ http_server_ready(const struct http_server *s)
 static void
 conn_close(struct http_conn *c)
 {
+	struct http_server *s = c->srv;
+
 	if (c->state == HTTP_CONN_CLOSED)
 		return;
+	if (c == s->listener)
+		s->listener = NULL;
+	else
+		s->open--;
+	s->over -= c->over;
 	set_state(c, HTTP_CONN_CLOSED);
-	c->srv->open--;
-	c->srv->cb.closed(c);
+	s->cb.closed(c);
 	close(c->fd);
 	c->fd = -1;
+	if (s->listener) /* room again: take connections from the backlog, a pause or not */
+		http_conn_timeout(s->listener);
 }
 
-struct http_conn *
-http_conn_new(struct http_server *s, int fd, void *owner)
+/* http_conn_new, and the listener and what it accepts (their owner's pointer from `opened`). */
+static struct http_conn *
+conn_new(struct http_server *s, int fd, void *owner, enum http_conn_state state)
 {
 	struct http_conn *c = malloc(sizeof(*c)), **v = s->conns;
 	size_t cap = s->n < s->cap ? s->cap : s->cap * 2 + 32;
+	bool listener = state == HTTP_CONN_LISTENING;
 
 	if (!c || (cap > s->cap && !(v = realloc(s->conns, cap * sizeof(*v))))) {
 		free(c);
@@ -1156,13 +1203,82 @@ http_conn_new(struct http_server *s, int fd, void *owner)
 	}
 	s->conns = v;
 	s->cap = cap;
+	*c = (struct http_conn){.srv = s, .fd = fd, .state = state, .keep_alive = true, .minor = 1,
+				.over = !listener && s->open - s->over >= s->cfg.max_conns,
+				.deadline = listener ? 0 : *s->cfg.now + HTTP_IDLE_TIMEOUT};
+	if (!(c->owner = owner ? owner : s->cb.opened(c, fd))) {
+		free(c);
+		return NULL;
+	}
 	s->conns[s->n++] = c;
-	s->open++;
-	*c = (struct http_conn){.srv = s, .owner = owner, .fd = fd, .state = HTTP_CONN_IDLE,
-				.keep_alive = true, .minor = 1, .told_events = -1,
-				.deadline = *s->cfg.now + HTTP_IDLE_TIMEOUT};
+	if (listener)
+		s->listener = c;
+	else
+		s->open++;
+	s->over += c->over;
 	tell_owner(c);
 	return c;
+}
+
+struct http_conn *
+http_conn_new(struct http_server *s, int fd, void *owner)
+{
+	return conn_new(s, fd, owner, HTTP_CONN_IDLE);
+}
+
+int
+http_server_listen(struct http_server *s, int fd)
+{
+	if (s->listener)
+		conn_close(s->listener);
+	return fd < 0 || conn_new(s, fd, NULL, HTTP_CONN_LISTENING) ? 0 : -1;
+}
+
+/*
+ * Out of descriptors or memory: the backlog waits ACCEPT_RETRY s (the listener's deadline, or a
+ * connection closing), and the owner's log hears of it at most once a minute.
+ */
+static void
+accept_pause(struct http_conn *l, int err)
+{
+	struct http_server *s = l->srv;
+
+	if (*s->cfg.now >= s->next_log) {
+		s->next_log = *s->cfg.now + 60.0;
+		s->cb.log("tt-device-queue: accept: %s; new connections wait in the listen backlog",
+			  strerror(err));
+	}
+	l->deadline = *s->cfg.now + ACCEPT_RETRY;
+}
+
+/* Take connections from the listener's backlog while there is room (conn_events). */
+static void
+accept_all(struct http_conn *l)
+{
+	int one = 1, fd;
+
+	while (conn_events(l) & POLLIN) {
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		/* the pending connection failed and was consumed (accept(2)): take the next */
+		if (fd < 0 && (errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
+			       errno == EPERM))
+			continue;
+		if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			accept_pause(l, errno); /* EMFILE, ENFILE, ENOBUFS, ENOMEM */
+		if (fd < 0)
+			return;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (!conn_new(l->srv, fd, NULL, HTTP_CONN_IDLE)) {
+			close(fd);
+			accept_pause(l, ENOMEM);
+		}
+	}
+}
+
+long long
+http_server_busy(const struct http_server *s)
+{
+	return s->busy;
 }
 
 void *

@@ -1,6 +1,7 @@
 /*
  * http.h - HTTP/1.1 heads (request and response parsers, the response-head writer), the query
- * reader, and the server side of a client connection (struct http_conn).
+ * reader, and the server side of client connections (struct http_conn): accepting them on the
+ * listening socket, within a cap.
  *
  * The parsers are stateless and I/O-free, in the manner of picohttpparser: they read the
  * caller's buffer and fill a struct whose strings are views (pointer + length) into that
@@ -20,7 +21,8 @@
  * more than HTTP_MAX_HEADERS fields are 431.
  *
  * A connection reads and writes its socket but neither polls nor keeps time: its owner does
- * both, as the connection asks (struct http_callbacks), and calls back in.
+ * both, as the connection asks (struct http_callbacks), and calls back in. The listening
+ * socket is one such connection (HTTP_CONN_LISTENING), polled and timed the same way.
  */
 #ifndef TTQ_HTTP_H
 #define TTQ_HTTP_H
@@ -145,6 +147,9 @@ size_t http_format_head(char *out, size_t cap, int status, const char *content_t
 
 #define HTTP_IDLE_TIMEOUT 10.0  /* s: an idle connection is closed, an unfinished request 408 */
 #define HTTP_WRITE_TIMEOUT 10.0 /* s a client may read nothing of its answer before it is cut */
+/* Connections accepted beyond max_conns only to be answered the busy 503 (http_conn_busy):
+ * without them a client at the cap heard nothing until its own timeout. */
+#define HTTP_BUSY_SLOTS 16
 
 /*
  * A connection's phase. Every change goes through one transition function (http.c), which
@@ -158,6 +163,7 @@ enum http_conn_state {
 	HTTP_CONN_WRITING,   /* an answer is being written; then the next request */
 	HTTP_CONN_CLOSING,   /* the last answer is being written; then closed */
 	HTTP_CONN_CLOSED,    /* descriptor closed; freed at http_server_sweep */
+	HTTP_CONN_LISTENING, /* the listening socket (http_server_listen): accepts connections */
 };
 
 struct http_server; /* the connections */
@@ -177,8 +183,9 @@ struct http_callbacks {
 	/* The deadline of a hold passed: answer it now. */
 	void (*hold_expired)(struct http_conn *c);
 	/*
-	 * What c waits for changed: poll events (POLLIN, POLLOUT, POLLRDHUP) on its descriptor,
-	 * and a monotonic deadline in seconds (0: none) at which to call http_conn_timeout.
+	 * What c waits for, whenever it may have changed: poll events (POLLIN, POLLOUT,
+	 * POLLRDHUP) on its descriptor, and a monotonic deadline in seconds (0: none) at which to
+	 * call http_conn_timeout.
 	 */
 	void (*watch)(struct http_conn *c, short events, double deadline);
 	/*
@@ -187,11 +194,23 @@ struct http_callbacks {
 	 * pointer is not used again.
 	 */
 	void (*closed)(struct http_conn *c);
+	/*
+	 * c was accepted, or is the listener (http_server_listen), on descriptor fd: return its
+	 * owner's pointer, which `watch` then tells what to poll fd for, or NULL when out of
+	 * memory (c is then dropped unseen).
+	 */
+	void *(*opened)(struct http_conn *c, int fd);
+	/* A line for the daemon's log: why accepting pauses (at most once a minute). */
+	void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
 
 struct http_server_config {
 	size_t max_body;  /* bytes of a request body; a longer Content-Length is 413 and closes */
 	const double *now; /* the owner's monotonic clock in seconds, current for this turn */
+	/* Connections served; HTTP_BUSY_SLOTS more are accepted to be answered the busy 503
+	 * naming the setting max_conns_name, and further ones wait in the listen backlog. */
+	long long max_conns;
+	const char *max_conns_name;
 };
 
 /*
@@ -211,15 +230,27 @@ void http_server_free(struct http_server *s);
  */
 struct http_conn *http_conn_new(struct http_server *s, int fd, void *owner);
 
+/*
+ * Accept connections on the listening, non-blocking socket fd from now on (`opened` and `watch`
+ * are called for it before this returns), or, with fd -1, close the one accepted on so far.
+ * Out of descriptors or memory, accepting pauses a moment, the backlog waiting meanwhile.
+ * Returns 0, or -1 when out of memory.
+ */
+int http_server_listen(struct http_server *s, int fd);
+
 /* The owner's pointer given to http_conn_new, and the connection's phase now. */
 void *http_conn_owner(const struct http_conn *c);
 enum http_conn_state http_conn_state(const struct http_conn *c);
 
-/* The poll events revents came for c's descriptor: read, answer, queue writes, or close. */
-void http_conn_event(struct http_conn *c, short revents);
+/*
+ * The poll events revents came for c's descriptor: read, answer, queue writes, or close; on
+ * the listener, accept. c is a struct http_conn, untyped so that this and http_conn_timeout
+ * are the owner's poll and timer callbacks themselves.
+ */
+void http_conn_event(void *c, short revents);
 
-/* c's deadline passed (its watch's): a 408, a close, or a hold's end. */
-void http_conn_timeout(struct http_conn *c);
+/* c's deadline passed (its watch's): a 408, a close, a hold's end, or the listener's pause. */
+void http_conn_timeout(void *c);
 
 /*
  * Answer the request c is ANSWERING, or its hold: a head (http_format_head, with Connection:
@@ -230,11 +261,20 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
 		       const void *body, size_t len, const char *extra);
 
 /*
- * Make the answer c gives next (to the request it is ANSWERING, or its hold) its last: the
- * head says Connection: close and c is closed once it is written, whatever the request asked.
- * Call before http_conn_respond. Ignored on a CLOSED connection.
+ * http_conn_respond with the JSON error {"error": the message fmt makes (up to 1023 bytes)}:
+ * every error answer, the owner's and those found here. Closes c when out of memory.
  */
-void http_conn_last(struct http_conn *c);
+void http_conn_error(struct http_conn *c, int status, const char *extra, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/*
+ * Make the answer c gives next (to the request it is ANSWERING, or its hold) the busy 503 (the
+ * owner's, with Retry-After: the request was not handled): its last, the head saying
+ * Connection: close and c closed once it is written, whatever the request asked, so a client
+ * pausing before it asks again holds no connection meanwhile; and count it (http_server_busy).
+ * Call before answering (http_conn_error, http_conn_respond). Returns c.
+ */
+struct http_conn *http_conn_busy(struct http_conn *c);
 
 /*
  * Hold the request c is ANSWERING: its answer comes later from the owner (http_conn_respond),
@@ -260,7 +300,10 @@ void http_server_flush(struct http_server *s);
 /* Free the connections closed since the last sweep. Call when no callback is running. */
 void http_server_sweep(struct http_server *s);
 
-/* Connections open now (not CLOSED). */
+/* Connections open now (not CLOSED, not the listener). */
 long long http_server_connections(const struct http_server *s);
+
+/* Busy 503s since the start: http_conn_busy's and those of connections over max_conns. */
+long long http_server_busy(const struct http_server *s);
 
 #endif

@@ -9,12 +9,11 @@
  *     deadlines, a running job's silence watchdog, each job process's and each connection's
  *     one deadline, store retries, retention) live in one list and the earliest becomes
  *     the poll timeout. No busy waiting.
- *   - Client connections are http.c's (struct http_conn: buffers, keep-alive, pipelining,
- *     their phases); this file polls and times each as it asks (client_watch)
- *     and answers its requests (handle_request, the route table). The listening socket stays
- *     here: TT_DEVICE_MAX_CONNECTIONS and the BUSY_SLOTS beyond it whose requests are told the
- *     busy 503 (accepting), the pause when accept runs out of descriptors (a timer and a log
- *     line) and its close at shutdown are the daemon's decisions, not HTTP's; so is the hold
+ *   - Client connections are http.c's (struct http_conn: accepting them on the listening
+ *     socket within TT_DEVICE_MAX_CONNECTIONS and the busy slots beyond it, buffers,
+ *     keep-alive, pipelining, their phases); this file polls and times each, the listener
+ *     too, as it asks (client_watch), and answers their requests (handle_request, the route
+ *     table). Who may do what and the long-polls on jobs are the daemon's: so is the hold
  *     limit that keeps HOLD_RESERVE connections from long-polls (hold_limit).
  *   - A job moves through sched.h's named phases (queued, starting, running, stopping, done,
  *     forgotten) only by sched_job_transition, whose table aborts on a change it does not
@@ -65,7 +64,6 @@
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <poll.h>
@@ -99,14 +97,10 @@
 #define TTQ_VERSION "dev"
 #endif
 
-#define ACCEPT_RETRY 0.25     /* s the listener rests after accept ran out of descriptors */
 #define FD_RESERVE 64         /* descriptors beyond the connections: store, signalfd, guardian */
 /* Connections kept from long-polls for short requests, at most half of them (hold_limit):
  * without them, waiting clients took every connection and status, queue and release timed out. */
 #define HOLD_RESERVE 16
-/* Connections accepted beyond TT_DEVICE_MAX_CONNECTIONS only to be answered the busy 503
- * (accepting): without them a client at the cap heard nothing until its own timeout. */
-#define BUSY_SLOTS 16
 /* RFC 9110 10.2.3, on a 503 that handled nothing: ask again in a second. Without it a client
  * cannot tell "try again" from a refusal that is the answer (a dead card, a full queue). */
 #define RETRY_AFTER "Retry-After: 1\r\n"
@@ -730,7 +724,7 @@ static struct {
 	bool boot_known; /* boot_id was read; else dead cards are not revived (same_boot) */
 	char *health_check_path; /* the embedded script's file when no copy is beside us */
 	bool health_script_written; /* that file is complete (write_health_script) */
-	int listen_fd, listen_slot;
+	int listen_fd; /* http.c's from serve_main's http_server_listen on */
 	int sig_fd, sig_slot;
 	mode_t job_umask; /* the umask serve was started with, restored for jobs */
 	bool nofile_raised; /* raise_fd_limit raised ours: jobs get job_nofile back */
@@ -740,16 +734,14 @@ static struct {
 	int dir_notify_slot; /* the poll slot of the log dir's inotify watch (dir_watch) */
 	bool dir_watched;    /* inotify watches it; else dir_check looks on a timer */
 	struct http_server *http; /* the client connections */
-	long long over;       /* open connections accepted beyond the cap (client_new) */
 	long long held;       /* long-polls held now (hold, waiter_unlink) */
-	long long busy_total; /* busy 503s since the start (busy), for /metrics */
 	/* Who may do what. Host mode (serve runs as root): every local user submits, and each
 	 * job runs as its submitter; personal mode: only self_uid and root may use the queue. */
 	bool host_mode;
 	uid_t self_uid;
 	gid_t admin_gid;       /* of cfg.admin_group, when has_admin_gid */
 	bool has_admin_gid;
-} D = {.listen_fd = -1, .listen_slot = -1, .sig_fd = -1, .sig_slot = -1,
+} D = {.listen_fd = -1, .sig_fd = -1, .sig_slot = -1,
        .dir_notify_slot = -1};
 
 /*
@@ -1278,7 +1270,6 @@ struct client {
 	unsigned long long held_offset, held_limit;
 	struct active *held_on;
 	struct client *wnext; /* in held_on->waiters */
-	bool over; /* accepted beyond the cap: its request is answered the busy 503 */
 };
 
 static struct json_buf body_buf; /* scratch for response bodies */
@@ -1288,8 +1279,6 @@ static struct json_buf body_buf; /* scratch for response bodies */
  * accept, so a lookup short of a descriptor can answer "ask again" instead of "unknown caller".
  */
 #define UID_UNASKED (-2LL)
-
-static void held_release(struct client *cl);
 
 
 static void
@@ -1314,39 +1303,8 @@ body_begin(void)
 	return w;
 }
 
-/* {"error": the message fmt makes} with status, and `extra` header lines (NULL or
- * "Name: value\r\n"...). */
-static void __attribute__((format(printf, 4, 5)))
-respond_fmt(struct http_conn *c, int status, const char *extra, const char *fmt, ...)
-{
-	struct json_w w = body_begin();
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	json_w_obj(&w);
-	w_str(&w, "error", msg);
-	json_w_obj_end(&w);
-	respond_json(c, status, &body_buf, extra);
-}
-
-#define respond_error(c, status, ...) respond_fmt(c, status, NULL, __VA_ARGS__)
-
-/*
- * c, to be answered the busy 503 (respond_fmt(busy(c), 503, RETRY_AFTER, ...)): the request
- * was not handled, for want of a connection or of room for one more long-poll, and the
- * message says which setting sets that. Retry-After asks for the request again, and the
- * connection closes, so a client pausing before it asks holds no connection meanwhile.
- */
-static struct http_conn *
-busy(struct http_conn *c)
-{
-	D.busy_total++;
-	http_conn_last(c);
-	return c;
-}
+/* The error answers without extra header lines: {"error": the message fmt makes}. */
+#define respond_error(c, status, ...) http_conn_error(c, status, NULL, __VA_ARGS__)
 
 /* cl no longer waits: a walk to its place among its job's waiters, at their head when all of
  * them are released at once (waiters_wake). */
@@ -1443,9 +1401,9 @@ caller_allowed(struct http_conn *c, const struct http_request *req)
 			cl->uid = peer;
 		else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 			/* a loaded service refusing its own users as strangers: they are asked again */
-			respond_fmt(busy(c), 503, RETRY_AFTER, "No descriptor or memory left to "
-				    "identify the caller (%s; the service's open-file limit): ask "
-				    "again", strerror(errno));
+			http_conn_error(http_conn_busy(c), 503, RETRY_AFTER, "No descriptor or "
+					"memory left to identify the caller (%s; the service's "
+					"open-file limit): ask again", strerror(errno));
 			return false;
 		} else
 			cl->uid = -1;
@@ -1473,15 +1431,6 @@ caller_allowed(struct http_conn *c, const struct http_request *req)
 
 /* ---- http.c's callbacks and the loop's events for a client */
 
-static void handle_request(struct http_conn *c, const struct http_request *req, const char *body,
-			   size_t body_len);
-
-static void
-client_hold_expired(struct http_conn *c)
-{
-	held_release(http_conn_owner(c));
-}
-
 static void
 client_watch(struct http_conn *c, short events, double deadline)
 {
@@ -1502,139 +1451,22 @@ client_closed(struct http_conn *c)
 	waiter_unlink(cl);
 	timer_stop(&cl->timer);
 	watch_del(&cl->slot);
-	D.over -= cl->over;
 	free(cl);
-	/* Below the limit again: take connections from the listen backlog (none once its watch
-	 * is gone at shutdown: watch_events on slot -1 does nothing). */
-	watch_events(D.listen_slot, POLLIN);
 }
 
-static void
-client_event(void *arg, short revents)
-{
-	http_conn_event(((struct client *)arg)->http, revents);
-}
-
-static void
-client_timer_fired(void *arg)
-{
-	http_conn_timeout(((struct client *)arg)->http);
-}
-
-/* Start the HTTP side: the connections. */
-static void
-clients_init(void)
-{
-	static const struct http_callbacks cb = {
-	    .request = handle_request,
-	    .hold_expired = client_hold_expired,
-	    .watch = client_watch,
-	    .closed = client_closed,
-	};
-	struct http_server_config hc = {
-	    .max_body = (size_t)cfg.max_request_bytes,
-	    .now = &mono_now,
-	};
-
-	if (!(D.http = http_server_new(&hc, &cb)))
-		die_oom();
-}
-
-/* ---- the listening socket */
-
-/*
- * Whether the listener takes one more connection. TT_DEVICE_MAX_CONNECTIONS counts the
- * connections served; BUSY_SLOTS more are accepted "over" only to be told the busy 503
- * (client_new, handle_request), and beyond those new connections wait in the listen backlog.
- * The bookkeeping: a connection accepted while the cap are served is over for its life, even
- * when a served one closes meanwhile; served ones are the open ones less D.over. So served <=
- * cap and over <= BUSY_SLOTS always, and this one test of the total guards both.
- */
-static bool
-accepting(void)
-{
-	return http_server_connections(D.http) < cfg.max_connections + BUSY_SLOTS;
-}
-
-/* The listening socket's pause after accept failed for want of resources (EMFILE...). */
-static void
-accept_resume_fired(void *arg)
-{
-	(void)arg;
-	if (accepting())
-		watch_events(D.listen_slot, POLLIN); /* slot -1 once closed at shutdown */
-}
-
-static struct timer accept_resume = {.idx = -1, .fn = accept_resume_fired};
-
-/*
- * Out of descriptors or memory: a listening socket with a backlog stays readable, so polling
- * it again at once would spin the loop. Leave the backlog alone for ACCEPT_RETRY seconds (a
- * closing connection resumes sooner, client_closed) and log it at most once a minute.
- */
-static void
-accept_pause(int err)
-{
-	static double logged = -1e9;
-
-	if (mono_now - logged >= 60.0) {
-		logged = mono_now;
-		logmsg("tt-device-queue: accept: %s; new connections wait in the listen backlog",
-		       strerror(err));
-	}
-	watch_events(D.listen_slot, 0);
-	timer_set(&accept_resume, mono_now + ACCEPT_RETRY);
-}
-
-/*
- * A new connection on fd: its client, watch and timer; false (fd closed) without memory. It is
- * over (accepting) when the cap are served already.
- */
-static bool
-client_new(int fd)
+/* A connection accepted, or the listener: its client, its watch and timer set as it asks. */
+static void *
+client_opened(struct http_conn *c, int fd)
 {
 	struct client *cl = calloc(1, sizeof(*cl));
-	int one = 1;
 
-	if (cl && watch_add(fd, POLLIN | POLLRDHUP, client_event, cl, &cl->slot) >= 0) {
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (cl) {
+		cl->http = c;
 		cl->uid = UID_UNASKED;
-		timer_init(&cl->timer, client_timer_fired, cl);
-		cl->over = http_server_connections(D.http) - D.over >= cfg.max_connections;
-		if ((cl->http = http_conn_new(D.http, fd, cl))) {
-			D.over += cl->over;
-			return true;
-		}
-		watch_del(&cl->slot);
+		timer_init(&cl->timer, http_conn_timeout, c);
+		watch_add(fd, 0, http_conn_event, c, &cl->slot);
 	}
-	free(cl);
-	close(fd);
-	return false;
-}
-
-static void
-listen_event(void *arg, short revents)
-{
-	(void)arg;
-	(void)revents;
-	while (accepting()) {
-		int fd = accept4(D.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-		if (fd < 0) {
-			/* the pending connection failed and was consumed (accept(2)): take the next */
-			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				accept_pause(errno); /* EMFILE, ENFILE, ENOBUFS, ENOMEM */
-			return;
-		}
-		if (!client_new(fd)) {
-			accept_pause(ENOMEM);
-			return;
-		}
-	}
-	/* At the cap and its busy slots: leave further connections in the listen backlog. */
-	watch_events(D.listen_slot, 0);
+	return cl;
 }
 
 /* ------------------------------------------------------------------------ request parsing */
@@ -2064,12 +1896,12 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 			a = D.acks[i].a, uncommitted = true;
 	if (!a && (r = store_find_key(D.store, key, owner, id)) != 1) {
 		if (r < 0)
-			respond_fmt(c, 503, RETRY_AFTER,
-				    "Cannot look up the Idempotency-Key in the job store now");
+			http_conn_error(c, 503, RETRY_AFTER,
+					"Cannot look up the Idempotency-Key in the job store now");
 		return r < 0;
 	}
 	if (!a && !(a = active_find(id)) && store_get_job(D.store, id, &stored, NULL) != 1) {
-		respond_fmt(c, 503, RETRY_AFTER, "Cannot read the job store now");
+		http_conn_error(c, 503, RETRY_AFTER, "Cannot read the job store now");
 		return 1;
 	}
 	j = a ? &a->job : &stored;
@@ -2221,8 +2053,8 @@ job_of_key(struct http_conn *c, const struct http_request *req, char id[33])
 		return -1;
 	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid, id);
 	if (r < 0)
-		respond_fmt(c, 503, RETRY_AFTER,
-			    "Cannot look up the Idempotency-Key in the job store now");
+		http_conn_error(c, 503, RETRY_AFTER,
+				"Cannot look up the Idempotency-Key in the job store now");
 	else if (r == 0)
 		respond_error(c, 404, "No job was submitted with Idempotency-Key %s", key);
 	return r == 1 ? 0 : -1;
@@ -2262,10 +2094,10 @@ hold(struct http_conn *c, struct active *a, int kind, unsigned long long wait)
 	struct client *cl = http_conn_owner(c);
 
 	if (D.held >= hold_limit()) {
-		respond_fmt(busy(c), 503, RETRY_AFTER, "%lld long-polls wait already, the most "
-			    "TT_DEVICE_MAX_CONNECTIONS (%lld) allows while %lld connections stay "
-			    "for other requests", D.held, cfg.max_connections,
-			    cfg.max_connections - hold_limit());
+		http_conn_error(http_conn_busy(c), 503, RETRY_AFTER, "%lld long-polls wait already, "
+				"the most TT_DEVICE_MAX_CONNECTIONS (%lld) allows while %lld "
+				"connections stay for other requests", D.held,
+				cfg.max_connections, cfg.max_connections - hold_limit());
 		return;
 	}
 	D.held++;
@@ -2386,17 +2218,19 @@ handle_read(struct http_conn *c, const struct call *k)
 	free(out);
 }
 
-/* Answer a held long-poll now (deadline, job done, or output appeared). cl may be freed. */
+/* Answer c's held long-poll now (deadline, job done, or output appeared): http.c's
+ * hold_expired. Its client may be freed. */
 static void
-held_release(struct client *cl)
+held_release(struct http_conn *c)
 {
+	struct client *cl = http_conn_owner(c);
 	struct active *a = cl->held_on;
 	int kind = cl->held;
 
 	waiter_unlink(cl);
 	cl->held = HELD_NONE;
 	if (a)
-		respond_read(cl->http, NULL, a, NULL, kind, cl->held_offset, cl->held_limit);
+		respond_read(c, NULL, a, NULL, kind, cl->held_offset, cl->held_limit);
 }
 /* Release the waiters of a: all of them (done), or /logs waiters that now have bytes. */
 static void
@@ -2408,7 +2242,7 @@ waiters_wake(struct active *a, bool done)
 	for (; cl; cl = next) {
 		next = cl->wnext;
 		if (done || (cl->held == HELD_LOGS && (long long)cl->held_offset < size))
-			held_release(cl);
+			held_release(cl->http);
 	}
 }
 
@@ -2673,12 +2507,6 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	const struct route *r, *end = routes + sizeof(routes) / sizeof(routes[0]);
 	char id[33], allow[64];
 
-	if (((struct client *)http_conn_owner(c))->over) {
-		respond_fmt(busy(c), 503, RETRY_AFTER,
-			    "All %lld connections are in use (TT_DEVICE_MAX_CONNECTIONS)",
-			    cfg.max_connections);
-		return;
-	}
 	if (n > 1 && req->path[n - 1] == '/')
 		n--;
 	/* a path ending in '/' is a prefix that a job id follows, any other one exact */
@@ -2693,7 +2521,7 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 	if (req->method_len != strlen(r->method) ||
 	    memcmp(req->method, r->method, req->method_len) != 0) {
 		snprintf(allow, sizeof(allow), "Allow: %s\r\n", r->method);
-		respond_fmt(c, 405, allow, "Method not allowed");
+		http_conn_error(c, 405, allow, "Method not allowed");
 		return;
 	}
 	if (!caller_allowed(c, req) || query_check(c, req, r->query) < 0)
@@ -2721,6 +2549,30 @@ handle_request(struct http_conn *c, const struct http_request *req, const char *
 		k.id = id;
 	}
 	r->fn(c, &k);
+}
+
+/* Start the HTTP side: the connections, once listening (http_server_listen), with the callbacks
+ * of "connections" and handle_request. */
+static void
+clients_init(void)
+{
+	static const struct http_callbacks cb = {
+	    .request = handle_request,
+	    .hold_expired = held_release,
+	    .watch = client_watch,
+	    .closed = client_closed,
+	    .opened = client_opened,
+	    .log = logmsg,
+	};
+	struct http_server_config hc = {
+	    .max_body = (size_t)cfg.max_request_bytes,
+	    .now = &mono_now,
+	    .max_conns = cfg.max_connections,
+	    .max_conns_name = "TT_DEVICE_MAX_CONNECTIONS",
+	};
+
+	if (!(D.http = http_server_new(&hc, &cb)))
+		die_oom();
 }
 
 /* ------------------------------------------------------------------------ running jobs */
@@ -3800,7 +3652,8 @@ handle_metrics(struct http_conn *c, const struct call *call)
 	    {"resets_total", "counter", "Card resets since start, by outcome."},
 	};
 	enum { CARD_FAM = 5, AGE_FAM = 9, STATE_FAM, FINISHED_FAM, RESETS_FAM };
-	double daemon[] = {mono_now - started_mono, D.degraded, D.busy_total, D.held, log_out.dropped};
+	double daemon[] = {mono_now - started_mono, D.degraded, http_server_busy(D.http), D.held,
+			   log_out.dropped};
 	struct json_buf *b = &body_buf;
 	int f, i, k;
 
@@ -4348,8 +4201,7 @@ shutdown_begin(int signo)
 			    "ones");
 		logmsg("tt-device-queue: shutting down on SIG%s: stopping running jobs, queued jobs "
 		       "are kept", sigabbrev_np(signo));
-		watch_del(&D.listen_slot);
-		close(D.listen_fd);
+		http_server_listen(D.http, -1);
 		D.listen_fd = -1;
 		timer_set(&D.shutdown_deadline, mono_now + cfg.stop_grace + 4.0);
 	}
@@ -4725,17 +4577,18 @@ reopen_store(void)
 }
 
 /*
- * Room for TT_DEVICE_MAX_CONNECTIONS client sockets and the BUSY_SLOTS beyond them besides the
+ * Room for TT_DEVICE_MAX_CONNECTIONS client sockets and the HTTP_BUSY_SLOTS beyond them besides the
  * daemon's own descriptors: raise the soft RLIMIT_NOFILE (often 1024, or less) up to what is
  * needed, within the hard limit. Only as far as needed, not to the hard limit: jobs inherit
  * it, and some programs walk every possible descriptor at start. Short of it, accept's EMFILE
- * is handled (accept_pause) and the rest wait in the backlog.
+ * is handled (http.c pauses accepting) and the rest wait in the backlog.
  */
 static void
 raise_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg.max_connections + BUSY_SLOTS + FD_RESERVE + 4 * (rlim_t)cfg.nids;
+	rlim_t want = (rlim_t)cfg.max_connections + HTTP_BUSY_SLOTS + FD_RESERVE +
+		      4 * (rlim_t)cfg.nids;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
@@ -4956,7 +4809,7 @@ serve_main(int argc, char **argv)
 		start_from_store();
 	raise_fd_limit();
 	/* Start taking connections from the backlog. */
-	if (watch_add(D.listen_fd, POLLIN, listen_event, NULL, &D.listen_slot) < 0)
+	if (http_server_listen(D.http, D.listen_fd) < 0)
 		die_oom();
 	/*
 	 * READY=1: the listener accepts and start-up recovery is committed, or the store could not

@@ -829,7 +829,7 @@ on_request(struct http_conn *c, const struct http_request *req, const char *body
 	if (o->on_request == HOLD)
 		http_conn_hold(c, clock_now + 5);
 	if (o->on_request == LAST)
-		http_conn_last(c);
+		http_conn_busy(c);
 	if (o->on_request == ANSWER || o->on_request == TWICE || o->on_request == LAST)
 		http_conn_respond(c, 200, "text/plain", o->path, strlen(o->path), NULL);
 	if (o->on_request == TWICE)
@@ -867,8 +867,9 @@ on_closed(struct http_conn *c)
 static struct http_server *
 server(void)
 {
-	static const struct http_callbacks cb = {on_request, on_expired, on_watch, on_closed};
-	struct http_server_config cfg = {.max_body = 100, .now = &clock_now};
+	static const struct http_callbacks cb = {.request = on_request, .hold_expired = on_expired,
+						 .watch = on_watch, .closed = on_closed};
+	struct http_server_config cfg = {.max_body = 100, .now = &clock_now, .max_conns = 8};
 
 	return http_server_new(&cfg, &cb);
 }
@@ -950,7 +951,7 @@ test_conn_exchange(void)
 	http_server_free(s);
 }
 
-/* http_conn_last: a keep-alive request's answer is the connection's last, held or not. */
+/* http_conn_busy: a keep-alive request's answer is the connection's last, held or not. */
 static void
 test_conn_last(void)
 {
@@ -976,7 +977,7 @@ test_conn_last(void)
 	client_send(&o, GET("/h"));
 	http_conn_event(o.c, POLLIN);
 	is_int(http_conn_state(o.c), HTTP_CONN_HELD, "last: a long-poll is held");
-	http_conn_last(o.c);
+	http_conn_busy(o.c);
 	http_conn_respond(o.c, 503, "text/plain", "busy", 4, "Retry-After: 1\r\n");
 	http_server_flush(s);
 	got = client_read(&o);
