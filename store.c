@@ -36,6 +36,7 @@
  * Failure messages go to st->err (store_errmsg); store_open() copies them to the caller. The
  * log dir's functions fill the caller's buffer or set errno.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -1556,6 +1557,31 @@ store_write_meta(const struct store_dir *d, const char *id, const char *text, si
 	return errno ? -1 : 0;
 }
 
+/*
+ * Whether the job folder dfd holds only names[0..n): a folder a job put more in is kept whole,
+ * output too, so the record retention must then keep never points at output already gone.
+ */
+static bool
+holds_only(int dfd, const char *const *names, size_t n)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	bool only = dir != NULL;
+	struct dirent *e;
+	size_t i;
+
+	if (!dir && fd >= 0)
+		close(fd);
+	while (only && (e = readdir(dir)) != NULL) {
+		for (i = 0; i < n && strcmp(e->d_name, names[i]) != 0; i++)
+			;
+		only = i < n || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	}
+	if (dir)
+		closedir(dir);
+	return only;
+}
+
 int
 store_remove_job_dir(const struct store_dir *d, const char *id)
 {
@@ -1571,13 +1597,18 @@ store_remove_job_dir(const struct store_dir *d, const char *id)
 		return unlink(path) < 0 && errno != ENOENT ? -1 : 0; /* a link: itself alone */
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;
+	if (!holds_only(fd, files, NELEM(files))) {
+		close(fd);
+		errno = ENOTEMPTY; /* a job put more in it, which is not ours to remove */
+		return -1;
+	}
 	/* Through the folder's descriptor: a folder swapped for a link meanwhile loses nothing. */
 	for (size_t i = 0; i < NELEM(files); i++)
 		if (unlinkat(fd, files[i], 0) < 0 && errno != ENOENT && !e)
 			e = errno;
 	close(fd);
 	if (!e && rmdir(path) < 0 && errno != ENOENT)
-		e = errno; /* ENOTEMPTY: a job put more in it, which is not ours to remove */
+		e = errno; /* ENOTEMPTY: a file appeared since holds_only looked */
 	errno = e;
 	return e ? -1 : 0;
 }

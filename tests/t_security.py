@@ -199,15 +199,18 @@ def test_retention_does_not_follow_symlinks():
 
 def test_retention_keeps_what_a_job_put_in_its_folder():
     """A job can write into its own folder (it knows TT_DEVICE_LOG_DIR's layout): retention
-    removes only the job's own files, keeps the folder and its job with a warning, follows no
-    link in it, and once the folder is emptied the next pass removes folder and job."""
+    keeps the folder whole and its job with a warning, so the kept job's output still reads,
+    follows no link in it, and once the folder is emptied the next pass removes folder and
+    job."""
     d, j, job_dir, victim = stopped_with_a_done_job_and_a_victim()
     os.makedirs(os.path.join(job_dir, "sub", "d"))
     os.symlink(victim, os.path.join(job_dir, "sub", "link"))
     d.start()  # retention runs at start-up
     warning = d.status()["worker"]["maintenance_warning"]
     tap.ok(warning and j["job_id"] in warning, "retention keeps the job and warns", warning)
-    tap.eq(sorted(os.listdir(job_dir)), ["sub"], "only the job's own files went")
+    tap.eq(sorted(os.listdir(job_dir)), ["meta.json", "output", "sub"], "nothing went")
+    rc, out, err = d.cli("logs", j["job_id"])
+    tap.ok(rc == 0 and out, "the kept job's output still reads", (rc, out, err))
     tap.eq(os.listdir(victim), ["precious"], "nothing was removed through the link in it")
     tap.eq(d.wait_done(d.submit("true")["job_id"])["exit_code"], 0, "and service goes on")
     d.stop()
