@@ -184,9 +184,9 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/$(BIN) $(DESTDIR)$(MANDIR)/tt-device-queue.1 \
 		$(DESTDIR)$(BASHCOMPDIR)/tt-device-queue
 
-# install.sh and the completion through shellcheck, the man page through groff's warnings
+# install.sh, the Slurm scripts and the completion through shellcheck, the man page through groff's warnings
 lint:
-	shellcheck install.sh
+	shellcheck install.sh slurm/prolog slurm/epilog
 	shellcheck -s bash completions/tt-device-queue.bash
 	@out=$$(groff -man -Tutf8 -ww -z tt-device-queue.1 2>&1); \
 		if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
