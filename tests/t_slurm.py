@@ -122,9 +122,10 @@ class Cluster:
                                                                   self.log_tail()))
         return self.run("sinfo", "-h", "-N", "-o", "%T")[1]
 
-    def sbatch(self, script, user="root"):
+    def sbatch(self, script, user="root", limit=None):
         rc, out, err = self.run("sbatch", "--parsable", "--gres=gpu:1", "--uid", user, "-o",
-                                self.path("out", "slurm-%j.out"), "--wrap", script)
+                                self.path("out", "slurm-%j.out"),
+                                *(["--time", limit] if limit else []), "--wrap", script)
         if rc != 0:
             raise AssertionError("sbatch refused: %s %s" % (out, err))
         return out.split(";")[0]
@@ -247,21 +248,24 @@ def scenario(d, c):
     # A queue job runs on card 1; a Slurm job takes card 0 (Slurm's first free gpu) at once.
     a = d.submit(step("A", "A"), device_id="1")["job_id"]
     logged("A start", "queue job A to start on card 1")
-    s0 = c.sbatch(step("S0", "S0"))
+    s0 = c.sbatch(step("S0", "S0"), limit="1:10:00")
     logged("S0 start", "Slurm job S0 to start")
     rec0 = lease_of(d, s0)
     tap.ok(rec0 is not None and rec0.get("mode") == "lease" and rec0["status"] == "running"
            and rec0.get("device_id") == "0" and rec0.get("cmd") == "slurm job %s" % s0,
            "S0 (gpu 0) holds a running lease on card 0 described 'slurm job %s'" % s0, rec0)
-    tap.eq(rec0 and rec0.get("owner"), "root", "owned by the Slurm job's user")
+    tap.eq(rec0 and (rec0.get("owner"), rec0.get("timeout")), ("root", 4200 + 300),
+           "owned by the Slurm job's user, its timeout the job's time limit and 5 minutes")
 
     # The next Slurm job (of USER) gets gpu 1 = card 1, where A runs: it waits in the Prolog.
     s1 = c.sbatch(step("S1", "S1"), user=USER)
     wait_until(lambda: (lease_of(d, s1) or {}).get("status") == "queued", 30,
                "S1's lease to be queued on card 1:\n" + c.log_tail())
     rec1 = lease_of(d, s1)
-    tap.ok(rec1.get("device_id") == "1" and rec1.get("owner") == USER,
-           "S1 (gpu 1) waits for a lease on card 1, owned by its user %s" % USER, rec1)
+    tap.ok(rec1.get("device_id") == "1" and rec1.get("owner") == USER
+           and rec1.get("timeout") == 86400,
+           "S1 (gpu 1) waits for a lease on card 1, owned by its user %s; without a time limit "
+           "its timeout is the daemon's longest" % USER, rec1)
     tap.eq(c.job(s1), ("RUNNING", "Prolog"), "Slurm shows S1 held in its Prolog")
     # a queue job queued now waits behind S1's lease
     b = d.submit(step("B"), device_id="1")["job_id"]
