@@ -3038,8 +3038,7 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
  * heartbeat (--heartbeat; POST /renew with the body `renew`) at least twice a heartbeat
  * meanwhile: a waiting client is alive.
  * ST_OK when it holds its cards; ST_FAIL when it ended without holding them (said, with its
- * end_reason and error); ST_TIMEOUT at --wait-timeout (said: it stays queued); or the failure
- * of asking.
+ * end_reason and error); ST_TIMEOUT at --wait-timeout; or the failure of asking.
  */
 static int
 wait_held(struct cli *c, const struct opts *o, const char *id, const struct json_buf *renew)
@@ -3050,11 +3049,8 @@ wait_held(struct cli *c, const struct opts *o, const char *id, const struct json
 
 	set_deadline(c, o->wait_timeout);
 	for (asked = 0;; asked = 1) {
-		if ((hold = next_hold(c, asked)) < 0) {
-			fprintf(stderr, NOTE "lease %s still waits for its cards; it stays queued (`" PROG
-			                " release %s` takes it off)\n", id, id);
+		if ((hold = next_hold(c, asked)) < 0)
 			return ST_TIMEOUT;
-		}
 		if (o->heartbeat > 0 && hold > (o->heartbeat + 1) / 2)
 			hold = (int)(o->heartbeat + 1) / 2;
 		snprintf(path, sizeof path, "/job/%s?wait=%d", id, hold);
@@ -3099,6 +3095,9 @@ cmd_lease(struct cli *c, struct args *a, struct opts *o)
 	json_buf_printf(&renew, "{\"job_id\":\"%s\"}", id);
 	if (rc == ST_OK && o->wait)
 		rc = wait_held(c, o, id, &renew);
+	if (rc == ST_TIMEOUT)
+		fprintf(stderr, NOTE "lease %s still waits for its cards; it stays queued (`" PROG
+		                " release %s` takes it off)\n", id, id);
 	json_buf_free(&renew);
 	return rc;
 }
