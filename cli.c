@@ -2113,10 +2113,10 @@ say_unknown(const struct cli *c, const char *key, int rc)
 
 /*
  * POST /queue for cmd (NULL: POST /lease) with an idempotency key (o->key, else one made up
- * here), sent again while its answer is lost (api_call). On ST_OK id[33] holds the job id and *d the answer
- * (caller frees). ST_FAIL: nothing was queued (refused, or unreachable before anything was
- * sent), said here. ST_UNKNOWN: the window passed with its fate unknown; ST_INTR: interrupted;
- * both said here with the key that tells.
+ * here), sent again while its answer is lost (api_call). On ST_OK id[33] holds the job id and
+ * *d the answer (caller frees). ST_FAIL: nothing was queued (refused, or unreachable before
+ * anything was sent), said here. ST_UNKNOWN: the window passed with its fate unknown; ST_INTR:
+ * interrupted; both said here with the key that tells.
  */
 static int
 submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct doc *d)
@@ -3072,7 +3072,7 @@ wait_held(struct cli *c, const struct opts *o, const char *id, const struct json
 			return errmsg("lease %s ended without holding its cards (%s)%s%s", id, end,
 			              why[0] ? ": " : "", why);
 		if (o->heartbeat > 0 && api(c, "POST", "/renew", renew, 0, &d) == ST_OK)
-			doc_free(&d); /* a failure is said, and the next look tells what became of it */
+			doc_free(&d); /* a failure is said; the next look tells what became of it */
 	}
 }
 

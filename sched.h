@@ -460,9 +460,9 @@ struct job *sched_fail_next(struct sched *s, struct card *c);
 /*
  * The running job that a reset request, whose action on c was act, stops; NULL for none. Only
  * when resets preempt (the configuration) and the reset goes ahead (RESET_SCHEDULED or
- * RESET_JOINED), and only a run job or a lease, never the reset itself. A held card's reset waits for
- * its release, so its running job is let finish. job_id NULL: a request for the card or for
- * all cards stops whatever job runs; else only the job it named (a job-based request).
+ * RESET_JOINED), and only a run job or a lease, never the reset itself. A held card's reset
+ * waits for its release, so its running job is let finish. job_id NULL: a request for the card
+ * or for all cards stops whatever job runs; else only the job it named (a job-based request).
  */
 struct job *sched_reset_preempts(const struct card *c, enum reset_action act, bool preempts,
 				 const char *job_id);

@@ -1934,13 +1934,14 @@ replay_submission(struct http_conn *c, const char *key, long long owner, bool le
 		return 1;
 	}
 	j = a ? &a->job : &stored;
-	if (json_doc_str(&doc, lease ? "description" : "cmd", (size_t)cfg.max_cmd_chars, &cmd) < 0 ||
+	if (json_doc_str(&doc, lease ? "description" : "cmd", (size_t)cfg.max_cmd_chars,
+			 &cmd) < 0 ||
 	    json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &cwd) < 0) {
 		doc_refuse(c);
 	} else if ((!cmd && !lease) || strcmp(cmd ? cmd : "lease", j->cmd) != 0 ||
 		   strcmp(cwd ? cwd : "", j->cwd) != 0 || lease != (j->mode == JOB_MODE_LEASE)) {
-		respond_error(c, 422, "Idempotency-Key %s was used for %s %s, with another command, "
-			      "description or cwd; use a new key for a new one", key,
+		respond_error(c, 422, "Idempotency-Key %s was used for %s %s, with another "
+			      "command, description or cwd; use a new key for a new one", key,
 			      j->mode == JOB_MODE_LEASE ? "lease" : "job", j->id);
 	} else {
 		respond_submitted(c, j, j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0,
@@ -2250,8 +2251,8 @@ handle_read(struct http_conn *c, const struct call *k)
 {
 	const struct http_request *req = k->req;
 	/* routed here: /job (a record anyone may read), /result or /logs */
-	int kind = req->path[1] == 'l' ? HELD_LOGS : req->path[1] == 'j' ? HELD_JOB : HELD_RESULT, r;
 	bool anyone = req->path[1] == 'j';
+	int kind = req->path[1] == 'l' ? HELD_LOGS : anyone ? HELD_JOB : HELD_RESULT, r;
 	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait = 0;
 	struct client *cl = http_conn_owner(c);
 	char id[33];
@@ -2538,7 +2539,8 @@ handle_kill(struct http_conn *c, const struct call *k)
 		respond_error(c, 400, "job_id %s is on %s, not on card %d", id,
 			      job_cards(&a->job, cards, sizeof(cards)), card->device);
 	else
-		kill_active(c, a ? a : active_of(card->current), release ? STOP_RELEASE : STOP_KILL);
+		kill_active(c, a ? a : active_of(card->current),
+			    release ? STOP_RELEASE : STOP_KILL);
 out:
 	sched_job_clear(&j);
 	free(out);
@@ -2931,7 +2933,7 @@ job_spawn_first(struct active *a)
 {
 	char cards[256];
 
-	if (a->job.mode == JOB_MODE_LEASE) { /* no process: its timeout alone, its heartbeat runs on */
+	if (a->job.mode == JOB_MODE_LEASE) { /* no process: its timeout; its heartbeat runs on */
 		timer_set(&watch_of(a)->deadline, mono_now + a->job.timeout);
 		logmsg("tt-device-queue: lease %s holds %s", a->job.id,
 		       job_cards(&a->job, cards, sizeof(cards)));
@@ -2982,7 +2984,8 @@ finish_stopped(struct active *a, int code)
 	int s = a->stop;
 	char *error = s == STOP_TIMEOUT ? timeout_message(j)
 		      : s == STOP_HUNG && j->mode == JOB_MODE_LEASE
-			  ? xasprintf("no renewal for %d seconds: the lease lapsed", j->silence_timeout)
+			  ? xasprintf("no renewal for %d seconds: the lease lapsed",
+				      j->silence_timeout)
 		      : s == STOP_HUNG  ? xasprintf("no output for %d seconds: stopped as hung "
 						    "(SIGINT, then SIGKILL after the grace)",
 						    j->silence_timeout)

@@ -186,8 +186,8 @@ def test_bad_input():
              ({"device_id": "9"}, 400, "Unknown"), ({"timeout": -1}, 400, "timeout")]
     for body, status, word in cases:
         r = d.post("/lease", body)
-        tap.ok(r.status == status and word in r.get("error", ""), "POST /lease %r: %d" % (body, status),
-               r)
+        tap.ok(r.status == status and word in r.get("error", ""),
+               "POST /lease %r: %d" % (body, status), r)
     tap.eq(d.post("/renew", {}).status, 400, "POST /renew without job_id: 400")
     tap.eq(d.post("/renew", {"job_id": "0" * 32}).status, 404, "of an unknown job: 404")
     tap.eq(d.post("/release", {"job_id": "0" * 32}).status, 404, "release of one: 404")
