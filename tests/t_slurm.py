@@ -286,20 +286,25 @@ def scenario(d, c):
     d.wait_done(a)
     logged("S1 start", "S1 to start once A ended on card 1")
     tap.eq(lease_of(d, s1)["status"], "running", "S1's lease holds card 1 while S1 runs")
+    e = d.submit(step("E"), device_id="1")["job_id"]
+    tap.eq(d.job(e)["status"], "queued", "a queue job submitted while S1 holds card 1 queues")
     # card 0 runs queue jobs meanwhile
     for name in ("C1", "C2"):
         cj = d.submit(step(name), device_id="0")["job_id"]
         tap.eq(d.wait_done(cj)["exit_code"], 0, "queue job %s runs on card 0 meanwhile" % name)
-    tap.eq(d.job(b)["status"], "queued", "B still waits for S1 on card 1")
+    tap.eq((d.job(b)["status"], d.job(e)["status"]), ("queued", "queued"),
+           "B and E still wait for S1 on card 1")
 
     # S1 ends: its lease is released and B runs.
     opened("S1")
-    tap.eq(d.wait_done(b)["exit_code"], 0, "B runs once S1 ended")
+    tap.eq((d.wait_done(b)["exit_code"], d.wait_done(e)["exit_code"]), (0, 0),
+           "B, then E run once S1 ended")
     rec1 = lease_of(d, s1)
     tap.eq((rec1["status"], rec1.get("end_reason")), ("done", "released"),
            "S1's lease was released by the Epilog")
     tap.eq(lines(order), ["A start", "S0 start", "S0 end", "A end", "S1 start", "C1 start",
-                          "C1 end", "C2 start", "C2 end", "S1 end", "B start", "B end"],
+                          "C1 end", "C2 start", "C2 end", "S1 end", "B start", "B end", "E start",
+                          "E end"],
            "each card kept strict FIFO order between queue jobs and Slurm jobs")
 
     # A Slurm job cancelled while its lease waits: the Prolog takes the lease off the queue.
