@@ -611,7 +611,8 @@ install_slurm() {
 		place "$here/slurm/$s" "$root$sys_slurm_dir/$s" 755
 	done
 	say "a Slurm node takes leases with: Prolog=$sys_slurm_dir/prolog" \
-		"Epilog=$sys_slurm_dir/epilog PrologFlags=Alloc in slurm.conf (docs/MULTI-HOST.md)"
+		"Epilog=$sys_slurm_dir/epilog PrologFlags=Alloc BatchStartTimeout=43200 in slurm.conf" \
+		"(docs/MULTI-HOST.md)"
 }
 
 # Root runs the commands the host's env file names: say so when anyone else could change it.

@@ -54,6 +54,7 @@ GresTypes=gpu
 Prolog=%(tmp)s/prolog
 Epilog=%(tmp)s/epilog
 PrologFlags=Alloc
+BatchStartTimeout=43200
 KillWait=5
 NodeName=localhost CPUs=2 Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
