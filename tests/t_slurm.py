@@ -9,7 +9,8 @@ PrologFlags=Alloc) whose Prolog and Epilog are the checkout's scripts, pointed a
 daemon and the built executable by a two-line wrapper each. A Slurm job given card 1 waits
 for the queue job running there; queue jobs queued meanwhile wait for the Slurm job; card 0
 runs queue jobs all along; each Slurm job's lease ends released when the job ends, is
-cancelled while it waits, or is cancelled while it runs; the node never drains. Every
+cancelled while it waits, or is cancelled while it runs; a Slurm job whose waiting lease is
+killed in the queue is cancelled; the node never drains. Every
 daemon it started (slurmctld, slurmd, the queue) and every process of the cluster's jobs is
 stopped at the end, also when a check fails.
 """
@@ -122,6 +123,13 @@ class Cluster:
                 raise AssertionError("%s exited with %s:\n%s" % (p.args[0], p.returncode,
                                                                   self.log_tail()))
         return self.run("sinfo", "-h", "-N", "-o", "%T")[1]
+
+    def settled(self):
+        """The node's state once no job of Slurm's is on it or ending there."""
+        def settled():
+            st = self.node_state()
+            return st if st == "idle" or "drain" in st or "down" in st else None
+        return wait_until(settled, 30, "the node to be idle (or drained)")
 
     def sbatch(self, script, user="root", limit=None):
         rc, out, err = self.run("sbatch", "--parsable", "--gres=gpu:1", "--uid", user, "-o",
@@ -321,6 +329,17 @@ def scenario(d, c):
            "scancel of a Slurm job waiting in its Prolog takes its lease off card 0's queue")
     wait_until(lambda: c.job(s2)[0] == "CANCELLED", 30, "S2 to be cancelled in Slurm")
     tap.ok("S2 start" not in lines(order), "and the Slurm job never ran")
+    # A waiting lease killed in the queue: the Prolog cancels its Slurm job (no drain).
+    s4 = c.sbatch(step("S4"))
+    wait_until(lambda: (lease_of(d, s4) or {}).get("status") == "queued", 30,
+               "S4's lease to be queued on card 0:\n" + c.log_tail())
+    tap.eq(d.post("/kill", {"job_id": lease_of(d, s4)["job_id"]}).status, 200,
+           "S4's queued lease is killed in the queue")
+    wait_until(lambda: c.job(s4)[0] == "CANCELLED", 30,
+               "S4 to be cancelled in Slurm:\n" + c.log_tail())
+    tap.ok("S4 start" not in lines(order) and c.settled() == "idle",
+           "a Slurm job whose lease ended without holding its card is cancelled, the node "
+           "stays up", (lines(order), c.node_state()))
     opened("D")
     d.wait_done(dj)
 
@@ -333,8 +352,7 @@ def scenario(d, c):
                "S3's lease to end after scancel:\n" + c.log_tail())
     tap.eq(lease_of(d, s3).get("end_reason"), "released",
            "scancel of a running Slurm job: the Epilog releases its lease")
-    wait_until(lambda: c.node_state() == "idle", 30, "the node to be idle again")
-    tap.eq(c.node_state(), "idle", "the node never drained (no Prolog or Epilog failed)")
+    tap.eq(c.settled(), "idle", "the node never drained (no Prolog or Epilog failed)")
     tap.eq([d.dev(i).get("current") for i in (0, 1)], [None, None],
            "both cards are idle in the queue at the end")
 
