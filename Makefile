@@ -22,7 +22,8 @@ BIN     = tt-device-queue
 OBJS    = ttq.o http.o json.o sched.o store.o proc.o cli.o
 UNIT    = tests/bin/test_json tests/bin/test_http tests/bin/test_sched tests/bin/test_store tests/bin/test_proc \
           tests/bin/test_shim
-# integration tests: Python scripts that start the real daemon and print TAP
+# integration tests: Python scripts that start the real daemon and print TAP (t_slurm.py
+# a Slurm cluster too: it needs root and Debian's slurmctld, slurmd and slurm-client)
 ITESTS  = $(wildcard tests/t_*.py)
 
 # the static build's pieces (shared with `make static`, whose own objects live in build/static)
@@ -184,9 +185,9 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/$(BIN) $(DESTDIR)$(MANDIR)/tt-device-queue.1 \
 		$(DESTDIR)$(BASHCOMPDIR)/tt-device-queue
 
-# install.sh and the completion through shellcheck, the man page through groff's warnings
+# install.sh, the Slurm scripts and the completion through shellcheck, the man page through groff's warnings
 lint:
-	shellcheck install.sh
+	shellcheck install.sh slurm/prolog slurm/epilog
 	shellcheck -s bash completions/tt-device-queue.bash
 	@out=$$(groff -man -Tutf8 -ww -z tt-device-queue.1 2>&1); \
 		if [ -n "$$out" ]; then echo "$$out"; exit 1; fi

@@ -1558,6 +1558,7 @@ enum {
 	G_HOLD = 64,
 	G_JOB = 128,
 	G_GLOBAL = 256, /* before the subcommand */
+	G_LEASE = 512,
 };
 
 struct optspec {
@@ -1623,6 +1624,8 @@ struct opts {
 	const char *reason; /* hold --reason */
 	const char *key;    /* --key: a submission's idempotency key */
 	int force;          /* reset --force */
+	const char *description, *owner; /* lease --description, --owner */
+	long long heartbeat; /* lease --heartbeat; -1: not sent */
 	const char *host, *port, *client_id; /* the global options */
 	struct json_buf cmd; /* the job's command, NUL-terminated once built */
 };
@@ -1631,22 +1634,27 @@ struct opts {
 #define SECS_MAX 1000000000
 
 static const struct optspec options[] = {
-    {"--device", K_DEVICES, 0, 0, 0, NULL, G_SUBMIT},
+    {"--device", K_DEVICES, 0, 0, 0, NULL, G_SUBMIT | G_LEASE},
     {"--device", K_DEVICE, 0, 0, 0, NULL, G_DEV | G_RESET | G_HOLD},
     {"--cwd", K_STR, OFF(cwd), 0, 0, NULL, G_SUBMIT},
     {"--timeout", K_NUM, OFF(timeout), 0, SECS_MAX, "whole seconds (0: the daemon's default)",
-     G_SUBMIT},
+     G_SUBMIT | G_LEASE},
     {"--silence-timeout", K_NUM, OFF(silence_timeout), 0, SECS_MAX, "whole seconds (0: off)",
      G_SUBMIT},
     {"--repeat", K_NUM, OFF(repeat), 1, SECS_MAX, "a count of at least 1", G_SUBMIT},
     {"--env", K_ENV, OFF(env), 0, 0, NULL, G_SUBMIT},
-    {"--key", K_KEY, OFF(key), 0, 0, NULL, G_SUBMIT | G_JOB},
-    {"--wait-timeout", K_SECS, OFF(wait_timeout), 0, 0, NULL, G_SUBMIT | G_WAIT | G_LOGS},
+    {"--key", K_KEY, OFF(key), 0, 0, NULL, G_SUBMIT | G_JOB | G_LEASE},
+    {"--wait-timeout", K_SECS, OFF(wait_timeout), 0, 0, NULL,
+     G_SUBMIT | G_WAIT | G_LOGS | G_LEASE},
     {"--output-limit", K_NUM, OFF(output_limit), 0, LLONG_MAX, "a byte count",
      G_SUBMIT | G_WAIT},
     {"--python", K_STR, OFF(python), 0, 0, NULL, G_PY},
     {"--python-arg", K_LIST, OFF(pyargs), 0, 0, NULL, G_PY},
-    {"--wait", K_FLAG, OFF(wait), 0, 0, NULL, G_PY},
+    {"--wait", K_FLAG, OFF(wait), 0, 0, NULL, G_PY | G_LEASE},
+    {"--description", K_STR, OFF(description), 0, 0, NULL, G_LEASE},
+    {"--heartbeat", K_NUM, OFF(heartbeat), 0, 3600, "whole seconds from 0 (none) to 3600",
+     G_LEASE},
+    {"--owner", K_STR, OFF(owner), 0, 0, NULL, G_LEASE},
     {"--offset", K_NUM, OFF(offset), 0, LLONG_MAX, "a byte offset", G_LOGS},
     {"--limit", K_NUM, OFF(limit), 1, LLONG_MAX, "a byte count of at least 1", G_LOGS},
     {"--follow", K_FLAG, OFF(follow), 0, 0, NULL, G_LOGS},
@@ -1835,6 +1843,7 @@ opts_init(struct opts *o, int argc)
 {
 	*o = (struct opts){.timeout = -1,
 	                   .silence_timeout = -1,
+	                   .heartbeat = -1,
 	                   .repeat = -1,
 	                   .wait_timeout = -1,
 	                   .output_limit = -1,
@@ -2035,7 +2044,10 @@ utf8_or_refuse(const char *what, const char *s)
 	return -1;
 }
 
-/* The POST /queue body for cmd: ST_OK, or ST_USAGE (said why) when it cannot be sent. */
+/*
+ * The POST /queue body for cmd, or the POST /lease body (cmd NULL): ST_OK, or ST_USAGE (said
+ * why) when it cannot be sent.
+ */
 static int
 submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_buf *b)
 {
@@ -2043,7 +2055,8 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	char dev[24];
 	int k;
 
-	if (utf8_or_refuse("the command", cmd) < 0 ||
+	if ((cmd && utf8_or_refuse("the command", cmd) < 0) ||
+	    (o->description && utf8_or_refuse("--description", o->description) < 0) ||
 	    utf8_or_refuse("the working directory", o->cwd_sent) < 0)
 		return ST_USAGE;
 	for (k = 0; k < o->env.n; k++)
@@ -2054,7 +2067,8 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	json_w_init(&w, b);
 	json_w_obj(&w);
 	put_str(&w, "cmd", cmd);
-	put_str(&w, "cwd", o->cwd_sent);
+	put_str(&w, "description", o->description);
+	put_str(&w, "cwd", cmd ? o->cwd_sent : NULL);
 	if (o->ndevices > 1) {
 		json_w_key(&w, "device_ids");
 		json_w_arr(&w);
@@ -2069,11 +2083,13 @@ submit_body(struct cli *c, const struct opts *o, const char *cmd, struct json_bu
 	}
 	put_num(&w, "timeout", o->timeout);
 	put_num(&w, "silence_timeout", o->silence_timeout);
+	put_num(&w, "heartbeat_sec", o->heartbeat);
+	put_str(&w, "owner", o->owner);
 	put_num(&w, "repeat", o->repeat);
 	if (o->env.n > 0)
 		write_env(&w, o);
 	put_str(&w, "client_id", c->client_id);
-	put_str(&w, "mode", "run");
+	put_str(&w, "mode", cmd ? "run" : NULL);
 	json_w_obj_end(&w);
 	return ST_OK;
 }
@@ -2096,11 +2112,11 @@ say_unknown(const struct cli *c, const char *key, int rc)
 }
 
 /*
- * POST /queue for cmd with an idempotency key (o->key, else one made up here), sent again
- * while its answer is lost (api_call). On ST_OK id[33] holds the job id and *d the answer
- * (caller frees). ST_FAIL: nothing was queued (refused, or unreachable before anything was
- * sent), said here. ST_UNKNOWN: the window passed with its fate unknown; ST_INTR: interrupted;
- * both said here with the key that tells.
+ * POST /queue for cmd (NULL: POST /lease) with an idempotency key (o->key, else one made up
+ * here), sent again while its answer is lost (api_call). On ST_OK id[33] holds the job id and
+ * *d the answer (caller frees). ST_FAIL: nothing was queued (refused, or unreachable before
+ * anything was sent), said here. ST_UNKNOWN: the window passed with its fate unknown; ST_INTR:
+ * interrupted; both said here with the key that tells.
  */
 static int
 submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct doc *d)
@@ -2121,10 +2137,10 @@ submit(struct cli *c, const struct opts *o, const char *cmd, char *id, struct do
 			snprintf(key + 4 + 2 * k, sizeof key - 4 - 2 * k, "%02x", r[k]);
 	json_buf_init(&b);
 	if ((rc = submit_body(c, o, cmd, &b)) == ST_OK)
-		rc = api_call(c, "POST", "/queue", &b, 0, key, 0, d);
+		rc = api_call(c, "POST", cmd ? "/queue" : "/lease", &b, 0, key, 0, d);
 	json_buf_free(&b);
 	if (rc == ST_OK && (doc_str(d, 0, "job_id", id, 33) == NULL || strlen(id) != 32)) {
-		errmsg("the daemon's answer to POST /queue has no job_id");
+		errmsg("the daemon's answer to the submission has no job_id");
 		doc_free(d);
 		rc = ST_UNKNOWN;
 	}
@@ -2973,12 +2989,39 @@ cmd_reset(struct cli *c, struct args *a, struct opts *o)
 	return post_and_show(c, "/reset", o, a->npos > 0 ? id : NULL, 0);
 }
 
+/*
+ * release ID | release --key KEY: POST /release {"job_id"}, the lease's id or the one its key
+ * names (GET /job?key=KEY). Exit 0 when it was released (or, queued, cancelled), else 1.
+ */
+static int
+release_lease(struct cli *c, struct args *a, struct opts *o)
+{
+	char id[33], path[160];
+	struct doc d;
+	int rc;
+
+	if (o->key && (a->npos > 0 || o->device_set))
+		return usage_err(a->cmd, "give a lease's ID, --key or --device N, one of them");
+	if (!o->key && (rc = one_job_id(a, id)) != ST_OK)
+		return rc;
+	if (o->key) { /* a valid key needs no percent-encoding */
+		snprintf(path, sizeof path, "/job?key=%s", o->key);
+		if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
+			return rc;
+		doc_str(&d, 0, "job_id", id, sizeof id);
+		doc_free(&d);
+	}
+	return post_and_show(c, "/release", o, id, 0);
+}
+
 /* hold --device N [--reason TEXT] / release --device N: POST /hold or /release. */
 static int
 cmd_hold(struct cli *c, struct args *a, struct opts *o)
 {
 	int hold = strcmp(a->cmd->name, "hold") == 0;
 
+	if (!hold && (o->key || (a->npos > 0 && !o->device_set)))
+		return release_lease(c, a, o);
 	if (a->npos > 0)
 		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[0]);
 	if (!o->device_set)
@@ -2988,6 +3031,75 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 	if (c->client_id[0] == 0)
 		client_identity(c);
 	return post_and_show(c, hold ? "/hold" : "/release", o, NULL, 1);
+}
+
+/*
+ * lease --wait: hold GET /job/ID?wait=S until lease id leaves its queues, renewing its
+ * heartbeat (--heartbeat; POST /renew with the body `renew`) at least twice a heartbeat
+ * meanwhile: a waiting client is alive.
+ * ST_OK when it holds its cards; ST_FAIL when it ended without holding them (said, with its
+ * end_reason and error); ST_TIMEOUT at --wait-timeout; or the failure of asking.
+ */
+static int
+wait_held(struct cli *c, const struct opts *o, const char *id, const struct json_buf *renew)
+{
+	char path[128], end[32] = "?", why[512] = "";
+	struct doc d;
+	int hold, rc, asked;
+
+	set_deadline(c, o->wait_timeout);
+	for (asked = 0;; asked = 1) {
+		if ((hold = next_hold(c, asked)) < 0)
+			return ST_TIMEOUT;
+		if (o->heartbeat > 0 && hold > (o->heartbeat + 1) / 2)
+			hold = (int)(o->heartbeat + 1) / 2;
+		snprintf(path, sizeof path, "/job/%s?wait=%d", id, hold);
+		c->waiting = 1;
+		rc = api(c, "GET", path, NULL, hold, &d);
+		c->ask_once = 0;
+		c->waiting = 0;
+		if ((rc = waited(c, id, rc)) == R_AGAIN)
+			continue;
+		if (rc != ST_OK)
+			return rc;
+		note_status(c, &d);
+		doc_str(&d, 0, "end_reason", end, sizeof end);
+		doc_str(&d, 0, "error", why, sizeof why);
+		doc_free(&d);
+		if (strcmp(c->job_status, "running") == 0)
+			return ST_OK;
+		if (strcmp(c->job_status, "done") == 0)
+			return errmsg("lease %s ended without holding its cards (%s)%s%s", id, end,
+			              why[0] ? ": " : "", why);
+		if (o->heartbeat > 0 && api(c, "POST", "/renew", renew, 0, &d) == ST_OK)
+			doc_free(&d); /* a failure is said; the next look tells what became of it */
+	}
+}
+
+/* lease: POST /lease as a submission is sent, print its answer as queue does, and --wait. */
+static int
+cmd_lease(struct cli *c, struct args *a, struct opts *o)
+{
+	struct json_buf renew;
+	struct doc d;
+	char id[33];
+	int rc;
+
+	if (a->npos > 0)
+		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[0]);
+	if ((rc = submission_cards(c, o)) != ST_OK || (rc = submit(c, o, NULL, id, &d)) != ST_OK)
+		return rc;
+	rc = print_queued(c, &d, NULL);
+	doc_free(&d);
+	json_buf_init(&renew);
+	json_buf_printf(&renew, "{\"job_id\":\"%s\"}", id);
+	if (rc == ST_OK && o->wait)
+		rc = wait_held(c, o, id, &renew);
+	if (rc == ST_TIMEOUT)
+		fprintf(stderr, NOTE "lease %s still waits for its cards; it stays queued (`" PROG
+		                " release %s` takes it off)\n", id, id);
+	json_buf_free(&renew);
+	return rc;
 }
 
 /* ------------------------------------------------------------------------ help, dispatch */
@@ -3015,7 +3127,10 @@ static const struct subcmd subcmds[] = {
     {"kill", cmd_kill, G_DEV, 0, "kill ID | kill --device N"},
     {"reset", cmd_reset, G_RESET, 0, "reset [--device N] [--force] [ID]"},
     {"hold", cmd_hold, G_HOLD, 0, "hold --device N [--reason TEXT]"},
-    {"release", cmd_hold, G_DEV, 0, "release --device N"},
+    {"lease", cmd_lease, G_LEASE, 0,
+     "lease [--device N|N,M...|all] [--description T] [--timeout S] [--heartbeat S] "
+     "[--owner USER] [--key KEY] [--wait] [--wait-timeout S]"},
+    {"release", cmd_hold, G_DEV | G_JOB, 0, "release ID | release --key KEY | release --device N"},
     {"skill", cmd_skill, 0, 0, "skill"},
     {"serve", cmd_serve, 0, 0, "serve"},
     {"help", cmd_help, 0, 0, "help [SUBCOMMAND]"},

@@ -28,7 +28,9 @@
 #    /usr/local/share/bash-completion/completions (bash-completion 2, Debian's and Ubuntu's,
 #    reads <each of XDG_DATA_DIRS, default /usr/local/share:/usr/share>/bash-completion/
 #    completions), and the skill in /usr/local/share/tt-device-queue/SKILL.md, printing the
-#    commands a user links it into ~/.agents/skills with. Nothing under any HOME.
+#    commands a user links it into ~/.agents/skills with. Nothing under any HOME. And the
+#    Slurm Prolog and Epilog (slurm/prolog, slurm/epilog) in /usr/local/lib/tt-device-queue/
+#    slurm, for a host that is a Slurm node (docs/MULTI-HOST.md).
 # 4. The systemd user unit tt-device-queue.service (written from the template below) is
 #    enabled and restarted; the daemon keeps its database and job output in this folder's
 #    logs-v2/. Where no user systemd answers (`systemctl --user show-environment` fails), it
@@ -69,6 +71,7 @@ sys_exe=/usr/local/bin/tt-device-queue
 sys_man=/usr/local/share/man/man1/tt-device-queue.1
 sys_comp=/usr/local/share/bash-completion/completions/tt-device-queue
 sys_skill_dir=/usr/local/share/tt-device-queue
+sys_slurm_dir=/usr/local/lib/tt-device-queue/slurm
 sys_unit=/etc/systemd/system/$unit_name
 sys_env=/etc/tt-device-queue/env
 sys_log=/var/lib/tt-device-queue
@@ -91,7 +94,8 @@ the host's service is enabled or another user's daemon serves the cards.
 
 With --system (as root), install the host's service instead, to which every local user
 submits: the CLI in /usr/local/bin, the man page, completion and agent skill under
-/usr/local/share, the system unit /etc/systemd/system/tt-device-queue.service, the data in
+/usr/local/share, the Slurm Prolog and Epilog in /usr/local/lib/tt-device-queue/slurm, the
+system unit /etc/systemd/system/tt-device-queue.service, the data in
 /var/lib/tt-device-queue. Refuses while another user's daemon serves the cards.
 
   --system     the host-wide service (needs root) instead of this user's
@@ -600,6 +604,17 @@ EOF
 	fi
 }
 
+# The Slurm Prolog and Epilog (--system only: slurmd runs them as root), copies.
+install_slurm() {
+	local s
+	for s in prolog epilog; do
+		place "$here/slurm/$s" "$root$sys_slurm_dir/$s" 755
+	done
+	say "a Slurm node takes leases with: Prolog=$sys_slurm_dir/prolog" \
+		"Epilog=$sys_slurm_dir/epilog PrologFlags=Alloc BatchStartTimeout=43200 in slurm.conf" \
+		"(docs/MULTI-HOST.md)"
+}
+
 # Root runs the commands the host's env file names: say so when anyone else could change it.
 check_env_file_owner() {
 	local p
@@ -664,6 +679,11 @@ do_uninstall() {
 			rmdir "$dir" 2>/dev/null || true
 		fi
 	done
+	if [ "$system" -eq 1 ]; then
+		remove_path "$root$sys_slurm_dir/prolog"
+		remove_path "$root$sys_slurm_dir/epilog"
+		rmdir "$root$sys_slurm_dir" "$root${sys_slurm_dir%/*}" 2>/dev/null || true
+	fi
 	[ "$removed" -gt 0 ] || say "nothing was installed; nothing removed"
 	if [ "$daemon_answered" -eq 1 ] && ! have_systemd; then
 		say "a daemon started by hand still answers at $(daemon_url); stop it with kill PID"
@@ -712,6 +732,7 @@ do_install() {
 	fi
 	install_skill
 	if [ "$system" -eq 1 ]; then
+		install_slurm
 		check_env_file_owner
 	else
 		case ":$PATH:" in

@@ -1109,6 +1109,22 @@ proc_user_lookup(uid_t uid, struct proc_user *u)
 }
 
 int
+proc_user_uid(const char *name, uid_t *uid)
+{
+	FILE *f = fopen("/etc/passwd", "re");
+	struct passwd *pw = NULL;
+
+	while (f && (pw = fgetpwent(f)) && strcmp(pw->pw_name, name) != 0)
+		;
+	if (pw)
+		*uid = pw->pw_uid;
+	if (f)
+		fclose(f);
+	errno = pw ? 0 : ENOENT;
+	return pw ? 0 : -1;
+}
+
+int
 proc_group_gid(const char *name, gid_t *gid)
 {
 	FILE *f = fopen("/etc/group", "re");

@@ -304,6 +304,9 @@ int proc_peer_uid(int fd, uid_t *uid);
  */
 int proc_user_lookup(uid_t uid, struct proc_user *u);
 
+/* The uid of user `name` in /etc/passwd into *uid: 0, or -1 with errno ENOENT. */
+int proc_user_uid(const char *name, uid_t *uid);
+
 /* The gid of group `name` in /etc/group into *gid: 0, or -1 with errno ENOENT. */
 int proc_group_gid(const char *name, gid_t *gid);
 

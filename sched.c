@@ -762,7 +762,7 @@ sched_reset_preempts(const struct card *c, enum reset_action act, bool preempts,
 {
 	struct job *cur = c->current;
 
-	if (!preempts || c->held || !cur || cur->mode != JOB_MODE_RUN)
+	if (!preempts || c->held || !cur || cur->mode == JOB_MODE_RESET)
 		return NULL;
 	if (act != RESET_SCHEDULED && act != RESET_JOINED)
 		return NULL;
@@ -865,7 +865,7 @@ sched_status_name(int status)
 const char *
 sched_mode_name(int mode)
 {
-	return mode == JOB_MODE_RESET ? "reset" : "run";
+	return mode == JOB_MODE_RESET ? "reset" : mode == JOB_MODE_LEASE ? "lease" : "run";
 }
 
 static const char *const end_names[JOB_END_COUNT] = {
@@ -881,6 +881,7 @@ static const char *const end_names[JOB_END_COUNT] = {
 	[JOB_END_CARD_GONE] = "card_gone",
 	[JOB_END_START_FAILED] = "start_failed",
 	[JOB_END_HUNG] = "hung",
+	[JOB_END_RELEASED] = "released",
 };
 
 const char *
@@ -932,8 +933,9 @@ static const struct {
 };
 
 /*
- * Which phase may follow which, for a run job and for a card's reset job. A change that is not
- * here is a bug, and sched_job_transition aborts on it.
+ * Which phase may follow which, for a run job (a lease too: it only has no process to wait
+ * for) and for a card's reset job. A change that is not here is a bug, and
+ * sched_job_transition aborts on it.
  *   queued -> starting: dispatched (a reset job: made and started at once);
  *   queued -> done: cancelled, its card dead or no longer configured, before it ran;
  *   queued -> forgotten: a submission the store could not record, refused;
@@ -965,10 +967,10 @@ static const unsigned phase_legal[2][JOB_PHASE_N] = {
 void
 sched_job_transition(struct job *j, enum job_phase to)
 {
-	bool known = (j->mode == JOB_MODE_RUN || j->mode == JOB_MODE_RESET) && j->phase >= 0 &&
+	bool known = j->mode >= JOB_MODE_RUN && j->mode <= JOB_MODE_LEASE && j->phase >= 0 &&
 		     j->phase < JOB_PHASE_N && (unsigned)to < JOB_PHASE_N;
 
-	if (!known || !(phase_legal[j->mode][j->phase] & (1u << to))) {
+	if (!known || !(phase_legal[j->mode == JOB_MODE_RESET][j->phase] & (1u << to))) {
 		fprintf(stderr, "tt-device-queue: job %s (%s) cannot go from phase %s to %s\n",
 			j->id, sched_mode_name(j->mode), sched_phase_name(j->phase),
 			sched_phase_name(to));

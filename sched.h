@@ -54,7 +54,8 @@
 #define SCHED_RECENT 10             /* completed jobs kept per card for /status */
 
 enum job_status { JOB_QUEUED = 0, JOB_RUNNING, JOB_DONE };
-enum job_mode { JOB_MODE_RUN = 0, JOB_MODE_RESET };
+/* A lease (JOB_MODE_LEASE) queues and holds its cards as a job does but starts no process. */
+enum job_mode { JOB_MODE_RUN = 0, JOB_MODE_RESET, JOB_MODE_LEASE };
 
 /*
  * Why a job ended, a closed set recorded with its outcome (`end_reason`): clients tell a
@@ -75,7 +76,9 @@ enum job_end {
 	JOB_END_CARD_DEAD,    /* one of its cards is dead: it never ran */
 	JOB_END_CARD_GONE,    /* one of its cards is no longer configured */
 	JOB_END_START_FAILED, /* it could not be started (its cwd gone, no /bin/bash, ...) */
-	JOB_END_HUNG,         /* stopped after its silence timeout passed without output */
+	JOB_END_HUNG,         /* stopped after its silence timeout passed without output (a
+				 lease: without a renewal of its heartbeat) */
+	JOB_END_RELEASED,     /* a lease its owner released */
 	JOB_END_COUNT
 };
 enum card_state { CARD_HEALTHY = 0, CARD_RESETTING, CARD_DEAD };
@@ -457,9 +460,9 @@ struct job *sched_fail_next(struct sched *s, struct card *c);
 /*
  * The running job that a reset request, whose action on c was act, stops; NULL for none. Only
  * when resets preempt (the configuration) and the reset goes ahead (RESET_SCHEDULED or
- * RESET_JOINED), and only a run job, never the reset itself. A held card's reset waits for
- * its release, so its running job is let finish. job_id NULL: a request for the card or for
- * all cards stops whatever job runs; else only the job it named (a job-based request).
+ * RESET_JOINED), and only a run job or a lease, never the reset itself. A held card's reset
+ * waits for its release, so its running job is let finish. job_id NULL: a request for the card
+ * or for all cards stops whatever job runs; else only the job it named (a job-based request).
  */
 struct job *sched_reset_preempts(const struct card *c, enum reset_action act, bool preempts,
 				 const char *job_id);

@@ -210,7 +210,8 @@ static const struct stmt_def {
 		"ORDER BY finished_at DESC, seq DESC LIMIT -1 OFFSET ?2)"},
 	[S_RET_DELETE] = {"retention", "DELETE FROM jobs WHERE id = ?1 AND status = 'done'"},
 	[S_FIND_KEY] = {"looking up a key",
-		"SELECT id FROM jobs WHERE idempotency_key = ?1 AND owner_uid IS ?2"},
+		"SELECT id FROM jobs WHERE idempotency_key = ?1 AND (owner_uid IS ?2 OR ?3) "
+		"ORDER BY owner_uid IS ?2 DESC, seq DESC LIMIT 1"},
 	[S_LAST_WRITE] = {"reading the last write",
 		"SELECT max(t) FROM (SELECT max(updated_at) AS t FROM jobs UNION ALL "
 		"SELECT max(updated_at) FROM cards)"},
@@ -218,7 +219,8 @@ static const struct stmt_def {
 
 static const char *const status_names[] = {[JOB_QUEUED] = "queued", [JOB_RUNNING] = "running",
 	[JOB_DONE] = "done"};
-static const char *const mode_names[] = {[JOB_MODE_RUN] = "run", [JOB_MODE_RESET] = "reset"};
+static const char *const mode_names[] = {[JOB_MODE_RUN] = "run", [JOB_MODE_RESET] = "reset",
+	[JOB_MODE_LEASE] = "lease"};
 static const char *const state_names[] = {[CARD_HEALTHY] = "healthy",
 	[CARD_RESETTING] = "resetting", [CARD_DEAD] = "dead"};
 
@@ -1095,7 +1097,7 @@ store_get_env(struct store *st, const char *id, char **env_json)
 }
 
 int
-store_find_key(struct store *st, const char *key, long long owner, char id[33])
+store_find_key(struct store *st, const char *key, long long owner, bool any, char id[33])
 {
 	sqlite3_stmt *s = st->stmt[S_FIND_KEY];
 	const char *v;
@@ -1103,6 +1105,7 @@ store_find_key(struct store *st, const char *key, long long owner, char id[33])
 
 	if (owner >= 0) /* else NULL, as done_with left it */
 		sqlite3_bind_int64(s, 2, owner);
+	sqlite3_bind_int(s, 3, any);
 	if ((rc = find_by_id(st, S_FIND_KEY, key)) == 1) {
 		v = (const char *)sqlite3_column_text(s, 0);
 		snprintf(id, 33, "%s", v ? v : "");

@@ -124,7 +124,8 @@
 #define MAX_EXEC_STRING (32 * 4096) /* MAX_ARG_STRLEN: exec refuses a longer argv or env string */
 #define MAX_CLIENT_ID 128
 #define MAX_KEY_CHARS 128 /* characters of an Idempotency-Key */
-#define MAX_HOLD_REASON 1024 /* characters of a hold's reason */
+#define MAX_HOLD_REASON 1024 /* characters of a hold's reason, and of a lease's description */
+#define MAX_HEARTBEAT 3600   /* s, the longest heartbeat_sec of a lease */
 #define SUMMARY_CMD_CHARS 200 /* commands are cut in status summaries */
 #define MAX_HOLDERS 8         /* processes outside the queue shown per card */
 #define MAX_SEEN 16           /* of them, recorded on a job while it runs */
@@ -620,7 +621,8 @@ timers_timeout(void)
 
 enum stop_reason {
 	STOP_NONE = 0, STOP_KILL, STOP_TIMEOUT, STOP_SHUTDOWN, STOP_PREEMPT,
-	STOP_HUNG, /* its silence watchdog fired */
+	STOP_HUNG, /* its silence watchdog fired (a lease: its heartbeat lapsed) */
+	STOP_RELEASE, /* a lease's release */
 };
 
 struct client;
@@ -648,7 +650,8 @@ struct job_watch {
 	struct timer deadline;   /* the whole job's timeout (a reset's: its command's) */
 	struct timer proc_timer; /* the process's one deadline (proc_job_timeout) */
 	/* The silence watchdog (job_silence_fired): without it a job hung without a word holds
-	 * its card until its timeout, an hour by default. Armed only while a run job runs. */
+	 * its card until its timeout, an hour by default. Armed only while a run job runs, and
+	 * as a lease's heartbeat from its submission on (renewals count as output). */
 	struct timer silence;
 	double last_output_mono; /* when its output last arrived; its start before any */
 	/* processes outside the queue seen on its cards while it ran (holders_note) */
@@ -921,6 +924,20 @@ watch_of(struct active *a)
 	timer_init(&a->watch->proc_timer, job_proc_timer_fired, a);
 	timer_init(&a->watch->silence, job_silence_fired, a);
 	return a->watch;
+}
+
+/*
+ * Start a lease's heartbeat (when it has one) from now: at its submission, and at the start
+ * of a daemon that found it queued. It runs while the lease waits too: a client that died
+ * before its lease started must not leave it to take the cards from the queue behind it.
+ */
+static void
+heartbeat_arm(struct active *a)
+{
+	if (a->job.mode != JOB_MODE_LEASE || a->job.silence_timeout <= 0)
+		return;
+	watch_of(a)->last_output_mono = mono_now;
+	timer_set(&a->watch->silence, mono_now + a->job.silence_timeout);
 }
 
 static void
@@ -1259,7 +1276,7 @@ render_record(struct json_w *w, const struct job *j, const struct active *a,
  * A client connection as this file sees it: http.c's connection, the loop's watch and timer
  * for it, and the long-poll it may hold on an active job.
  */
-enum held_kind { HELD_NONE = 0, HELD_RESULT, HELD_LOGS };
+enum held_kind { HELD_NONE = 0, HELD_RESULT, HELD_LOGS, HELD_JOB /* until it is not queued */ };
 
 struct client {
 	struct http_conn *http;
@@ -1759,21 +1776,30 @@ submission_cards(struct http_conn *c, const char *body, struct submission *s)
 }
 
 /*
- * Validate a POST /queue body into s (its job sched_job_init'ed; cwd "" and client_id "anon"
- * when absent); answers 400 and returns -1 on the first bad field.
+ * Validate a POST /queue body, or a POST /lease one (lease: its description the cmd, its
+ * heartbeat_sec the silence_timeout), into s (its job sched_job_init'ed; cwd "" and client_id
+ * "anon" when absent); answers 400 and returns -1 on the first bad field.
  */
 static int
-submission_parse(struct http_conn *c, const char *body, struct submission *s)
+submission_parse(struct http_conn *c, const char *body, struct submission *s, bool lease)
 {
 	struct job *j = &s->job;
 	long long timeout = 0, repeat = 1, silence = -1; /* silence -1: the daemon's default */
 	char *mode = NULL;
 	bool bad_mode;
 
-	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &j->cmd) < 0)
+	if (json_doc_str(&doc, lease ? "description" : "cmd",
+			 lease ? MAX_HOLD_REASON : (size_t)cfg.max_cmd_chars, &j->cmd) < 0)
 		return doc_refuse(c);
+	if (lease && !j->cmd)
+		j->cmd = xstrdup("lease");
 	if (!j->cmd || !j->cmd[strspn(j->cmd, " \t\r\n\v\f")]) { /* absent, empty or blank */
-		respond_error(c, 400, "cmd is required and must not be blank");
+		respond_error(c, 400, "%s", lease ? "description must not be blank"
+						 : "cmd is required and must not be blank");
+		return -1;
+	}
+	if (lease && has_control(j->cmd)) { /* shown by status, as a job's command is */
+		respond_error(c, 400, "description must not contain control characters");
 		return -1;
 	}
 	if (strlen(j->cmd) >= MAX_EXEC_STRING) {
@@ -1785,7 +1811,8 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	if (json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &j->cwd) < 0 ||
 	    json_doc_str(&doc, "client_id", MAX_CLIENT_ID, &j->client_id) < 0 ||
 	    json_doc_int(&doc, "timeout", 0, cfg.max_timeout, &timeout) < 0 ||
-	    json_doc_int(&doc, "silence_timeout", 0, cfg.max_timeout, &silence) < 0 ||
+	    json_doc_int(&doc, lease ? "heartbeat_sec" : "silence_timeout", 0,
+			 lease ? MAX_HEARTBEAT : cfg.max_timeout, &silence) < 0 ||
 	    json_doc_int(&doc, "repeat", 1, cfg.max_repeat, &repeat) < 0 ||
 	    json_doc_str(&doc, "mode", 16, &mode) < 0) /* last: no mode to free */
 		return doc_refuse(c);
@@ -1803,7 +1830,8 @@ submission_parse(struct http_conn *c, const char *body, struct submission *s)
 	j->cwd = j->cwd ? j->cwd : xstrdup("");
 	j->client_id = j->client_id ? j->client_id : xstrdup("anon");
 	j->timeout = timeout ? (int)timeout : cfg.default_timeout;
-	j->silence_timeout = silence < 0 ? cfg.silence_timeout : (int)silence;
+	j->silence_timeout = silence >= 0 ? (int)silence : lease ? 0 : cfg.silence_timeout;
+	j->mode = lease ? JOB_MODE_LEASE : JOB_MODE_RUN;
 	j->repeat = (int)repeat;
 	if (env_field(c, body, &j->env_json) < 0 || submission_cards(c, body, s) < 0)
 		return -1;
@@ -1876,11 +1904,12 @@ key_copy(struct http_conn *c, const char *s, size_t n, char *key)
  * A submission with the key of a job submitted before (a client that lost the answer and asked
  * again): answer that job, marked "replayed", and create nothing, whatever its state now or
  * the cards' (so a retry never runs a job twice, nor is refused a job it has). 1 answered (the
- * job; 422 when the key came with another command or directory; 400 when those fields are
- * malformed; 503 to ask again when the store cannot be read), 0 when no job has the key.
+ * job; 422 when the key came with another command or directory, or another kind of entry (a
+ * lease's key for a job, or the reverse); 400 when those fields are malformed; 503 to ask
+ * again when the store cannot be read), 0 when no job has the key.
  */
 static int
-replay_submission(struct http_conn *c, const char *key, long long owner)
+replay_submission(struct http_conn *c, const char *key, long long owner, bool lease)
 {
 	struct active *a = NULL;
 	struct job stored, *j;
@@ -1894,7 +1923,7 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 		    D.acks[i].a->job.owner_uid == owner &&
 		    strcmp(D.acks[i].a->job.idempotency_key, key) == 0)
 			a = D.acks[i].a, uncommitted = true;
-	if (!a && (r = store_find_key(D.store, key, owner, id)) != 1) {
+	if (!a && (r = store_find_key(D.store, key, owner, false, id)) != 1) {
 		if (r < 0)
 			http_conn_error(c, 503, RETRY_AFTER,
 					"Cannot look up the Idempotency-Key in the job store now");
@@ -1905,12 +1934,15 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 		return 1;
 	}
 	j = a ? &a->job : &stored;
-	if (json_doc_str(&doc, "cmd", (size_t)cfg.max_cmd_chars, &cmd) < 0 ||
+	if (json_doc_str(&doc, lease ? "description" : "cmd", (size_t)cfg.max_cmd_chars,
+			 &cmd) < 0 ||
 	    json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &cwd) < 0) {
 		doc_refuse(c);
-	} else if (!cmd || strcmp(cmd, j->cmd) != 0 || strcmp(cwd ? cwd : "", j->cwd) != 0) {
-		respond_error(c, 422, "Idempotency-Key %s was used for job %s, with another command "
-			      "or cwd; use a new key for a new job", key, j->id);
+	} else if ((!cmd && !lease) || strcmp(cmd ? cmd : "lease", j->cmd) != 0 ||
+		   strcmp(cwd ? cwd : "", j->cwd) != 0 || lease != (j->mode == JOB_MODE_LEASE)) {
+		respond_error(c, 422, "Idempotency-Key %s was used for %s %s, with another "
+			      "command, description or cwd; use a new key for a new one", key,
+			      j->mode == JOB_MODE_LEASE ? "lease" : "job", j->id);
 	} else {
 		respond_submitted(c, j, j->status == JOB_QUEUED ? sched_queued_position(&D.sched, j) : 0,
 				  j->status == JOB_QUEUED ? sched_queued_wait(&D.sched, j, clock_wall())
@@ -1928,11 +1960,48 @@ replay_submission(struct http_conn *c, const char *key, long long owner)
 static const char *const queue_fields[] = {"cmd",  "cwd",  "device_id", "device_ids", "timeout",
 					   "silence_timeout", "repeat", "env", "mode", "client_id",
 					   NULL};
-/* The members of POST /kill and POST /reset bodies (client_id: diagnostic, as in /queue). */
+static const char *const lease_fields[] = {"device_id", "device_ids", "description", "timeout",
+					   "heartbeat_sec", "owner", "client_id", NULL};
+/* The members of POST /kill, /release and /reset bodies (client_id: diagnostic, as in /queue). */
 static const char *const target_fields[] = {"job_id", "device_id", "client_id", NULL};
+static const char *const renew_fields[] = {"job_id", "client_id", NULL};
 static const char *const reset_fields[] = {"job_id", "device_id", "client_id", "force", NULL};
 
-/* POST /queue: validate, enqueue, answer once the job is committed. */
+/*
+ * The user a lease is for into *owner: the body's `owner`, an admin's alone (a user name of
+ * /etc/passwd, or a uid as a number or digits), else *owner as it is. 0, or -1 answered 400 or
+ * 403.
+ */
+static int
+lease_owner(struct http_conn *c, const char *body, long long *owner)
+{
+	int i = json_doc_field(&doc, "owner");
+	char name[64] = "";
+	long long n = -1;
+	uid_t uid;
+
+	if (i < 0)
+		return 0;
+	if (!admin_only(c, "take a lease for another user (owner)"))
+		return -1;
+	if (toks[i].type == JSON_NUMBER && json_tok_int(body, &toks[i], &n) < 0)
+		n = -1;
+	else if (toks[i].type == JSON_STRING)
+		json_str_decode(body, &toks[i], name, sizeof(name) - 1);
+	if (name[0] && strspn(name, "0123456789") == strlen(name) && strlen(name) < 11)
+		n = atoll(name);
+	else if (name[0] && proc_user_uid(name, &uid) == 0)
+		n = uid;
+	if (n < 0 || n >= 4294967295LL) { /* (uid_t)-1 is no user */
+		respond_error(c, 400, "owner must be a user name of /etc/passwd or a uid%s%s",
+			      name[0] ? "; unknown user: " : "", name);
+		return -1;
+	}
+	*owner = n;
+	return 0;
+}
+
+/* POST /queue and POST /lease: validate, enqueue, answer once the job is committed. */
 static void
 handle_queue(struct http_conn *c, const struct call *k)
 {
@@ -1946,12 +2015,15 @@ handle_queue(struct http_conn *c, const struct call *k)
 	double wait, now = clock_wall();
 	/* the user the job runs as: its submitter on a host-wide queue, else the service's */
 	long long owner = D.host_mode ? acting_uid(c) : (long long)D.self_uid;
+	bool lease = k->req->path[1] == 'l'; /* routed here: /lease, else /queue */
 
 	sched_job_init(&s.job);
-	if (parse_body(c, k->body, k->body_len, queue_fields) < 0 ||
+	if (parse_body(c, k->body, k->body_len, lease ? lease_fields : queue_fields) < 0 ||
 	    (h && key_copy(c, h->value, h->value_len, key) < 0) ||
-	    (h && replay_submission(c, key, owner)) || submission_parse(c, k->body, &s) < 0 ||
-	    owner_may_run(c, owner, s.job.cwd))
+	    (lease && lease_owner(c, k->body, &owner) < 0) ||
+	    (h && replay_submission(c, key, owner, lease)) ||
+	    submission_parse(c, k->body, &s, lease) < 0 ||
+	    (!lease && owner_may_run(c, owner, s.job.cwd)))
 		goto out;
 	for (i = 0; i < s.ndevices && !refused; i++) { /* a dead one of its cards refuses it */
 		struct card *card = sched_card(&D.sched, s.devices[i]);
@@ -1984,6 +2056,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 	position = sched_submit_position_job(&D.sched, &a->job);
 	wait = sched_submit_wait(&D.sched, &a->job, now);
 	sched_enqueue(&D.sched, &a->job);
+	heartbeat_arm(a);
 	mark_dirty(a);
 	respond_submitted(c, &a->job, position, wait, false);
 	ack_push(c, a, false);
@@ -2051,7 +2124,8 @@ job_of_key(struct http_conn *c, const struct http_request *req, char id[33])
 	}
 	if (key_copy(c, s, (size_t)((amp ? amp : end) - s), key) < 0)
 		return -1;
-	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid, id);
+	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid,
+			   is_admin(acting_uid(c)), id);
 	if (r < 0)
 		http_conn_error(c, 503, RETRY_AFTER,
 				"Cannot look up the Idempotency-Key in the job store now");
@@ -2125,7 +2199,7 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 	ssize_t n;
 	int fd;
 
-	if (kind == HELD_RESULT) {
+	if (kind != HELD_LOGS) {
 		render_record(&w, j, a, out);
 		respond_json(c, 200, &body_buf, NULL);
 		return;
@@ -2166,19 +2240,19 @@ respond_read(struct http_conn *c, const struct job *j, struct active *a, const c
 }
 
 /*
- * GET /job/ID and /job?key=K, the record, for anyone; GET /result/ID[?wait=S] (kind
- * HELD_RESULT) and GET /logs/ID[?offset=N][&limit=N][&wait=S] (HELD_LOGS), for the job's
- * owner or an admin: with wait, a live job's answer is held until it is done or, for /logs,
- * has output past offset. query_check let offset and limit through to /logs alone, and wait
- * to /result and /logs.
+ * GET /job/ID[?wait=S] (kind HELD_JOB) and /job?key=K, the record, for anyone; GET
+ * /result/ID[?wait=S] (HELD_RESULT) and GET /logs/ID[?offset=N][&limit=N][&wait=S]
+ * (HELD_LOGS), for the job's owner or an admin: with wait, a live job's answer is held until
+ * it is done or, for /job, no longer queued or, for /logs, has output past offset. query_check
+ * let offset and limit through to /logs alone, and wait to /job/, /result and /logs.
  */
 static void
 handle_read(struct http_conn *c, const struct call *k)
 {
 	const struct http_request *req = k->req;
 	/* routed here: /job (a record anyone may read), /result or /logs */
-	int kind = req->path[1] == 'l' ? HELD_LOGS : HELD_RESULT, r;
 	bool anyone = req->path[1] == 'j';
+	int kind = req->path[1] == 'l' ? HELD_LOGS : anyone ? HELD_JOB : HELD_RESULT, r;
 	unsigned long long offset = 0, limit = (unsigned long long)cfg.max_log_read, wait = 0;
 	struct client *cl = http_conn_owner(c);
 	char id[33];
@@ -2207,7 +2281,8 @@ handle_read(struct http_conn *c, const struct call *k)
 							       : "read the outcome of")) {
 		/* answered */
 	} else if (r == 1 && wait > 0 && a->job.status != JOB_DONE && !waits_in_vain(a) &&
-		   (kind == HELD_RESULT || log_readable(a) <= (long long)offset)) {
+		   (kind == HELD_RESULT || (kind == HELD_JOB && a->job.status == JOB_QUEUED) ||
+		    (kind == HELD_LOGS && log_readable(a) <= (long long)offset))) {
 		cl->held_offset = offset;
 		cl->held_limit = limit;
 		hold(c, a, kind, wait);
@@ -2232,7 +2307,8 @@ held_release(struct http_conn *c)
 	if (a)
 		respond_read(c, NULL, a, NULL, kind, cl->held_offset, cl->held_limit);
 }
-/* Release the waiters of a: all of them (done), or /logs waiters that now have bytes. */
+/* Release the waiters of a: all of them (done), /logs waiters that now have bytes, and /job
+ * waiters once it started. */
 static void
 waiters_wake(struct active *a, bool done)
 {
@@ -2241,7 +2317,8 @@ waiters_wake(struct active *a, bool done)
 
 	for (; cl; cl = next) {
 		next = cl->wnext;
-		if (done || (cl->held == HELD_LOGS && (long long)cl->held_offset < size))
+		if (done || (cl->held == HELD_LOGS && (long long)cl->held_offset < size) ||
+		    (cl->held == HELD_JOB && a->job.status != JOB_QUEUED))
 			held_release(cl->http);
 	}
 }
@@ -2359,11 +2436,33 @@ static bool store_sync_now(const struct job *extra);
 static void job_finish_at(struct active *a, double end, int why, int exit_code,
 			  const char *error, const char *trailer);
 
+/*
+ * A job or lease ended already: 409 with its status and end_reason, which tell a client that
+ * asked for its end (a release, a renewal) what became of it.
+ */
 static void
-kill_active(struct http_conn *c, struct active *a)
+respond_ended(struct http_conn *c, const struct job *j)
 {
-	if (a->job.mode == JOB_MODE_RUN &&
-	    !may_act_on(c, &a->job, a->job.status == JOB_QUEUED ? "cancel" : "kill"))
+	struct json_w w = body_begin();
+	char msg[128];
+
+	snprintf(msg, sizeof(msg), "Job %s already finished", j->id);
+	json_w_obj(&w);
+	w_str(&w, "error", msg);
+	w_str(&w, "job_id", j->id);
+	w_str(&w, "status", sched_status_name(j->status));
+	w_str(&w, "end_reason", sched_end_name(j->end_reason));
+	json_w_obj_end(&w);
+	respond_json(c, 409, &body_buf, NULL);
+}
+
+/* Kill or cancel job a, or release (stop STOP_RELEASE; else STOP_KILL) lease a, and answer. */
+static void
+kill_active(struct http_conn *c, struct active *a, int stop)
+{
+	if (a->job.mode != JOB_MODE_RESET &&
+	    !may_act_on(c, &a->job, a->job.status == JOB_QUEUED ? "cancel"
+				    : stop == STOP_RELEASE ? "release" : "kill"))
 		return;
 	if (a->job.status == JOB_QUEUED) {
 		static const char why[] = "Cancelled by a kill request before it started";
@@ -2389,23 +2488,27 @@ kill_active(struct http_conn *c, struct active *a)
 		job_finish_at(a, done.finished_at, JOB_END_CANCELLED, -1, why,
 			      "cancelled by a kill request before it started");
 		respond_kill(c, "cancelled", &a->job);
-	} else if (a->job.status == JOB_RUNNING && a->job.mode == JOB_MODE_RUN) {
-		job_stop(a, STOP_KILL);
-		respond_kill(c, "killed", &a->job);
+	} else if (a->job.status == JOB_RUNNING && a->job.mode != JOB_MODE_RESET) {
+		job_stop(a, stop); /* a lease ends at once: its answer says done */
+		respond_kill(c, stop == STOP_RELEASE ? "released" : "killed", &a->job);
 	} else if (a->job.status == JOB_RUNNING) {
 		respond_error(c, 409, "Job %s is a card reset; it cannot be killed", a->job.id);
 	} else {
-		respond_error(c, 409, "Job %s already finished", a->job.id);
+		respond_ended(c, &a->job);
 	}
 }
 
+static void handle_hold(struct http_conn *c, const struct call *k);
+
 /*
  * POST /kill {"job_id": ID} or {"device_id": N}; both must agree, and a device_id is checked
- * as /reset checks it.
+ * as /reset checks it. POST /release {"job_id": ID} ends a lease as a kill would, but as
+ * released; {"device_id": N} alone releases a held card (handle_hold).
  */
 static void
 handle_kill(struct http_conn *c, const struct call *k)
 {
+	bool release = k->req->path[1] == 'r'; /* routed here: /release, else /kill */
 	const char *body = k->body;
 	struct card *card = NULL;
 	struct active *a = NULL;
@@ -2414,8 +2517,13 @@ handle_kill(struct http_conn *c, const struct call *k)
 	int ji, di, r = 0;
 
 	sched_job_init(&j);
-	if (parse_body(c, body, k->body_len, target_fields) < 0 ||
-	    (di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2 ||
+	if (parse_body(c, body, k->body_len, target_fields) < 0)
+		goto out;
+	if (release && json_doc_field(&doc, "job_id") < 0) {
+		handle_hold(c, k);
+		goto out;
+	}
+	if ((di = device_member(c, body)) == -2 || (ji = target_member(c, body, "job_id")) == -2 ||
 	    (di >= 0 && !(card = card_from_field(c, body, di))) ||
 	    (ji >= 0 && (job_member(c, body, ji, id) < 0 || (r = find_job(c, id, &a, &j, &out)) < 0)))
 		goto out;
@@ -2423,20 +2531,68 @@ handle_kill(struct http_conn *c, const struct call *k)
 		respond_error(c, 400, "Give job_id or device_id");
 	else if (ji < 0 && !card->current)
 		respond_error(c, 409, "Nothing running on card %d", card->device);
+	else if (release && (r == 2 ? &j : &a->job)->mode != JOB_MODE_LEASE)
+		respond_error(c, 409, "Job %s is no lease: kill ends a job", id);
 	else if (r == 2)
-		respond_error(c, 409, "Job %s already finished", id);
+		respond_ended(c, &j);
 	else if (a && card && !sched_job_on(&a->job, card->device)) /* they name nothing for sure */
 		respond_error(c, 400, "job_id %s is on %s, not on card %d", id,
 			      job_cards(&a->job, cards, sizeof(cards)), card->device);
 	else
-		kill_active(c, a ? a : active_of(card->current));
+		kill_active(c, a ? a : active_of(card->current),
+			    release ? STOP_RELEASE : STOP_KILL);
 out:
 	sched_job_clear(&j);
 	free(out);
 }
 
+/*
+ * POST /renew {"job_id"}: the lease's owner or an admin renews its heartbeat (a renewal counts
+ * as a job's output does for its silence watchdog, job_silence_fired). 200 {job_id, status};
+ * 409 when it is no lease or has ended.
+ */
+static void
+handle_renew(struct http_conn *c, const struct call *k)
+{
+	struct active *a = NULL;
+	struct job stored, *j;
+	char id[33], *out = NULL;
+	int ji, r;
+	struct json_w w;
+
+	sched_job_init(&stored);
+	if (parse_body(c, k->body, k->body_len, renew_fields) < 0 ||
+	    (ji = target_member(c, k->body, "job_id")) == -2)
+		goto out;
+	if (ji < 0) {
+		respond_error(c, 400, "Give the lease's job_id");
+		goto out;
+	}
+	if (job_member(c, k->body, ji, id) < 0 || (r = find_job(c, id, &a, &stored, &out)) < 0)
+		goto out;
+	j = r == 1 ? &a->job : &stored;
+	if (j->mode != JOB_MODE_LEASE) {
+		respond_error(c, 409, "Job %s is no lease: only a lease is renewed", id);
+	} else if (!may_act_on(c, j, "renew")) {
+		/* answered */
+	} else if (j->status == JOB_DONE) {
+		respond_ended(c, j);
+	} else {
+		if (a->watch)
+			a->watch->last_output_mono = mono_now;
+		w = body_begin();
+		json_w_obj(&w);
+		w_str(&w, "job_id", j->id);
+		w_str(&w, "status", sched_status_name(j->status));
+		json_w_obj_end(&w);
+		respond_json(c, 200, &body_buf, NULL);
+	}
+out:
+	sched_job_clear(&stored);
+	free(out);
+}
+
 static void handle_reset(struct http_conn *c, const struct call *k);
-static void handle_hold(struct http_conn *c, const struct call *k);
 static void handle_metrics(struct http_conn *c, const struct call *k);
 
 /*
@@ -2486,13 +2642,15 @@ static const struct route {
 	const char *const *query; /* the query parameters it takes, NULL-terminated */
 } routes[] = {
     {"/queue", "POST", false, handle_queue, (const char *const[]){NULL}},
+    {"/lease", "POST", false, handle_queue, (const char *const[]){NULL}},
+    {"/renew", "POST", false, handle_renew, (const char *const[]){NULL}},
     {"/kill", "POST", false, handle_kill, (const char *const[]){NULL}},
     {"/reset", "POST", false, handle_reset, (const char *const[]){NULL}},
     {"/hold", "POST", false, handle_hold, (const char *const[]){NULL}},
-    {"/release", "POST", false, handle_hold, (const char *const[]){NULL}},
+    {"/release", "POST", false, handle_kill, (const char *const[]){NULL}},
     {"/status", "GET", true, handle_status, (const char *const[]){"device", NULL}},
     {"/metrics", "GET", true, handle_metrics, (const char *const[]){NULL}},
-    {"/job/", "GET", false, handle_read, (const char *const[]){NULL}},
+    {"/job/", "GET", false, handle_read, (const char *const[]){"wait", NULL}},
     {"/job", "GET", false, handle_read, (const char *const[]){"key", NULL}},
     {"/result/", "GET", false, handle_read, (const char *const[]){"wait", NULL}},
     {"/logs/", "GET", false, handle_read, (const char *const[]){"offset", "limit", "wait", NULL}},
@@ -2775,6 +2933,12 @@ job_spawn_first(struct active *a)
 {
 	char cards[256];
 
+	if (a->job.mode == JOB_MODE_LEASE) { /* no process: its timeout; its heartbeat runs on */
+		timer_set(&watch_of(a)->deadline, mono_now + a->job.timeout);
+		logmsg("tt-device-queue: lease %s holds %s", a->job.id,
+		       job_cards(&a->job, cards, sizeof(cards)));
+		return;
+	}
 	a->envp = job_env(a, &a->env_block);
 	free(a->job.env_json);
 	a->job.env_json = NULL;
@@ -2814,13 +2978,18 @@ finish_stopped(struct active *a, int code)
 {
 	static const int ends[] = {[STOP_KILL] = JOB_END_KILLED, [STOP_TIMEOUT] = JOB_END_TIMEOUT,
 				   [STOP_SHUTDOWN] = JOB_END_SERVICE_STOP,
-				   [STOP_PREEMPT] = JOB_END_RESET, [STOP_HUNG] = JOB_END_HUNG};
+				   [STOP_PREEMPT] = JOB_END_RESET, [STOP_HUNG] = JOB_END_HUNG,
+				   [STOP_RELEASE] = JOB_END_RELEASED};
 	const struct job *j = &a->job;
 	int s = a->stop;
 	char *error = s == STOP_TIMEOUT ? timeout_message(j)
+		      : s == STOP_HUNG && j->mode == JOB_MODE_LEASE
+			  ? xasprintf("no renewal for %d seconds: the lease lapsed",
+				      j->silence_timeout)
 		      : s == STOP_HUNG  ? xasprintf("no output for %d seconds: stopped as hung "
 						    "(SIGINT, then SIGKILL after the grace)",
 						    j->silence_timeout)
+		      : s == STOP_RELEASE ? xstrdup("released")
 		      : s == STOP_PREEMPT ? xasprintf("Interrupted by a reset of %s",
 						      j->nmore ? "one of its cards" : "its card")
 		      : xstrdup(s == STOP_KILL ? "Stopped by a kill request"
@@ -2830,9 +2999,9 @@ finish_stopped(struct active *a, int code)
 							      "the job was running; it is not run again");
 
 	if (s == STOP_TIMEOUT)
-		a->job.end_signal = code < 0 ? -code : 0;
+		a->job.end_signal = code < 0 && j->mode == JOB_MODE_RUN ? -code : 0;
 	job_finish(a, ends[s], s == STOP_TIMEOUT ? -9 : s == STOP_SHUTDOWN ? -1 : code,
-		   s == STOP_TIMEOUT ? NULL : error, error);
+		   s == STOP_TIMEOUT || s == STOP_RELEASE ? NULL : error, error);
 	free(error);
 }
 
@@ -2903,12 +3072,28 @@ job_silence_fired(void *arg)
 	struct active *a = arg;
 	double due = a->watch->last_output_mono + a->job.silence_timeout;
 
-	if (a->job.status != JOB_RUNNING || a->stop != STOP_NONE)
+	if ((a->job.status != JOB_RUNNING && a->job.mode != JOB_MODE_LEASE) || a->stop != STOP_NONE)
 		return;
 	if (due > mono_now)
 		timer_set(&a->watch->silence, due);
 	else
 		job_stop(a, STOP_HUNG);
+}
+
+/*
+ * End lease a at once for reason (enum stop_reason), as a job stopped for it ends (a release:
+ * exit 0, else -1, a timeout's -9): it has no process to wait for. A queued one, whose
+ * heartbeat lapsed, leaves its queues.
+ */
+static void
+lease_end(struct active *a, int reason)
+{
+	if (a->job.status == JOB_QUEUED)
+		sched_unlink(&D.sched, &a->job);
+	else
+		mark_stopping(a, reason);
+	a->stop = reason;
+	finish_stopped(a, reason == STOP_RELEASE ? 0 : -1);
 }
 
 /*
@@ -2923,6 +3108,10 @@ job_stop(struct active *a, int reason)
 {
 	enum proc_job_state st = proc_job_state(a->proc);
 
+	if (a->job.mode == JOB_MODE_LEASE && a->job.status != JOB_DONE) {
+		lease_end(a, reason);
+		return;
+	}
 	if (a->job.status != JOB_RUNNING)
 		return;
 	/* The job's shell has ended (reaped) and only what it left behind is awaited: its pipe's
@@ -2972,7 +3161,8 @@ job_finish_at(struct active *a, double end, int why, int exit_code, const char *
 	j->has_exit_code = true;
 	j->end_reason = why;
 	if (why != JOB_END_TIMEOUT) /* a timeout's -9 is no signal: the caller set end_signal */
-		j->end_signal = exit_code < 0 && (why == JOB_END_SIGNAL || why == JOB_END_KILLED ||
+		j->end_signal = exit_code < 0 && j->mode == JOB_MODE_RUN &&
+				(why == JOB_END_SIGNAL || why == JOB_END_KILLED ||
 				why == JOB_END_RESET || why == JOB_END_HUNG) ? -exit_code : 0;
 	free(j->error);
 	j->error = error ? xstrdup(error) : NULL;
@@ -3036,13 +3226,22 @@ job_start(struct active *a)
 static void holders_fired(void *arg);
 static struct timer holders_timer = {.idx = -1, .fn = holders_fired};
 
-/* Whether pid belongs to the job or reset running on card ctx: its own, not foreign. */
+/*
+ * Whether pid belongs to the job or reset running on card ctx: its own, not foreign. The cards
+ * a lease holds are its owner's to use: any process of that user is its own.
+ */
 static bool
 holder_own(pid_t pid, void *ctx)
 {
 	struct card *c = ctx;
+	const struct job *j = c->current;
+	char path[32];
+	struct stat st;
 
-	return c->current && proc_job_owns(active_of(c->current)->proc, pid);
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (j && j->mode == JOB_MODE_LEASE)
+		return stat(path, &st) == 0 && (long long)st.st_uid == j->owner_uid;
+	return j && proc_job_owns(active_of(c->current)->proc, pid);
 }
 
 /* Whether card i is watched and runs a job, which records who opens the card meanwhile. */
@@ -3492,7 +3691,7 @@ handle_reset(struct http_conn *c, const struct call *call)
 			want[i] = !card || &D.sched.cards[i] == card;
 		/* A reset that would stop a job is its owner's or an admin's; of an idle card, or
 		 * one running the caller's own job, anyone's. */
-		if (want[i] && cur && cur->mode == JOB_MODE_RUN && cfg.reset_preempts &&
+		if (want[i] && cur && cur->mode != JOB_MODE_RESET && cfg.reset_preempts &&
 		    !may_act_on(c, cur, "reset the card running"))
 			return;
 	}
@@ -3695,7 +3894,7 @@ count_outcome(const struct active *a)
 				  : j->exit_code == 0		    ? OUT_OK
 								    : OUT_FAILED;
 
-	for (i = 0; j->mode == JOB_MODE_RUN && i < sched_job_ncards(j); i++) { /* each card's */
+	for (i = 0; j->mode != JOB_MODE_RESET && i < sched_job_ncards(j); i++) { /* each card's */
 		struct card *c = sched_card(&D.sched, sched_job_device(j, i));
 
 		if (c) /* not a card no longer configured */
@@ -4028,6 +4227,7 @@ spawn_pending(void)
 		struct active *a = D.spawn.v[i];
 
 		sched_job_transition(&a->job, JOB_PHASE_RUNNING);
+		waiters_wake(a, false); /* GET /job?wait: it left its queue, and that is on disk */
 		if (a->job.mode == JOB_MODE_RESET)
 			reset_run(a);
 		else
@@ -4427,6 +4627,7 @@ recover_cb(void *ctx, struct job *j, const char *output_file)
 		job_finish_at(a, interrupted_at(&a->job, now), JOB_END_CRASH, -1, err, said);
 	} else {
 		sched_enqueue(&D.sched, &a->job);
+		heartbeat_arm(a); /* from this start: no renewal could come while it was down */
 		if (r == RECOVER_DEAD_CARD)
 			card_fail_queue(sched_card(&D.sched, device));
 	}

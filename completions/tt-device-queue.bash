@@ -33,7 +33,7 @@ _tt_device_queue_jobs() {
 
 _tt_device_queue() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local subcommands="run queue queue-python job logs result status kill reset hold release skill serve"
+	local subcommands="run queue queue-python lease job logs result status kill reset hold release skill serve"
 	local global="--host --port --client-id --json --help --version"
 	local submit="--device --cwd --timeout --silence-timeout --repeat --env --key --json --help"
 	local i sub="" opts="" dashdash=0 words
@@ -54,7 +54,7 @@ _tt_device_queue() {
 	--device)
 		words=$(_tt_device_queue_devices)
 		case $sub in
-		run | queue | queue-python) ;;
+		run | queue | queue-python | lease) ;;
 		*)
 			mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
 			return 0
@@ -80,7 +80,8 @@ _tt_device_queue() {
 		return 0
 		;;
 	--host | --port | --client-id | --timeout | --silence-timeout | --repeat | --env | \
-		--wait-timeout | --output-limit | --offset | --limit | --python-arg | --reason | --key)
+		--wait-timeout | --output-limit | --offset | --limit | --python-arg | --reason | --key | \
+		--description | --heartbeat | --owner)
 		return 0 # a value we cannot guess
 		;;
 	esac
@@ -94,7 +95,9 @@ _tt_device_queue() {
 	logs) opts="--offset --limit --follow --wait-timeout --json --help" ;;
 	result) opts="--wait-timeout --output-limit --json --help" ;;
 	status) opts="--device --json --help" ;;
-	kill | release) opts="--device --json --help" ;;
+	lease) opts="--device --description --timeout --heartbeat --owner --key --wait --wait-timeout --json --help" ;;
+	kill) opts="--device --json --help" ;;
+	release) opts="--device --key --json --help" ;;
 	reset) opts="--device --force --json --help" ;;
 	hold) opts="--device --reason --json --help" ;;
 	serve | skill) opts="--help" ;;
@@ -107,7 +110,7 @@ _tt_device_queue() {
 	fi
 	case $sub in
 	"") mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur") ;;
-	job | logs | result | kill | reset)
+	job | logs | result | kill | reset | release)
 		words=$(_tt_device_queue_jobs)
 		mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
 		;;

@@ -90,6 +90,7 @@ class Checkout:
         shutil.copy2(os.path.join(ROOT, "health_check.py"), self.co)
         shutil.copy2(os.path.join(ROOT, "completions", "tt-device-queue.bash"),
                      os.path.join(self.co, "completions"))
+        shutil.copytree(os.path.join(ROOT, "slurm"), os.path.join(self.co, "slurm"))
         if with_binary:
             shutil.copy2(BINARY, os.path.join(self.co, "tt-device-queue"))
         subst = {"calls": q(self.calls_file), "make_uids": q(self.make_uids),
@@ -602,8 +603,12 @@ def test_docs_and_lint():
         p2 = subprocess.run(["shellcheck", "-s", "bash",
                              os.path.join(ROOT, "completions", "tt-device-queue.bash")],
                             capture_output=True, text=True)
-        tap.eq((p.returncode, p.stdout, p2.returncode, p2.stdout), (0, "", 0, ""),
-               "shellcheck: install.sh and the completion are clean")
+        p3 = subprocess.run(["shellcheck"] + [os.path.join(ROOT, "slurm", s)
+                                              for s in ("prolog", "epilog")],
+                            capture_output=True, text=True)
+        tap.eq((p.returncode, p.stdout, p2.returncode, p2.stdout, p3.returncode, p3.stdout),
+               (0, "", 0, "", 0, ""),
+               "shellcheck: install.sh, the completion and the Slurm scripts are clean")
     else:
         tap.ok(True, "# SKIP shellcheck not installed")
 
@@ -612,6 +617,8 @@ SYS_EXE = "/usr/local/bin/tt-device-queue"
 SYS_MAN = "/usr/local/share/man/man1/tt-device-queue.1"
 SYS_COMP = "/usr/local/share/bash-completion/completions/tt-device-queue"
 SYS_SKILL = "/usr/local/share/tt-device-queue/SKILL.md"
+SYS_PROLOG = "/usr/local/lib/tt-device-queue/slurm/prolog"
+SYS_EPILOG = "/usr/local/lib/tt-device-queue/slurm/epilog"
 SYS_UNIT = "/etc/systemd/system/tt-device-queue.service"
 SYS_WANTS = "/etc/systemd/system/multi-user.target.wants/tt-device-queue.service"
 SYS_ENV = "/etc/tt-device-queue/env"
@@ -706,12 +713,18 @@ def test_system_install_with_a_fake_root():
              "the man page"),
             (SYS_COMP, open(os.path.join(ROOT, "completions", "tt-device-queue.bash"),
                             "rb").read(), 0o644, "the bash completion"),
-            (SYS_SKILL, skill, 0o644, "the agent skill")):
+            (SYS_SKILL, skill, 0o644, "the agent skill"),
+            (SYS_PROLOG, open(os.path.join(ROOT, "slurm", "prolog"), "rb").read(), 0o755,
+             "the Slurm Prolog"),
+            (SYS_EPILOG, open(os.path.join(ROOT, "slurm", "epilog"), "rb").read(), 0o755,
+             "the Slurm Epilog")):
         p = c.r(path)
         tap.ok(os.path.isfile(p) and not os.path.islink(p) and open(p, "rb").read() == want
                and stat.S_IMODE(os.stat(p).st_mode) == mode,
                "%s: a copy of %s, mode %o" % (path, what, mode), out)
     tap.eq(c.home_tree(), {}, "nothing under HOME: no CLI link, no skill folders")
+    tap.ok("Prolog=%s Epilog=%s PrologFlags=Alloc" % (SYS_PROLOG, SYS_EPILOG) in out,
+           "it prints the slurm.conf lines that use the Prolog and Epilog", out)
     tap.ok("ln -sf %s" % SYS_SKILL in out and "~/.agents/skills" in out,
            "it prints how a user links the skill into ~/.agents/skills", out)
     tap.eq(stat.S_IMODE(os.stat(c.r(SYS_LOG)).st_mode), 0o700, "%s made, private" % SYS_LOG)
@@ -771,8 +784,11 @@ def test_system_install_with_a_fake_root():
            and calls[-1] == "systemctl daemon-reload", "stops and disables it, then "
            "daemon-reload", calls)
     tap.eq([p for p in (SYS_UNIT, SYS_WANTS, SYS_EXE, SYS_MAN, SYS_COMP, SYS_SKILL,
-                        os.path.dirname(SYS_SKILL)) if os.path.lexists(c.r(p))], [],
-           "the unit, its link, the executable, man page, completion and skill are gone")
+                        os.path.dirname(SYS_SKILL), SYS_PROLOG, SYS_EPILOG,
+                        os.path.dirname(os.path.dirname(SYS_PROLOG)))
+            if os.path.lexists(c.r(p))], [],
+           "the unit, its link, the executable, man page, completion, skill and Slurm "
+           "scripts are gone")
     tap.ok(open(c.r(SYS_LOG + "/jobs.sqlite3")).read() == "precious"
            and open(c.r(SYS_ENV)).read() == "TT_DEVICE_STOP_GRACE_SEC=20\n"
            and "kept %s" % c.r(SYS_LOG) in out and c.r(SYS_ENV) in out,

@@ -56,7 +56,7 @@ def test_unknown_query_parameters_are_named():
              ("/status?devcie=1", "devcie", "device"),
              ("/status?card=1", "card", "device"),
              ("/result/%s?wiat=5" % j, "wiat", "wait"),
-             ("/job/%s?wait=5" % j, "wait", None),
+             ("/job/%s?offset=5" % j, "offset", None),
              ("/metrics?x=1", "x", None)]
     for path, name, meant in cases:
         r = d.get(path)

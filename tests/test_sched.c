@@ -1281,12 +1281,14 @@ test_card_states(void)
 static void
 test_phases(void)
 {
-	/* The table as the daemon uses it: what may follow what, per mode (run, reset). */
-	static const char *const legal[2][JOB_PHASE_N] = {
+	/* The table as the daemon uses it: what may follow what, per mode (run, reset, lease). */
+	static const char *const legal[3][JOB_PHASE_N] = {
 		{"starting done forgotten", "running queued", "stopping done", "stopping done",
 		 "forgotten", ""},
 		{"starting done", "running forgotten", "stopping done", "stopping done", "forgotten",
 		 ""},
+		{"starting done forgotten", "running queued", "stopping done", "stopping done",
+		 "forgotten", ""},
 	};
 	static const int status[JOB_PHASE_N] = {JOB_QUEUED, JOB_RUNNING, JOB_RUNNING, JOB_RUNNING,
 						JOB_DONE, -1};
@@ -1298,7 +1300,7 @@ test_phases(void)
 	pid_t pid;
 
 	is_str(sched_phase_name(JOB_PHASE_N), "unknown", "a phase out of range has no name");
-	for (mode = JOB_MODE_RUN; mode <= JOB_MODE_RESET; mode++)
+	for (mode = JOB_MODE_RUN; mode <= JOB_MODE_LEASE; mode++)
 		for (from = 0; from < JOB_PHASE_N; from++)
 			for (to = 0; to < JOB_PHASE_N; to++) {
 				char word[32];
@@ -1322,10 +1324,10 @@ test_phases(void)
 					wrong++;
 				}
 			}
-	is_int(wrong, 0, "every other change of phase aborts (SIGABRT), for both modes");
+	is_int(wrong, 0, "every other change of phase aborts (SIGABRT), for every mode");
 	ok(transition_aborts(JOB_MODE_RUN, JOB_PHASE_N, JOB_PHASE_QUEUED) &&
 	   transition_aborts(JOB_MODE_RUN, JOB_PHASE_QUEUED, JOB_PHASE_N) &&
-	   transition_aborts(2, JOB_PHASE_QUEUED, JOB_PHASE_STARTING),
+	   transition_aborts(JOB_MODE_LEASE + 1, JOB_PHASE_QUEUED, JOB_PHASE_STARTING),
 	   "a phase or mode out of range aborts");
 
 	/* The message names the job and both phases. */

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Leases: a queue entry that holds its cards and runs no command (POST /lease, /renew,
+/release {"job_id"}, GET /job/ID?wait=S, and the client's `lease` and `release ID|--key K`).
+
+Prints TAP. Each test starts the real daemon (ttqlib.Daemon). Covers: a lease waits in its
+card's FIFO behind a job and a job waits behind a held lease until its release; releasing a
+running lease (released, exit 0) and a queued one (cancelled); kill; its timeout; its heartbeat
+renewed, then lapsing (hung), queued too; a reset of its card ends it (reset), then the reset
+runs and the next job starts; a restart ends a held lease (crash after a kill -9, service_stop
+after a stop) and keeps a queued one; a lease of several cards; who may release it and take one
+for another user (needs root to make users); a process of its owner holding its card is no
+process outside the queue while it runs; GET /job?wait; bad input; the client's exit statuses.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ttqlib import Daemon, cli_popen, gate, open_gate, run_tests, tap, wait_until  # noqa: E402
+from t_users import ALICE, BOB, ADMINS, as_user, ensure_users  # noqa: E402
+
+HEX32 = re.compile(r"job_id=([0-9a-f]{32})")
+
+
+def lease(d, **fields):
+    r = d.post("/lease", fields)
+    if r.status != 200:
+        raise AssertionError("POST /lease %r refused: %r" % (fields, r))
+    return r.json
+
+
+def held(d, lid, timeout=10):
+    """Wait (GET /job?wait) until lease lid holds its cards; its record."""
+    return wait_until(lambda: d.get("/job/%s?wait=5" % lid, timeout=10).json["status"] ==
+                      "running" and d.job(lid), timeout, "lease %s to hold its cards" % lid)
+
+
+def test_fifo_with_jobs():
+    d = Daemon().start()
+    g, loop = gate(d, "g")
+    job = d.submit(loop, device_id="0")["job_id"]
+    wait_until(lambda: d.job(job)["status"] == "running", 10, "the job to start")
+    sub = lease(d, device_id="0", description="slurm job 7")
+    lid = sub["job_id"]
+    tap.ok(sub["mode"] == "lease" and sub["status"] == "queued" and sub["position"] == 1,
+           "POST /lease answers as /queue does: queued behind the job, mode lease", sub)
+    answer = {}
+    t = threading.Thread(target=lambda: answer.update(r=d.get("/job/%s?wait=30" % lid,
+                                                                 timeout=40)))
+    t.start()
+    time.sleep(0.3)  # NEGATIVE CHECK: the wait is held while the lease is queued
+    tap.ok(t.is_alive(), "GET /job/ID?wait is held while the lease waits")
+    open_gate(g)
+    t.join(15)
+    tap.eq(answer["r"].json["status"], "running",
+           "the lease starts only once the job before it ended, and the wait answers then")
+    tap.eq(d.job(job)["status"], "done", "the job ran first")
+    card = d.dev(0)
+    tap.ok(card["current"]["mode"] == "lease" and
+           card["current"]["cmd"] == "slurm job 7",
+           "status shows the lease as its card's running entry", card.get("current"))
+    after = d.submit("echo after", device_id="0")["job_id"]
+    time.sleep(0.3)  # NEGATIVE CHECK: nothing starts while it is held
+    tap.eq(d.job(after)["status"], "queued", "a job behind a held lease waits")
+    r = d.post("/release", {"job_id": lid})
+    tap.ok(r.status == 200 and r["released"]["status"] == "done", "POST /release ends it", r)
+    rec = d.job(lid)
+    tap.ok(rec["end_reason"] == "released" and rec["exit_code"] == 0 and rec["error"] is None,
+           "its record: done, released, exit 0", rec)
+    tap.eq(d.wait_done(after)["exit_code"], 0, "then the job behind it runs")
+    metrics = d.get("/metrics").body.decode()
+    tap.ok('ttq_jobs_finished_total{device="0",outcome="ok"} 3' in metrics,
+           "/metrics counts the lease as a finished entry (3 ok: job, lease, job)", metrics)
+    r = d.post("/release", {"job_id": lid})
+    tap.ok(r.status == 409 and r["end_reason"] == "released" and r["status"] == "done",
+           "a second release: 409 with its status and end_reason", r)
+    d.cleanup()
+
+
+def test_release_queued_kill_and_timeout():
+    d = Daemon().start()
+    first = lease(d, device_id="1")["job_id"]
+    held(d, first)
+    second = lease(d, device_id="1", description="behind")["job_id"]
+    r = d.post("/release", {"job_id": second})
+    tap.ok(r.status == 200 and d.job(second)["end_reason"] == "cancelled",
+           "releasing a queued lease takes it off its queue (cancelled)", r)
+    r = d.post("/kill", {"job_id": first})
+    rec = d.job(first)
+    tap.ok(r.status == 200 and rec["end_reason"] == "killed" and rec["signal"] is None,
+           "POST /kill ends a running lease as killed", rec)
+    short = lease(d, device_id="1", timeout=1)["job_id"]
+    rec = d.wait_done(short)
+    tap.ok(rec["end_reason"] == "timeout" and rec["timed_out"] and rec["exit_code"] == -9,
+           "a lease ends at its timeout as a job does", rec)
+    job = d.submit("echo run", device_id="1")["job_id"]
+    d.wait_done(job)
+    r = d.post("/release", {"job_id": job})
+    tap.ok(r.status == 409 and "no lease" in r["error"], "releasing a job that is no lease: 409",
+           r)
+    d.cleanup()
+
+
+def test_heartbeat():
+    d = Daemon().start()
+    lid = lease(d, device_id="0", heartbeat_sec=1)["job_id"]
+    held(d, lid)
+    end = time.monotonic() + 2.5
+    while time.monotonic() < end:  # renewals keep it past its heartbeat
+        r = d.post("/renew", {"job_id": lid})
+        time.sleep(0.25)
+    tap.ok(r.status == 200 and r["status"] == "running" and d.job(lid)["status"] == "running",
+           "renewed, it outlives its heartbeat", r)
+    rec = d.wait_done(lid)
+    tap.ok(rec["end_reason"] == "hung" and "renewal" in rec["error"],
+           "without renewals it lapses (hung)", rec)
+    r = d.post("/renew", {"job_id": lid})
+    tap.ok(r.status == 409 and r["end_reason"] == "hung", "a renewal after its end: 409", r)
+    blocker = lease(d, device_id="0")["job_id"]
+    held(d, blocker)
+    queued = lease(d, device_id="0", heartbeat_sec=1)["job_id"]
+    rec = d.wait_done(queued)
+    tap.ok(rec["end_reason"] == "hung" and rec["started_at"] is None,
+           "a queued lease's heartbeat lapses too, and it never holds the card", rec)
+    d.cleanup()
+
+
+def test_reset_ends_it():
+    d = Daemon().start()
+    lid = lease(d, device_id="0")["job_id"]
+    held(d, lid)
+    job = d.submit("echo next", device_id="0")["job_id"]
+    r = d.post("/reset", {"device_id": "0"})
+    tap.eq(r.status, 200, "a reset of the lease's card is taken")
+    rec = d.wait_done(lid)
+    tap.ok(rec["end_reason"] == "reset" and "reset" in rec["error"],
+           "it ends the lease at once (reset, the reason in error)", rec)
+    tap.eq(d.wait_done(job)["exit_code"], 0, "then the next job runs")
+    tap.ok(os.path.exists(d.reset_log) and open(d.reset_log).read().split() == ["0"],
+           "after the reset ran")
+    d.cleanup()
+
+
+def test_restart():
+    d = Daemon().start()
+    first = lease(d, device_id="0")["job_id"]
+    held(d, first)
+    second = lease(d, device_id="0", description="waits")["job_id"]
+    d.kill9()
+    d.start()
+    rec = d.job(first)
+    tap.ok(rec["status"] == "done" and rec["end_reason"] == "crash",
+           "a lease held when the daemon died ends (crash), never resumed", rec)
+    tap.eq(held(d, second)["status"], "running",
+           "the queued lease survives and then holds the card")
+    d.restart()
+    tap.eq(d.job(second)["end_reason"], "service_stop",
+           "a lease held at a stop ends as a running job does (service_stop)")
+    d.cleanup()
+
+
+def test_multi_card():
+    d = Daemon().start()
+    lid = lease(d, device_ids=["0", "1"])["job_id"]
+    rec = held(d, lid)
+    tap.eq(rec["device_ids"], ["0", "1"], "a lease of two cards")
+    tap.ok(d.dev(0)["current"]["job_id"] == lid == d.dev(1)["current"]["job_id"],
+           "it holds both of them")
+    jobs = [d.submit("echo %d" % n, device_id=str(n))["job_id"] for n in (0, 1)]
+    time.sleep(0.3)  # NEGATIVE CHECK
+    tap.ok(all(d.job(j)["status"] == "queued" for j in jobs), "jobs on either card wait")
+    tap.eq(d.post("/release", {"job_id": lid}).status, 200, "released")
+    tap.ok(all(d.wait_done(j)["exit_code"] == 0 for j in jobs), "both cards run their jobs")
+    d.cleanup()
+
+
+def test_bad_input():
+    d = Daemon().start()
+    cases = [({"cmd": "x"}, 400, "cmd"), ({"heartbeat_sec": 4000}, 400, "heartbeat_sec"),
+             ({"description": "a\x1b[2J"}, 400, "control"), ({"description": ""}, 400, "blank"),
+             ({"device_id": "9"}, 400, "Unknown"), ({"timeout": -1}, 400, "timeout")]
+    for body, status, word in cases:
+        r = d.post("/lease", body)
+        tap.ok(r.status == status and word in r.get("error", ""),
+               "POST /lease %r: %d" % (body, status), r)
+    tap.eq(d.post("/renew", {}).status, 400, "POST /renew without job_id: 400")
+    tap.eq(d.post("/renew", {"job_id": "0" * 32}).status, 404, "of an unknown job: 404")
+    tap.eq(d.post("/release", {"job_id": "0" * 32}).status, 404, "release of one: 404")
+    tap.eq(d.get("/job/%s?wait=61" % ("0" * 32)).status, 400, "GET /job wait over 60: 400")
+    tap.eq(d.status()["devices"][0]["device_id"], "0", "and the daemon keeps serving")
+    d.cleanup()
+
+
+def test_owner_process_is_not_foreign():
+    d = Daemon()
+    root = d.path("driver")
+    for n in (0, 1):
+        os.makedirs(os.path.join(root, str(n)))
+        open(os.path.join(root, str(n), "pids"), "w").close()
+    d.start(env={"TT_DEVICE_PIDS_DIR": root})
+    lid = lease(d, device_id="0")["job_id"]
+    held(d, lid)
+    h = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)  # its owner's process
+    try:
+        with open(os.path.join(root, "0", "pids"), "w") as f:
+            f.write("%d\n" % h.pid)
+        r = d.post("/reset", {"device_id": "0"})
+        tap.ok(r.status == 200 and r["action"] == "scheduled",
+               "while the lease runs its owner's process on its card is no foreign holder "
+               "(a reset is not refused over it)", r)
+        tap.eq(d.wait_done(lid)["end_reason"], "reset", "the reset ends the lease")
+        card = wait_until(lambda: d.dev(0)["foreign_holders"] and d.dev(0), 10,
+                          "the holder to be seen once the lease ended")
+        tap.ok(card["foreign_holders"][0]["pid"] == h.pid,
+               "once it ended that process is outside the queue, and the reset waits for it",
+               card)
+    finally:
+        h.kill()
+        h.wait()
+    d.cleanup()
+
+
+def test_owners():
+    if os.geteuid() != 0:
+        print("# needs root to make users: owner rules not checked")
+        return
+    users = ensure_users()
+    d = Daemon().start(env={"TT_DEVICE_ADMIN_GROUP": ADMINS})
+    rc, out, err = d.cli("lease", "--owner", ALICE, "--key", "slurm-42", "--description",
+                         "slurm job 42", "--wait")
+    lid = HEX32.search(out).group(1) if HEX32.search(out) else ""
+    rec = d.job(lid) if lid else {}
+    tap.ok(rc == 0 and rec.get("owner_uid") == users[ALICE].pw_uid and
+           rec.get("status") == "running",
+           "an admin takes a lease for another user (--owner NAME) and waits until it holds",
+           (rc, out, err, rec))
+    rc, out, _ = d.cli("lease", "--owner", ALICE, "--key", "slurm-42", "--description",
+                       "slurm job 42")
+    tap.ok(rc == 0 and lid in out, "the same key answers the same lease (a prolog run twice)",
+           out)
+    rc, _, err = as_user(d, BOB, "release", lid)
+    tap.ok(rc == 1 and "403" in err, "another user cannot release it", err)
+    rc, _, err = as_user(d, BOB, "lease", "--owner", ALICE)
+    tap.ok(rc == 1 and "403" in err and "admin" in err, "nor take a lease for another user",
+           err)
+    rc, out, err = as_user(d, BOB, "lease", "--device", "1")
+    mine = HEX32.search(out).group(1) if HEX32.search(out) else ""
+    tap.ok(rc == 0 and d.job(mine)["owner"] == BOB, "a user takes a lease of their own", err)
+    rc, _, err = as_user(d, BOB, "release", mine)
+    tap.eq(rc, 0, "and releases it")
+    rc, out, err = d.cli("release", "--key", "slurm-42")
+    tap.ok(rc == 0 and d.job(lid)["end_reason"] == "released",
+           "an admin releases it by its key (the Slurm epilog)", (rc, out, err))
+    d.cleanup()
+
+
+def test_cli():
+    d = Daemon().start()
+    rc, out, err = d.cli("lease", "--device", "0", "--description", "mine", "--wait")
+    lid = HEX32.search(out).group(1) if HEX32.search(out) else ""
+    tap.ok(rc == 0 and d.job(lid)["status"] == "running", "lease --wait: 0 once it holds",
+           (rc, out, err))
+    rc, out, err = d.cli("lease", "--device", "0", "--wait", "--wait-timeout", "0.5")
+    queued = HEX32.search(out).group(1) if HEX32.search(out) else ""
+    tap.ok(rc == 124 and d.job(queued)["status"] == "queued" and "still waits" in err,
+           "lease --wait: 124 at --wait-timeout, the lease left queued", (rc, err))
+    p = cli_popen(d, "lease", "--device", "0", "--key", "k-1", "--heartbeat", "2", "--wait")
+    other = wait_until(lambda: d.get("/job?key=k-1").get("job_id"), 10, "the lease to be queued")
+    time.sleep(2.5)  # NEGATIVE CHECK: the waiting client renews its heartbeat
+    tap.eq(d.job(other)["status"], "queued", "a waiting client keeps its lease's heartbeat")
+    rc, out, err = d.cli("release", "--key", "k-1")
+    tap.ok(rc == 0 and "cancelled" in out, "release --key K: 0, a queued lease cancelled",
+           (rc, out, err))
+    _, err = p.communicate(timeout=15)
+    tap.ok(p.returncode == 1 and b"ended without holding its cards (cancelled)" in err,
+           "lease --wait: 1 when it ended without holding, saying why", (p.returncode, err))
+    rc, out, err = d.cli("release", lid)
+    tap.ok(rc == 0 and "released" in out, "release ID: 0", (rc, out, err))
+    rc, _, err = d.cli("release", lid)
+    tap.ok(rc == 1 and "already finished" in err, "release of an ended lease: 1", err)
+    rc, _, err = d.cli("release", "--key", "no-such-key")
+    tap.ok(rc == 1 and "404" in err, "release --key of an unknown key: 1", err)
+    rc, _, err = d.cli("release", "--key", "k-1", lid)
+    tap.eq(rc, 2, "release with both an ID and --key: usage error")
+    d.cleanup()
+
+
+if __name__ == "__main__":
+    run_tests(test_fifo_with_jobs, test_release_queued_kill_and_timeout, test_heartbeat,
+              test_reset_ends_it, test_restart, test_multi_card, test_bad_input,
+              test_owner_process_is_not_foreign, test_owners, test_cli)
