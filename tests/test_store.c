@@ -1746,7 +1746,8 @@ test_job_folders(void)
 	   strerror(e));
 	ok(access(folder_of(dp, 2), F_OK) != 0, "(it stays gone)");
 
-	/* Removal: the job's own files and the folder, nothing else, never a link's target. */
+	/* Removal: the job's own files and the folder, nothing else, never a link's target; a
+	 * folder holding more is left whole. */
 	snprintf(path, sizeof(path), "%s/%s/link", dp, id);
 	symlink(path_in("elsewhere"), path);
 	close(open(path_in("elsewhere/keep"), O_WRONLY | O_CREAT, 0600));
@@ -1756,7 +1757,7 @@ test_job_folders(void)
 	ok(rc < 0 && e == ENOTEMPTY, "a folder holding more than the job's files stays (%s)",
 	   strerror(e));
 	snprintf(path, sizeof(path), "%s/%s/output", dp, id);
-	ok(access(path, F_OK) != 0, "its output and meta.json are gone");
+	ok(access(path, F_OK) == 0, "whole, output too (its record stays, so must its output)");
 	snprintf(path, sizeof(path), "%s/%s/link", dp, id);
 	ok(access(path_in("elsewhere/keep"), F_OK) == 0 && unlink(path) == 0,
 	   "what else it holds is left alone");
