@@ -2289,6 +2289,24 @@ print_queued(const struct cli *c, const struct doc *d, const char *script)
 	return ST_OK;
 }
 
+/* Say on stderr that `what` (job, lease) id waits, from its submission's answer d, if it does. */
+static void
+say_queued(const char *what, const char *id, const struct doc *d)
+{
+	long long pos = 0;
+	double est = 0;
+	char dev[256] = "?", t[32], cards[MAX_JOB_CARDS][24];
+	int n;
+
+	if (doc_int(d, 0, "position", &pos) < 0 || pos <= 0)
+		return;
+	n = doc_cards(d, 0, cards, MAX_JOB_CARDS);
+	cards_list(cards, n, dev, sizeof dev);
+	doc_num(d, 0, "estimated_wait_sec", &est);
+	fprintf(stderr, NOTE "%s %s is queued on card%s %s behind %lld job%s (~%s)\n", what, id,
+	        n > 1 ? "s" : "", dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
+}
+
 /* run and queue-python --wait: note a queue ahead, follow the job, exit with its status. */
 static int
 follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc *d,
@@ -2296,19 +2314,10 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 {
 	struct logpos lp = {0, 0, 0};
 	struct sink out;
-	long long pos = 0;
-	double est = 0;
-	char dev[256] = "?", t[32], cards[MAX_JOB_CARDS][24];
 	int rc;
 
-	if (!c->json && doc_int(d, 0, "position", &pos) == 0 && pos > 0) {
-		int n = doc_cards(d, 0, cards, MAX_JOB_CARDS);
-
-		cards_list(cards, n, dev, sizeof dev);
-		doc_num(d, 0, "estimated_wait_sec", &est);
-		fprintf(stderr, NOTE "job %s is queued on card%s %s behind %lld job%s (~%s)\n", id,
-		        n > 1 ? "s" : "", dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
-	}
+	if (!c->json)
+		say_queued("job", id, d);
 	note_status(c, d);
 	sink_init(&out, limit, c->json);
 	set_deadline(c, o->wait_timeout);
