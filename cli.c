@@ -21,6 +21,9 @@
  * - A JSON answer is copied into a struct doc that owns its text and tokens; nothing keeps a
  *   pointer into the connection's buffer across requests.
  * - No global mutable state but the SIGINT flag; everything else lives in struct cli.
+ * - `shell` departs from the two above while its command runs: the command has the terminal's
+ *   ^C (the client ignores SIGINT), and the client waits on the command's pidfd between
+ *   renewals of its lease, not in a long-poll.
  *
  * Decisions:
  * - cwd: run/queue/queue-python send the client's current directory unless --cwd is given
@@ -3132,14 +3135,14 @@ renew_held(struct cli *c, const char *id, const struct json_buf *renew, int *los
 	int rc;
 
 	rc = http_call(c, "POST", "/renew", renew->p, renew->len, 0, NULL, &r);
-	if (rc == ST_OK && r.status != 503)
-		*lost = 0;
-	if (rc == ST_OK && r.status == 200)
+	if (rc != ST_OK || r.status == 503) { /* not told: CMD goes on, the next renewal asks */
+		if (!(*lost)++)
+			fprintf(stderr, NOTE "cannot renew lease %s (%s); trying again\n", id,
+			        rc != ST_OK ? c->err : "HTTP 503");
 		return -1;
-	if ((rc != ST_OK || r.status == 503) && !(*lost)++)
-		fprintf(stderr, NOTE "cannot renew lease %s (%s); trying again\n", id,
-		        rc != ST_OK ? c->err : "HTTP 503");
-	if (rc != ST_OK || r.status == 503)
+	}
+	*lost = 0;
+	if (r.status == 200)
 		return -1;
 	snprintf(path, sizeof path, "/job/%s", id);
 	if (api(c, "GET", path, NULL, 0, &d) != ST_OK)
@@ -3199,10 +3202,11 @@ run_held(struct cli *c, const struct args *a, const struct opts *o, const char *
 	 * and a pause of 0.1 s stands in for it */
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	while (waitpid(pid, &ws, ended < 0 ? WNOHANG : 0) == 0) {
-		if (now_mono() >= next && (ended = renew_held(c, id, renew, &lost)) >= 0)
-			kill(pid, SIGHUP);
-		if (now_mono() >= next)
+		if (now_mono() >= next) {
 			next = now_mono() + (double)o->heartbeat / 3;
+			if ((ended = renew_held(c, id, renew, &lost)) >= 0)
+				kill(pid, SIGHUP);
+		}
 		if (ended < 0)
 			wait_fd(c, pidfd, POLLIN, pidfd >= 0 ? next : now_mono() + 0.1);
 	}
