@@ -21,6 +21,9 @@
  * - A JSON answer is copied into a struct doc that owns its text and tokens; nothing keeps a
  *   pointer into the connection's buffer across requests.
  * - No global mutable state but the SIGINT flag; everything else lives in struct cli.
+ * - `shell` departs from the two above while its command runs: the command has the terminal's
+ *   ^C (the client ignores SIGINT), and the client waits on the command's pidfd between
+ *   renewals of its lease, not in a long-poll.
  *
  * Decisions:
  * - cwd: run/queue/queue-python send the client's current directory unless --cwd is given
@@ -83,8 +86,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -110,6 +116,9 @@
 #define SCHED_RECENT_MAX 64 /* recent jobs of a card shown (the daemon sends 10) */
 
 #define MAX_JOB_CARDS 256 /* cards one job may name (the daemon's MAX_CARDS) */
+/* shell's default --heartbeat: a killed client frees its cards within 10 s, while a renewal
+ * every 3.3 s survives two lost to a busy or restarting daemon, for a few requests a minute */
+#define SHELL_HEARTBEAT_SEC 10
 
 /* Exit statuses (the man page's EXIT STATUS). Helpers return these so a failure travels up unchanged. */
 enum st {
@@ -1559,6 +1568,7 @@ enum {
 	G_JOB = 128,
 	G_GLOBAL = 256, /* before the subcommand */
 	G_LEASE = 512,
+	G_SHELL = 1024,
 };
 
 struct optspec {
@@ -1634,11 +1644,11 @@ struct opts {
 #define SECS_MAX 1000000000
 
 static const struct optspec options[] = {
-    {"--device", K_DEVICES, 0, 0, 0, NULL, G_SUBMIT | G_LEASE},
+    {"--device", K_DEVICES, 0, 0, 0, NULL, G_SUBMIT | G_LEASE | G_SHELL},
     {"--device", K_DEVICE, 0, 0, 0, NULL, G_DEV | G_RESET | G_HOLD},
     {"--cwd", K_STR, OFF(cwd), 0, 0, NULL, G_SUBMIT},
     {"--timeout", K_NUM, OFF(timeout), 0, SECS_MAX, "whole seconds (0: the daemon's default)",
-     G_SUBMIT | G_LEASE},
+     G_SUBMIT | G_LEASE | G_SHELL},
     {"--silence-timeout", K_NUM, OFF(silence_timeout), 0, SECS_MAX, "whole seconds (0: off)",
      G_SUBMIT},
     {"--repeat", K_NUM, OFF(repeat), 1, SECS_MAX, "a count of at least 1", G_SUBMIT},
@@ -1651,9 +1661,9 @@ static const struct optspec options[] = {
     {"--python", K_STR, OFF(python), 0, 0, NULL, G_PY},
     {"--python-arg", K_LIST, OFF(pyargs), 0, 0, NULL, G_PY},
     {"--wait", K_FLAG, OFF(wait), 0, 0, NULL, G_PY | G_LEASE},
-    {"--description", K_STR, OFF(description), 0, 0, NULL, G_LEASE},
+    {"--description", K_STR, OFF(description), 0, 0, NULL, G_LEASE | G_SHELL},
     {"--heartbeat", K_NUM, OFF(heartbeat), 0, 3600, "whole seconds from 0 (none) to 3600",
-     G_LEASE},
+     G_LEASE | G_SHELL},
     {"--owner", K_STR, OFF(owner), 0, 0, NULL, G_LEASE},
     {"--offset", K_NUM, OFF(offset), 0, LLONG_MAX, "a byte offset", G_LOGS},
     {"--limit", K_NUM, OFF(limit), 1, LLONG_MAX, "a byte count of at least 1", G_LOGS},
@@ -2289,6 +2299,24 @@ print_queued(const struct cli *c, const struct doc *d, const char *script)
 	return ST_OK;
 }
 
+/* Say on stderr that `what` (job, lease) id waits, from its submission's answer d, if it does. */
+static void
+say_queued(const char *what, const char *id, const struct doc *d)
+{
+	long long pos = 0;
+	double est = 0;
+	char dev[256] = "?", t[32], cards[MAX_JOB_CARDS][24];
+	int n;
+
+	if (doc_int(d, 0, "position", &pos) < 0 || pos <= 0)
+		return;
+	n = doc_cards(d, 0, cards, MAX_JOB_CARDS);
+	cards_list(cards, n, dev, sizeof dev);
+	doc_num(d, 0, "estimated_wait_sec", &est);
+	fprintf(stderr, NOTE "%s %s is queued on card%s %s behind %lld job%s (~%s)\n", what, id,
+	        n > 1 ? "s" : "", dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
+}
+
 /* run and queue-python --wait: note a queue ahead, follow the job, exit with its status. */
 static int
 follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc *d,
@@ -2296,19 +2324,10 @@ follow_job(struct cli *c, const struct opts *o, const char *id, const struct doc
 {
 	struct logpos lp = {0, 0, 0};
 	struct sink out;
-	long long pos = 0;
-	double est = 0;
-	char dev[256] = "?", t[32], cards[MAX_JOB_CARDS][24];
 	int rc;
 
-	if (!c->json && doc_int(d, 0, "position", &pos) == 0 && pos > 0) {
-		int n = doc_cards(d, 0, cards, MAX_JOB_CARDS);
-
-		cards_list(cards, n, dev, sizeof dev);
-		doc_num(d, 0, "estimated_wait_sec", &est);
-		fprintf(stderr, NOTE "job %s is queued on card%s %s behind %lld job%s (~%s)\n", id,
-		        n > 1 ? "s" : "", dev, pos, pos == 1 ? "" : "s", fmt_secs(est, t, sizeof t));
-	}
+	if (!c->json)
+		say_queued("job", id, d);
 	note_status(c, d);
 	sink_init(&out, limit, c->json);
 	set_deadline(c, o->wait_timeout);
@@ -3102,6 +3121,145 @@ cmd_lease(struct cli *c, struct args *a, struct opts *o)
 	return rc;
 }
 
+/*
+ * One renewal of lease id while shell's CMD runs: -1 while it holds its cards, or while the
+ * daemon cannot be asked (said once per outage in *lost; a lease that lapsed meanwhile is
+ * told at the next renewal); else the lease ended (said) and its status as a job's.
+ */
+static int
+renew_held(struct cli *c, const char *id, const struct json_buf *renew, int *lost)
+{
+	char path[64], end[32] = "?", why[512] = "";
+	struct resp r = {0};
+	struct doc d;
+	int rc;
+
+	rc = http_call(c, "POST", "/renew", renew->p, renew->len, 0, NULL, &r);
+	if (rc != ST_OK || r.status == 503) { /* not told: CMD goes on, the next renewal asks */
+		if (!(*lost)++)
+			fprintf(stderr, NOTE "cannot renew lease %s (%s); trying again\n", id,
+			        rc != ST_OK ? c->err : "HTTP 503");
+		return -1;
+	}
+	*lost = 0;
+	if (r.status == 200)
+		return -1;
+	snprintf(path, sizeof path, "/job/%s", id);
+	if (api(c, "GET", path, NULL, 0, &d) != ST_OK)
+		return ST_FAIL;
+	doc_str(&d, 0, "end_reason", end, sizeof end);
+	doc_str(&d, 0, "error", why, sizeof why);
+	rc = job_exit_status(&d);
+	doc_free(&d);
+	fprintf(stderr, NOTE "lease %s ended (%s)%s%s while the command ran; sending it SIGHUP\n",
+	        id, end, why[0] ? ": " : "", why);
+	return rc;
+}
+
+/*
+ * shell's CMD (the words after the options; none: $SHELL, else /bin/sh) while lease id holds
+ * its cards: run with TT_DEVICE_JOB_ID set to the lease's id, in the caller's terminal, and
+ * renew the lease (POST /renew with `renew`) three times a heartbeat until it exits. Returns
+ * CMD's status (128+s when it died of signal s); when the lease ended under it, CMD gets
+ * SIGHUP, *held is cleared, and once CMD is gone the lease's status as a job's is returned;
+ * ST_FAIL when CMD could not be started.
+ */
+static int
+run_held(struct cli *c, const struct args *a, const struct opts *o, const char *id,
+         const struct json_buf *renew, int *held)
+{
+	char *sh[] = {(char *)(env_nonempty("SHELL") ? env_nonempty("SHELL") : "/bin/sh"), NULL};
+	char **argv = a->i < a->argc ? a->argv + a->i : sh;
+	struct sigaction ign = {.sa_handler = SIG_IGN}, dfl = {.sa_handler = SIG_DFL};
+	pid_t pid, client = getpid();
+	double next = 0;
+	int pidfd, ws = 0, ended = -1, lost = 0;
+
+	/* CMD stays in the terminal's foreground process group, as a shell's foreground child
+	 * does, so ^C and ^\ reach it; the client ignores them until CMD is gone */
+	sigaction(SIGINT, &ign, NULL);
+	sigaction(SIGQUIT, &ign, NULL);
+	fflush(NULL);
+	if ((pid = fork()) < 0)
+		return errmsg("cannot start %s: %s", argv[0], strerror(errno));
+	if (pid == 0) {
+		/* nothing renews the lease once the client is gone: CMD must not go on using the
+		 * cards the daemon may give the next job within a heartbeat */
+		prctl(PR_SET_PDEATHSIG, SIGHUP);
+		if (getppid() != client)
+			_exit(128 + SIGHUP);
+		sigaction(SIGINT, &dfl, NULL);
+		sigaction(SIGQUIT, &dfl, NULL);
+		sigaction(SIGPIPE, &dfl, NULL);
+		/* as in a job: `run` on a card of its own is refused, and queue N is card N */
+		setenv("TT_DEVICE_JOB_ID", id, 1);
+		unsetenv("TT_VISIBLE_DEVICES");
+		execvp(argv[0], argv);
+		errmsg("cannot run %s: %s", argv[0], strerror(errno));
+		_exit(127);
+	}
+	/* readable once CMD exits, so a renewal's pause ends then; Linux before 5.3 has none,
+	 * and a pause of 0.1 s stands in for it */
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	while (waitpid(pid, &ws, ended < 0 ? WNOHANG : 0) == 0) {
+		if (now_mono() >= next) {
+			next = now_mono() + (double)o->heartbeat / 3;
+			if ((ended = renew_held(c, id, renew, &lost)) >= 0)
+				kill(pid, SIGHUP);
+		}
+		if (ended < 0)
+			wait_fd(c, pidfd, POLLIN, pidfd >= 0 ? next : now_mono() + 0.1);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	*held = ended < 0;
+	if (ended >= 0)
+		return ended;
+	return WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+}
+
+/*
+ * shell: take a lease of the cards with a heartbeat, say once when it waits, once it holds
+ * them run CMD there (run_held), and release it after. ^C while it waits takes the lease off
+ * its queues (130).
+ */
+static int
+cmd_shell(struct cli *c, struct args *a, struct opts *o)
+{
+	struct json_buf body;
+	struct doc d;
+	char id[33];
+	int rc, held;
+
+	if (!o->device_set)
+		return usage_err(a->cmd, "give the cards: --device N");
+	if (o->heartbeat == 0)
+		return usage_err(a->cmd, "--heartbeat takes 1 to 3600 seconds: without one a "
+		                         "killed shell would hold its cards until its timeout");
+	o->heartbeat = o->heartbeat < 0 ? SHELL_HEARTBEAT_SEC : o->heartbeat;
+	o->description = o->description ? o->description : "shell";
+	if ((rc = submission_cards(c, o)) != ST_OK ||
+	    (rc = refuse_own_card(c, a, o, NULL)) != ST_OK ||
+	    (rc = submit(c, o, NULL, id, &d)) != ST_OK)
+		return rc;
+	say_queued("lease", id, &d);
+	doc_free(&d);
+	json_buf_init(&body);
+	json_buf_printf(&body, "{\"job_id\":\"%s\"}", id);
+	rc = wait_held(c, o, id, &body);
+	held = rc == ST_OK;
+	if (held)
+		rc = run_held(c, a, o, id, &body, &held);
+	interrupted = 0; /* ^C while it waited: the release below is still asked */
+	if ((held || rc == ST_INTR) && api(c, "POST", "/release", &body, 0, &d) == ST_OK) {
+		if (rc == ST_INTR)
+			fprintf(stderr, NOTE "interrupted; lease %s taken off its queue\n", id);
+		doc_free(&d);
+	}
+	json_buf_free(&body);
+	return rc;
+}
+
 /* ------------------------------------------------------------------------ help, dispatch */
 
 static int cmd_help(struct cli *c, struct args *a, struct opts *o);
@@ -3130,6 +3288,8 @@ static const struct subcmd subcmds[] = {
     {"lease", cmd_lease, G_LEASE, 0,
      "lease [--device N|N,M...|all] [--description T] [--timeout S] [--heartbeat S] "
      "[--owner USER] [--key KEY] [--wait] [--wait-timeout S]"},
+    {"shell", cmd_shell, G_SHELL, 1,
+     "shell --device N|N,M...|all [--description T] [--timeout S] [--heartbeat S] [-- CMD...]"},
     {"release", cmd_hold, G_DEV | G_JOB, 0, "release ID | release --key KEY | release --device N"},
     {"skill", cmd_skill, 0, 0, "skill"},
     {"serve", cmd_serve, 0, 0, "serve"},

@@ -33,7 +33,7 @@ _tt_device_queue_jobs() {
 
 _tt_device_queue() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local subcommands="run queue queue-python lease job logs result status kill reset hold release skill serve"
+	local subcommands="run queue queue-python lease shell job logs result status kill reset hold release skill serve"
 	local global="--host --port --client-id --json --help --version"
 	local submit="--device --cwd --timeout --silence-timeout --repeat --env --key --json --help"
 	local i sub="" opts="" dashdash=0 words
@@ -54,7 +54,7 @@ _tt_device_queue() {
 	--device)
 		words=$(_tt_device_queue_devices)
 		case $sub in
-		run | queue | queue-python | lease) ;;
+		run | queue | queue-python | lease | shell) ;;
 		*)
 			mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
 			return 0
@@ -96,6 +96,7 @@ _tt_device_queue() {
 	result) opts="--wait-timeout --output-limit --json --help" ;;
 	status) opts="--device --json --help" ;;
 	lease) opts="--device --description --timeout --heartbeat --owner --key --wait --wait-timeout --json --help" ;;
+	shell) opts="--device --description --timeout --heartbeat --help --" ;;
 	kill) opts="--device --json --help" ;;
 	release) opts="--device --key --json --help" ;;
 	reset) opts="--device --force --json --help" ;;

@@ -9,11 +9,15 @@ renewed, then lapsing (hung), queued too; a reset of its card ends it (reset), t
 runs and the next job starts; a restart ends a held lease (crash after a kill -9, service_stop
 after a stop) and keeps a queued one; a lease of several cards; who may release it and take one
 for another user (needs root to make users); a process of its owner holding its card is no
-process outside the queue while it runs; GET /job?wait; bad input; the client's exit statuses.
+process outside the queue while it runs; GET /job?wait; bad input; the client's exit statuses;
+`shell`: CMD runs holding the card and its status is the client's, it waits for a running job
+first, ^C while it waits, a client killed (the lease lapses, CMD gets SIGHUP), a lease killed
+under CMD.
 """
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ttqlib import Daemon, cli_popen, gate, open_gate, run_tests, tap, wait_until  # noqa: E402
+from ttqlib import (BINARY, Daemon, cli_popen, gate, open_gate, pid_alive, q,  # noqa: E402
+                    run_tests, tap, wait_until)
 from t_users import ALICE, BOB, ADMINS, as_user, ensure_users  # noqa: E402
 
 HEX32 = re.compile(r"job_id=([0-9a-f]{32})")
@@ -290,7 +295,130 @@ def test_cli():
     d.cleanup()
 
 
+def shell_popen(d, *args, env=None):
+    """`shell` with its arguments, started in d's temp dir (stdout and stderr piped)."""
+    return cli_popen(d, "shell", *args, env=env)
+
+
+def lease_of(d, dev):
+    """The id of the lease holding card dev, once one does."""
+    return wait_until(lambda: (d.dev(dev)["current"] or {}).get("mode") == "lease" and
+                      d.dev(dev)["current"]["job_id"], 10, "a lease to hold card %s" % dev)
+
+
+def test_shell():
+    d = Daemon().start()
+    g, loop = gate(d, "g")
+    env_file, run_rc = d.path("env"), d.path("run-rc")
+    cmd = ("echo $TT_DEVICE_JOB_ID ${TT_VISIBLE_DEVICES-unset} > %s; %s run --device 0 -- true;"
+           " echo $? > %s; %s; exit 7" % (q(env_file), q(BINARY), q(run_rc), loop))
+    p = shell_popen(d, "--device", "0", "--", "sh", "-c", cmd, env={"TT_VISIBLE_DEVICES": "1"})
+    lid = lease_of(d, 0)
+    job = d.submit("echo after", device_id="0")["job_id"]
+    wait_until(lambda: os.path.exists(run_rc) and open(run_rc).read().strip(), 10,
+               "the command to try `run` on its own card")
+    tap.ok(d.job(lid)["cmd"] == "shell" and d.job(job)["status"] == "queued",
+           "shell -- CMD holds the card with a lease (description shell) while CMD runs; a "
+           "job submitted meanwhile waits", d.job(lid))
+    tap.eq(open(env_file).read().split(), [lid, "unset"],
+           "CMD gets TT_DEVICE_JOB_ID = the lease's id and no TT_VISIBLE_DEVICES (card N is N)")
+    tap.eq(open(run_rc).read().strip(), "2", "`run` on its own card inside it is refused (2)")
+    open_gate(g)
+    _, err = p.communicate(timeout=15)
+    tap.ok(p.returncode == 7 and b"is queued on" not in err, "shell exits with CMD's status, and "
+           "says nothing of waiting when it did not wait", (p.returncode, err))
+    rec = d.job(lid)
+    tap.ok(rec["end_reason"] == "released" and rec["exit_code"] == 0,
+           "the lease is released when CMD exits", rec)
+    tap.eq(d.wait_done(job)["exit_code"], 0, "then the job behind it runs")
+    rc, _, err = d.cli("shell", "--", "true")
+    tap.ok(rc == 2 and "--device" in err, "shell without --device: usage error", err)
+    rc, _, err = d.cli("shell", "--device", "0", "--", "no-such-command-here")
+    tap.ok(rc == 127 and "cannot run no-such-command-here" in err and
+           d.dev(0)["current"] is None, "a CMD that cannot be run: 127, the lease released",
+           (rc, err))
+    rc, _, _ = d.cli("shell", "--device", "1", "--", "sh", "-c", "kill -TERM $$")
+    tap.eq(rc, 128 + 15, "a CMD killed by signal s: 128+s")
+    d.cleanup()
+
+
+def test_shell_waits():
+    d = Daemon().start()
+    g, loop = gate(d, "g")
+    job = d.submit(loop, device_id="1")["job_id"]
+    wait_until(lambda: d.job(job)["status"] == "running", 10, "the job to start")
+    ran = d.path("ran")
+    p = shell_popen(d, "--device", "1", "--", "sh", "-c", "touch %s" % q(ran))
+    wait_until(lambda: len(d.dev(1)["pending"]) == 1, 10, "the shell's lease to queue")
+    p2 = shell_popen(d, "--device", "1", "--", "true")
+    second = wait_until(lambda: len(d.dev(1)["pending"]) == 2 and d.dev(1)["pending"][1]["job_id"],
+                        10, "a second shell's lease to queue")
+    p2.send_signal(signal.SIGINT)
+    _, err2 = p2.communicate(timeout=15)
+    tap.ok(p2.returncode == 130 and d.job(second)["end_reason"] == "cancelled" and
+           b"taken off its queue" in err2,
+           "^C while shell waits: 130, its lease taken off the queue", (p2.returncode, err2))
+    tap.ok(not os.path.exists(ran), "CMD does not run while a job holds the card")
+    open_gate(g)
+    _, err = p.communicate(timeout=15)
+    tap.ok(p.returncode == 0 and os.path.exists(ran) and
+           err.decode().count("is queued on card 1 behind 1 job") == 1,
+           "shell waits for the running job, says so once, then runs CMD", (p.returncode, err))
+    m = re.search(r"lease ([0-9a-f]{32}) is queued", err.decode())
+    rec = d.job(m.group(1)) if m else {}
+    tap.ok(rec.get("started_at", "") >= d.job(job)["finished_at"] and
+           rec.get("end_reason") == "released",
+           "its lease started once the job ended, and was released", rec)
+    d.cleanup()
+
+
+def hup_loop(d, name):
+    """(pid file, marker file, a sh program that writes its pid and the marker on SIGHUP)."""
+    pid_file, hup = d.path(name + ".pid"), d.path(name + ".hup")
+    return pid_file, hup, ("trap 'echo hup > %s; exit 5' HUP; echo $$ > %s; "
+                           "while :; do sleep 0.05; done" % (q(hup), q(pid_file)))
+
+
+def test_shell_client_killed():
+    d = Daemon().start()
+    pid_file, hup, prog = hup_loop(d, "cmd")
+    p = shell_popen(d, "--device", "0", "--heartbeat", "1", "--", "sh", "-c", prog)
+    lid = lease_of(d, 0)
+    wait_until(lambda: os.path.exists(pid_file) and open(pid_file).read().strip(), 10,
+               "CMD to start")
+    job = d.submit("echo next", device_id="0")["job_id"]
+    p.kill()
+    p.wait()
+    killed = time.monotonic()
+    rec = d.wait_done(lid)
+    took = time.monotonic() - killed
+    tap.ok(rec["end_reason"] == "hung" and took < 1 + 1.5,
+           "a client killed (SIGKILL): renewals stop, the lease ends (hung) within its "
+           "heartbeat of 1 s (%.2f s)" % took, rec)
+    tap.eq(d.wait_done(job)["exit_code"], 0, "and the queue moves on")
+    wait_until(lambda: os.path.exists(hup), 10, "CMD to get SIGHUP")
+    tap.ok(not pid_alive(int(open(pid_file).read())), "CMD got SIGHUP when the client died")
+    d.cleanup()
+
+
+def test_shell_lease_killed():
+    d = Daemon().start()
+    pid_file, hup, prog = hup_loop(d, "cmd")
+    p = shell_popen(d, "--device", "0", "--heartbeat", "1", "--", "sh", "-c", prog)
+    lid = lease_of(d, 0)
+    wait_until(lambda: os.path.exists(pid_file), 10, "CMD to start")
+    rc, out, err = d.cli("kill", lid)
+    tap.eq(rc, 0, "kill ID ends the lease while CMD runs")
+    _, err = p.communicate(timeout=15)
+    tap.ok(p.returncode == 129 and b"lease %s ended (killed)" % lid.encode() in err and
+           b"SIGHUP" in err and os.path.exists(hup),
+           "the client says so, CMD gets SIGHUP, and shell exits 129 (the lease's status)",
+           (p.returncode, err))
+    d.cleanup()
+
+
 if __name__ == "__main__":
     run_tests(test_fifo_with_jobs, test_release_queued_kill_and_timeout, test_heartbeat,
               test_reset_ends_it, test_restart, test_multi_card, test_bad_input,
-              test_owner_process_is_not_foreign, test_owners, test_cli)
+              test_owner_process_is_not_foreign, test_owners, test_cli, test_shell,
+              test_shell_waits, test_shell_client_killed, test_shell_lease_killed)
