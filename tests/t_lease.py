@@ -392,9 +392,9 @@ def test_shell_client_killed():
     killed = time.monotonic()
     rec = d.wait_done(lid)
     took = time.monotonic() - killed
-    tap.ok(rec["end_reason"] == "hung" and took < 1 + 1.5,
-           "a client killed (SIGKILL): renewals stop, the lease ends (hung) within its "
-           "heartbeat of 1 s (%.2f s)" % took, rec)
+    tap.ok(rec["end_reason"] == "hung" and took < 10,
+           "a client killed (SIGKILL): renewals stop, the lease ends (hung) after its "
+           "heartbeat of 1 s, not its timeout (%.2f s; bound 10 times the heartbeat)" % took, rec)
     tap.eq(d.wait_done(job)["exit_code"], 0, "and the queue moves on")
     wait_until(lambda: os.path.exists(hup), 10, "CMD to get SIGHUP")
     tap.ok(not pid_alive(int(open(pid_file).read())), "CMD got SIGHUP when the client died")
