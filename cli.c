@@ -2723,8 +2723,8 @@ put_job_tail(struct json_buf *b, const struct doc *d, int j, const char *caller,
 		json_buf_add(b, "]", 1);
 	}
 	json_buf_add(b, "  ", 2);
-	if (doc_str(d, j, "mode", mode, sizeof mode) && strcmp(mode, "reset") == 0)
-		json_buf_add(b, "[reset] ", 8);
+	if (doc_str(d, j, "mode", mode, sizeof mode) && strcmp(mode, "run") != 0)
+		json_buf_printf(b, "[%s] ", mode); /* a reset, or a lease (its description follows) */
 	if ((n = doc_cards(d, j, cards, MAX_JOB_CARDS)) > 1) /* on each of them: say which */
 		json_buf_printf(b, "[cards %s] ", cards_list(cards, n, list, sizeof list));
 	for (i = used = 0; i < b->len; i++) /* the line's characters so far */
@@ -2795,8 +2795,12 @@ job_line(const struct doc *d, int j, int n, const char *caller)
 		json_buf_printf(&b, "  %s %s ", stop ? "stopping" : "running ", id);
 		if (doc_num(d, j, "running_sec", &x) == 0)
 			json_buf_printf(&b, " %s", fmt_secs(x, t, sizeof t));
-		/* a job being stopped has no estimate worth showing; the daemon's stops at 0 */
-		if (!stop && doc_num(d, j, "estimated_remaining_sec", &x) == 0)
+		/* a job being stopped, or a lease (held until released), has no estimate worth
+		 * showing; the daemon's stops at 0 */
+		word[0] = '\0';
+		doc_str(d, j, "mode", word, sizeof word);
+		if (!stop && strcmp(word, "lease") != 0 &&
+		    doc_num(d, j, "estimated_remaining_sec", &x) == 0)
 			json_buf_printf(&b, x > 0 ? ", ~%s left" : ", past its estimate",
 			                fmt_secs(x, t, sizeof t));
 		if (doc_int(d, j, "repeat", &rn) == 0 && rn > 1 &&

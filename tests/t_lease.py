@@ -244,6 +244,11 @@ def test_owners():
            rec.get("status") == "running",
            "an admin takes a lease for another user (--owner NAME) and waits until it holds",
            (rc, out, err, rec))
+    rc, out, err = d.cli("status", "--device", "0")
+    line = [x for x in out.splitlines() if lid in x]
+    tap.ok(rc == 0 and len(line) == 1 and ALICE + ":" in line[0] and
+           "[lease] slurm job 42" in line[0] and "left" not in line[0],
+           "status shows the running lease with its owner and description, no estimate", out)
     rc, out, _ = d.cli("lease", "--owner", ALICE, "--key", "slurm-42", "--description",
                        "slurm job 42")
     tap.ok(rc == 0 and lid in out, "the same key answers the same lease (a prolog run twice)",
