@@ -1664,7 +1664,7 @@ static const struct optspec options[] = {
     {"--description", K_STR, OFF(description), 0, 0, NULL, G_LEASE | G_SHELL},
     {"--heartbeat", K_NUM, OFF(heartbeat), 0, 3600, "whole seconds from 0 (none) to 3600",
      G_LEASE | G_SHELL},
-    {"--owner", K_STR, OFF(owner), 0, 0, NULL, G_LEASE},
+    {"--owner", K_STR, OFF(owner), 0, 0, NULL, G_LEASE | G_JOB},
     {"--offset", K_NUM, OFF(offset), 0, LLONG_MAX, "a byte offset", G_LOGS},
     {"--limit", K_NUM, OFF(limit), 1, LLONG_MAX, "a byte count of at least 1", G_LOGS},
     {"--follow", K_FLAG, OFF(follow), 0, 0, NULL, G_LOGS},
@@ -2575,6 +2575,24 @@ cmd_queue_python(struct cli *c, struct args *a, struct opts *o)
 
 /* ------------------------------------------------------------------------ job, logs, result */
 
+
+/*
+ * The path of GET /job?key=KEY into path: the key is its owner's, the caller's unless --owner
+ * names another user by uid (an admin's look-up, as the Slurm epilog's of a job's lease).
+ * ST_OK, or ST_USAGE (explained).
+ */
+static int
+key_path(const struct args *a, const struct opts *o, char *path, size_t cap)
+{
+	if (o->owner && (!o->owner[0] || strspn(o->owner, "0123456789") != strlen(o->owner) ||
+	                 strlen(o->owner) > 10))
+		return usage_err(a->cmd, "--owner with --key takes the owner's uid, not '%s'",
+		                 o->owner);
+	/* a valid key needs no percent-encoding */
+	snprintf(path, cap, "/job?key=%s%s%s", o->key, o->owner ? "&owner=" : "",
+	         o->owner ? o->owner : "");
+	return ST_OK;
+}
 /* Ask method path (body NULL for none) and print the answer as JSON. */
 static int
 print_answer(struct cli *c, const char *method, const char *path, const struct json_buf *body)
@@ -2597,11 +2615,13 @@ cmd_job(struct cli *c, struct args *a, struct opts *o)
 
 	if (o->key && a->npos > 0)
 		return usage_err(a->cmd, "give a job ID or --key, not both");
+	if (o->owner && !o->key)
+		return usage_err(a->cmd, "--owner goes with --key");
 	if (!o->key && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	if (o->key) /* a valid key needs no percent-encoding */
-		snprintf(path, sizeof path, "/job?key=%s", o->key);
-	else
+	if (o->key && (rc = key_path(a, o, path, sizeof path)) != ST_OK)
+		return rc;
+	if (!o->key)
 		snprintf(path, sizeof path, "/job/%s", id);
 	return print_answer(c, "GET", path, NULL);
 }
@@ -3025,11 +3045,13 @@ release_lease(struct cli *c, struct args *a, struct opts *o)
 
 	if (o->key && (a->npos > 0 || o->device_set))
 		return usage_err(a->cmd, "give a lease's ID, --key or --device N, one of them");
+	if (o->owner && !o->key)
+		return usage_err(a->cmd, "--owner goes with --key");
 	if (!o->key && (rc = one_job_id(a, id)) != ST_OK)
 		return rc;
-	if (o->key) { /* a valid key needs no percent-encoding */
-		snprintf(path, sizeof path, "/job?key=%s", o->key);
-		if ((rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
+	if (o->key) {
+		if ((rc = key_path(a, o, path, sizeof path)) != ST_OK ||
+		    (rc = api(c, "GET", path, NULL, 0, &d)) != ST_OK)
 			return rc;
 		doc_str(&d, 0, "job_id", id, sizeof id);
 		doc_free(&d);
@@ -3281,7 +3303,7 @@ static const struct subcmd subcmds[] = {
     {"queue-python", cmd_queue_python, G_SUBMIT | G_PY, 0,
      "queue-python " SUBMIT_SYN "[--python P] [--python-arg A]... [--wait] " WAIT_SYN
      " SCRIPT|-"},
-    {"job", cmd_job, G_JOB, 0, "job ID | job --key KEY"},
+    {"job", cmd_job, G_JOB, 0, "job ID | job --key KEY [--owner UID]"},
     {"logs", cmd_logs, G_LOGS, 0,
      "logs ID [--offset N] [--limit N] [--follow] [--wait-timeout S]"},
     {"result", cmd_result, G_WAIT, 0, "result ID " WAIT_SYN},
@@ -3294,7 +3316,8 @@ static const struct subcmd subcmds[] = {
      "[--owner USER] [--key KEY] [--wait] [--wait-timeout S]"},
     {"shell", cmd_shell, G_SHELL, 1,
      "shell --device N|N,M...|all [--description T] [--timeout S] [--heartbeat S] [-- CMD...]"},
-    {"release", cmd_hold, G_DEV | G_JOB, 0, "release ID | release --key KEY | release --device N"},
+    {"release", cmd_hold, G_DEV | G_JOB, 0,
+     "release ID | release --key KEY [--owner UID] | release --device N"},
     {"skill", cmd_skill, 0, 0, "skill"},
     {"serve", cmd_serve, 0, 0, "serve"},
     {"help", cmd_help, 0, 0, "help [SUBCOMMAND]"},

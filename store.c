@@ -210,8 +210,7 @@ static const struct stmt_def {
 		"ORDER BY finished_at DESC, seq DESC LIMIT -1 OFFSET ?2)"},
 	[S_RET_DELETE] = {"retention", "DELETE FROM jobs WHERE id = ?1 AND status = 'done'"},
 	[S_FIND_KEY] = {"looking up a key",
-		"SELECT id FROM jobs WHERE idempotency_key = ?1 AND (owner_uid IS ?2 OR ?3) "
-		"ORDER BY owner_uid IS ?2 DESC, seq DESC LIMIT 1"},
+		"SELECT id FROM jobs WHERE idempotency_key = ?1 AND owner_uid IS ?2"},
 	[S_LAST_WRITE] = {"reading the last write",
 		"SELECT max(t) FROM (SELECT max(updated_at) AS t FROM jobs UNION ALL "
 		"SELECT max(updated_at) FROM cards)"},
@@ -1097,7 +1096,7 @@ store_get_env(struct store *st, const char *id, char **env_json)
 }
 
 int
-store_find_key(struct store *st, const char *key, long long owner, bool any, char id[33])
+store_find_key(struct store *st, const char *key, long long owner, char id[33])
 {
 	sqlite3_stmt *s = st->stmt[S_FIND_KEY];
 	const char *v;
@@ -1105,7 +1104,6 @@ store_find_key(struct store *st, const char *key, long long owner, bool any, cha
 
 	if (owner >= 0) /* else NULL, as done_with left it */
 		sqlite3_bind_int64(s, 2, owner);
-	sqlite3_bind_int(s, 3, any);
 	if ((rc = find_by_id(st, S_FIND_KEY, key)) == 1) {
 		v = (const char *)sqlite3_column_text(s, 0);
 		snprintf(id, 33, "%s", v ? v : "");

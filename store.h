@@ -127,12 +127,10 @@ int store_get_job(struct store *st, const char *id, struct job *out, char **outp
 int store_get_env(struct store *st, const char *id, char **env_json);
 
 /*
- * The id of the job owner (a uid) submitted with idempotency key `key` into id[33]; with `any`
- * (an admin's look-up: a lease it took for another user) else the newest of any owner's jobs
- * with that key. 1 found, 0 none, -1 on error (a read that failed: the caller cannot tell
- * whether the key is known).
+ * The id of the job owner (a uid) submitted with idempotency key `key` into id[33]: 1 found, 0
+ * none, -1 on error (a read that failed: the caller cannot tell whether the key is known).
  */
-int store_find_key(struct store *st, const char *key, long long owner, bool any, char id[33]);
+int store_find_key(struct store *st, const char *key, long long owner, char id[33]);
 
 /*
  * When the last commit before this open wrote a row (the newest updated_at of any job or

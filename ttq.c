@@ -1901,6 +1901,24 @@ key_copy(struct http_conn *c, const char *s, size_t n, char *key)
 }
 
 /*
+ * Whether job j is on exactly the cards of submission s: a replay that answered a job on
+ * other cards would let its caller open a card nothing was queued for.
+ */
+static bool
+same_cards(const struct job *j, const struct submission *s)
+{
+	bool same = s->ndevices == j->nmore + 1;
+	int i, k;
+
+	for (i = 0; same && i < s->ndevices; i++) {
+		same = s->devices[i] == j->device;
+		for (k = 0; !same && k < j->nmore; k++)
+			same = s->devices[i] == j->more[k].device;
+	}
+	return same;
+}
+
+/*
  * A submission with the key of a job submitted before (a client that lost the answer and asked
  * again): answer that job, marked "replayed", and create nothing, whatever its state now or
  * the cards' (so a retry never runs a job twice, nor is refused a job it has). 1 answered (the
@@ -1909,8 +1927,10 @@ key_copy(struct http_conn *c, const char *s, size_t n, char *key)
  * again when the store cannot be read), 0 when no job has the key.
  */
 static int
-replay_submission(struct http_conn *c, const char *key, long long owner, bool lease)
+replay_submission(struct http_conn *c, const char *body, const char *key, long long owner,
+		  bool lease)
 {
+	struct submission cards = {.ndevices = 0};
 	struct active *a = NULL;
 	struct job stored, *j;
 	char id[33], *cmd = NULL, *cwd = NULL;
@@ -1923,7 +1943,7 @@ replay_submission(struct http_conn *c, const char *key, long long owner, bool le
 		    D.acks[i].a->job.owner_uid == owner &&
 		    strcmp(D.acks[i].a->job.idempotency_key, key) == 0)
 			a = D.acks[i].a, uncommitted = true;
-	if (!a && (r = store_find_key(D.store, key, owner, false, id)) != 1) {
+	if (!a && (r = store_find_key(D.store, key, owner, id)) != 1) {
 		if (r < 0)
 			http_conn_error(c, 503, RETRY_AFTER,
 					"Cannot look up the Idempotency-Key in the job store now");
@@ -1934,13 +1954,16 @@ replay_submission(struct http_conn *c, const char *key, long long owner, bool le
 		return 1;
 	}
 	j = a ? &a->job : &stored;
-	if (json_doc_str(&doc, lease ? "description" : "cmd", (size_t)cfg.max_cmd_chars,
-			 &cmd) < 0 ||
-	    json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &cwd) < 0) {
+	if (submission_cards(c, body, &cards) < 0) {
+		/* answered */
+	} else if (json_doc_str(&doc, lease ? "description" : "cmd", (size_t)cfg.max_cmd_chars,
+				&cmd) < 0 ||
+		   json_doc_str(&doc, "cwd", MAX_CWD_CHARS, &cwd) < 0) {
 		doc_refuse(c);
-	} else if ((!cmd && !lease) || strcmp(cmd ? cmd : "lease", j->cmd) != 0 ||
-		   strcmp(cwd ? cwd : "", j->cwd) != 0 || lease != (j->mode == JOB_MODE_LEASE)) {
-		respond_error(c, 422, "Idempotency-Key %s was used for %s %s, with another "
+	} else if (!same_cards(j, &cards) || (!cmd && !lease) ||
+		   strcmp(cmd ? cmd : "lease", j->cmd) != 0 || strcmp(cwd ? cwd : "", j->cwd) != 0 ||
+		   lease != (j->mode == JOB_MODE_LEASE)) {
+		respond_error(c, 422, "Idempotency-Key %s was used for %s %s, with other cards, "
 			      "command, description or cwd; use a new key for a new one", key,
 			      j->mode == JOB_MODE_LEASE ? "lease" : "job", j->id);
 	} else {
@@ -2021,7 +2044,7 @@ handle_queue(struct http_conn *c, const struct call *k)
 	if (parse_body(c, k->body, k->body_len, lease ? lease_fields : queue_fields) < 0 ||
 	    (h && key_copy(c, h->value, h->value_len, key) < 0) ||
 	    (lease && lease_owner(c, k->body, &owner) < 0) ||
-	    (h && replay_submission(c, key, owner, lease)) ||
+	    (h && replay_submission(c, k->body, key, owner, lease)) ||
 	    submission_parse(c, k->body, &s, lease) < 0 ||
 	    (!lease && owner_may_run(c, owner, s.job.cwd)))
 		goto out;
@@ -2116,6 +2139,8 @@ job_of_key(struct http_conn *c, const struct http_request *req, char id[33])
 	const char *v = memmem(q, req->query_len, "key=", 4), *s = v ? v + 4 : end;
 	const char *amp = memchr(s, '&', (size_t)(end - s));
 	char key[MAX_KEY_CHARS + 1];
+	long long owner = D.host_mode ? acting_uid(c) : (long long)D.self_uid;
+	unsigned long long uid;
 	int r;
 
 	if (!req->query_len) { /* under /job/ nothing but a job id names a job */
@@ -2124,8 +2149,14 @@ job_of_key(struct http_conn *c, const struct http_request *req, char id[33])
 	}
 	if (key_copy(c, s, (size_t)((amp ? amp : end) - s), key) < 0)
 		return -1;
-	r = store_find_key(D.store, key, D.host_mode ? acting_uid(c) : (long long)D.self_uid,
-			   is_admin(acting_uid(c)), id);
+	/* a key is its owner's: another user's job (a Slurm job's lease) is named by its owner */
+	if ((r = http_query_uint(req->query, req->query_len, "owner", 4294967294ULL, &uid)) < 0) {
+		respond_error(c, 400, "owner must be a uid");
+		return -1;
+	}
+	if (r == 1)
+		owner = (long long)uid;
+	r = store_find_key(D.store, key, owner, id);
 	if (r < 0)
 		http_conn_error(c, 503, RETRY_AFTER,
 				"Cannot look up the Idempotency-Key in the job store now");
@@ -2651,7 +2682,7 @@ static const struct route {
     {"/status", "GET", true, handle_status, (const char *const[]){"device", NULL}},
     {"/metrics", "GET", true, handle_metrics, (const char *const[]){NULL}},
     {"/job/", "GET", false, handle_read, (const char *const[]){"wait", NULL}},
-    {"/job", "GET", false, handle_read, (const char *const[]){"key", NULL}},
+    {"/job", "GET", false, handle_read, (const char *const[]){"key", "owner", NULL}},
     {"/result/", "GET", false, handle_read, (const char *const[]){"wait", NULL}},
     {"/logs/", "GET", false, handle_read, (const char *const[]){"offset", "limit", "wait", NULL}},
 };

@@ -263,9 +263,43 @@ def test_owners():
     tap.ok(rc == 0 and d.job(mine)["owner"] == BOB, "a user takes a lease of their own", err)
     rc, _, err = as_user(d, BOB, "release", mine)
     tap.eq(rc, 0, "and releases it")
+    # bob takes the same key on another card: a key is its owner's, never a look-up across owners
+    rc, out, err = as_user(d, BOB, "lease", "--device", "1", "--key", "slurm-42",
+                           "--description", "slurm job 42")
+    bobs = HEX32.search(out).group(1) if HEX32.search(out) else ""
+    tap.ok(rc == 0 and bobs and bobs != lid, "another user's same key is a lease of their own",
+           (rc, out, err))
     rc, out, err = d.cli("release", "--key", "slurm-42")
-    tap.ok(rc == 0 and d.job(lid)["end_reason"] == "released",
-           "an admin releases it by its key (the Slurm epilog)", (rc, out, err))
+    tap.ok(rc == 1 and d.job(lid)["status"] == "running" and d.job(bobs)["status"] == "running",
+           "root's key look-up finds only root's own: neither lease released", (rc, out, err))
+    rc, out, err = d.cli("release", "--key", "slurm-42", "--owner",
+                         str(users[ALICE].pw_uid))
+    tap.ok(rc == 0 and d.job(lid)["end_reason"] == "released" and
+           d.job(bobs)["status"] == "running",
+           "an admin releases it by its key and owner's uid (the Slurm epilog), not bob's",
+           (rc, out, err))
+    rc, _, err = d.cli("release", "--key", "slurm-42", "--owner", ALICE)
+    tap.ok(rc == 2 and "uid" in err, "--owner with --key takes a uid", err)
+    d.cleanup()
+
+
+def test_replay_on_other_cards():
+    """A key's replay answers its lease only for the same cards: answering a lease on card 1 to
+    a prolog that asked for card 0 would start the Slurm job beside another job there."""
+    d = Daemon().start()
+    first = d.post("/lease", {"device_id": "1", "description": "slurm job 300"},
+                   headers={"Idempotency-Key": "k"}).json
+    r = d.post("/lease", {"device_id": "0", "description": "slurm job 300"},
+               headers={"Idempotency-Key": "k"})
+    tap.ok(r.status == 422 and first["job_id"] in r["error"] and "cards" in r["error"],
+           "the same key on other cards: 422, not the lease on card 1", r)
+    r = d.post("/queue", {"cmd": "true", "device_id": "0"}, headers={"Idempotency-Key": "j"})
+    r2 = d.post("/queue", {"cmd": "true", "device_ids": ["0", "1"]},
+                headers={"Idempotency-Key": "j"})
+    tap.ok(r.status == 200 and r2.status == 422, "a job's key on other cards: 422 too", r2)
+    r3 = d.post("/queue", {"cmd": "true", "device_id": "0"}, headers={"Idempotency-Key": "j"})
+    tap.ok(r3.status == 200 and r3["job_id"] == r["job_id"] and r3.get("replayed"),
+           "the same cards replay", r3)
     d.cleanup()
 
 
@@ -425,5 +459,5 @@ def test_shell_lease_killed():
 if __name__ == "__main__":
     run_tests(test_fifo_with_jobs, test_release_queued_kill_and_timeout, test_heartbeat,
               test_reset_ends_it, test_restart, test_multi_card, test_bad_input,
-              test_owner_process_is_not_foreign, test_owners, test_cli, test_shell,
+              test_owner_process_is_not_foreign, test_owners, test_replay_on_other_cards, test_cli, test_shell,
               test_shell_waits, test_shell_client_killed, test_shell_lease_killed)

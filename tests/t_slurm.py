@@ -205,11 +205,13 @@ def ensure_user():
 
 
 def lease_of(d, slurm_job):
-    """The lease record the Prolog took for a Slurm job (key slurm-ID), or None."""
-    r = d.get("/job?key=slurm-%s" % slurm_job)
-    if r.status != 200:
-        return None
-    return d.job(r["job_id"])
+    """The lease record the Prolog took for a Slurm job (key slurm-ID, its owner's: root's or
+    USER's), or None."""
+    for owner in ("", "&owner=%d" % pwd.getpwnam(USER).pw_uid):
+        r = d.get("/job?key=slurm-%s%s" % (slurm_job, owner))
+        if r.status == 200:
+            return d.job(r["job_id"])
+    return None
 
 
 def lines(path):
