@@ -3088,9 +3088,9 @@ cmd_hold(struct cli *c, struct args *a, struct opts *o)
 static int
 wait_held(struct cli *c, const struct opts *o, const char *id, const struct json_buf *renew)
 {
-	char path[128], end[32] = "?", why[512] = "";
+	char path[128], end[32] = "?", why[512] = "", started[40];
 	struct doc d;
-	int hold, rc, asked;
+	int hold, rc, asked, held;
 
 	set_deadline(c, o->wait_timeout);
 	for (asked = 0;; asked = 1) {
@@ -3110,12 +3110,14 @@ wait_held(struct cli *c, const struct opts *o, const char *id, const struct json
 		note_status(c, &d);
 		doc_str(&d, 0, "end_reason", end, sizeof end);
 		doc_str(&d, 0, "error", why, sizeof why);
+		held = doc_str(&d, 0, "started_at", started, sizeof started) != NULL;
 		doc_free(&d);
 		if (strcmp(c->job_status, "running") == 0)
 			return ST_OK;
-		if (strcmp(c->job_status, "done") == 0)
-			return errmsg("lease %s ended without holding its cards (%s)%s%s", id, end,
-			              why[0] ? ": " : "", why);
+		if (strcmp(c->job_status, "done") == 0) /* a replayed key's lease may have held */
+			return errmsg("lease %s %s (%s)%s%s", id, held ? "has ended already"
+			                                                : "ended without holding its cards",
+			              end, why[0] ? ": " : "", why);
 		if (o->heartbeat > 0 && api(c, "POST", "/renew", renew, 0, &d) == ST_OK)
 			doc_free(&d); /* a failure is said; the next look tells what became of it */
 	}
@@ -3132,7 +3134,9 @@ cmd_lease(struct cli *c, struct args *a, struct opts *o)
 
 	if (a->npos > 0)
 		return usage_err(a->cmd, "unexpected argument '%s'", a->pos[0]);
-	if ((rc = submission_cards(c, o)) != ST_OK || (rc = submit(c, o, NULL, id, &d)) != ST_OK)
+	if ((rc = submission_cards(c, o)) != ST_OK ||
+	    (o->wait && o->wait_timeout != 0 && (rc = refuse_own_card(c, a, o, NULL)) != ST_OK) ||
+	    (rc = submit(c, o, NULL, id, &d)) != ST_OK)
 		return rc;
 	rc = print_queued(c, &d, NULL);
 	doc_free(&d);

@@ -327,6 +327,11 @@ def test_cli():
     tap.ok(rc == 0 and "released" in out, "release ID: 0", (rc, out, err))
     rc, _, err = d.cli("release", lid)
     tap.ok(rc == 1 and "already finished" in err, "release of an ended lease: 1", err)
+    rc, out, err = d.cli("lease", "--device", "1", "--key", "kh", "--wait")
+    rc2, _, _ = d.cli("release", "--key", "kh")
+    rc3, out, err = d.cli("lease", "--device", "1", "--key", "kh", "--wait")
+    tap.ok(rc == 0 and rc2 == 0 and rc3 == 1 and "has ended already (released)" in err,
+           "lease --wait replaying a key whose lease held and ended says so: 1", (rc3, err))
     rc, _, err = d.cli("release", "--key", "no-such-key")
     tap.ok(rc == 1 and "404" in err, "release --key of an unknown key: 1", err)
     rc, _, err = d.cli("release", "--key", "k-1", lid)

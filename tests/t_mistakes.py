@@ -182,6 +182,7 @@ def test_job_does_not_wait_for_its_own_card():
         "%s logs --follow \"$id\"; echo follow=$?" % tt,
         "%s result \"$id\" --wait-timeout 0; echo once=$?" % tt,
         "%s run --device 0 --wait-timeout 0 -- true; echo runzero=$?" % tt,
+        "%s lease --device 0 --wait; echo leasewait=$?" % tt,
         "echo 'print(2)' | %s queue-python --device 0 --wait --wait-timeout 0 -; "
         "echo qpzero=$?" % tt,
         "%s run --device 1 -- 'echo on card 1'; echo other=$?" % tt])
@@ -192,9 +193,10 @@ def test_job_does_not_wait_for_its_own_card():
     log = d.log_text(outer)
     got = dict(m.groups() for m in re.finditer(r"^(\w+)=(\S*)$", log, re.M))
     tap.eq([got.get(k) for k in ("run", "qpw", "result", "self", "follow", "once", "runzero",
-                                 "qpzero", "other")],
-           ["2", "2", "2", "2", "2", "124", "124", "124", "0"], "inside a job on card 0: run, "
-           "queue-python --wait, result and logs --follow of card 0's jobs exit 2; with "
+                                 "qpzero", "leasewait", "other")],
+           ["2", "2", "2", "2", "2", "124", "124", "124", "2", "0"], "inside a job on card 0: "
+           "run, queue-python --wait, lease --wait, result and logs --follow of card 0's jobs "
+           "exit 2; with "
            "--wait-timeout 0 (asks once, never waits) result, run and queue-python --wait "
            "give 124; run on card 1 works")
     tap.ok(job["exit_code"] == 0 and took < 45, "the job ended by itself, long before its "
