@@ -3144,7 +3144,7 @@ cmd_lease(struct cli *c, struct args *a, struct opts *o)
 	json_buf_printf(&renew, "{\"job_id\":\"%s\"}", id);
 	if (rc == ST_OK && o->wait)
 		rc = wait_held(c, o, id, &renew);
-	if (rc == ST_TIMEOUT)
+	if (rc == ST_TIMEOUT || rc == ST_INTR) /* no longer waited for, yet it takes the cards */
 		fprintf(stderr, NOTE "lease %s still waits for its cards; it stays queued (`" PROG
 		                " release %s` takes it off)\n", id, id);
 	json_buf_free(&renew);

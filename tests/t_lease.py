@@ -313,6 +313,14 @@ def test_cli():
     queued = HEX32.search(out).group(1) if HEX32.search(out) else ""
     tap.ok(rc == 124 and d.job(queued)["status"] == "queued" and "still waits" in err,
            "lease --wait: 124 at --wait-timeout, the lease left queued", (rc, err))
+    p = cli_popen(d, "lease", "--device", "0", "--key", "k-int", "--wait")
+    intr = wait_until(lambda: d.get("/job?key=k-int").get("job_id"), 10, "the lease queued")
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=15)
+    tap.ok(p.returncode == 130 and b"stays queued" in err and b"release " + intr.encode() in err
+           and d.job(intr)["status"] == "queued",
+           "lease --wait: ^C says the lease stays queued and how to release it", err)
+    d.post("/release", {"job_id": intr})
     p = cli_popen(d, "lease", "--device", "0", "--key", "k-1", "--heartbeat", "2", "--wait")
     other = wait_until(lambda: d.get("/job?key=k-1").get("job_id"), 10, "the lease to be queued")
     time.sleep(2.5)  # NEGATIVE CHECK: the waiting client renews its heartbeat
