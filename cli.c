@@ -1079,6 +1079,22 @@ waited(struct cli *c, const char *id, int rc)
 	return rc == ST_OK ? R_AGAIN : rc;
 }
 
+/*
+ * One long-poll GET of path (held up to hold seconds) in a wait on job id, into d on ST_OK:
+ * waited()'s answer, R_AGAIN when the daemon was lost and is to be asked again.
+ */
+static int
+long_poll(struct cli *c, const char *id, const char *path, int hold, struct doc *d)
+{
+	int rc;
+
+	c->waiting = 1;
+	rc = api(c, "GET", path, NULL, hold, d);
+	c->ask_once = 0; /* before a pause in waited(), which the local deadline ends */
+	c->waiting = 0;
+	return waited(c, id, rc);
+}
+
 /* Note the followed job's status from an answer's "status" member. */
 static void
 note_status(struct cli *c, const struct doc *d)
@@ -1235,11 +1251,7 @@ wait_done(struct cli *c, const char *id)
 		if (!asked && c->job_status[0] == 0)
 			hold = 0;
 		snprintf(path, sizeof path, "/result/%s?wait=%d", id, hold);
-		c->waiting = 1;
-		rc = api(c, "GET", path, NULL, hold, &d);
-		c->ask_once = 0; /* before a pause in waited(), which the local deadline ends */
-		c->waiting = 0;
-		if ((rc = waited(c, id, rc)) == R_AGAIN)
+		if ((rc = long_poll(c, id, path, hold, &d)) == R_AGAIN)
 			continue;
 		if (rc != ST_OK)
 			return rc;
@@ -3099,11 +3111,7 @@ wait_held(struct cli *c, const struct opts *o, const char *id, const struct json
 		if (o->heartbeat > 0 && hold > (o->heartbeat + 1) / 2)
 			hold = (int)(o->heartbeat + 1) / 2;
 		snprintf(path, sizeof path, "/job/%s?wait=%d", id, hold);
-		c->waiting = 1;
-		rc = api(c, "GET", path, NULL, hold, &d);
-		c->ask_once = 0;
-		c->waiting = 0;
-		if ((rc = waited(c, id, rc)) == R_AGAIN)
+		if ((rc = long_poll(c, id, path, hold, &d)) == R_AGAIN)
 			continue;
 		if (rc != ST_OK)
 			return rc;
